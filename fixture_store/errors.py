@@ -1,0 +1,129 @@
+"""One exception hierarchy: each error says what is wrong, which artifact, and the fix."""
+
+from __future__ import annotations
+
+# Exit codes the CLI maps errors to; CI reads them.
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class FixtureStoreError(Exception):
+    """Base of every error the library raises on purpose.
+
+    ``fix`` is the command or action that repairs the situation; the CLI prints it below.
+    """
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+
+    def __str__(self) -> str:
+        if self.fix:
+            return f"{self.message}\n  fix: {self.fix}"
+        return self.message
+
+
+class UsageError(FixtureStoreError):
+    """The caller asked for something that cannot be done as asked."""
+
+    exit_code = EXIT_USAGE
+
+
+class DigestFormatError(FixtureStoreError):
+    """A digest string or size is malformed."""
+
+    exit_code = EXIT_USAGE
+
+
+class RegistryError(FixtureStoreError):
+    """The provenance registry (a file or a record in it) is invalid."""
+
+    exit_code = EXIT_USAGE
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        record: str | None = None,
+        field: str | None = None,
+        fix: str | None = None,
+    ) -> None:
+        where = ": ".join(
+            part
+            for part in (
+                file,
+                f"record {record!r}" if record is not None else None,
+                f"field {field!r}" if field is not None else None,
+            )
+            if part
+        )
+        super().__init__(f"{where}: {message}" if where else message, fix=fix)
+        self.file = file
+        self.record = record
+        self.field = field
+        self.reason = message
+
+
+class StoreError(FixtureStoreError):
+    """The object store cannot do what was asked (I/O, permissions, disk full)."""
+
+
+class IntegrityError(StoreError):
+    """Bytes did not match the digest they were expected to have; nothing was stored."""
+
+
+class ArtifactError(FixtureStoreError):
+    """An artifact cannot be handed out: the base of every refusal by verification."""
+
+    status = "error"
+
+    def __init__(self, artifact: str, message: str, *, fix: str | None = None) -> None:
+        super().__init__(f"{artifact}: {message}", fix=fix)
+        self.artifact = artifact
+
+
+class UnknownArtifactError(ArtifactError):
+    """The name has no record in the registry: nothing without a record is trusted."""
+
+    status = "unknown"
+    exit_code = EXIT_USAGE
+
+
+class MissingObjectError(ArtifactError):
+    """The record is valid but its object is not in the store."""
+
+    status = "missing"
+
+
+class DigestMismatchError(ArtifactError):
+    """The object in the store does not have the record's digest or size."""
+
+    status = "mismatch"
+
+
+class InvalidRecordError(ArtifactError):
+    """The artifact's record failed validation."""
+
+    status = "invalid-record"
+    exit_code = EXIT_USAGE
+
+
+class GapError(ArtifactError):
+    """The artifact is a declared gap: expected by the project, not available yet."""
+
+    status = "gap"
+
+    def __init__(self, artifact: str, reason: str) -> None:
+        super().__init__(artifact, f"declared gap: {reason}")
+        self.reason = reason
+
+
+class UnsafeContentError(ArtifactError):
+    """The content matched its digest but failed its safety profile or manifest."""
+
+    status = "unsafe"

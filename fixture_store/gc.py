@@ -1,0 +1,50 @@
+"""Garbage collection: objects no record references. Dry run unless asked to delete."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from fixture_store.registry import Registry
+from fixture_store.store import Store
+
+
+@dataclass(frozen=True)
+class Garbage:
+    hex: str
+    path: Path
+    size: int
+
+
+def referenced(registries: Iterable[Registry]) -> set[str]:
+    """Hex digests of every object any record (or tree member) references."""
+    keep: set[str] = set()
+    for registry in registries:
+        for record in registry.records():
+            if record.digest is not None:
+                keep.add(record.digest.hex)
+            if record.members is not None:
+                keep.update(d.hex for _, d in record.members)
+    return keep
+
+
+def find_garbage(store: Store, registries: Iterable[Registry]) -> list[Garbage]:
+    keep = referenced(registries)
+    out = []
+    for hexpart, path in store.iter_objects():
+        if hexpart not in keep:
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            out.append(Garbage(hexpart, path, size))
+    return out
+
+
+def collect(store: Store, garbage: Iterable[Garbage]) -> int:
+    removed = 0
+    for g in garbage:
+        store.remove(g.hex)
+        removed += 1
+    return removed

@@ -1,0 +1,121 @@
+"""Registering local files and folders: hash, ingest into the store, write the record."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fixture_store import registry as registry_mod
+from fixture_store import trees
+from fixture_store.digests import Digest
+from fixture_store.errors import UsageError
+from fixture_store.registry import Record, Registry, check_name, family_of
+from fixture_store.store import Store
+
+MEDIA_TYPES = {
+    ".npy": "application/x-npy",
+    ".npz": "application/x-npz",
+    ".onnx": "application/onnx",
+    ".pb": "application/x-protobuf",
+    ".json": "application/json",
+    ".zst": "application/zstd",
+    ".lz4": "application/x-lz4",
+    ".zip": "application/zip",
+    ".tar": "application/x-tar",
+}
+
+
+def ingest_file(store: Store, path: Path, expected: Digest | None = None) -> Digest:
+    return store.put_file(path, expected)
+
+
+def ingest_folder(store: Store, folder: Path) -> trees.Tree:
+    """Put every regular file of ``folder`` and its manifest into the store."""
+    files = trees.scan_folder(folder)
+    tree = trees.Tree({rel: store.put_file(p) for rel, p in files.items()})
+    store.put_bytes(tree.canonical_bytes(), tree.digest)
+    return tree
+
+
+def build_record(
+    name: str,
+    kind: str,
+    digest: Digest,
+    source: Mapping[str, Any],
+    *,
+    members: trees.Tree | None = None,
+    media_type: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+    file: str = "<new record>",
+) -> Record:
+    """Validate a new record through the same parser the registry uses."""
+    raw: dict[str, Any] = {"kind": kind, "source": dict(source), "digest": digest.text,
+                           "size": digest.size}
+    if members is not None:
+        raw["members"] = trees.to_json(members)
+    if media_type:
+        raw["media_type"] = media_type
+    raw.update(extra or {})
+    return registry_mod.parse_record(name, raw, file=file)
+
+
+def add(
+    store: Store,
+    registry: Registry,
+    path: str | os.PathLike[str],
+    *,
+    name: str,
+    kind: str,
+    source: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    replace: bool = False,
+) -> Record:
+    """Ingest a local file or folder and write its record; never overwrite a record silently."""
+    check_name(name)
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{p} does not exist")
+    if source is None:
+        try:
+            rel = p.absolute().relative_to(registry.root).as_posix()
+        except ValueError:
+            rel = None
+        if rel is None:
+            raise UsageError(
+                f"{p} is outside the project {registry.root}; a local source must be a path "
+                "inside it",
+                fix="copy it into the project, or give --source https://... / hf://...",
+            )
+        source = {"type": "local", "path": rel}
+    family = family_of(name)
+    existing_file = registry.families.get(family)
+    if p.is_dir():
+        if kind not in registry_mod.records.TREE_KINDS:
+            raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
+        tree = ingest_folder(store, p)
+        record = build_record(name, kind, tree.digest, source, members=tree, extra=extra,
+                              file=f"provenance/{family}.json")
+    else:
+        if kind in registry_mod.records.TREE_KINDS:
+            raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
+        digest = ingest_file(store, p)
+        record = build_record(name, kind, digest, source,
+                              media_type=MEDIA_TYPES.get(p.suffix.lower()), extra=extra,
+                              file=f"provenance/{family}.json")
+    records = dict(existing_file.records) if existing_file else {}
+    if existing_file and name in existing_file.invalid and not replace:
+        raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
+    old = records.get(name)
+    if old is not None and old.digest != record.digest and not replace:
+        raise UsageError(
+            f"{name} is already registered with {old.digest}; the new bytes are {record.digest}",
+            fix="compare first (fixture-store regenerate), or pass --replace to rewrite the record",
+        )
+    if old is not None and old.digest == record.digest:
+        record = dataclasses.replace(old)  # unchanged: keep the reviewed record as it is
+    records[name] = record
+    registry_mod.write_family(registry, family, records.values())
+    return record

@@ -1,0 +1,303 @@
+"""Reading and writing registry files: one ``provenance/<family>.json`` per family.
+
+Files are JSON with sorted keys, two-space indent and a trailing newline, so rewriting an unchanged
+record is byte-identical and diffs read well. Duplicate keys anywhere are an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
+from fixture_store.registry.records import Record, check_family, family_of, parse_record
+
+FORMAT_VERSION = 1
+DIRNAME = "provenance"
+ENV_VAR = "FIXTURE_STORE_REGISTRY"
+
+
+@cache
+def schema() -> dict[str, Any]:
+    text = resources.files("fixture_store.registry").joinpath("schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    """The one stable text form of a registry document."""
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    """A failure the project knows about, kept as data: which runtime, which cases, why."""
+
+    runtime: str
+    pattern: str
+    reason: str
+    outcome: str | None = None
+
+    def matches(self, runtime: str, name: str) -> bool:
+        return self.runtime in (runtime, "*") and fnmatch.fnmatchcase(name, self.pattern)
+
+
+@dataclass(frozen=True)
+class FamilyFile:
+    """One parsed registry file."""
+
+    path: Path
+    family: str
+    records: Mapping[str, Record]
+    invalid: Mapping[str, RegistryError]
+    known_failures: tuple[KnownFailure, ...] = ()
+    description: str | None = None
+
+
+def load_file(path: str | os.PathLike[str]) -> FamilyFile:
+    """Parse one registry file. File-level problems raise; a bad record is kept in ``invalid``."""
+    p = Path(path)
+    shown = str(p)
+    try:
+        family = check_family(p.stem)
+    except UsageError as e:
+        raise RegistryError(e.message, file=shown, field="file name") from e
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RegistryError(f"cannot read: {e}", file=shown) from e
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateKey as e:
+        raise RegistryError(f"duplicate key {e.key!r}", file=shown, field=e.key) from e
+    except json.JSONDecodeError as e:
+        raise RegistryError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
+                            file=shown) from e
+    if not isinstance(doc, dict):
+        raise RegistryError("must be a JSON object", file=shown)
+    version = doc.get("format_version")
+    if version != FORMAT_VERSION:
+        raise RegistryError(
+            f"unknown format_version {version!r}; this fixture-store reads {FORMAT_VERSION}",
+            file=shown, field="format_version",
+            fix="upgrade fixture-store, or fix the file's format_version",
+        )
+    extra = set(doc) - {"format_version", "records", "known_failures", "description"}
+    if extra:
+        raise RegistryError("unknown top-level field", file=shown, field=sorted(extra)[0])
+    raw_records = doc.get("records")
+    if not isinstance(raw_records, dict):
+        raise RegistryError("missing or not an object", file=shown, field="records")
+
+    records: dict[str, Record] = {}
+    invalid: dict[str, RegistryError] = {}
+    for name in sorted(raw_records):
+        raw = raw_records[name]
+        try:
+            if isinstance(name, str) and family_of(name) != family:
+                raise RegistryError(
+                    f"belongs to family {family_of(name)!r} but is in {p.name}",
+                    file=shown, record=name, field="name",
+                    fix=f"move it to {DIRNAME}/{family_of(name)}.json",
+                )
+            record = parse_record(name, raw, file=shown)
+            _schema_backstop(raw, shown, name)
+            records[name] = record
+        except RegistryError as e:
+            invalid[name] = e
+
+    known = []
+    for i, kf in enumerate(doc.get("known_failures") or []):
+        if not isinstance(kf, dict) or not all(
+            isinstance(kf.get(k), str) and kf.get(k) for k in ("runtime", "pattern", "reason")
+        ):
+            raise RegistryError(
+                "each known failure needs non-empty runtime, pattern and reason",
+                file=shown, field=f"known_failures[{i}]",
+            )
+        known.append(KnownFailure(kf["runtime"], kf["pattern"], kf["reason"], kf.get("outcome")))
+    return FamilyFile(p, family, records, invalid, tuple(known), doc.get("description"))
+
+
+def _schema_backstop(raw: Any, file: str, name: str) -> None:
+    record_schema = {"$defs": schema()["$defs"], "$ref": "#/$defs/record"}
+    validator = jsonschema.Draft202012Validator(record_schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path) or "record"
+        raise RegistryError(error.message, file=file, record=name, field=where)
+
+
+@dataclass(frozen=True)
+class Registry:
+    """All registry files of a project, loaded."""
+
+    root: Path
+    families: Mapping[str, FamilyFile] = field(default_factory=dict)
+
+    @property
+    def directory(self) -> Path:
+        return self.root / DIRNAME
+
+    def records(self) -> Iterator[Record]:
+        for fam in self.families.values():
+            yield from fam.records.values()
+
+    def invalid(self) -> Iterator[tuple[str, RegistryError]]:
+        for fam in self.families.values():
+            yield from fam.invalid.items()
+
+    def names(self) -> list[str]:
+        return sorted(
+            n for fam in self.families.values() for n in (*fam.records, *fam.invalid)
+        )
+
+    def known_failures(self) -> Iterator[KnownFailure]:
+        for fam in self.families.values():
+            yield from fam.known_failures
+
+    def get(self, name: str) -> Record:
+        """The valid record for ``name``; typed errors for unknown names and invalid records."""
+        from fixture_store.errors import InvalidRecordError
+
+        fam = self.families.get(family_of(name)) if isinstance(name, str) else None
+        if fam is not None:
+            if name in fam.records:
+                return fam.records[name]
+            if name in fam.invalid:
+                err = fam.invalid[name]
+                raise InvalidRecordError(name, err.message, fix=err.fix or f"edit {fam.path}")
+        raise UnknownArtifactError(
+            name,
+            "no record in the registry; nothing without a record is trusted",
+            fix=f"register it: fixture-store add PATH --name {name} --kind KIND",
+        )
+
+    def select(
+        self, names: Iterable[str] = (), families: Iterable[str] = ()
+    ) -> list[str]:
+        """Names matching the explicit names (glob patterns allowed) and families; all if none."""
+        names, families = list(names), list(families)
+        every = self.names()
+        if not names and not families:
+            return every
+        chosen: set[str] = set()
+        for fam in families:
+            if fam not in self.families:
+                raise UsageError(
+                    f"no family {fam!r} in {self.directory}",
+                    fix=f"one of: {', '.join(sorted(self.families)) or '(none yet)'}",
+                )
+            chosen.update(n for n in every if family_of(n) == fam)
+        for pattern in names:
+            if any(ch in pattern for ch in "*?["):
+                hits = fnmatch.filter(every, pattern)
+                if not hits:
+                    raise UnknownArtifactError(pattern, "matches no record in the registry",
+                                               fix="fixture-store list")
+                chosen.update(hits)
+            else:
+                if pattern not in every:
+                    self.get(pattern)  # raises UnknownArtifactError with the fix
+                chosen.add(pattern)
+        return sorted(chosen)
+
+
+def find_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The project root: from ``$FIXTURE_STORE_REGISTRY``, else the nearest one with provenance/."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        p = Path(env).expanduser().absolute()
+        return p.parent if p.name == DIRNAME else p
+    here = Path(start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if (folder / DIRNAME).is_dir():
+            return folder
+    raise UsageError(
+        f"no {DIRNAME}/ folder in {here} or any parent",
+        fix="run 'fixture-store init' in your project, or pass --registry",
+    )
+
+
+def load(root: str | os.PathLike[str] | None = None) -> Registry:
+    """Load every ``provenance/*.json`` under the project root."""
+    base = Path(root).absolute() if root is not None else find_root()
+    if base.name == DIRNAME:
+        base = base.parent
+    directory = base / DIRNAME
+    if not directory.is_dir():
+        raise UsageError(f"{directory} does not exist", fix="fixture-store init")
+    families = {}
+    for path in sorted(directory.glob("*.json")):
+        fam = load_file(path)
+        families[fam.family] = fam
+    return Registry(base, families)
+
+
+def write_family(
+    registry: Registry,
+    family: str,
+    records: Iterable[Record],
+    *,
+    description: str | None = None,
+    known_failures: Iterable[KnownFailure] | None = None,
+) -> Path:
+    """Write a family file atomically in the stable format. Records are the complete set."""
+    check_family(family)
+    existing = registry.families.get(family)
+    doc: dict[str, Any] = {"format_version": FORMAT_VERSION}
+    desc = description if description is not None else (existing.description if existing else None)
+    if desc:
+        doc["description"] = desc
+    kfs = list(known_failures) if known_failures is not None else (
+        list(existing.known_failures) if existing else []
+    )
+    if kfs:
+        doc["known_failures"] = [
+            {k: v for k, v in (("runtime", kf.runtime), ("pattern", kf.pattern),
+                               ("reason", kf.reason), ("outcome", kf.outcome)) if v is not None}
+            for kf in kfs
+        ]
+    doc["records"] = {r.name: r.to_json() for r in sorted(records, key=lambda r: r.name)}
+    for name in doc["records"]:
+        if family_of(name) != family:
+            raise UsageError(f"record {name!r} does not belong to family {family!r}")
+    path = registry.directory / f"{family}.json"
+    registry.directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=registry.directory, prefix=f".{family}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+            f.write(dumps(doc))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return path

@@ -1,0 +1,89 @@
+"""The verified-state cache: lets a repeat verify skip re-hashing unchanged objects (DESIGN 8).
+
+An entry says "the file at this path, with this inode, size, mtime_ns and ctime_ns, hashed to this
+digest". Any write to the file changes mtime or ctime (ctime cannot be set from user space), so a
+changed file misses the cache and is hashed again. A read-only bit is never taken as proof. The
+cache lives under the store's ``state/`` folder and may be deleted at any time; ``verify --full``
+ignores it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+Key = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
+
+
+def stat_key(st: os.stat_result) -> Key:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass
+class VerifiedCache:
+    """A small SQLite table loaded once per run; new entries are written in one transaction."""
+
+    path: Path | None
+    _entries: dict[str, tuple[Key, str]]
+    _pending: dict[str, tuple[Key, str]]
+    _lock: threading.Lock
+
+    @classmethod
+    def open(cls, state_dir: Path | None) -> VerifiedCache:
+        """Open the cache in ``state_dir``; ``None`` gives a cache that remembers nothing."""
+        entries: dict[str, tuple[Key, str]] = {}
+        path = None if state_dir is None else state_dir / "verified.sqlite3"
+        if path is not None and path.exists():
+            try:
+                with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+                    rows = db.execute(
+                        "SELECT path, ino, size, mtime_ns, ctime_ns, digest FROM verified"
+                    ).fetchall()
+                entries = {r[0]: ((r[1], r[2], r[3], r[4]), r[5]) for r in rows}
+            except sqlite3.DatabaseError:
+                entries = {}  # a damaged cache only costs re-hashing
+        return cls(path, entries, {}, threading.Lock())
+
+    def lookup(self, path: Path, st: os.stat_result, hexdigest: str) -> bool:
+        """True if ``path`` with this stat was verified to have ``hexdigest`` before."""
+        hit = self._entries.get(str(path))
+        return hit is not None and hit == (stat_key(st), hexdigest)
+
+    def remember(self, path: Path, st: os.stat_result, hexdigest: str) -> None:
+        entry = (stat_key(st), hexdigest)
+        with self._lock:
+            self._entries[str(path)] = entry
+            self._pending[str(path)] = entry
+
+    def forget(self, path: Path) -> None:
+        with self._lock:
+            self._entries.pop(str(path), None)
+            self._pending[str(path)] = ((-1, -1, -1, -1), "")
+
+    def flush(self) -> None:
+        if self.path is None or not self._pending:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS verified (path TEXT PRIMARY KEY, ino INTEGER, "
+                    "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT)"
+                )
+                with db:
+                    db.executemany(
+                        "INSERT OR REPLACE INTO verified VALUES (?, ?, ?, ?, ?, ?)",
+                        [(p, *key, d) for p, (key, d) in pending.items() if d],
+                    )
+                    db.executemany(
+                        "DELETE FROM verified WHERE path = ?",
+                        [(p,) for p, (_, d) in pending.items() if not d],
+                    )
+        except (sqlite3.DatabaseError, OSError):
+            pass  # the cache is an optimisation; failing to save it loses nothing

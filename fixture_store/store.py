@@ -1,0 +1,240 @@
+"""The content-addressed object store (DESIGN decision 4).
+
+Layout under the store root::
+
+    objects/sha256/ab/cdef...   read-only objects, named by the hex of their SHA-256
+    tmp/                        temp files of writes in progress (same filesystem: rename is atomic)
+    locks/ab.lock               one lock per shard, held only around the check-and-rename
+    state/                      caches that may be deleted at any time (verified-state cache)
+
+A write hashes the bytes while copying them into ``tmp/``, fsyncs, checks the digest against the
+expected one and only then renames the file into ``objects/``: a crash at any instant leaves at
+most an orphan temp file, never a partial object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import platformdirs
+from filelock import FileLock
+
+from fixture_store import digests
+from fixture_store.digests import Digest
+from fixture_store.errors import IntegrityError, StoreError
+
+ENV_VAR = "FIXTURE_STORE_DIR"
+READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+
+
+def default_root(flag: str | os.PathLike[str] | None = None) -> Path:
+    """Where the store lives: the flag, then ``$FIXTURE_STORE_DIR``, then a per-user cache dir."""
+    if flag:
+        return Path(flag).expanduser()
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_cache_dir("fixture-store", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Store:
+    """A handle on a store root. Cheap to create; all state is on disk."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, root: str | os.PathLike[str] | None = None) -> Store:
+        return cls(default_root(root).absolute())
+
+    # -- layout ---------------------------------------------------------------------------------
+    @property
+    def objects_dir(self) -> Path:
+        return self.root / "objects" / "sha256"
+
+    @property
+    def tmp_dir(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    def object_path(self, digest: Digest | str) -> Path:
+        hexpart = digest.hex if isinstance(digest, Digest) else digest
+        return self.objects_dir / hexpart[:2] / hexpart[2:]
+
+    def ensure(self) -> Store:
+        try:
+            for d in (self.objects_dir, self.tmp_dir, self.root / "locks", self.state_dir):
+                d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(
+                f"cannot create the store at {self.root}: {e.strerror}",
+                fix=f"choose a writable location with --store or ${ENV_VAR}",
+            ) from e
+        return self
+
+    @contextlib.contextmanager
+    def lock(self, digest: Digest) -> Iterator[None]:
+        """Cross-process lock for one object's shard (flock: released if the holder dies)."""
+        with FileLock(str(self.root / "locks" / f"{digest.hex[:2]}.lock")):
+            yield
+
+    # -- reading --------------------------------------------------------------------------------
+    def has(self, digest: Digest) -> bool:
+        """Whether an object file exists with the right size. Presence is not verification."""
+        try:
+            return self.object_path(digest).stat().st_size == digest.size
+        except FileNotFoundError:
+            return False
+
+    def open(self, digest: Digest) -> BinaryIO:
+        """Open an object's bytes. Callers that hand bytes out go through verification first."""
+        return open(self.object_path(digest), "rb")
+
+    def iter_objects(self) -> Iterator[tuple[str, Path]]:
+        """Every object file as (hex, path); stray names are skipped, never trusted."""
+        if not self.objects_dir.is_dir():
+            return
+        for shard in sorted(self.objects_dir.iterdir()):
+            if len(shard.name) != 2 or not shard.is_dir():
+                continue
+            for obj in sorted(shard.iterdir()):
+                hexpart = shard.name + obj.name
+                if len(hexpart) == 64 and all(c in "0123456789abcdef" for c in hexpart):
+                    yield hexpart, obj
+
+    # -- writing --------------------------------------------------------------------------------
+    def put_stream(
+        self, stream: BinaryIO, expected: Digest | None = None, *, replace: bool = False
+    ) -> Digest:
+        """Copy a stream into the store, hashing as it goes.
+
+        With ``expected`` the bytes must match it (digest and size) or nothing is stored and
+        :class:`IntegrityError` is raised. The stream is read at most ``expected.size + 1`` bytes.
+        An object already present is kept (one copy of each object) unless ``replace`` is set,
+        which repairs a damaged object with these freshly checked bytes.
+        """
+        self.ensure()
+        fd, tmp_name = tempfile.mkstemp(dir=self.tmp_dir, prefix="put-")
+        tmp = Path(tmp_name)
+        try:
+            hasher = digests.Hasher()
+            limit = None if expected is None else expected.size + 1
+            buf = bytearray(digests.CHUNK)
+            view = memoryview(buf)
+            with os.fdopen(fd, "wb", buffering=0) as out:
+                while True:
+                    want = len(buf) if limit is None else min(len(buf), limit - hasher.size)
+                    if want <= 0:
+                        break
+                    n = stream.readinto(view[:want])  # type: ignore[attr-defined]
+                    if not n:
+                        break
+                    chunk = view[:n]
+                    hasher.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            actual = hasher.digest()
+            if expected is not None and actual != expected:
+                raise IntegrityError(
+                    f"bytes do not match the expected digest: expected {expected}, "
+                    f"got {actual}{' or more' if actual.size > expected.size else ''}; "
+                    "nothing was stored"
+                )
+            self._commit(tmp, actual, replace=replace)
+            return actual
+        except OSError as e:
+            raise _io_error(e, self.root) from e
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def put_file(
+        self, path: str | os.PathLike[str], expected: Digest | None = None, *, replace: bool = False
+    ) -> Digest:
+        """Copy a file into the store (see :meth:`put_stream`)."""
+        try:
+            f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below; open errors differ
+        except OSError as e:
+            raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
+        with f:
+            return self.put_stream(f, expected, replace=replace)
+
+    def put_bytes(
+        self, data: bytes, expected: Digest | None = None, *, replace: bool = False
+    ) -> Digest:
+        return self.put_stream(io.BytesIO(data), expected, replace=replace)
+
+    def _commit(self, tmp: Path, digest: Digest, *, replace: bool) -> None:
+        """Rename a complete, fsynced temp file into place under the shard lock."""
+        final = self.object_path(digest)
+        with self.lock(digest):
+            if not replace and _intact_size(final, digest):
+                return  # another writer got there first: one copy of each object
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(tmp, READ_ONLY)
+            os.replace(tmp, final)
+            _fsync_dir(final.parent)
+
+    def remove(self, digest: Digest | str) -> None:
+        path = self.object_path(digest)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+    def clean_tmp(self) -> int:
+        """Remove temp files left by writers that died. Returns how many were removed."""
+        if not self.tmp_dir.is_dir():
+            return 0
+        count = 0
+        for p in self.tmp_dir.iterdir():
+            try:
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+                count += 1
+            except FileNotFoundError:
+                continue
+        return count
+
+
+def _intact_size(path: Path, digest: Digest) -> bool:
+    try:
+        return path.stat().st_size == digest.size
+    except FileNotFoundError:
+        return False
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _io_error(e: OSError, root: Path) -> StoreError:
+    if e.errno == errno.ENOSPC:
+        return StoreError(
+            f"no space left on the device holding the store {root}; nothing was stored",
+            fix=f"free space, or point --store / ${ENV_VAR} at a larger disk",
+        )
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return StoreError(
+            f"the store {root} is not writable: {e.strerror}",
+            fix=f"choose a writable location with --store or ${ENV_VAR}",
+        )
+    return StoreError(f"I/O error in the store {root}: {e}")

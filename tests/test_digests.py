@@ -1,0 +1,49 @@
+import io
+
+import pytest
+
+from fixture_store import digests
+from fixture_store.digests import Digest
+from fixture_store.errors import DigestFormatError
+
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_empty_stream_has_the_known_sha256() -> None:
+    assert digests.of_stream(io.BytesIO(b"")) == Digest(EMPTY, 0)
+
+
+def test_file_digest_matches_bytes_digest(tmp_path) -> None:
+    data = bytes(range(256)) * 9000  # spans several read chunks
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    assert digests.of_file(p) == digests.of_bytes(data)
+    assert digests.of_file(p).size == len(data)
+
+
+def test_parse_round_trips_the_record_form() -> None:
+    d = digests.parse("sha256:" + EMPTY, 0)
+    assert d.text == "sha256:" + EMPTY and d.size == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (EMPTY, "lacks the 'sha256:' prefix"),
+        ("sha256:" + EMPTY[:-1], "has 63 hex characters"),
+        ("sha256:" + EMPTY + "0", "has 65 hex characters"),
+        ("sha256:" + EMPTY.upper(), "upper case; write it in lower case"),
+        ("sha256:" + "g" * 64, "non-hex"),
+        ("md5:" + "0" * 32, "unsupported digest algorithm 'md5'"),
+        (None, "must be a string"),
+    ],
+)
+def test_malformed_digest_text_is_refused_with_the_reason(text: object, needle: str) -> None:
+    with pytest.raises(DigestFormatError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        digests.parse(text, 0)
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, "3", True, None])
+def test_bad_size_is_refused(size: object) -> None:
+    with pytest.raises(DigestFormatError, match="size must be a non-negative integer"):
+        digests.parse("sha256:" + EMPTY, size)
