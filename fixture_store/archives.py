@@ -475,7 +475,10 @@ def _check_zip_layout(
                 raise _fail(label, "corrupt", f"directory {info.filename!r} has content")
             continue
         files.append(info)
-    if expected_offset != zf.start_dir:
+    if expected_offset > zf.start_dir:
+        raise _fail(label, "size-lie",
+                    "the last member's declared size runs into the central directory")
+    if expected_offset < zf.start_dir:
         raise _fail(label, "gap", "hidden bytes between the last member and the central directory")
     if declared > RATIO_FLOOR and declared > limits.compression_ratio * max(size, 1):
         raise _fail(label, "compression-ratio",

@@ -86,3 +86,24 @@ def files_under(root: Path) -> set[str]:
         for p in root.rglob("*")
         if not p.is_dir() and "locks" not in p.relative_to(root).parts
     }
+
+
+def zip_central(data: bytes, name: str) -> int:
+    """Offset of ``name``'s central directory entry."""
+    at = data.find(b"PK\x01\x02")
+    while at >= 0:
+        (nlen,) = struct.unpack("<H", data[at + 28 : at + 30])
+        if data[at + 46 : at + 46 + nlen] == name.encode():
+            return at
+        at = data.find(b"PK\x01\x02", at + 4)
+    raise KeyError(name)
+
+
+def zip_local(data: bytes, name: str) -> int:
+    (offset,) = struct.unpack("<I", data[zip_central(data, name) + 42 :][:4])
+    return int(offset)
+
+
+def patch(data: bytes, at: int, fmt: str, value: int) -> bytes:
+    raw = struct.pack(fmt, value)
+    return data[:at] + raw + data[at + len(raw) :]
