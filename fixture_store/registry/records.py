@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from fixture_store import digests, trees
+from fixture_store import digests, limits, trees
 from fixture_store.digests import Digest
 from fixture_store.errors import DigestFormatError, RegistryError, UsageError
 
@@ -169,14 +169,14 @@ def _check_source(raw: Any, c: _Checker) -> Source:
     if not isinstance(raw, Mapping):
         raise c.fail("source", "must be an object with a 'type'")
     stype = raw.get("type")
-    allowed = {
+    allowed: dict[str, tuple[set[str], set[str]]] = {
         "hub": ({"repo_id", "revision", "path"}, {"repo_type"}),
         "package": ({"requirement", "file", "file_digest", "path"}, {"file_size"}),
         "url": ({"url"}, set()),
         "generator": ({"stage"}, {"generator", "environment", "params"}),
         "local": ({"path"}, set()),
     }
-    if stype not in allowed:
+    if not isinstance(stype, str) or stype not in allowed:
         raise c.fail("source.type", f"unknown source type {stype!r}; one of {sorted(allowed)}")
     required, optional = allowed[stype]
     for key in sorted(required):
@@ -349,6 +349,11 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     for key in ("media_type", "license", "profile", "description"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key]):
             raise c.fail(key, "must be a non-empty string")
+    if "profile" in raw:
+        try:
+            limits.profile(raw["profile"])
+        except UsageError as e:
+            raise c.fail("profile", e.message, fix=e.fix) from e
     metadata = raw.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise c.fail("metadata", "must be an object")
