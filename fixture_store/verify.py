@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from fixture_store import digests
+from fixture_store import content, digests
 from fixture_store.digests import Digest
 from fixture_store.errors import (
     ArtifactError,
@@ -138,10 +138,16 @@ class Verifier:
             return Result(name, Status.GAP, record.gap or "", kind=record.kind)
         assert record.digest is not None
         fetch = f"fixture-store fetch {name}"
-        if record.members is not None:
+        if record.is_tree:
             return self._verify_tree(record, fetch)
         check = self.check_object(record.digest)
-        return self._result(record, check, None, record.digest, fetch)
+        result = self._result(record, check, None, record.digest, fetch)
+        if result.ok and content.needs_check(record):
+            failure = content.check(self.store, record, full=self.full)
+            if failure is not None:
+                return Result(name, Status.UNSAFE, failure.message, expected=record.digest,
+                              actual=check.actual, fix=failure.fix, kind=record.kind)
+        return result
 
     def _verify_tree(self, record: Record, fetch: str) -> Result:
         assert record.members is not None and record.digest is not None
