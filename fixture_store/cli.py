@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -55,7 +56,7 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except FixtureStoreError as e:
-            err.print(f"[bold red]error:[/] {e.message}", markup=True)
+            err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True)
             if e.fix:
                 err.print(f"  fix: {e.fix}", markup=False)
             sys.exit(e.exit_code)
@@ -198,7 +199,7 @@ def print_results(results: list[Result], *, title: str, limit_ok: int = 50) -> N
         if r.fix and not r.ok:
             detail += f"\nfix: {r.fix}"
         style = STATUS_STYLE.get(r.status, "")
-        table.add_row(r.name, r.kind or "", f"[{style}]{r.status}[/]", detail)
+        table.add_row(escape(r.name), r.kind or "", f"[{style}]{r.status}[/]", escape(detail))
     hidden = counts[Status.VERIFIED] - len(shown_ok)
     if hidden > 0:
         table.caption = f"… and {hidden:,} more verified (use --json for all)"
@@ -305,7 +306,7 @@ def show(obj: Context, name: str, as_json: bool) -> None:
     if record.gap:
         out.print(f"  gap:     {record.gap}", markup=False)
     style = STATUS_STYLE.get(result.status, "")
-    out.print(f"  status:  [{style}]{result.status}[/] {result.message}")
+    out.print(f"  status:  [{style}]{result.status}[/] {escape(result.message)}")
     if not result.ok and result.status is not Status.GAP:
         sys.exit(exit_code_for([result]))
 
