@@ -145,7 +145,9 @@ class Verifier:
         if result.ok and content.needs_check(record):
             failure = content.check(self.store, record, full=self.full)
             if failure is not None:
-                return Result(name, Status.UNSAFE, failure.message, expected=record.digest,
+                # The error's message names the artifact already; Result.error() adds it back.
+                message = failure.message.removeprefix(f"{name}: ")
+                return Result(name, Status.UNSAFE, message, expected=record.digest,
                               actual=check.actual, fix=failure.fix, kind=record.kind)
         return result
 

@@ -125,3 +125,19 @@ def test_archive_record_digest_is_the_archives_not_the_manifests(tmp_path: Path)
     assert record.digest == digests.of_bytes(data)
     assert not record.is_tree
     assert Fixtures(store, registry).read_bytes("fam/a") == data
+
+
+def test_cli_verify_reports_unsafe_with_its_rule_and_exit_code_1(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from fixture_store.cli import main
+
+    store = Store.at(tmp_path / "store")
+    evil = tar_bytes([(tar_info("b.txt", 6), b"bravo\n"), (tar_info("../evil", 4), b"evil")])
+    _project(tmp_path, {"fam/w": _record(store, evil, "archive",
+                                         members=_members({"b.txt": b"bravo\n"}))})
+    result = CliRunner().invoke(main, ["--store", str(store.root), "--registry", str(tmp_path),
+                                       "verify", "fam/w"])
+    assert result.exit_code == 1
+    assert "[traversal]" in result.output
+    assert "fam/w: fam/w" not in result.output
