@@ -55,6 +55,8 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _ZIP_LOCAL = b"PK\x03\x04"
 _ZIP_END = b"PK\x05\x06"
+_NAME_MAX = 255
+_PATH_MAX = 4096
 _FIX = "re-fetch the archive from its pinned source; if the source itself is hostile, report it"
 
 ManifestLike = trees.Tree | Mapping[str, Digest]
@@ -280,6 +282,11 @@ class _Checker:
             raise _fail(self.artifact, "drive-letter", f"member {name!r} starts with a drive")
         if ".." in name.split("/"):
             raise _fail(self.artifact, "traversal", f"member {name!r} escapes with '..'")
+        if len(name.encode()) > _PATH_MAX or any(
+            len(seg.encode()) > _NAME_MAX for seg in name.split("/")
+        ):
+            raise _fail(self.artifact, "member-path",
+                        f"member path {name[:64]!r}... is longer than a filesystem allows")
         try:
             return trees.check_member_path(name)
         except trees.TreePathError as e:
@@ -344,6 +351,9 @@ def _tar_members(
                 if info.isdir():
                     checker.check_path(info.name.rstrip("/"))
                     continue
+                if info.issparse():
+                    # Holes expand outside the decoded-byte count: a cheap bomb, never needed.
+                    raise _fail(artifact, "sparse", f"member {info.name!r} is a sparse file")
                 if not info.isreg():
                     raise _fail(artifact, "member-type",
                                 f"member {info.name!r} has unsupported type {info.type!r}")

@@ -52,6 +52,21 @@ def _tar_with(*extra: tuple[tarfile.TarInfo, bytes], base: dict[str, bytes] = GO
     return tar_bytes([*entries, *extra])
 
 
+def _sparse_tar() -> bytes:
+    """A GNU sparse member (type 'S') declaring 1 MiB of holes around 512 stored bytes."""
+    buf = bytearray(tar_bytes([(tar_info("b.txt", 512), b"x" * 512)], fmt=tarfile.GNU_FORMAT))
+    head = bytearray(buf[:512])
+    head[156:157] = tarfile.GNUTYPE_SPARSE
+    # One sparse map entry (offset 0, 512 bytes) and a real size of 1 MiB.
+    head[386:398] = b"%011o\0" % 0
+    head[398:410] = b"%011o\0" % 512
+    head[483:495] = b"%011o\0" % (1 << 20)
+    head[148:156] = b" " * 8
+    head[148:156] = b"%06o\0 " % sum(head)
+    buf[:512] = head
+    return bytes(buf)
+
+
 def _tar_cases(fmt: str) -> list[Case]:
     z = lambda data: compress(data, fmt)  # noqa: E731
     good = regular_tar(GOOD)
@@ -65,6 +80,8 @@ def _tar_cases(fmt: str) -> list[Case]:
         Case("backslash", fmt, z(_tar_with((tar_info("..\\evil", 4), b"evil"))), "backslash"),
         Case("drive", fmt, z(_tar_with((tar_info("C:/evil", 4), b"evil"))), "drive-letter"),
         Case("bad-char", fmt, z(_tar_with((tar_info("a\nb", 4), b"evil"))), "member-path"),
+        Case("long-name", fmt, z(_tar_with((tar_info("a" * 300, 4), b"evil"))), "member-path"),
+        Case("sparse", fmt, z(_sparse_tar()), "sparse"),
         Case("symlink", fmt,
              z(_tar_with((tar_info("link", kind=tarfile.SYMTYPE, linkname="/etc/passwd"), b""))),
              "symlink"),
@@ -185,7 +202,8 @@ def test_hostile_archive_is_refused_and_nothing_is_written(tmp_path: Path, case:
 
 def test_every_documented_rule_has_a_case() -> None:
     rules = {c.rule for c in CASES}
-    for rule in ("absolute-path", "traversal", "backslash", "drive-letter", "symlink", "hardlink",
+    for rule in ("absolute-path", "traversal", "sparse", "member-path", "backslash",
+                 "drive-letter", "symlink", "hardlink",
                  "device", "fifo", "duplicate", "extra-member", "missing-member", "truncated",
                  "trailing-garbage", "size-lie", "compression-ratio", "expanded-bytes",
                  "member-count", "member-bytes", "archive-bytes", "overlap", "gap"):
