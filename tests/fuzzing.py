@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from fixture_store import archives, arrays, limits
+from fixture_store import archives, arrays, digests, limits
 from fixture_store.errors import FixtureStoreError
-from tests.hostile import compress, regular_tar, zip_bytes
+from fixture_store.store import Store
+from tests.hostile import compress, manifest, regular_tar, zip_bytes
 
 # Tight limits keep each iteration small: a mutated size field cannot make it allocate much.
 FUZZ_LIMITS = limits.tighten(
@@ -30,6 +31,7 @@ FUZZ_LIMITS = limits.tighten(
     member_count=64, tensor_bytes=1 << 20, total_array_bytes=4 << 20, tensor_header_bytes=4096,
 )
 _MEMBERS = {"a/x.bin": bytes(range(256)) * 3, "b.txt": b"hello\n", "c": b""}
+SEED_MANIFEST = manifest(_MEMBERS)
 
 
 def _npy_seed(arr: np.ndarray) -> bytes:  # type: ignore[type-arg]
@@ -100,6 +102,17 @@ def target_archive(data: bytes, fmt: str, folder: Path) -> None:
     if fmt == "zip":
         with contextlib.suppress(FixtureStoreError):
             arrays.read_npz(path, FUZZ_LIMITS)
+    # Extraction of the same bytes: refused, or complete and checkable; never staging left over.
+    store = Store.at(folder / "store")
+    try:
+        archives.extract(store, path, SEED_MANIFEST, FUZZ_LIMITS)
+    except FixtureStoreError:
+        pass
+    else:
+        archives.check_extraction(store, path, SEED_MANIFEST,
+                                  archive_digest=digests.of_file(path))
+    leftovers = list(store.tmp_dir.iterdir()) if store.tmp_dir.exists() else []
+    assert not leftovers, f"extraction left {leftovers} behind"
 
 
 def targets(folder: Path) -> dict[str, Callable[[bytes], None]]:
