@@ -202,3 +202,37 @@ def test_disk_full_gives_a_clear_error_and_no_corrupt_object(tmp_path: Path, wor
         assert list(store.tmp_dir.iterdir()) == []
         for hexpart, path in store.iter_objects():
             assert digests.of_file(path).hex == hexpart
+
+
+def test_clean_tmp_removes_orphans_but_not_a_live_writers_files(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store").ensure()
+    live_file = store.tmp_dir / "put-live"
+    live_file.write_bytes(b"being written")
+    live_dir = store.tmp_dir / "extract-live"
+    (live_dir / "members").mkdir(parents=True)
+    (live_dir / "members" / "a.bin").write_bytes(b"x")
+    assert store.clean_tmp() == 0
+    assert live_file.exists() and live_dir.exists()
+    old = time.time() - 2 * 3600
+    for p in (live_file, live_dir, live_dir / "members", live_dir / "members" / "a.bin"):
+        os.utime(p, (old, old))
+    assert store.clean_tmp() == 2
+    assert list(store.tmp_dir.iterdir()) == []
+
+
+def test_orphans_of_killed_writers_are_invisible_and_collectable(
+    tmp_path: Path, work: Path
+) -> None:
+    store_root = tmp_path / "store"
+    for delay in (0.05, 0.1, 0.2):
+        proc = _child(store_root, work)
+        _wait_ready(proc)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=60)
+    store = Store.at(store_root)
+    for hexpart, path in store.iter_objects():
+        assert digests.of_file(path).hex == hexpart
+    store.clean_tmp(older_than=0)
+    assert list(store.tmp_dir.iterdir()) == []
+    check_store_clean(store, work, tmp_path / "project")
