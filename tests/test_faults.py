@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from fixture_store import archives, digests
 from fixture_store import registry as registry_mod
@@ -89,7 +90,12 @@ def check_store_clean(store: Store, work: Path, project: Path) -> None:
         with contextlib.suppress(Exception):
             archives.check_extraction(store, work / "archive.tar.zst", _manifest(work),
                                       archive_digest=archive_digest)
-    # The next writer is not blocked by anything the dead one held (pytest-timeout bounds it).
+    # No lock the dead writer held blocks anyone (flock dies with its holder).
+    for lock_path in (store.root / "locks").glob("*.lock"):
+        lock = FileLock(str(lock_path), timeout=5)
+        lock.acquire()
+        lock.release()
+    # The next writer completes the interrupted work (pytest-timeout bounds it).
     crash_child.run(store, work)
     archives.check_extraction(store, work / "archive.tar.zst", _manifest(work),
                               archive_digest=archive_digest)
@@ -151,6 +157,21 @@ def test_sigkill_trials_slow(tmp_path: Path, work: Path,
 def test_eight_concurrent_writers_all_succeed_with_one_copy_each(
     tmp_path: Path, work: Path
 ) -> None:
+    _eight_writers(tmp_path, work)
+
+
+@pytest.mark.slow
+def test_eight_concurrent_writers_repeated(tmp_path: Path, work: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    runs = int(os.environ.get("FIXTURE_STORE_CONCURRENCY_RUNS", "5"))
+    for run in range(runs):
+        _eight_writers(tmp_path / f"run-{run}", work)
+    with capsys.disabled():
+        print(f"\nconcurrency runs: {runs} x 8 writers")
+
+
+def _eight_writers(tmp_path: Path, work: Path) -> None:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     store_root = tmp_path / "shared-store"
     go = tmp_path / "go"
     procs = [_child(store_root, work, str(go)) for _ in range(8)]
