@@ -130,11 +130,18 @@ def _decode_zstd(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
     dctx = zstandard.ZstdDecompressor()
     obj = dctx.decompressobj()
     started = False
+    pending = b""
+    batch: list[bytes] = []
+    batched = 0
     for chunk in _raw_chunks(f, budget):
-        view = memoryview(chunk)
+        view = memoryview(pending + chunk if pending else chunk)
+        pending = b""
         while view:
             if obj.eof:
                 rest = obj.unused_data + bytes(view)
+                if len(rest) < len(_ZSTD_MAGIC) and _ZSTD_MAGIC.startswith(rest):
+                    pending = rest  # the next frame's magic is split across reads
+                    break
                 if not rest.startswith(_ZSTD_MAGIC):
                     raise _fail(budget.artifact, "trailing-garbage",
                                 "bytes after the end of the zstd stream")
@@ -147,9 +154,16 @@ def _decode_zstd(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
             except zstandard.ZstdError as e:
                 raise _fail(budget.artifact, "corrupt", f"zstd stream is corrupt: {e}") from None
             if out:
-                yield out
-    if obj.eof and obj.unused_data:
-        if obj.unused_data.startswith(_ZSTD_MAGIC):
+                batch.append(out)
+                batched += len(out)
+                # Small slices bound each call's output; batching keeps the Python overhead low.
+                if batched >= _RAW_CHUNK:
+                    yield b"".join(batch)
+                    batch, batched = [], 0
+    if batch:
+        yield b"".join(batch)
+    if pending or (obj.eof and obj.unused_data):
+        if (pending or obj.unused_data).startswith(_ZSTD_MAGIC[: len(pending or obj.unused_data)]):
             raise _fail(budget.artifact, "truncated", "zstd stream ends inside a frame")
         raise _fail(budget.artifact, "trailing-garbage", "bytes after the end of the zstd stream")
     if not started or not obj.eof:
