@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 from fixture_store import archives, arrays, limits, trees
@@ -43,28 +44,37 @@ def sniff(path: Path) -> str:
     return "unknown"
 
 
-def _key(record: Record) -> str:
+def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> limits.Limits:
+    """The record's named profile, tightened by the caller (loosening is refused)."""
+    return limits.tighten(limits.profile(record.profile), **dict(tighten or {}))
+
+
+def _key(record: Record, profile: limits.Limits) -> str:
     assert record.digest is not None
     manifest = trees.to_json(record.members) if record.members is not None else None
     arrays_ = {k: {"dtype": v["dtype"], "shape": list(v["shape"])}
                for k, v in (record.arrays or {}).items()}
     doc = {"digest": record.digest.text, "kind": record.kind, "members": manifest,
-           "arrays": arrays_, "profile": limits.profile(record.profile).as_dict()}
+           "arrays": arrays_, "profile": {**profile.as_dict(), "name": None}}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def _marker(store: Store, record: Record) -> Path:
-    return store.state_dir / "content" / f"{_key(record)}.ok"
+def _marker(store: Store, record: Record, profile: limits.Limits | None = None) -> Path:
+    key = _key(record, profile or profile_for(record))
+    return store.state_dir / "content" / f"{key}.ok"
 
 
-def check(store: Store, record: Record, *, full: bool = False) -> UnsafeContentError | None:
+def check(
+    store: Store, record: Record, *, full: bool = False, tighten: Mapping[str, int] | None = None
+) -> UnsafeContentError | None:
     """None if the record's (already digest-verified) object passes its content rules."""
     assert record.digest is not None
-    marker = _marker(store, record)
+    profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
+    marker = _marker(store, record, profile)
     if not full and marker.exists():
         return None
     try:
-        _check(store, record)
+        _check(store, record, profile)
     except UnsafeContentError as e:
         return e
     except FixtureStoreError as e:
@@ -77,10 +87,9 @@ def check(store: Store, record: Record, *, full: bool = False) -> UnsafeContentE
     return None
 
 
-def _check(store: Store, record: Record) -> None:
+def _check(store: Store, record: Record, profile: limits.Limits) -> None:
     assert record.digest is not None
     path = store.object_path(record.digest)
-    profile = limits.profile(record.profile)
     fmt = sniff(path)
     if record.kind == "array":
         if fmt == "npy":
@@ -109,13 +118,13 @@ def _check(store: Store, record: Record) -> None:
                   fmt=fmt)  # type: ignore[arg-type]
 
 
-def extract(store: Store, record: Record) -> Path:
+def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = None) -> Path:
     """Extract a verified archive record into the store; return the members folder."""
     if record.kind != "archive" or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
     path = store.object_path(record.digest)
     fmt = sniff(path)
-    return archives.extract(store, path, record.members, limits.profile(record.profile),
+    return archives.extract(store, path, record.members, profile_for(record, tighten),
                             archive_digest=record.digest, artifact=record.name,
                             fmt=fmt)  # type: ignore[arg-type]
 

@@ -12,7 +12,7 @@ import pytest
 from fixture_store import content, digests, trees
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import UnsafeContentError
+from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.store import Store
 from fixture_store.verify import Status, verify_names
 from tests.hostile import compress, manifest, regular_tar, tar_bytes, tar_info
@@ -141,3 +141,17 @@ def test_cli_verify_reports_unsafe_with_its_rule_and_exit_code_1(tmp_path: Path)
     assert result.exit_code == 1
     assert "[traversal]" in result.output
     assert "fam/w: fam/w" not in result.output
+
+
+def test_a_caller_may_tighten_the_records_profile_but_not_loosen_it(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store")
+    registry = _project(tmp_path, {"fam/a": _record(store, regular_tar(GOOD), "archive",
+                                                    members=_members(GOOD))})
+    record = registry.get("fam/a")
+    assert content.check(store, record) is None
+    tight = content.check(store, record, tighten={"member_bytes": 100})
+    assert tight is not None and "[member-bytes]" in tight.message
+    with pytest.raises(UsageError, match="may only tighten"):
+        content.check(store, record, tighten={"member_bytes": 1 << 40})
+    with pytest.raises(UnsafeContentError, match="member-count"):
+        content.extract(store, record, tighten={"member_count": 1})
