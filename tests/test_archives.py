@@ -375,3 +375,32 @@ def test_concatenated_frames_are_one_stream_even_when_a_magic_straddles_reads(
     path = tmp_path / f"two{SUFFIX[fmt]}"
     path.write_bytes(first + frame(tar[n:]))
     assert dict(archives.scan(path, DEFAULT, manifest(members)).members) == manifest(members)
+
+
+class _Unseekable(io.RawIOBase):
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: bytes) -> int:  # type: ignore[override]
+        self.data += b
+        return len(b)
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_zip_with_data_descriptors_and_folder_entries_is_accepted(
+    tmp_path: Path, method: int
+) -> None:
+    sink = _Unseekable()
+    with zipfile.ZipFile(sink, "w", compression=method) as zf:  # type: ignore[arg-type]
+        zf.mkdir("data")
+        for name, data in GOOD.items():
+            with zf.open(name, "w") as f:
+                f.write(data)
+    path = tmp_path / "streamed.zip"
+    path.write_bytes(bytes(sink.data))
+    with zipfile.ZipFile(path) as zf:
+        assert all(i.flag_bits & 0x8 for i in zf.infolist() if not i.is_dir())
+    assert dict(archives.scan(path, DEFAULT, manifest(GOOD)).members) == manifest(GOOD)
