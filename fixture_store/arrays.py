@@ -110,8 +110,11 @@ def _check_dtype(descr: object, artifact: str) -> np.dtype[Any]:
         # A list descr is a structured dtype: fields may hide objects, and nothing needs them.
         raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is structured; only plain dtypes")
     try:
-        dtype = np.dtype(descr)
-    except (TypeError, ValueError, SyntaxError) as e:
+        with warnings.catch_warnings():
+            # A deprecated alias ('a') is nothing np.save writes: refuse it like any unknown name.
+            warnings.simplefilter("error", DeprecationWarning)
+            dtype = np.dtype(descr)
+    except (TypeError, ValueError, SyntaxError, DeprecationWarning) as e:
         raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is not understood: {e}") from None
     if dtype.hasobject:
         raise _fail(artifact, "npy-object", f"dtype {descr!r} holds Python objects (a pickle)")
