@@ -379,5 +379,8 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
               + ("" if yes else "; rerun with --yes to delete"))
 
 
+# Commands defined in their own modules register themselves on ``main`` when imported.
+from fixture_store import cli_regenerate  # noqa: E402, F401
+
 if __name__ == "__main__":
     main()
