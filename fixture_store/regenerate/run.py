@@ -230,8 +230,11 @@ def _resolve_input(
         if folder is None:
             raise
         tree, _paths = trees.hash_folder(folder)
-        notes.append(f"input {name} has no record yet: read from the installed "
-                     f"{stage.fallback.package if stage.fallback else ''} distribution")
+        note = (f"inputs of {family_of(name)} have no records yet: read from the installed "
+                f"{stage.fallback.package if stage.fallback else ''} distribution "
+                "(register them with fixture-store fetch)")
+        if note not in notes:
+            notes.append(note)
         return name, folder, tree.digest
     fixtures = Fixtures(store, registry)
     path = fixtures.tree(name) if record.members is not None else fixtures.path(name)
