@@ -280,14 +280,21 @@ def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
 @main.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("--lineage", is_flag=True,
+              help="Print the chain of parents (upstream case -> archive -> fixture).")
 @click.pass_obj
 @handle_errors
-def show(obj: Context, name: str, as_json: bool) -> None:
+def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
     """Show the record of NAME and whether its bytes verify."""
     registry = obj.registry()
     record = registry.get(name)
     result = verify_names(obj.store, registry, [name], workers=1)[0]
     doc = {"name": name, **record.to_json(), "status": str(result.status)}
+    if lineage:
+        from fixture_store.cli_regenerate import print_lineage
+
+        print_lineage(registry, name, as_json=as_json)
+        return
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return

@@ -102,7 +102,8 @@ def regenerate_cmd(obj: Context, target: str, accept: bool, fetch: bool, scratch
     doc = report.to_json()
     if report_path is not None:
         report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        report_path.write_text(json.dumps(report.to_json(stable=True), indent=2,
+                                          sort_keys=True) + "\n")
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
@@ -126,3 +127,73 @@ def provenance_cmd(obj: Context, name: str, fmt: str, members: bool) -> None:
     registry = obj.registry()
     statement = provenance_mod.in_toto_statement(registry, name, members=members)
     click.echo(json.dumps(statement, indent=2, sort_keys=True))
+
+
+def print_lineage(registry: registry_mod.Registry, name: str, *, as_json: bool) -> None:
+    """NAME and its ancestors, indented by depth, each with its source."""
+    steps = list(provenance_mod.lineage(registry, name))
+    if as_json:
+        click.echo(json.dumps([
+            {"depth": s.depth, "name": s.name, "digest": s.digest,
+             "kind": s.record.kind if s.record else None,
+             "source": s.record.source.describe() if s.record else None}
+            for s in steps], indent=2))
+        return
+    for s in steps:
+        pad = "  " * s.depth + ("<- " if s.depth else "")
+        if s.record is None:
+            label = f"{s.name}  " if s.name else ""
+            out.print(f"{pad}{label}{s.digest[:19]}…  (no record in this registry yet)",
+                      markup=False)
+            continue
+        out.print(f"{pad}{s.name}  [{s.record.kind}] {s.digest[:19]}…  "
+                  f"{s.record.source.describe()}", markup=False)
+
+
+@main.command(name="regenerate-summary")
+@click.argument("reports", nargs=-1, required=True,
+                type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="Write the summary here (DVC metrics).")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write per-file error tables here (DVC plots).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.pass_obj
+@handle_errors
+def regenerate_summary_cmd(obj: Context, reports: tuple[Path, ...], metrics_path: Path,
+                           plots_dir: Path | None, as_json: bool) -> None:
+    """Verify what the stages registered and summarise their REPORTS (the pipeline's last step).
+
+    Exit 0 if no stage drifted and every registered artifact of the stages verifies, else 1.
+    """
+    from fixture_store.regenerate import summary as summary_mod
+
+    registry = obj.registry()
+    summary = summary_mod.summarise(reports, registry, obj.store)
+    summary_mod.write(summary, metrics_path, plots_dir)
+    doc = summary.metrics()
+    if as_json:
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        table = Table(title="regeneration")
+        for col in ("stage", "artifacts", "identical", "within tolerance", "drift", "new",
+                    "missing"):
+            table.add_column(col, justify="left" if col == "stage" else "right")
+        for name, s in doc["stages"].items():
+            f = s["files"]
+            table.add_row(name, str(s["artifacts"]), str(f["bit_identical"]),
+                          str(f["within_tolerance"]), str(f["drift"]), str(f["new"]),
+                          str(f["missing"]))
+        out.print(table)
+        t = doc["total_files"]
+        out.print(f"files: {t.get('bit_identical', 0)} identical, "
+                  f"{t.get('within_tolerance', 0)} within tolerance, {t.get('drift', 0)} drift")
+        if "parity" in doc:
+            p = doc["parity"]
+            out.print(f"checkpoint chain: {p['within']}/{p['cases']} cases within tolerance of "
+                      f"PyTorch, max abs {p['max_abs']:.3g}, max rel {p['max_rel']:.3g}")
+        out.print("verify: " + ", ".join(f"{n} {k}" for k, n in doc["verify"].items()))
+    for r in summary.results:
+        if not r.ok:
+            err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
+    sys.exit(EXIT_OK if summary.ok else EXIT_FAILED)

@@ -7,7 +7,7 @@ lineage parents (each with its digest), and the build environment recorded at re
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
@@ -51,11 +51,20 @@ def lineage(registry: Registry, name: str) -> Iterator[LineageStep]:
             seen.add(parent)
             rec = index.get(parent)
             if rec is None:
-                yield LineageStep(depth + 1, parent, None, None)
+                yield LineageStep(depth + 1, parent, _named_parent(record, parent), None)
             else:
                 yield from walk(rec, depth + 1)
 
     yield from walk(root, 0)
+
+
+def _named_parent(child: Record, digest: str) -> str | None:
+    """The name a child's metadata gives an unregistered parent (a converter records it)."""
+    parent = (child.metadata or {}).get("parent")
+    if isinstance(parent, Mapping) and parent.get("digest") == digest:
+        name = parent.get("name")
+        return str(name) if name else None
+    return None
 
 
 def _digest_set(d: Digest) -> dict[str, str]:

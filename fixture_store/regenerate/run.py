@@ -78,12 +78,22 @@ class Report:
     def ok(self) -> bool:
         return all(c.verdict.ok for c in self.comparisons)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, stable: bool = False) -> dict[str, Any]:
+        """The report; ``stable`` leaves out what changes run to run (time, scratch folder)."""
+        doc = self._doc()
+        if stable:
+            doc.pop("scratch")
+            doc.pop("seconds")
+            doc.pop("fetched")
+        return doc
+
+    def _doc(self) -> dict[str, Any]:
         return {
             "stage": self.stage,
             "scratch": str(self.scratch),
             "ok": self.ok,
             "counts": self.counts,
+            "families": sorted({family_of(c.name) for c in self.comparisons}),
             "file_counts": self.member_counts,
             "seconds": round(self.seconds, 3),
             "environment": dict(self.environment),
