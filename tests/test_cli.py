@@ -118,3 +118,16 @@ def test_list_show_status_and_help(project: Path, store: Store) -> None:
 def test_init_creates_the_registry_folder(tmp_path: Path, store: Store) -> None:
     code, _out, _ = run("init", str(tmp_path / "new"))
     assert code == 0 and (tmp_path / "new" / "provenance").is_dir()
+
+
+def test_path_prints_verified_locations_only(project: Path, store: Store) -> None:
+    setup(project)
+    code, out, _ = run("path", "fam/a")
+    assert code == 0 and Path(out.strip()).read_bytes() == b"alpha" * 100
+    code, out, _ = run("path", "fam/case")
+    assert code == 0 and (Path(out.strip()) / "model.onnx").read_bytes() == b"m"
+    target = Path(run("path", "fam/a")[1].strip())
+    os.chmod(target, 0o644)
+    target.write_bytes(b"x" * 500)
+    code, out, err = run("path", "fam/a")
+    assert code == 1 and out == "" and "does not match its record" in err
