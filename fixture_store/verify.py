@@ -199,9 +199,13 @@ def verify_names(
     full: bool = False,
     workers: int | None = None,
     on_result: Callable[[Result], None] | None = None,
+    verifier: Verifier | None = None,
 ) -> list[Result]:
-    """Verify artifacts by name, in parallel across objects; results in the order of ``names``."""
-    verifier = Verifier(store, full=full)
+    """Verify artifacts by name, in parallel across objects; results in the order of ``names``.
+
+    Pass a long-lived ``verifier`` to share its verified-state cache across calls.
+    """
+    verifier = verifier or Verifier(store, full=full)
     names = list(names)
     invalid = dict(registry.invalid())
 
