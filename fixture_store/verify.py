@@ -223,11 +223,18 @@ def verify_names(
     results: list[Result] = []
     pool_size = workers or min(8, os.cpu_count() or 1)
     try:
-        with ThreadPoolExecutor(max_workers=pool_size) as pool:
-            for result in pool.map(one, names):
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
+        if pool_size == 1 or len(names) < 2:
+            mapped: Iterable[Result] = map(one, names)
+            pool = None
+        else:
+            pool = ThreadPoolExecutor(max_workers=pool_size)
+            mapped = pool.map(one, names)
+        for result in mapped:
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+        if pool is not None:
+            pool.shutdown()
     finally:
         verifier.cache.flush()
     return results
