@@ -379,5 +379,11 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
               + ("" if yes else "; rerun with --yes to delete"))
 
 
+# -- compare (its own module; registered here) --------------------------------------------------
+from fixture_store.cli_compare import compare_cmd  # noqa: E402
+
+main.add_command(compare_cmd)
+
+
 if __name__ == "__main__":
     main()
