@@ -311,6 +311,22 @@ def show(obj: Context, name: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("name")
+@click.pass_obj
+@handle_errors
+def path(obj: Context, name: str) -> None:
+    """Print the path of NAME's verified bytes (a tree artifact gives a folder).
+
+    Exits non-zero, printing nothing on stdout, if the artifact does not verify.
+    """
+    from fixture_store.access import Fixtures
+
+    fixtures = Fixtures(obj.store, obj.registry())
+    record = fixtures.registry.get(name)
+    click.echo(str(fixtures.tree(name) if record.is_tree else fixtures.path(name)))
+
+
+@main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_obj
 @handle_errors
