@@ -12,8 +12,9 @@
   ``--fixture-store-require`` or ``FIXTURE_STORE_REQUIRE=1`` (exactly ``1``); a declared gap is an
   **xfail** with its reason.
 - ``--fixture-store-complete``: adds a check that every registry family is consumed by a
-  collected test or declared a gap (a record's ``gap``, or the ini option ``fixture_store_gaps``),
-  and that no gap is stale (its object is in the store, or its family now has records).
+  collected test or declared a gap (every record a ``gap``, or the family listed in the ini option
+  ``fixture_store_gaps``), and that no gap is stale: a gap record whose object is in the store, or
+  an ini gap for a family a collected test now consumes.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 MARKER = "fixture_store"
 _STATE_KEY = pytest.StashKey["PluginState"]()
+_REQUIRED_MISSING = pytest.StashKey[list[str]]()
 # The state of the running session, for fixture_store_cases() used at import time.
 _current: PluginState | None = None
 
@@ -130,8 +132,12 @@ class PluginState:
             names = [n for n in names if n in fam.invalid or fam.records[n].kind == kind]
         return names
 
-    def enforce(self, name: str) -> Result:
-        """Verify ``name`` and apply the refusal semantics; returns the verified result."""
+    def enforce(self, name: str, item: pytest.Item | None = None) -> Result:
+        """Verify ``name`` and apply the refusal semantics; returns the verified result.
+
+        In require mode a missing object must be a test *failure*, not a setup error, so when
+        checked at setup it is remembered on ``item`` and raised when the test would run.
+        """
         result = self.fixtures().check(name)
         if result.ok:
             return result
@@ -140,8 +146,12 @@ class PluginState:
         if result.status is Status.MISSING:
             how = f"{result.message}; fetch it: {result.fix}"
             if self.require:
-                pytest.fail(f"{name}: missing object (required by --fixture-store-require or "
-                            f"{REQUIRE_ENV}=1): {how}", pytrace=False)
+                message = (f"{name}: missing object (required by --fixture-store-require or "
+                           f"{REQUIRE_ENV}=1): {how}")
+                if item is None:
+                    pytest.fail(message, pytrace=False)
+                item.stash.setdefault(_REQUIRED_MISSING, []).append(message)
+                return result
             pytest.skip(f"{name}: missing object: {how}")
         raise result.error()
 
@@ -243,7 +253,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     state = _state(item.config)
     for name in names:
-        state.enforce(name)
+        state.enforce(name, item)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    missing = item.stash.get(_REQUIRED_MISSING, None)
+    if missing:
+        pytest.fail("\n".join(missing), pytrace=False)
 
 
 # -- completeness -------------------------------------------------------------------------------
@@ -281,11 +298,11 @@ def completeness_problems(registry: Registry, store: Store, consumed: set[str],
         if not records and not fam.invalid:
             continue  # nothing to consume (e.g. a file holding only known failures)
         all_gaps = all(r.is_gap for r in records) and not fam.invalid
-        if family in declared_gaps and any(not r.is_gap for r in records):
+        if family in declared_gaps and family in consumed:
             problems.append(
                 f"family {family!r}: declared a gap in fixture_store_gaps "
-                f"({declared_gaps[family]}) but it now has records; remove the gap and "
-                "consume it in a test")
+                f"({declared_gaps[family]}) but a collected test now consumes it; remove "
+                "the gap")
         elif family not in consumed and family not in declared_gaps and not all_gaps:
             problems.append(
                 f"family {family!r}: no collected test consumes it; mark a test with "
