@@ -18,7 +18,7 @@ from typing import Any
 from fixture_store.access import Fixtures, checkout
 from fixture_store.comparators import check_runtime
 from fixture_store.comparators.results import CaseResult, Outcome, Task
-from fixture_store.comparators.run import DEFAULT_TIMEOUT, run_tasks
+from fixture_store.comparators.run import DEFAULT_TIMEOUT, WorkerPool, default_jobs
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
 from fixture_store.registry.files import KnownFailure
 from fixture_store.verify import Status, verify_names
@@ -120,6 +120,24 @@ def compare(
     if not runtimes:
         raise UsageError("no runtime chosen", fix="pass --runtime ort and/or --runtime reference")
     start = time.perf_counter()
+    jobs = default_jobs() if jobs is None else jobs
+    with WorkerPool(min(jobs, len(names) * len(runtimes))) as pool:
+        # Workers boot (imports) while this process verifies and checks out the trees.
+        tasks, by_name = _verified_tasks(fixtures, names, runtimes, on_result)
+        ran = pool.run(tasks, timeout=timeout, on_result=on_result)
+    known = list(fixtures.registry.known_failures())
+    for result in ran:
+        by_name[result.name].append(apply_known_failures(result, known))
+    order = {rt: i for i, rt in enumerate(runtimes)}
+    results = tuple(r for n in names for r in sorted(by_name[n], key=lambda r: order[r.runtime]))
+    return Report(runtimes, results, time.perf_counter() - start)
+
+
+def _verified_tasks(
+    fixtures: Fixtures, names: Sequence[str], runtimes: Sequence[str],
+    on_result: Callable[[CaseResult], None] | None,
+) -> tuple[list[Task], dict[str, list[CaseResult]]]:
+    """Tasks for the verified cases; refused/gap results for the others (never dispatched)."""
     verified = verify_names(fixtures.store, fixtures.registry, names, full=fixtures.full)
     by_name: dict[str, list[CaseResult]] = {n: [] for n in names}
     tasks: list[Task] = []
@@ -139,13 +157,7 @@ def compare(
         folder = checkout(fixtures.store, record.members, record.digest.hex)
         tolerance = _plain(record.tolerance) if record.tolerance else None
         tasks.extend(Task(check.name, rt, str(folder), tolerance) for rt in runtimes)
-    known = list(fixtures.registry.known_failures())
-    ran = run_tasks(tasks, jobs=jobs, timeout=timeout, on_result=on_result)
-    for result in ran:
-        by_name[result.name].append(apply_known_failures(result, known))
-    order = {rt: i for i, rt in enumerate(runtimes)}
-    results = tuple(r for n in names for r in sorted(by_name[n], key=lambda r: order[r.runtime]))
-    return Report(runtimes, results, time.perf_counter() - start)
+    return tasks, by_name
 
 
 def _plain(value: Any) -> Any:

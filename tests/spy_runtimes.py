@@ -6,17 +6,24 @@ import os
 import signal
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from fixture_store.comparators import RunFn, ort
 from fixture_store.onnxcase import OnnxCase
 
-SPY_LOG = "FIXTURE_STORE_TEST_SPY_LOG"
+
+def spy_log(store_root: Path) -> Path:
+    return store_root / "spy.log"
 
 
 def spy(case: OnnxCase) -> RunFn:
-    """ONNX Runtime, recording every case it is asked to prepare in the file $SPY_LOG."""
-    with open(os.environ[SPY_LOG], "a", encoding="utf-8") as f:
+    """ONNX Runtime, recording every case it is asked to prepare in ``spy.log`` beside the store.
+
+    (Workers fork from a server started once, so they do not see environment changes made
+    later by a test: the log location comes from the case's own path, store/trees/<key>.)
+    """
+    with open(spy_log(case.folder.parent.parent), "a", encoding="utf-8") as f:
         f.write(case.name + "\n")
     return ort.prepare(case)
 

@@ -21,7 +21,7 @@ from fixture_store.errors import UsageError
 from fixture_store.registry.files import KnownFailure, write_family
 from fixture_store.store import Store
 from tests.onnx_helpers import NODE_DATA, make_project, register_case, tamper
-from tests.spy_runtimes import SPY_LOG
+from tests.spy_runtimes import spy_log
 
 
 def _rewrite_output(folder: Path, change: object) -> None:
@@ -108,13 +108,12 @@ def test_record_tolerance_and_per_array_override_apply(project: Path, store: Sto
 
 
 def test_tampered_case_is_refused_and_the_runtime_is_never_called(
-        project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        project: Path, store: Store) -> None:
     fixtures = make_project(project, store, ("test_abs", "test_add"))
     tamper(store, fixtures, "onnx-node/test_abs", "test_data_set_0/output_0.pb")
     tamper(store, fixtures, "onnx-node/test_add", "model.onnx")
-    log = tmp_path / "spy.log"
+    log = spy_log(store.root)
     log.touch()
-    monkeypatch.setenv(SPY_LOG, str(log))
     register_case(project, store, "test_equal_string")
     names = ["onnx-node/test_abs", "onnx-node/test_add", "onnx-node/test_equal_string"]
     report = compare(_reload(fixtures, project), names, ["tests.spy_runtimes:spy"], jobs=2)

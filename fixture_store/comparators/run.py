@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from multiprocessing.context import SpawnProcess
+from multiprocessing.process import BaseProcess
 from typing import Any
 
 from fixture_store.comparators.results import CaseResult, Outcome, Task
@@ -27,6 +27,7 @@ from fixture_store.errors import FixtureStoreError
 DEFAULT_TIMEOUT = 60.0
 # A worker imports numpy, onnx and onnxruntime before it reports ready.
 STARTUP_TIMEOUT = 120.0
+QUEUE_DEPTH = 2
 _READY = "ready"
 
 
@@ -54,11 +55,17 @@ def _worker_main(conn: Connection) -> None:
 
 @dataclass
 class _Worker:
-    process: SpawnProcess
+    process: BaseProcess
     conn: Connection
     ready: bool = False
     started: float = field(default_factory=time.monotonic)
-    job: tuple[int, Task, float] | None = None  # index, task, deadline
+    # Sent and not yet answered, oldest first; the oldest is running since ``deadline - timeout``.
+    jobs: deque[tuple[int, Task]] = field(default_factory=deque)
+    deadline: float = 0.0
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.jobs)
 
     @classmethod
     def start(cls, ctx: Any) -> _Worker:
@@ -82,7 +89,7 @@ class _Worker:
         self.conn.close()
 
 
-def _death(process: SpawnProcess) -> str:
+def _death(process: BaseProcess) -> str:
     process.join(timeout=5)
     code = process.exitcode
     if code is not None and code < 0:
@@ -93,6 +100,52 @@ def _death(process: SpawnProcess) -> str:
     return f"the worker exited with status {code}"
 
 
+# Imported once in the fork server, so every worker (and every replacement after a crash or a
+# timeout) starts with them loaded instead of paying the imports again.
+# The fork server starts once per process: workers see the environment as it was then.
+PRELOAD = ["__main__", "fixture_store.comparators.evaluate", "onnx", "onnxruntime"]
+
+
+def _context() -> Any:
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
+
+
+class WorkerPool:
+    """Long-lived workers; started on ``__enter__`` so they boot while the caller verifies."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = default_jobs() if jobs is None else jobs
+        self._ctx: Any = None
+        self._workers: list[_Worker] = []
+
+    def __enter__(self) -> WorkerPool:
+        if self.jobs > 0:
+            self._ctx = _context()
+            self._workers = [_Worker.start(self._ctx) for _ in range(self.jobs)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for w in self._workers:
+            w.stop(kill=w.busy or not w.ready)
+        self._workers = []
+
+    def run(
+        self,
+        tasks: Sequence[Task],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        on_result: Callable[[CaseResult], None] | None = None,
+    ) -> list[CaseResult]:
+        """Evaluate every task, in order of ``tasks``; a crash or hang is that task's result."""
+        if not self._workers:
+            return _run_here(tasks, on_result)
+        return _run_pool(self._ctx, self._workers, tasks, timeout, on_result)
+
+
 def run_tasks(
     tasks: Sequence[Task],
     *,
@@ -100,23 +153,29 @@ def run_tasks(
     timeout: float = DEFAULT_TIMEOUT,
     on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Evaluate every task, in order of ``tasks``; a crash or hang becomes that task's result."""
+    """Evaluate ``tasks`` with a pool of ``jobs`` workers (0: in this process)."""
     jobs = default_jobs() if jobs is None else jobs
-    if jobs == 0 or not tasks:
-        from fixture_store.comparators.evaluate import evaluate
+    with WorkerPool(min(jobs, len(tasks))) as pool:
+        return pool.run(tasks, timeout=timeout, on_result=on_result)
 
-        out = []
-        for task in tasks:
-            result = evaluate(task)
-            out.append(result)
-            if on_result is not None:
-                on_result(result)
-        return out
 
-    ctx = mp.get_context("spawn")
+def _run_here(tasks: Sequence[Task],
+              on_result: Callable[[CaseResult], None] | None) -> list[CaseResult]:
+    from fixture_store.comparators.evaluate import evaluate
+
+    out = []
+    for task in tasks:
+        result = evaluate(task)
+        out.append(result)
+        if on_result is not None:
+            on_result(result)
+    return out
+
+
+def _run_pool(ctx: Any, workers: list[_Worker], tasks: Sequence[Task], timeout: float,
+              on_result: Callable[[CaseResult], None] | None) -> list[CaseResult]:
     results: list[CaseResult | None] = [None] * len(tasks)
     pending = deque(enumerate(tasks))
-    workers = [_Worker.start(ctx) for _ in range(min(jobs, len(tasks)))]
 
     def finish(index: int, result: CaseResult) -> None:
         results[index] = result
@@ -127,50 +186,52 @@ def run_tasks(
         worker.stop(kill=kill)
         workers[workers.index(worker)] = _Worker.start(ctx)
 
-    try:
-        while pending or any(w.job for w in workers):
-            for w in workers:
-                if w.ready and w.job is None and pending:
-                    index, task = pending.popleft()
-                    w.conn.send((index, task))
-                    w.job = (index, task, time.monotonic() + timeout)
-            now = time.monotonic()
-            deadlines = [w.job[2] if w.job else w.started + STARTUP_TIMEOUT
-                         for w in workers if w.job or not w.ready]
-            wait_for = max(0.0, min(deadlines) - now) if deadlines else None
-            ready = set(wait([w.conn for w in workers if w.job or not w.ready], wait_for))
-            for w in list(workers):
-                if w.conn in ready:
-                    try:
-                        message = w.conn.recv()
-                    except (EOFError, OSError):
-                        if w.job is None:
-                            raise FixtureStoreError(
-                                f"a compare worker failed to start: {_death(w.process)}",
-                                fix="run with --jobs 0 to see the error in this process",
-                            ) from None
-                        index, task, _ = w.job
-                        finish(index, CaseResult(task.name, task.runtime, Outcome.CRASH,
-                                                 f"{_death(w.process)} while running the case"))
-                        replace(w, kill=True)
-                        continue
-                    if message == _READY:
-                        w.ready = True
-                    else:
-                        index, result = message
-                        w.job = None
-                        finish(index, result)
-                elif w.job is not None and time.monotonic() >= w.job[2]:
-                    index, task, _ = w.job
-                    finish(index, CaseResult(task.name, task.runtime, Outcome.TIMEOUT,
-                                             f"no result after {timeout:g} s; the worker was "
-                                             "killed", seconds=timeout,
-                                             fix="raise --timeout if the case is just slow"))
-                    replace(w, kill=True)
-                elif not w.ready and time.monotonic() >= w.started + STARTUP_TIMEOUT:
-                    raise FixtureStoreError(
-                        f"a compare worker did not start within {STARTUP_TIMEOUT:g} s")
-    finally:
+    while pending or any(w.busy for w in workers):
         for w in workers:
-            w.stop(kill=w.job is not None)
+            # Two jobs in flight per worker hide the round trip; the deadline is the oldest's.
+            while w.ready and len(w.jobs) < QUEUE_DEPTH and pending:
+                index, task = pending.popleft()
+                w.conn.send((index, task))
+                if not w.jobs:
+                    w.deadline = time.monotonic() + timeout
+                w.jobs.append((index, task))
+        now = time.monotonic()
+        deadlines = [w.deadline if w.busy else w.started + STARTUP_TIMEOUT
+                     for w in workers if w.busy or not w.ready]
+        wait_for = max(0.0, min(deadlines) - now) if deadlines else None
+        ready = set(wait([w.conn for w in workers if w.busy or not w.ready], wait_for))
+        for w in list(workers):
+            if w.conn in ready:
+                try:
+                    message = w.conn.recv()
+                except (EOFError, OSError):
+                    if not w.busy:
+                        raise FixtureStoreError(
+                            f"a compare worker failed to start: {_death(w.process)}",
+                            fix="run with --jobs 0 to see the error in this process",
+                        ) from None
+                    index, task = w.jobs.popleft()
+                    finish(index, CaseResult(task.name, task.runtime, Outcome.CRASH,
+                                             f"{_death(w.process)} while running the case"))
+                    pending.extendleft(reversed(w.jobs))
+                    replace(w, kill=True)
+                    continue
+                if message == _READY:
+                    w.ready = True
+                else:
+                    index, result = message
+                    w.jobs.popleft()
+                    w.deadline = time.monotonic() + timeout
+                    finish(index, result)
+            elif w.busy and time.monotonic() >= w.deadline:
+                index, task = w.jobs.popleft()
+                finish(index, CaseResult(task.name, task.runtime, Outcome.TIMEOUT,
+                                         f"no result after {timeout:g} s; the worker was "
+                                         "killed", seconds=timeout,
+                                         fix="raise --timeout if the case is just slow"))
+                pending.extendleft(reversed(w.jobs))
+                replace(w, kill=True)
+            elif not w.ready and time.monotonic() >= w.started + STARTUP_TIMEOUT:
+                raise FixtureStoreError(
+                    f"a compare worker did not start within {STARTUP_TIMEOUT:g} s")
     return [r for r in results if r is not None]
