@@ -33,7 +33,7 @@ def prepare(case: OnnxCase) -> RunFn:
     # Workers run cases side by side, one per core: more threads only contend.
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # errors become results; keep stderr for the report
     session = ort.InferenceSession(
         str(case.model_path), options, providers=["CPUExecutionProvider"]
     )
