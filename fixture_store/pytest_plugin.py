@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fixture_store import registry as registry_mod
-from fixture_store.errors import ArtifactError, UsageError
+from fixture_store.errors import ArtifactError, UnsafeContentError, UsageError
 from fixture_store.registry import Record, Registry, family_of
 from fixture_store.store import Store
 from fixture_store.verify import Result, Status
@@ -194,6 +194,29 @@ class VerifiedFixtures:
         self._state.enforce(name)
         return self.fixtures.tree(name)
 
+    def arrays(self, name: str) -> dict[str, Any]:
+        """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.
+
+        Headers are checked before allocation under the record's limits profile, and the
+        arrays must match the record's ``arrays`` manifest (names, dtypes, shapes) exactly.
+        A ``.npy`` gives one array named after the file (without ``.npy``).
+        """
+        from fixture_store import arrays as arrays_mod
+        from fixture_store import limits
+
+        self._state.enforce(name)
+        record = self.fixtures.verified(name)
+        path = self.fixtures.path(name)
+        profile = limits.profile(record.profile)
+        manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
+        if _is_npz(record):
+            return arrays_mod.read_npz(path, profile, manifest, artifact=name)
+        key = Path(str(record.source.fields.get("path", name))).name.removesuffix(".npy")
+        spec = manifest.get(key) if manifest else None
+        if manifest is not None and spec is None:
+            raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
+        return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+
     def onnx_case(self, name: str) -> OnnxCase:
         from fixture_store.onnxcase import load_verified
 
@@ -205,6 +228,12 @@ class VerifiedFixtures:
 def fixture_store(request: pytest.FixtureRequest) -> VerifiedFixtures:
     """A verified view of the store and registry (see the plugin's docstring)."""
     return VerifiedFixtures(_state(request.config))
+
+
+def _is_npz(record: Record) -> bool:
+    if record.media_type:
+        return record.media_type == "application/x-npz"
+    return str(record.source.fields.get("path", "")).endswith(".npz")
 
 
 def fixture_store_cases(family: str, kind: str | None = None) -> list[Any]:

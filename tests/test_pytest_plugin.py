@@ -250,3 +250,50 @@ def test_completeness_catches_stale_gaps(inner: pytest.Pytester) -> None:
         "*family 'onnx-node': declared a gap in fixture_store_gaps (waiting for upstream) but "
         "a collected test now consumes it*",
     ])
+
+
+def _add_arrays(root: Path, name: str, filename: str, arrays_manifest: dict[str, object],
+                write: object) -> None:
+    path = root / filename
+    write(path)  # type: ignore[operator]
+    store = Store.at(root / "store")
+    record = ingest.add(store, registry_mod.load(root), path, name=name, kind="array")
+    registry = registry_mod.load(root)
+    fam = registry.families[name.split("/")[0]]
+    records = dict(fam.records)
+    records[name] = registry_mod.parse_record(
+        name, {**record.to_json(), "arrays": arrays_manifest}, file="t")
+    write_family(registry, name.split("/")[0], records.values())
+
+
+def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
+        inner: pytest.Pytester) -> None:
+    import numpy as np
+
+    _add_arrays(inner.path, "misc/ref-npz", "ref.npz",
+                {"a": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int64", "shape": [4]}},
+                lambda p: np.savez(p, a=np.ones((2, 3), np.float32), b=np.arange(4)))
+    _add_arrays(inner.path, "misc/ref-npy", "ref.npy",
+                {"ref": {"dtype": "float32", "shape": [3]}},
+                lambda p: np.save(p, np.zeros(3, np.float32)))
+    # The manifest says float64 but the file holds float32: unsafe content, an error.
+    _add_arrays(inner.path, "misc/lying", "lying.npy",
+                {"lying": {"dtype": "float64", "shape": [3]}},
+                lambda p: np.save(p, np.zeros(3, np.float32)))
+    inner.makepyfile(test_inner="""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.fixture_store("misc/ref-npz", "misc/ref-npy")
+        def test_arrays(fixture_store):
+            npz = fixture_store.arrays("misc/ref-npz")
+            assert sorted(npz) == ["a", "b"] and npz["a"].dtype == np.float32
+            assert fixture_store.arrays("misc/ref-npy")["ref"].shape == (3,)
+
+        def test_lying(fixture_store):
+            fixture_store.arrays("misc/lying")
+    """)
+    result = inner.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*fixture-store refused: misc/lying*differs from the "
+                                 "manifest's 'float64'*"])
