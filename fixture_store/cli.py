@@ -405,5 +405,11 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
 # Commands defined in their own modules register themselves on ``main`` when imported.
 from fixture_store import cli_regenerate  # noqa: E402, F401
 
+# -- compare (its own module; registered here) --------------------------------------------------
+from fixture_store.cli_compare import compare_cmd  # noqa: E402
+
+main.add_command(compare_cmd)
+
+
 if __name__ == "__main__":
     main()

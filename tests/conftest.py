@@ -8,6 +8,8 @@ from fixture_store import registry as registry_mod
 from fixture_store.registry import Registry
 from fixture_store.store import Store
 
+pytest_plugins = ["pytester"]
+
 
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
