@@ -379,5 +379,15 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
               + ("" if yes else "; rerun with --yes to delete"))
 
 
+def _register_commands() -> None:
+    # Imported here: the command modules import helpers defined above.
+    from fixture_store.cli_fetch import fetch
+
+    main.add_command(fetch)
+
+
+_register_commands()
+
+
 if __name__ == "__main__":
     main()
