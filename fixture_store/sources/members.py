@@ -42,6 +42,7 @@ class SafeArchive:
     path: Path
     entries: dict[str, Entry]
     refused: dict[str, str]
+    label: str = ""
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def names(self) -> Iterator[str]:
@@ -50,13 +51,13 @@ class SafeArchive:
     def open(self, name: str, expected_size: int) -> BinaryIO:
         """Stream of member ``name``; refuses anything but one regular file of that size."""
         if name in self.refused:
-            raise UnsafeMemberError(f"{self.path.name}: member {name!r} {self.refused[name]}")
+            raise UnsafeMemberError(f"{self.label}: member {name!r} {self.refused[name]}")
         entry = self.entries.get(name)
         if entry is None:
-            raise UnsafeMemberError(f"{self.path.name} has no member {name!r}")
+            raise UnsafeMemberError(f"{self.label} has no member {name!r}")
         if entry.size != expected_size or entry.size > MAX_MEMBER_BYTES:
             raise UnsafeMemberError(
-                f"{self.path.name}: member {name!r} is {entry.size} bytes, the record expects "
+                f"{self.label}: member {name!r} is {entry.size} bytes, the record expects "
                 f"{expected_size}"
             )
         return self._open(name)
@@ -107,42 +108,47 @@ class _Tar(SafeArchive):
     def _open(self, name: str) -> BinaryIO:
         stream = self._handle().extractfile(name)
         if stream is None:
-            raise UnsafeMemberError(f"{self.path.name}: member {name!r} is not a regular file")
+            raise UnsafeMemberError(f"{self.label}: member {name!r} is not a regular file")
         return stream  # type: ignore[return-value]
 
 
-def open_archive(path: Path) -> SafeArchive:
-    """Index a zip or tar(.gz) archive; raise UsageError if it is neither or too large."""
+def open_archive(path: Path, label: str | None = None) -> SafeArchive:
+    """Index a zip or tar(.gz) archive; raise UsageError if it is neither or too large.
+
+    ``label`` names the archive in errors (the store's object name means nothing to a reader).
+    """
+    label = label or path.name
     entries: dict[str, Entry] = {}
     refused: dict[str, str] = {}
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
-            _check_count(path, len(infos))
+            _check_count(label, len(infos))
             for info in infos:
                 if info.is_dir():
                     continue
                 mode = info.external_attr >> 16
                 problem = None
-                if mode and not stat.S_ISREG(mode):
+                # Many writers leave the type bits at 0; only an explicit other type is refused.
+                if stat.S_IFMT(mode) not in (0, stat.S_IFREG):
                     problem = "is not a regular file (link or special file)"
                 _refuse_or_add(entries, refused, info.filename, info.file_size, problem)
-        return _Zip(path, entries, refused)
+        return _Zip(path, entries, refused, label)
     try:
         with tarfile.open(path, "r:*") as tf:
             count = 0
             for member in tf:
                 count += 1
-                _check_count(path, count)
+                _check_count(label, count)
                 if member.isdir():
                     continue
                 problem = None if member.isreg() else "is not a regular file (link or special file)"
                 _refuse_or_add(entries, refused, member.name, member.size, problem)
     except tarfile.TarError as e:
-        raise UsageError(f"{path.name} is neither a zip nor a tar archive: {e}") from e
-    return _Tar(path, entries, refused)
+        raise UsageError(f"{label} is neither a zip nor a tar archive: {e}") from e
+    return _Tar(path, entries, refused, label)
 
 
-def _check_count(path: Path, count: int) -> None:
+def _check_count(label: str, count: int) -> None:
     if count > MAX_MEMBERS:
-        raise UsageError(f"{path.name} has more than {MAX_MEMBERS} members; refusing to read it")
+        raise UsageError(f"{label} has more than {MAX_MEMBERS} members; refusing to read it")

@@ -131,7 +131,7 @@ def _load(ctx: FetchContext, record: Record, requirement: str, filename: str, he
                 ) from e
             ctx.count_download(got)
     try:
-        return open_archive(ctx.store.object_path(hexpart))
+        return open_archive(ctx.store.object_path(hexpart), filename)
     except UsageError as e:
         raise SourceError(record.name, f"cannot read the distribution {filename}: {e.message}") \
             from e
