@@ -81,14 +81,19 @@ class _Guarded:
             n = self.raw.readinto(buf[:want])  # type: ignore[attr-defined]
         except (TimeoutError, OSError, http.client.HTTPException) as e:
             raise TransientError(f"connection failed after {self.read_so_far} bytes: {e}") from e
+        if not n and self.read_so_far < self.cap:
+            # A short body is a cut transfer as far as anyone can tell: worth another attempt.
+            raise TransientError(
+                f"connection closed after {self.read_so_far} of {self.cap} bytes")
         self.read_so_far += n or 0
         return n or 0
 
 
 def fetch(ctx: FetchContext, record: Record, opener: Opener | None = None,
-          *, attempts: int = ATTEMPTS, backoff: float = BACKOFF_S,
+          *, attempts: int = ATTEMPTS, backoff: float | None = None,
           timeout: float = TIMEOUT_S) -> None:
     assert record.digest is not None
+    pause = BACKOFF_S if backoff is None else backoff
     if record.members is not None:
         raise SourceError(record.name, "a url source delivers one file, not a tree",
                           fix="register the archive itself, or each file with its own url")
@@ -113,7 +118,7 @@ def fetch(ctx: FetchContext, record: Record, opener: Opener | None = None,
         except TransientError as e:
             last = str(e)
             if attempt < attempts:
-                time.sleep(backoff * 2 ** (attempt - 1))
+                time.sleep(pause * 2 ** (attempt - 1))
         except SourceFailure as e:
             raise SourceError(record.name, f"{url}: {e}") from e
     raise SourceError(record.name, f"{url}: gave up after {attempts} attempts: {last}",
