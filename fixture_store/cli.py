@@ -386,8 +386,11 @@ def _register_commands() -> None:
     main.add_command(fetch)
 
 
-_register_commands()
-
-
 if __name__ == "__main__":
-    main()
+    # Run as a script, this module is __main__ and the command modules import the real
+    # fixture_store.cli; call that one's group, which has every command registered.
+    from fixture_store.cli import main as registered_main
+
+    registered_main()
+else:
+    _register_commands()

@@ -4,6 +4,7 @@ environment variables (no index, no network)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,32 @@ def test_selection_flags_pin_the_wheel_whatever_the_local_platform() -> None:
     assert selection_flags(WHEEL)[-6:] == ["--abi", "none", "--python-version", "3",
                                            "--platform", "any"]
     assert selection_flags("onnx-1.22.0.tar.gz") == ["--no-binary", ":all:"]
+
+
+def test_gc_keeps_the_shared_distribution(wheelhouse: Path, tmp_path: Path) -> None:
+    from fixture_store import gc
+
+    wheel = build_wheel(wheelhouse / WHEEL)
+    registry = project(tmp_path, wheel)
+    store = Store.at(tmp_path / "store")
+    fetch_names(store, registry, registry.names())
+    assert gc.find_garbage(store, [registry]) == []
+
+
+def test_concurrent_fetch_processes_share_one_store_safely(wheelhouse: Path,
+                                                           tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    wheel = build_wheel(wheelhouse / WHEEL)
+    registry = project(tmp_path, wheel)
+    store = tmp_path / "store"
+    cmd = [sys.executable, "-m", "fixture_store.cli", "--store", str(store),
+           "--registry", str(registry.root), "fetch", "--all", "--json"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(3)]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [o[1] for o in outputs]
+    assert all(Verifier(Store.at(store), full=True).verify(r).ok for r in registry.records())
+    assert list((store / "tmp").iterdir()) == []
+    assert sum(json.loads(out)["downloads"] for out, _ in outputs) == 1

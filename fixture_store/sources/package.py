@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
+from filelock import FileLock
+
 from fixture_store import digests
 from fixture_store.digests import Digest
 from fixture_store.errors import IntegrityError, UsageError
@@ -101,7 +103,10 @@ def ensure_distribution(ctx: FetchContext, record: Record) -> SafeArchive:
         cached = ctx.shared.get(hexpart)
         if isinstance(cached, SafeArchive):
             return cached
-        archive = _load(ctx, record, requirement, filename, hexpart, size)
+        ctx.store.ensure()
+        # Across processes too: concurrent fetches sharing a store download it once.
+        with FileLock(str(ctx.store.root / "locks" / f"dist-{hexpart[:16]}.lock")):
+            archive = _load(ctx, record, requirement, filename, hexpart, size)
         ctx.shared[hexpart] = archive
         return archive
 
