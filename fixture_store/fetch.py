@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fixture_store.errors import ArtifactError, FixtureStoreError
 from fixture_store.registry import Registry
-from fixture_store.sources import FetchContext, fetch_record
+from fixture_store.sources import FetchContext, fetch_record, offline_from_env
 from fixture_store.store import Store
 
 
@@ -59,12 +59,17 @@ def fetch_names(
     registry: Registry,
     names: Iterable[str],
     *,
-    offline: bool = False,
+    offline: bool | None = None,
     jobs: int | None = None,
     on_result: Callable[[FetchResult], None] | None = None,
     root: Path | None = None,
 ) -> FetchReport:
-    """Fetch and verify ``names``; results in the order of ``names``."""
+    """Fetch and verify ``names``; results in the order of ``names``.
+
+    ``offline=None`` follows the environment (``HF_HUB_OFFLINE=1`` means offline).
+    """
+    if offline is None:
+        offline = offline_from_env()
     ctx = FetchContext(store, root or registry.root, offline=offline)
     invalid = dict(registry.invalid())
 

@@ -7,8 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fixture_store import registry as registry_mod
 from fixture_store.registry import Registry
+from fixture_store.sources import OFFLINE_ENV_VARS
 
 
 def sha(data: bytes) -> str:
@@ -30,3 +33,10 @@ def make_registry(root: Path, records: dict[str, dict[str, Any]]) -> Registry:
         doc = {"format_version": 1, "records": recs}
         (directory / f"{family}.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
     return registry_mod.load(root)
+
+
+@pytest.fixture(autouse=True)
+def online_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests that fetch decide offline mode themselves, whatever the caller's environment."""
+    for var in OFFLINE_ENV_VARS:
+        monkeypatch.delenv(var, raising=False)

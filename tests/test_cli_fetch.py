@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from fixture_store.cli import main
 from fixture_store.store import Store
-from tests.fetchutil import file_record, make_registry
+from tests.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.store import Store
 from fixture_store.verify import verify_names
+from tests.fetchutil import online_env  # noqa: F401 - autouse
 
 PROJECT = Path(__file__).resolve().parents[1]
 FAMILIES = ("onnx-light", "onnx-node", "onnx-pytorch-converted", "onnx-pytorch-operator",

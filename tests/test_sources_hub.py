@@ -16,7 +16,7 @@ from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import hub as hub_source
 from fixture_store.store import Store
 from fixture_store.verify import Verifier
-from tests.fetchutil import file_record, make_registry
+from tests.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 from tests.hubserver import HubState, hub_server
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -34,6 +34,7 @@ def hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[HubState]:
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_ETAG_TIMEOUT", 1)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DOWNLOAD_TIMEOUT", 1)
     with hub_server(COMMIT) as (endpoint, state):
@@ -142,15 +143,12 @@ def test_offline_mode_fails_clearly_without_a_request_and_serves_what_is_stored(
     registry = make_registry(tmp_path, {
         "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")})
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from fixture_store.sources import offline_from_env
-
-    offline = offline_from_env()
-    assert offline
-    result = fetch_names(store, registry, ["ckpt/tiny"], offline=offline).results[0]
+    result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert result.outcome is Outcome.FAILED
     assert "offline mode is on" in result.message and hub.requests == []
     assert result.fix == "fixture-store fetch ckpt/tiny  (with network access)"
 
+    monkeypatch.delenv("HF_HUB_OFFLINE")
     assert fetch_names(store, registry, ["ckpt/tiny"]).results[0].outcome is Outcome.FETCHED
     again = fetch_names(store, registry, ["ckpt/tiny"], offline=True).results[0]
     assert again.outcome is Outcome.PRESENT

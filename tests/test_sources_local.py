@@ -7,7 +7,7 @@ from pathlib import Path
 from fixture_store import trees
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.store import Store
-from tests.fetchutil import file_record, make_registry
+from tests.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 
 
 def test_local_file_and_folder_are_fetched_and_verified(tmp_path: Path) -> None:

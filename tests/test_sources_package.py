@@ -18,7 +18,7 @@ from fixture_store.registry import Registry
 from fixture_store.sources.package import selection_flags
 from fixture_store.store import Store
 from fixture_store.verify import Verifier
-from tests.fetchutil import file_record, make_registry, sha
+from tests.fetchutil import file_record, make_registry, online_env, sha  # noqa: F401 - autouse
 
 WHEEL = "tinypkg-1.0.0-py3-none-any.whl"
 MEMBERS = {"model.onnx": b"\x08\x07onnx-model", "test_data_set_0/input_0.pb": b"in" * 50,

@@ -22,7 +22,7 @@ from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import url as url_source
 from fixture_store.store import Store
-from tests.fetchutil import file_record, make_registry
+from tests.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 
 DATA = b"clip-bytes-" * 1000
 
