@@ -17,7 +17,6 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -166,8 +165,3 @@ def fetch(ctx: FetchContext, record: Record) -> None:
         with open_member(base, record.digest.size) as stream:
             put_object(ctx, record, stream, record.digest)
 
-
-def wanted_members(archive: SafeArchive, prefix: str) -> Sequence[str]:
-    """Names of the safe entries under ``prefix/`` (used by the corpus generator)."""
-    pre = prefix.rstrip("/") + "/"
-    return sorted(n for n in archive.names() if n.startswith(pre))

@@ -32,10 +32,14 @@ class TransientError(Exception):
     """
 
 
+class SourceFailure(Exception):
+    """A permanent failure (4xx, TLS trust): retrying would not help."""
+
+
 def default_opener(url: str, timeout: float) -> BinaryIO:
     """Open ``url`` (https only) with the system trust store (honours ``$SSL_CERT_FILE``)."""
     if not url.startswith("https://"):
-        raise ValueError("only https URLs are fetched")
+        raise SourceFailure("only https URLs are fetched")
     context = ssl.create_default_context()
     request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})
     handler = urllib.request.HTTPSHandler(context=context)
@@ -52,10 +56,6 @@ def default_opener(url: str, timeout: float) -> BinaryIO:
             raise SourceFailure(f"TLS certificate not trusted: {reason.verify_message}") from e
         raise TransientError(str(reason)) from e
     return response
-
-
-class SourceFailure(Exception):
-    """A permanent failure (4xx, TLS trust): retrying would not help."""
 
 
 class _NoPlainRedirect(urllib.request.HTTPRedirectHandler):
