@@ -402,14 +402,22 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
               + ("" if yes else "; rerun with --yes to delete"))
 
 
-# Commands defined in their own modules register themselves on ``main`` when imported.
-from fixture_store import cli_regenerate  # noqa: E402, F401
+def _register_commands() -> None:
+    # Imported here: the command modules import helpers defined above. cli_regenerate's
+    # commands register themselves on ``main`` when the module is imported.
+    from fixture_store import cli_regenerate  # noqa: F401
+    from fixture_store.cli_compare import compare_cmd
+    from fixture_store.cli_fetch import fetch
 
-# -- compare (its own module; registered here) --------------------------------------------------
-from fixture_store.cli_compare import compare_cmd  # noqa: E402
-
-main.add_command(compare_cmd)
+    main.add_command(compare_cmd)
+    main.add_command(fetch)
 
 
 if __name__ == "__main__":
-    main()
+    # Run as a script, this module is __main__ and the command modules import the real
+    # fixture_store.cli; call that one's group, which has every command registered.
+    from fixture_store.cli import main as registered_main
+
+    registered_main()
+else:
+    _register_commands()
