@@ -26,6 +26,9 @@ def referenced(registries: Iterable[Registry]) -> set[str]:
                 keep.add(record.digest.hex)
             if record.members is not None:
                 keep.update(d.hex for _, d in record.members)
+            if record.source.type == "package":
+                # The verified distribution serves every record pointing into it, offline too.
+                keep.add(str(record.source.fields["file_digest"]).removeprefix("sha256:"))
     return keep
 
 

@@ -207,9 +207,13 @@ def verify_names(
     full: bool = False,
     workers: int | None = None,
     on_result: Callable[[Result], None] | None = None,
+    verifier: Verifier | None = None,
 ) -> list[Result]:
-    """Verify artifacts by name, in parallel across objects; results in the order of ``names``."""
-    verifier = Verifier(store, full=full)
+    """Verify artifacts by name, in parallel across objects; results in the order of ``names``.
+
+    Pass a long-lived ``verifier`` to share its verified-state cache across calls.
+    """
+    verifier = verifier or Verifier(store, full=full)
     names = list(names)
     invalid = dict(registry.invalid())
 
@@ -227,11 +231,18 @@ def verify_names(
     results: list[Result] = []
     pool_size = workers or min(8, os.cpu_count() or 1)
     try:
-        with ThreadPoolExecutor(max_workers=pool_size) as pool:
-            for result in pool.map(one, names):
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
+        if pool_size == 1 or len(names) < 2:
+            mapped: Iterable[Result] = map(one, names)
+            pool = None
+        else:
+            pool = ThreadPoolExecutor(max_workers=pool_size)
+            mapped = pool.map(one, names)
+        for result in mapped:
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+        if pool is not None:
+            pool.shutdown()
     finally:
         verifier.cache.flush()
     return results
