@@ -349,7 +349,7 @@ def status(obj: Context, as_json: bool) -> None:
             if r.gap and r.digest is None:
                 c["gap"] += 1
                 continue
-            digests_ = [d for _, d in r.members] if r.members is not None else []
+            digests_ = [d for _, d in r.members] if r.members is not None and r.is_tree else []
             digests_.append(r.digest) if r.digest else None
             c["present" if all(store.has(d) for d in digests_) else "missing"] += 1
         c["invalid"] += len(fam.invalid)

@@ -83,7 +83,7 @@ def fetch_names(
         except ArtifactError as e:
             return FetchResult(name, Outcome.UNKNOWN, message=e.message, fix=e.fix)
         source = record.source.describe()
-        size = record.members.total_size if record.members is not None else (
+        size = record.members.total_size if record.members is not None and record.is_tree else (
             record.digest.size if record.digest else 0)
         if record.is_gap and record.digest is None:
             return FetchResult(name, Outcome.GAP, source, record.gap or "")

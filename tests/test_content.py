@@ -155,3 +155,19 @@ def test_a_caller_may_tighten_the_records_profile_but_not_loosen_it(tmp_path: Pa
         content.check(store, record, tighten={"member_bytes": 1 << 40})
     with pytest.raises(UnsafeContentError, match="member-count"):
         content.extract(store, record, tighten={"member_count": 1})
+
+
+def test_an_archive_record_is_fetched_as_one_object_not_a_tree(tmp_path: Path) -> None:
+    from fixture_store.sources import FetchContext, fetch_record
+
+    data = compress(regular_tar(GOOD), "tar.zst")
+    (tmp_path / "w.tar.zst").write_bytes(data)
+    d = digests.of_bytes(data)
+    registry = _project(tmp_path, {"fam/w": {
+        "kind": "archive", "digest": d.text, "size": d.size, "members": _members(GOOD),
+        "source": {"type": "local", "path": "w.tar.zst"}}})
+    store = Store.at(tmp_path / "store")
+    fetch_record(FetchContext(store, tmp_path), registry.get("fam/w"))
+    assert [h for h, _ in store.iter_objects()] == [d.hex]
+    [result] = verify_names(store, registry, ["fam/w"], full=True)
+    assert result.status is Status.VERIFIED

@@ -55,7 +55,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
         raise SourceError(record.name, f"revision {revision!r} is not a full 40-hex commit; "
                           "refusing to download a moving reference",
                           fix="pin the record's source.revision to the full commit sha")
-    if record.members is not None:
+    if record.is_tree:
         raise SourceError(record.name, "a hub source delivers one file, not a tree",
                           fix="register each file of the repo as its own record")
     if not ctx.needs(record.digest):

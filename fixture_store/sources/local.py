@@ -29,7 +29,7 @@ def fetch(ctx: FetchContext, record: Record) -> None:
     relpath = str(record.source.fields["path"])
     path = resolve(ctx.root, relpath, record)
     fix = f"restore {relpath} in the project (git checkout / git lfs pull), then fetch again"
-    if record.members is not None:
+    if record.is_tree:
         if not path.is_dir():
             raise SourceError(record.name, f"local source folder {relpath!r} is missing", fix=fix)
 

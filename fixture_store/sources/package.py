@@ -156,7 +156,7 @@ def fetch(ctx: FetchContext, record: Record) -> None:
             raise SourceError(record.name, e.message,
                               fix="review the record's source path and members") from e
 
-    if record.members is not None:
+    if record.is_tree and record.members is not None:
         sizes = dict(record.members.members)
         put_tree(ctx, record, lambda m: open_member(member_name(base, m), sizes[m].size))
         return

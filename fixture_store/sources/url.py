@@ -94,7 +94,7 @@ def fetch(ctx: FetchContext, record: Record, opener: Opener | None = None,
           timeout: float = TIMEOUT_S) -> None:
     assert record.digest is not None
     pause = BACKOFF_S if backoff is None else backoff
-    if record.members is not None:
+    if record.is_tree:
         raise SourceError(record.name, "a url source delivers one file, not a tree",
                           fix="register the archive itself, or each file with its own url")
     if not ctx.needs(record.digest):
