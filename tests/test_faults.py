@@ -10,19 +10,22 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from filelock import FileLock
 
-from fixture_store import archives, digests
+from fixture_store import archives, digests, trees
 from fixture_store import registry as registry_mod
 from fixture_store.errors import StoreError
+from fixture_store.sources import FetchContext, fetch_record
 from fixture_store.store import Store
 from fixture_store.verify import Status, verify_names
 from tests import crash_child
@@ -46,6 +49,25 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     archives.write_tar(members, folder / "archive.tar.zst", "zstd")
     (folder / "manifest.json").write_text(json.dumps(
         {k: {"digest": digests.of_bytes(v).text, "size": len(v)} for k, v in members.items()}))
+    # What the fetch phase brings in through the local source: two files and a tree.
+    fetched: dict[str, dict[str, object]] = {}
+    for i, size in enumerate([200_000, 2_000_000]):
+        data = rng.randbytes(size)
+        (folder / f"fetch-{i}").write_bytes(data)
+        d = digests.of_bytes(data)
+        fetched[f"fetched/file-{i}"] = {"kind": "fixture", "digest": d.text, "size": d.size,
+                                        "source": {"type": "local", "path": f"fetch-{i}"}}
+    tree_dir = folder / "tree-src"
+    tree_dir.mkdir()
+    for i in range(3):
+        (tree_dir / f"t{i}.bin").write_bytes(rng.randbytes(100_000 * (i + 1)))
+    tree, _ = trees.hash_folder(tree_dir)
+    fetched["fetched/tree"] = {"kind": "tree", "digest": tree.digest.text,
+                               "size": tree.digest.size, "members": trees.to_json(tree),
+                               "source": {"type": "local", "path": "tree-src"}}
+    (folder / "provenance").mkdir()
+    (folder / "provenance" / "fetched.json").write_text(registry_mod.dumps(
+        {"format_version": 1, "records": fetched}))
     return folder
 
 
@@ -54,6 +76,15 @@ def _child(store: Path, work: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "tests.crash_child", str(store), str(work),
                              *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=env)
+
+
+def _finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[str, str]:
+    """Wait for the child; its output after 'ready' (read through the same buffered pipe)."""
+    assert proc.stdout is not None and proc.stderr is not None
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    proc.wait(timeout=timeout)
+    return out, err
 
 
 def _wait_ready(proc: subprocess.Popen[str]) -> None:
@@ -71,7 +102,15 @@ def _registry(root: Path, work: Path) -> registry_mod.Registry:
     (root / "provenance").mkdir(parents=True, exist_ok=True)
     (root / "provenance" / "crash.json").write_text(registry_mod.dumps(
         {"format_version": 1, "records": records}))
+    shutil.copyfile(work / "provenance" / "fetched.json", root / "provenance" / "fetched.json")
     return registry_mod.load(root)
+
+
+def _expected_objects(work: Path) -> set[str]:
+    files = [*work.glob("blob-*"), *work.glob("fetch-*"), *(work / "tree-src").iterdir(),
+             work / "archive.tar.zst"]
+    tree, _ = trees.hash_folder(work / "tree-src")
+    return {digests.of_file(p).hex for p in files} | {tree.digest.hex}
 
 
 def _manifest(work: Path) -> dict[str, digests.Digest]:
@@ -102,8 +141,7 @@ def check_store_clean(store: Store, work: Path, project: Path) -> None:
     registry = _registry(project, work)
     results = verify_names(store, registry, registry.names(), full=True, workers=2)
     assert [r.status for r in results] == [Status.VERIFIED] * len(results), results
-    expected = {digests.of_file(p).hex for p in [*work.glob("blob-*"), work / "archive.tar.zst"]}
-    assert {h for h, _ in store.iter_objects()} == expected
+    assert {h for h, _ in store.iter_objects()} == _expected_objects(work)
 
 
 def _calibrate(tmp_path: Path, work: Path) -> float:
@@ -119,44 +157,48 @@ def _calibrate(tmp_path: Path, work: Path) -> float:
     return min(spans)
 
 
-def _kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> int:
-    span = _calibrate(tmp_path, work)
+def _kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> Counter[str]:
+    """Kill a writer at a random instant ``trials`` times; count the phases the kills hit."""
+    span = 0.7 * _calibrate(tmp_path, work)
     rng = random.Random(seed)
-    killed_mid_work = 0
+    phases: Counter[str] = Counter()
     for trial in range(trials):
         store_root = tmp_path / f"store-{trial}"
         proc = _child(store_root, work)
         _wait_ready(proc)
         time.sleep(rng.uniform(0, span))
-        if proc.poll() is None:
+        killed = proc.poll() is None
+        if killed:
             proc.send_signal(signal.SIGKILL)
-            killed_mid_work += 1
             span *= 1.05
         else:
             span *= 0.8  # the run finished first: aim the next kills earlier
-        proc.communicate(timeout=60)
+        out, _ = _finish(proc)
+        said = [line.split()[1] for line in out.splitlines() if line.startswith("phase ")]
+        phases[(said[-1] if said else "startup") if killed else "finished"] += 1
         check_store_clean(Store.at(store_root), work, tmp_path / f"project-{trial}")
-    return killed_mid_work
+    return phases
 
 
 @pytest.mark.timeout(600)
 def test_sigkill_during_put_and_extract_leaves_the_store_clean(
     tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    killed = _kill_trials(tmp_path, work, FAST_TRIALS, seed=1)
+    phases = _kill_trials(tmp_path, work, FAST_TRIALS, seed=1)
     with capsys.disabled():
-        print(f"\ncrash trials: {FAST_TRIALS}, killed mid-work: {killed}")
-    assert killed >= FAST_TRIALS // 3
+        print(f"\ncrash trials: {FAST_TRIALS}, kills by phase: {dict(phases)}")
+    assert FAST_TRIALS - phases["finished"] >= FAST_TRIALS // 3
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_sigkill_trials_slow(tmp_path: Path, work: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
-    killed = _kill_trials(tmp_path, work, SLOW_TRIALS, seed=2)
+    phases = _kill_trials(tmp_path, work, SLOW_TRIALS, seed=2)
     with capsys.disabled():
-        print(f"\ncrash trials: {SLOW_TRIALS}, killed mid-work: {killed}")
-    assert killed >= SLOW_TRIALS // 3
+        print(f"\ncrash trials: {SLOW_TRIALS}, kills by phase: {dict(phases)}")
+    assert SLOW_TRIALS - phases["finished"] >= SLOW_TRIALS // 2
+    assert all(phases[p] > 0 for p in ("fetch", "put", "extract")), phases
 
 
 def test_eight_concurrent_writers_all_succeed_with_one_copy_each(
@@ -183,10 +225,10 @@ def _eight_writers(tmp_path: Path, work: Path) -> None:
     for p in procs:
         _wait_ready(p)
     go.touch()
-    outcomes = [p.communicate(timeout=300) for p in procs]
+    outcomes = [_finish(p) for p in procs]
     for p, (out, err) in zip(procs, outcomes, strict=True):
         assert p.returncode == 0, err
-        assert out.split() == ["done"]
+        assert out.split() == ["phase", "fetch", "phase", "put", "phase", "extract", "done"]
         assert err == ""
     store = Store.at(store_root)
     assert list(store.tmp_dir.iterdir()) == []
@@ -218,6 +260,14 @@ def test_disk_full_gives_a_clear_error_and_no_corrupt_object(tmp_path: Path, wor
         assert "nothing was stored" in str(info.value)
         assert not store.has(digests.of_file(work / "blob-4"))
         assert [h for h, _ in store.iter_objects()] == [small_blob.hex]
+        assert list(store.tmp_dir.iterdir()) == []
+
+        # fetch goes through the same door: a clear error, nothing half-stored.
+        big = registry_mod.load(work).get("fetched/file-1")
+        with pytest.raises(StoreError) as info:
+            fetch_record(FetchContext(store, work), big)
+        assert "no space left" in str(info.value)
+        assert big.digest is not None and not store.has(big.digest)
         assert list(store.tmp_dir.iterdir()) == []
 
         archive = work / "archive.tar.zst"
