@@ -176,6 +176,43 @@ def test_known_failure_for_another_outcome_does_not_excuse(project: Path, store:
     assert "registered as 'not-implemented'" in result.detail
 
 
+NOWHERE = "locale-missing:xx_NOWHERE.UTF-8"  # holds on every machine: no such locale
+EVERYWHERE = "locale-missing:C"  # never holds: the C locale always exists
+
+
+def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_nothing(
+        project: Path, store: Store) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
+    registry = registry_mod.load(project)
+    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
+                 known_failures=[
+                     KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error",
+                                  EVERYWHERE),
+                     KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
+                     KnownFailure("reference", name, "fails without a locale", "mismatch",
+                                  NOWHERE),
+                 ])
+    fixtures = _reload(fixtures, project)
+
+    passing = compare(fixtures, ["onnx-node/test_abs"], ["ort"], jobs=0)
+    result = by(passing, "onnx-node/test_abs", "ort")
+    # Where the condition does not hold the case is expected to pass: a pass is not "now passing".
+    assert result.outcome is Outcome.PASS and not result.now_passing
+    assert result.inactive_condition == EVERYWHERE and "applies only where" in result.detail
+    assert passing.exit_code == 0
+    assert passing.to_json()["inactive_known_failures"] == [
+        {"name": "onnx-node/test_abs", "runtime": "ort", "outcome": "pass",
+         "condition": EVERYWHERE}]
+
+    failing = compare(fixtures, [name], ["ort", "reference"], jobs=0)
+    inactive = by(failing, name, "ort")
+    assert inactive.outcome is Outcome.MISMATCH and inactive.inactive_condition == EVERYWHERE
+    active = by(failing, name, "reference")
+    assert active.outcome is Outcome.KNOWN_FAILURE and active.inactive_condition is None
+    assert failing.exit_code == 1
+
+
 def test_a_crash_is_classified_and_the_run_goes_on(project: Path, store: Store) -> None:
     fixtures = make_project(project, store, ("test_abs", "test_add", "test_equal_string"))
     names = select_cases(fixtures, families=["onnx-node"])
@@ -232,6 +269,33 @@ def test_cli_compare_json_and_html_report(project: Path, store: Store, tmp_path:
     assert "<script" not in page and "http" not in page
     assert ">Abs</td>" in page and ">Cast</td>" in page
     assert "not-implemented" in page
+
+
+def test_cli_compare_files_for_dvc_are_stable_metrics_and_plot(
+        project: Path, store: Store, tmp_path: Path) -> None:
+    make_project(project, store, ("test_abs", "test_cast_FLOAT_to_FLOAT4E2M1"))
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"run{i}"
+        result = CliRunner().invoke(main, [
+            "compare", "--family", "onnx-node", "--jobs", "0",
+            "--output", str(out / "compare.json"), "--report", str(out / "compare.html"),
+            "--metrics", str(out / "metrics.json"), "--plot", str(out / "ops.csv")])
+        assert result.exit_code == 1, result.output
+        runs.append(out)
+    for f in ("compare.json", "compare.html", "metrics.json", "ops.csv"):
+        assert (runs[0] / f).read_bytes() == (runs[1] / f).read_bytes(), f
+        assert str(store.root) not in (runs[0] / f).read_text(), f
+    doc = json.loads((runs[0] / "compare.json").read_text())
+    assert doc["wall_seconds"] == 0 and all(r["seconds"] == 0 for r in doc["results"])
+    metrics = json.loads((runs[0] / "metrics.json").read_text())
+    assert metrics == {"ok": False, "cases": 2, "now_passing": 0, "inactive_known_failures": 0,
+                       "runtimes": {"ort": {"pass": 1, "not_implemented": 1},
+                                    "reference": {"pass": 2}}}
+    rows = (runs[0] / "ops.csv").read_text().splitlines()
+    assert rows[0] == "key,operator,runtime,cases,passed,known_failure,failing,pass_rate"
+    assert "Abs (ort),Abs,ort,1,1,0,0,1.0" in rows
+    assert "Cast (ort),Cast,ort,1,0,0,1,0.0" in rows
 
 
 def test_cli_compare_table_and_usage_errors(project: Path, store: Store) -> None:
