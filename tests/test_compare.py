@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -10,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import numpy_helper
 
-from fixture_store import comparators
+from fixture_store import comparators, conditions
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.cli import main
@@ -211,6 +215,56 @@ def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_n
     active = by(failing, name, "reference")
     assert active.outcome is Outcome.KNOWN_FAILURE and active.inactive_condition is None
     assert failing.exit_code == 1
+    # The stable view (DVC's report) keeps a known mismatch's classification, not its numbers.
+    stable = failing.stable(str(store.root))
+    assert by(stable, name, "reference").arrays == () and active.arrays
+    assert by(stable, name, "reference").known_reason == "fails without a locale"
+    assert by(stable, name, "ort").arrays == inactive.arrays
+
+
+@pytest.mark.slow
+def test_the_string_normalizer_entry_gives_the_same_exit_code_with_and_without_the_locale(
+        project: Path, store: Store, tmp_path: Path) -> None:
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    localedef = shutil.which("localedef")
+    built = localedef and subprocess.run([localedef, "-i", "en_US", "-f", "UTF-8",
+                                          str(locales / "en_US.UTF-8")],
+                                         capture_output=True, check=False)
+    if not built or built.returncode > 1:  # 1 means warnings; the locale is still written
+        pytest.skip("needs glibc's localedef with locale sources to build en_US.UTF-8 privately")
+    case = "test_strnormalizer_export_monday_casesensintive_upper"
+    make_project(project, store, (case,))
+    # The project's own registry entry, as committed.
+    repo = Path(__file__).resolve().parents[1]
+    entries = [k for k in registry_mod.load(repo).known_failures()
+               if k.matches("ort", f"onnx-node/{case}")]
+    assert [k.condition for k in entries] == ["locale-missing:en_US.UTF-8"]
+    registry = registry_mod.load(project)
+    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
+                 known_failures=entries)
+
+    def run(locpath: Path | None) -> tuple[int, dict[str, Any]]:
+        # A process of its own: the comparator's fork server keeps the environment it started
+        # with, as a real run does.
+        env = {k: v for k, v in os.environ.items() if k != "LOCPATH"}
+        if locpath is not None:
+            env["LOCPATH"] = str(locpath)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fixture_store.cli", "--store", str(store.root),
+             "--registry", str(project), "compare", f"onnx-node/{case}", "--runtime", "ort",
+             "--json"], env=env, capture_output=True, text=True, check=False)
+        return proc.returncode, json.loads(proc.stdout)["results"][0]
+
+    code_here, here = run(None)
+    if conditions.holds("locale-missing:en_US.UTF-8"):
+        assert (here["outcome"], here["underlying"]) == ("known-failure", "error")
+    else:  # this machine has the locale installed
+        assert here["outcome"] == "pass" and here["inactive_condition"]
+    code_with, with_locale = run(locales)
+    assert with_locale["outcome"] == "pass" and not with_locale["now_passing"]
+    assert with_locale["inactive_condition"] == "locale-missing:en_US.UTF-8"
+    assert code_here == code_with == 0
 
 
 def test_a_crash_is_classified_and_the_run_goes_on(project: Path, store: Store) -> None:
