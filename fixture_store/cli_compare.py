@@ -32,6 +32,13 @@ OUTCOME_STYLE = {
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a static HTML report (pass matrix per operator, error histograms).")
+@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the JSON report to this file, without timings or the store's "
+                   "location, so equal results give equal files (for DVC).")
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write outcome counts per runtime to this JSON file (DVC metrics).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write per-operator pass counts per runtime to this CSV file (DVC plots).")
 @click.option("--jobs", type=click.IntRange(0, 256), default=None,
               help="Worker processes (default: one per CPU; 0 runs in this process).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT,
@@ -41,6 +48,7 @@ OUTCOME_STYLE = {
 @handle_errors
 def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
                 runtimes: tuple[str, ...], as_json: bool, report_path: Path | None,
+                output_path: Path | None, metrics_path: Path | None, plot_path: Path | None,
                 jobs: int | None, timeout: float, full: bool) -> None:
     """Run verified ONNX cases with each runtime and compare with the expected outputs.
 
@@ -63,7 +71,16 @@ def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
     if report_path is not None:
         from fixture_store.report_html import write_report
 
-        write_report(report, report_path)
+        # A shareable page: no timings, no local store path (the summary prints the time).
+        write_report(report.stable(str(obj.store.root)), report_path)
+    if output_path is not None:
+        output_path.parent.mkdir(parents=True, exist_ok=True)
+        output_path.write_text(json.dumps(report.stable(str(obj.store.root)).to_json(),
+                                          indent=2) + "\n")
+    if metrics_path is not None or plot_path is not None:
+        from fixture_store import compare_metrics
+
+        compare_metrics.write(report, metrics_path, plot_path)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
@@ -74,6 +91,9 @@ def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
         if r.now_passing:
             err.print(f"known failure now passes: {r.runtime} {r.name} ({r.known_reason}); "
                       f"fix: {r.fix}", markup=False)
+    for r in report.inactive:
+        err.print(f"known failure inactive here ({r.inactive_condition} does not hold): "
+                  f"{r.runtime} {r.name}: {r.outcome}", markup=False)
     sys.exit(report.exit_code)
 
 

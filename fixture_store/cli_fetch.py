@@ -6,6 +6,7 @@ import json
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -39,10 +40,13 @@ def exit_code(results: list[FetchResult]) -> int:
 @click.option("--jobs", type=click.IntRange(1, 64), default=None,
               help="Parallel fetches (default: twice the CPUs, at most 8).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write a summary (verified artifacts per family, the pinned sources) "
+                   "to this file; it is the same on every machine, so DVC can track it.")
 @click.pass_obj
 @handle_errors
 def fetch(obj: Context, names: tuple[str, ...], all_: bool, families: tuple[str, ...],
-          offline: bool, jobs: int | None, as_json: bool) -> None:
+          offline: bool, jobs: int | None, as_json: bool, report_path: Path | None) -> None:
     """Fetch NAMES (glob patterns allowed), a --family, or --all from their pinned sources.
 
     Artifacts that already verify are not downloaded again; a missing or damaged object is
@@ -64,6 +68,10 @@ def fetch(obj: Context, names: tuple[str, ...], all_: bool, families: tuple[str,
         report = fetch_names(obj.store, registry, chosen, offline=offline, jobs=jobs,
                              on_result=lambda _r: bar.advance(task))
     elapsed = time.perf_counter() - started
+    if report_path is not None:
+        report_path.parent.mkdir(parents=True, exist_ok=True)
+        report_path.write_text(json.dumps(report.summary(registry), indent=2, sort_keys=True)
+                               + "\n")
     results = report.results
     counts = Counter(str(r.outcome) for r in results)
     if as_json:

@@ -64,8 +64,6 @@ def print_report(report: Report, *, limit: int = 40) -> None:
     env = report.environment
     out.print(f"environment: python {env.get('python')} on {env.get('machine')}, "
               f"lock {str(env.get('packages_digest', ''))[:19]}…", markup=False)
-    for note in report.notes:
-        out.print(f"note: {note}", markup=False)
     if report.accepted:
         out.print(f"accepted {len(report.accepted)} record(s) into provenance/")
 
@@ -157,19 +155,25 @@ def print_lineage(registry: registry_mod.Registry, name: str, *, as_json: bool) 
               required=True, help="Write the summary here (DVC metrics).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Write per-file error tables here (DVC plots).")
+@click.option("--all", "everything", is_flag=True,
+              help="Verify every artifact of the registry, not only the stages' families.")
+@click.option("--full", is_flag=True, help="Re-hash every object; ignore the verified-state cache.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.pass_obj
 @handle_errors
 def regenerate_summary_cmd(obj: Context, reports: tuple[Path, ...], metrics_path: Path,
-                           plots_dir: Path | None, as_json: bool) -> None:
+                           plots_dir: Path | None, everything: bool, full: bool,
+                           as_json: bool) -> None:
     """Verify what the stages registered and summarise their REPORTS (the pipeline's last step).
 
-    Exit 0 if no stage drifted and every registered artifact of the stages verifies, else 1.
+    Exit 0 if no stage drifted and every artifact checked (the stages' families, or the whole
+    registry with --all) verifies, else 1.
     """
     from fixture_store.regenerate import summary as summary_mod
 
     registry = obj.registry()
-    summary = summary_mod.summarise(reports, registry, obj.store)
+    summary = summary_mod.summarise(reports, registry, obj.store, everything=everything,
+                                    full=full)
     summary_mod.write(summary, metrics_path, plots_dir)
     doc = summary.metrics()
     if as_json:

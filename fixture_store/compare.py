@@ -44,8 +44,26 @@ class Report:
         return [r for r in self.results if r.now_passing]
 
     @property
+    def inactive(self) -> list[CaseResult]:
+        """Results a known failure matched whose machine condition does not hold here."""
+        return [r for r in self.results if r.inactive_condition]
+
+    @property
     def exit_code(self) -> int:
         return EXIT_FAILED if any(r.failing for r in self.results) else EXIT_OK
+
+    def stable(self, store_root: str) -> Report:
+        """This report without what differs run to run or machine to machine: timings, the
+        store's location (a runtime's message may name the checked-out model), and the numbers
+        of known mismatches (random operators such as Bernoulli draw new values every run; the
+        registered reason is what the report vouches for)."""
+        def plain(r: CaseResult) -> CaseResult:
+            detail = r.detail.replace(store_root, "$FIXTURE_STORE_DIR")
+            if r.outcome is Outcome.KNOWN_FAILURE and r.underlying is Outcome.MISMATCH:
+                return dataclasses.replace(r, seconds=0.0, detail="", arrays=())
+            return dataclasses.replace(r, seconds=0.0, detail=detail)
+
+        return Report(self.runtimes, tuple(plain(r) for r in self.results), 0.0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -55,6 +73,9 @@ class Report:
             "counts": self.counts(),
             "now_passing": [{"name": r.name, "runtime": r.runtime, "known_reason": r.known_reason}
                             for r in self.now_passing],
+            "inactive_known_failures": [
+                {"name": r.name, "runtime": r.runtime, "outcome": str(r.outcome),
+                 "condition": r.inactive_condition} for r in self.inactive],
             "results": [r.to_json() for r in self.results],
         }
 
@@ -87,13 +108,20 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
     """Mark a failure the registry knows about; flag a known failure whose case now passes.
 
     A refusal or a gap is never excused: a known failure speaks about a runtime on good data.
-    When the entry names an outcome, only that outcome is excused.
+    When the entry names an outcome, only that outcome is excused. An entry with a machine
+    condition that does not hold here is inactive: it is reported and excuses nothing.
     """
     if result.outcome in (Outcome.REFUSED, Outcome.GAP):
         return result
     entry = next((k for k in known if k.matches(result.runtime, result.name)), None)
     if entry is None:
         return result
+    if not entry.active():
+        note = (f"the known failure {entry.pattern!r} ({entry.runtime}) applies only where "
+                f"{entry.condition} holds, which it does not here")
+        return dataclasses.replace(
+            result, known_reason=entry.reason, inactive_condition=entry.condition,
+            detail=f"{result.detail} ({note})" if result.outcome is not Outcome.PASS else note)
     if result.outcome is Outcome.PASS:
         return dataclasses.replace(result, known_reason=entry.reason, now_passing=True,
                                    fix=f"remove the known failure {entry.pattern!r} "

@@ -7,15 +7,18 @@ the store's shard locks and atomic renames make concurrent fetches (threads or p
 
 from __future__ import annotations
 
+import json
 import os
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from fixture_store.errors import ArtifactError, FixtureStoreError
-from fixture_store.registry import Registry
+from fixture_store.registry import Registry, family_of
 from fixture_store.sources import FetchContext, fetch_record, offline_from_env
 from fixture_store.store import Store
 
@@ -52,6 +55,30 @@ class FetchReport:
     results: list[FetchResult]
     downloaded_bytes: int
     downloads: int
+
+    def summary(self, registry: Registry) -> dict[str, Any]:
+        """What is now verified in the store, per family, and the pinned sources it came from.
+
+        The same on every machine that fetched the same records: no timings, no store path, and
+        no difference between fetched now and already present.
+        """
+        families: dict[str, Counter[str]] = defaultdict(Counter)
+        sources: set[str] = set()
+        for r in self.results:
+            fam = families[family_of(r.name)]
+            fam["artifacts"] += 1
+            fam["verified" if r.outcome in (Outcome.PRESENT, Outcome.FETCHED) else
+                str(r.outcome)] += 1
+            fam["bytes"] += r.size
+            if r.outcome in (Outcome.PRESENT, Outcome.FETCHED):
+                fields = registry.get(r.name).source.to_json()
+                fields.pop("path", None)  # one distribution serves many artifacts
+                sources.add(json.dumps(fields, sort_keys=True))
+        return {
+            "ok": all(r.ok for r in self.results),
+            "families": {f: dict(sorted(c.items())) for f, c in sorted(families.items())},
+            "sources": [json.loads(s) for s in sorted(sources)],
+        }
 
 
 def fetch_names(

@@ -96,7 +96,8 @@ def render(report: Report) -> str:
              f"</title><style>{_STYLE}</style></head><body>",
              "<h1>fixture-store compare</h1>",
              f"<p>{len({r.name for r in report.results})} cases · runtimes "
-             f"{', '.join(e(r) for r in report.runtimes)} · {report.wall_seconds:.1f} s</p>"]
+             f"{', '.join(e(r) for r in report.runtimes)}"
+             + (f" · {report.wall_seconds:.1f} s" if report.wall_seconds else "") + "</p>"]
 
     counts = report.counts()
     outcomes = [o for o in Outcome if any(str(o) in c for c in counts.values())]
@@ -111,6 +112,11 @@ def render(report: Report) -> str:
         parts.append("<p><b>Known failures that now pass</b> (remove them from the registry): "
                      + ", ".join(f"<code>{e(r.runtime)} {e(r.name)}</code>"
                                  for r in report.now_passing) + "</p>")
+    if report.inactive:
+        parts.append("<p><b>Known failures inactive on this machine</b> (their condition does "
+                     "not hold here, so they excuse nothing): " + ", ".join(
+                         f"<code>{e(r.runtime)} {e(r.name)}</code> ({e(r.inactive_condition or '')}"
+                         f": {e(str(r.outcome))})" for r in report.inactive) + "</p>")
 
     matrix: dict[str, dict[str, Counter[Outcome]]] = defaultdict(lambda: defaultdict(Counter))
     for r in report.results:

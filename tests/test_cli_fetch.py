@@ -78,3 +78,17 @@ def test_invalid_record_exits_2(project: Path, tmp_path: Path) -> None:
     result = run(project, tmp_path, "fetch", "--all")
     assert result.exit_code == 2
     assert "invalid-record: other/hub" in result.output
+
+
+def test_report_is_the_same_whether_fetched_or_already_present(project: Path,
+                                                               tmp_path: Path) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert run(project, tmp_path, "fetch", "--family", "loc", "--report", str(first)).exit_code == 0
+    assert run(project, tmp_path, "fetch", "--family", "loc",
+               "--report", str(second)).exit_code == 0
+    assert first.read_bytes() == second.read_bytes()
+    doc = json.loads(first.read_text())
+    assert doc["ok"] is True
+    assert doc["families"] == {"loc": {"artifacts": 3, "bytes": 300, "verified": 3}}
+    assert [s["type"] for s in doc["sources"]] == ["local"]
+    assert str(tmp_path) not in first.read_text()

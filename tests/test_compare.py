@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -10,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from onnx import numpy_helper
 
-from fixture_store import comparators
+from fixture_store import comparators, conditions
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.cli import main
@@ -176,6 +180,93 @@ def test_known_failure_for_another_outcome_does_not_excuse(project: Path, store:
     assert "registered as 'not-implemented'" in result.detail
 
 
+NOWHERE = "locale-missing:xx_NOWHERE.UTF-8"  # holds on every machine: no such locale
+EVERYWHERE = "locale-missing:C"  # never holds: the C locale always exists
+
+
+def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_nothing(
+        project: Path, store: Store) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
+    registry = registry_mod.load(project)
+    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
+                 known_failures=[
+                     KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error",
+                                  EVERYWHERE),
+                     KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
+                     KnownFailure("reference", name, "fails without a locale", "mismatch",
+                                  NOWHERE),
+                 ])
+    fixtures = _reload(fixtures, project)
+
+    passing = compare(fixtures, ["onnx-node/test_abs"], ["ort"], jobs=0)
+    result = by(passing, "onnx-node/test_abs", "ort")
+    # Where the condition does not hold the case is expected to pass: a pass is not "now passing".
+    assert result.outcome is Outcome.PASS and not result.now_passing
+    assert result.inactive_condition == EVERYWHERE and "applies only where" in result.detail
+    assert passing.exit_code == 0
+    assert passing.to_json()["inactive_known_failures"] == [
+        {"name": "onnx-node/test_abs", "runtime": "ort", "outcome": "pass",
+         "condition": EVERYWHERE}]
+
+    failing = compare(fixtures, [name], ["ort", "reference"], jobs=0)
+    inactive = by(failing, name, "ort")
+    assert inactive.outcome is Outcome.MISMATCH and inactive.inactive_condition == EVERYWHERE
+    active = by(failing, name, "reference")
+    assert active.outcome is Outcome.KNOWN_FAILURE and active.inactive_condition is None
+    assert failing.exit_code == 1
+    # The stable view (DVC's report) keeps a known mismatch's classification, not its numbers.
+    stable = failing.stable(str(store.root))
+    assert by(stable, name, "reference").arrays == () and active.arrays
+    assert by(stable, name, "reference").known_reason == "fails without a locale"
+    assert by(stable, name, "ort").arrays == inactive.arrays
+
+
+@pytest.mark.slow
+def test_the_string_normalizer_entry_gives_the_same_exit_code_with_and_without_the_locale(
+        project: Path, store: Store, tmp_path: Path) -> None:
+    locales = tmp_path / "locales"
+    locales.mkdir()
+    localedef = shutil.which("localedef")
+    built = localedef and subprocess.run([localedef, "-i", "en_US", "-f", "UTF-8",
+                                          str(locales / "en_US.UTF-8")],
+                                         capture_output=True, check=False)
+    if not built or built.returncode > 1:  # 1 means warnings; the locale is still written
+        pytest.skip("needs glibc's localedef with locale sources to build en_US.UTF-8 privately")
+    case = "test_strnormalizer_export_monday_casesensintive_upper"
+    make_project(project, store, (case,))
+    # The project's own registry entry, as committed.
+    repo = Path(__file__).resolve().parents[1]
+    entries = [k for k in registry_mod.load(repo).known_failures()
+               if k.matches("ort", f"onnx-node/{case}")]
+    assert [k.condition for k in entries] == ["locale-missing:en_US.UTF-8"]
+    registry = registry_mod.load(project)
+    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
+                 known_failures=entries)
+
+    def run(locpath: Path | None) -> tuple[int, dict[str, Any]]:
+        # A process of its own: the comparator's fork server keeps the environment it started
+        # with, as a real run does.
+        env = {k: v for k, v in os.environ.items() if k != "LOCPATH"}
+        if locpath is not None:
+            env["LOCPATH"] = str(locpath)
+        proc = subprocess.run(
+            [sys.executable, "-m", "fixture_store.cli", "--store", str(store.root),
+             "--registry", str(project), "compare", f"onnx-node/{case}", "--runtime", "ort",
+             "--json"], env=env, capture_output=True, text=True, check=False)
+        return proc.returncode, json.loads(proc.stdout)["results"][0]
+
+    code_here, here = run(None)
+    if conditions.holds("locale-missing:en_US.UTF-8"):
+        assert (here["outcome"], here["underlying"]) == ("known-failure", "error")
+    else:  # this machine has the locale installed
+        assert here["outcome"] == "pass" and here["inactive_condition"]
+    code_with, with_locale = run(locales)
+    assert with_locale["outcome"] == "pass" and not with_locale["now_passing"]
+    assert with_locale["inactive_condition"] == "locale-missing:en_US.UTF-8"
+    assert code_here == code_with == 0
+
+
 def test_a_crash_is_classified_and_the_run_goes_on(project: Path, store: Store) -> None:
     fixtures = make_project(project, store, ("test_abs", "test_add", "test_equal_string"))
     names = select_cases(fixtures, families=["onnx-node"])
@@ -232,6 +323,33 @@ def test_cli_compare_json_and_html_report(project: Path, store: Store, tmp_path:
     assert "<script" not in page and "http" not in page
     assert ">Abs</td>" in page and ">Cast</td>" in page
     assert "not-implemented" in page
+
+
+def test_cli_compare_files_for_dvc_are_stable_metrics_and_plot(
+        project: Path, store: Store, tmp_path: Path) -> None:
+    make_project(project, store, ("test_abs", "test_cast_FLOAT_to_FLOAT4E2M1"))
+    runs = []
+    for i in range(2):
+        out = tmp_path / f"run{i}"
+        result = CliRunner().invoke(main, [
+            "compare", "--family", "onnx-node", "--jobs", "0",
+            "--output", str(out / "compare.json"), "--report", str(out / "compare.html"),
+            "--metrics", str(out / "metrics.json"), "--plot", str(out / "ops.csv")])
+        assert result.exit_code == 1, result.output
+        runs.append(out)
+    for f in ("compare.json", "compare.html", "metrics.json", "ops.csv"):
+        assert (runs[0] / f).read_bytes() == (runs[1] / f).read_bytes(), f
+        assert str(store.root) not in (runs[0] / f).read_text(), f
+    doc = json.loads((runs[0] / "compare.json").read_text())
+    assert doc["wall_seconds"] == 0 and all(r["seconds"] == 0 for r in doc["results"])
+    metrics = json.loads((runs[0] / "metrics.json").read_text())
+    assert metrics == {"ok": False, "cases": 2, "now_passing": 0, "inactive_known_failures": 0,
+                       "runtimes": {"ort": {"pass": 1, "not_implemented": 1},
+                                    "reference": {"pass": 2}}}
+    rows = (runs[0] / "ops.csv").read_text().splitlines()
+    assert rows[0] == "key,operator,runtime,cases,passed,known_failure,failing,pass_rate"
+    assert "Abs (ort),Abs,ort,1,1,0,0,1.0" in rows
+    assert "Cast (ort),Cast,ort,1,0,0,1,0.0" in rows
 
 
 def test_cli_compare_table_and_usage_errors(project: Path, store: Store) -> None:

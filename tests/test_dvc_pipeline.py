@@ -70,3 +70,44 @@ def test_repro_runs_once_and_tracks_params(tmp_path: Path) -> None:
     assert "beta" in status and "alpha" not in status
     third = run(root, *dvc, "repro", env=env)
     assert "Running stage 'beta'" in third and "Running stage 'alpha'" not in third
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _families(cmd: str) -> set[str]:
+    words = cmd.split()
+    return {words[i + 1] for i, w in enumerate(words) if w == "--family"}
+
+
+def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None:
+    pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())["regenerate"]
+    for name, stage in pipeline.items():
+        for dep in stage.get("deps", []):
+            assert (ROOT / dep).exists() or dep.startswith("reports/"), f"{name}: {dep}"
+    assert next(iter(pipeline)) == "fetch"
+    fetched = _families(pipeline["fetch"]["cmd"])
+    assert {f"provenance/{f}.json" for f in fetched} == set(pipeline["fetch"]["deps"])
+    produced = {spec.get("family", n) for n, spec in params.items()}
+    for name, spec in params.items():
+        stage = pipeline[name]
+        assert f"regenerate.{name}" in stage["params"]
+        assert f"provenance/{spec.get('family', name)}.json" in stage["deps"], name
+        read = {pattern.split("/", 1)[0] for pattern in spec.get("inputs", [])}
+        if name == "onnx-node":
+            read.add("onnx-node")  # compared with the fetched distribution's files
+        for family in read:
+            assert family in fetched | produced, f"{name} reads {family}, which nothing fetches"
+            assert f"provenance/{family}.json" in stage["deps"], f"{name}: {family}"
+        if read & fetched:
+            assert {"reports/fetch.json", "reports/checkpoints.json"} & set(stage["deps"]), name
+    compared = _families(pipeline["compare"]["cmd"])
+    assert compared <= fetched
+    assert "provenance/onnx-known-failures.json" in pipeline["compare"]["deps"]
+    verify = pipeline["verify"]
+    assert list(pipeline)[-1] == "verify"
+    assert "--all" in verify["cmd"].split() and "--full" in verify["cmd"].split()
+    outs = {next(iter(o)) for n, s in pipeline.items() if n != "verify" for o in s["outs"]}
+    json_outs = {o for o in outs if o.endswith(".json")}
+    assert json_outs <= set(verify["deps"]), "verify must run after every other stage"

@@ -222,3 +222,30 @@ def test_the_projects_own_registry_is_valid() -> None:
     root = Path(__file__).resolve().parents[1]
     reg = registry_mod.load(root)
     assert dict(reg.invalid()) == {}
+
+
+def test_a_known_failure_condition_round_trips_and_a_bad_one_fails_the_file(
+        project: Path) -> None:
+    entry = {"runtime": "ort", "pattern": "fam/*", "reason": "needs a locale",
+             "outcome": "error", "condition": "locale-missing:en_US.UTF-8"}
+    path = write(project, {}, known_failures=[entry])
+    import jsonschema
+
+    jsonschema.validate(json.loads(path.read_text()), files.schema())
+    reg = registry_mod.load(project)
+    (kf,) = reg.known_failures()
+    assert kf.condition == "locale-missing:en_US.UTF-8"
+    files.write_family(reg, "fam", [])
+    assert json.loads(path.read_text())["known_failures"] == [entry]
+
+    write(project, {}, known_failures=[{**entry, "condition": "moon-phase:full"}])
+    with pytest.raises(RegistryError, match=r"known_failures\[0\].condition.*unknown condition"):
+        registry_mod.load(project)
+
+
+def test_the_projects_known_failures_follow_the_schema() -> None:
+    import jsonschema
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted((root / "provenance").glob("*.json")):
+        jsonschema.validate(json.loads(path.read_text()), files.schema())

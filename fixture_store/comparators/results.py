@@ -51,6 +51,9 @@ class CaseResult:
     underlying: Outcome | None = None
     known_reason: str | None = None
     now_passing: bool = False
+    # A known failure matched but its machine condition does not hold here: the entry is
+    # reported, and excuses nothing.
+    inactive_condition: str | None = None
 
     @property
     def failing(self) -> bool:
@@ -66,6 +69,7 @@ class CaseResult:
             "underlying": str(self.underlying) if self.underlying else None,
             "known_reason": self.known_reason,
             "now_passing": self.now_passing,
+            "inactive_condition": self.inactive_condition,
             "operators": list(self.operators),
             "seconds": round(self.seconds, 6),
             "arrays": [a.to_json() for a in self.arrays],

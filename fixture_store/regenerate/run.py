@@ -52,7 +52,6 @@ class Report:
     accepted: tuple[str, ...] = ()
     fetched: tuple[str, ...] = ()
     seconds: float = 0.0
-    notes: tuple[str, ...] = ()
 
     @property
     def counts(self) -> dict[str, int]:
@@ -105,7 +104,6 @@ class Report:
             "environment": dict(self.environment),
             "accepted": list(self.accepted),
             "fetched": list(self.fetched),
-            "notes": list(self.notes),
             "artifacts": [c.to_json() for c in self.comparisons
                           if c.verdict is not Verdict.IDENTICAL],
         }
@@ -143,10 +141,8 @@ def regenerate(
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     out = scratch / "candidates"
-    notes: list[str] = []
 
-    inputs = [_resolve_input(store, registry, stage, name, notes) for name in _expand(
-        registry, stage.inputs)]
+    inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
     inputs_file = scratch / "inputs.json"
     inputs_file.write_text(json.dumps(
         [{"name": n, "path": str(p), "digest": d.text, "size": d.size} for n, p, d in inputs],
@@ -172,7 +168,7 @@ def regenerate(
     input_digests = {n: d for n, _p, d in inputs}
     comparisons = []
     for o in outputs:
-        reference, record = _reference(store, registry, stage, o.name, notes)
+        reference, record = _reference(store, registry, o.name)
         tolerance = (record.tolerance if record and record.tolerance else None) or \
             o.extra.get("tolerance") or stage.tolerance
         if reference is None:
@@ -203,7 +199,7 @@ def regenerate(
         accepted = _accept(store, registry, stage, outputs, comparisons, environment,
                            input_digests)
     return Report(stage.name, scratch, environment, tuple(comparisons), tuple(accepted),
-                  tuple(fetched), time.perf_counter() - started, tuple(notes))
+                  tuple(fetched), time.perf_counter() - started)
 
 
 def read_outputs(out: Path) -> list[Output]:
@@ -228,74 +224,26 @@ def read_outputs(out: Path) -> list[Output]:
 def _expand(registry: Registry, patterns: Iterable[str]) -> list[str]:
     names: list[str] = []
     for p in patterns:
-        try:
-            names += registry.select([p])
-        except UnknownArtifactError:
-            names.append(p)  # resolved (or refused) by _resolve_input
+        names += registry.select([p])  # an input without a record is refused here
     return sorted(set(names))
 
 
-def _resolve_input(
-    store: Store, registry: Registry, stage: stages_mod.Stage, name: str, notes: list[str]
-) -> tuple[str, Path, Digest]:
+def _resolve_input(store: Store, registry: Registry, name: str) -> tuple[str, Path, Digest]:
     """A verified input: the store's object (or tree checkout); never unverified bytes."""
-    try:
-        record = registry.get(name)
-    except UnknownArtifactError:
-        folder = _fallback_folder(stage, name)
-        if folder is None:
-            raise
-        tree, _paths = trees.hash_folder(folder)
-        note = (f"inputs of {family_of(name)} have no records yet: read from the installed "
-                f"{stage.fallback.package if stage.fallback else ''} distribution "
-                "(register them with fixture-store fetch)")
-        if note not in notes:
-            notes.append(note)
-        return name, folder, tree.digest
+    record = registry.get(name)
     fixtures = Fixtures(store, registry)
     path = fixtures.tree(name) if record.is_tree else fixtures.path(name)
     assert record.digest is not None
     return name, path, record.digest
 
 
-def _fallback_folder(stage: stages_mod.Stage, name: str) -> Path | None:
-    fb = stage.fallback
-    if fb is None or family_of(name) not in fb.families:
-        return None
-    import importlib.metadata
-    import importlib.util
-
-    try:
-        have = importlib.metadata.version(fb.package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    if have != fb.version:
-        raise UsageError(f"{name} has no record and the installed {fb.package} is {have}, "
-                         f"not the pinned {fb.version}", fix=f"fixture-store fetch {name}")
-    spec = importlib.util.find_spec(fb.package)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    base = Path(next(iter(spec.submodule_search_locations)))
-    folder = base / fb.root / fb.families[family_of(name)] / name.split("/", 1)[1]
-    return folder if folder.is_dir() else None
-
-
-def _reference(
-    store: Store, registry: Registry, stage: stages_mod.Stage, name: str, notes: list[str]
-) -> tuple[Reference | None, Record | None]:
+def _reference(store: Store, registry: Registry, name: str
+               ) -> tuple[Reference | None, Record | None]:
+    """The registered side of a comparison; its bytes are used only after they verify."""
     try:
         record = registry.get(name)
     except UnknownArtifactError:
-        folder = _fallback_folder(stage, name)
-        if folder is None:
-            return None, None
-        tree, paths = trees.hash_folder(folder)
-        by_digest = {d: paths[m] for m, d in tree}
-        label = f"installed {stage.fallback.package if stage.fallback else ''} distribution"
-        if label not in " ".join(notes):
-            notes.append(f"{family_of(name)} has no records yet: compared with the {label} "
-                         "data (register it with fixture-store fetch)")
-        return Reference(label, tree.digest, tree, by_digest.get), None
+        return None, None
     assert record.digest is not None
     verifier = Verifier(store)
 

@@ -24,16 +24,6 @@ SECTION = "regenerate"
 
 
 @dataclass(frozen=True)
-class Fallback:
-    """Transitional: where unregistered upstream cases sit in an installed distribution."""
-
-    package: str
-    version: str
-    root: str
-    families: Mapping[str, str]
-
-
-@dataclass(frozen=True)
 class Stage:
     name: str
     family: str
@@ -42,7 +32,6 @@ class Stage:
     inputs: tuple[str, ...] = ()
     args: Mapping[str, Any] = field(default_factory=dict)
     tolerance: Mapping[str, Any] | None = None
-    fallback: Fallback | None = None
     description: str = ""
     outputs: tuple[str, ...] = ()
 
@@ -84,14 +73,6 @@ def _parse(name: str, spec: Any, path: Path) -> Stage:
         raise UsageError(f"{where}.requirements must be a list of 'name==version' pins")
     python = str(spec.get("python") or ".".join(platform.python_version_tuple()[:2]))
     env = PinnedEnv(tuple(reqs), python, tuple(spec.get("without") or ()))
-    fb = spec.get("fallback")
-    fallback = None
-    if fb is not None:
-        try:
-            fallback = Fallback(str(fb["package"]), str(fb["version"]), str(fb["root"]),
-                                MappingProxyType(dict(fb["families"])))
-        except (KeyError, TypeError) as e:
-            raise UsageError(f"{where}.fallback needs package, version, root, families") from e
     return Stage(
         name=name,
         family=str(spec.get("family") or name),
@@ -100,7 +81,6 @@ def _parse(name: str, spec: Any, path: Path) -> Stage:
         inputs=tuple(spec.get("inputs") or ()),
         args=MappingProxyType(dict(spec.get("args") or {})),
         tolerance=MappingProxyType(dict(spec["tolerance"])) if spec.get("tolerance") else None,
-        fallback=fallback,
         description=str(spec.get("description") or ""),
         outputs=tuple(spec.get("outputs") or ()),
     )

@@ -64,7 +64,12 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
-def summarise(reports: Iterable[Path], registry: Registry, store: Store) -> Summary:
+def summarise(reports: Iterable[Path], registry: Registry, store: Store, *,
+              everything: bool = False, full: bool = False) -> Summary:
+    """Summarise the reports and verify the families they cover (``everything``: the registry).
+
+    ``full`` re-hashes every object instead of trusting the verified-state cache.
+    """
     stages: dict[str, dict[str, Any]] = {}
     within_rows: list[dict[str, Any]] = []
     families: set[str] = set()
@@ -85,8 +90,8 @@ def summarise(reports: Iterable[Path], registry: Registry, store: Store) -> Summ
                     within_rows.append({"stage": doc["stage"], "file": f"{art['name']}/{m['path']}",
                                         "max_abs": a["max_abs"], "mean_abs": a["mean_abs"],
                                         "max_rel": a["max_rel"], "mean_rel": a["mean_rel"]})
-    chosen = [n for n in registry.names() if n.split("/", 1)[0] in families]
-    results = tuple(verify_names(store, registry, chosen))
+    chosen = [n for n in registry.names() if everything or n.split("/", 1)[0] in families]
+    results = tuple(verify_names(store, registry, chosen, full=full))
     verify = Counter(str(r.status) for r in results)
     parity_rows = []
     for r in registry.records():

@@ -20,6 +20,7 @@ from typing import Any
 
 import jsonschema
 
+from fixture_store import conditions
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
 
@@ -89,6 +90,11 @@ class KnownFailure:
     pattern: str
     reason: str
     outcome: str | None = None
+    # KIND:ARGUMENT (see fixture_store.conditions): the entry applies only where this holds.
+    condition: str | None = None
+
+    def active(self) -> bool:
+        return self.condition is None or conditions.holds(self.condition)
 
     def matches(self, runtime: str, name: str) -> bool:
         return self.runtime in (runtime, "*") and fnmatch.fnmatchcase(name, self.pattern)
@@ -168,7 +174,15 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
                 "each known failure needs non-empty runtime, pattern and reason",
                 file=shown, field=f"known_failures[{i}]",
             )
-        known.append(KnownFailure(kf["runtime"], kf["pattern"], kf["reason"], kf.get("outcome")))
+        condition = kf.get("condition")
+        if condition is not None:
+            try:
+                conditions.parse(condition if isinstance(condition, str) else "")
+            except UsageError as e:
+                raise RegistryError(e.message, file=shown, field=f"known_failures[{i}].condition",
+                                    fix=e.fix) from e
+        known.append(KnownFailure(kf["runtime"], kf["pattern"], kf["reason"], kf.get("outcome"),
+                                  condition))
     return FamilyFile(p, family, records, invalid, tuple(known), doc.get("description"))
 
 
@@ -308,7 +322,8 @@ def write_family(
     if kfs:
         doc["known_failures"] = [
             {k: v for k, v in (("runtime", kf.runtime), ("pattern", kf.pattern),
-                               ("reason", kf.reason), ("outcome", kf.outcome)) if v is not None}
+                               ("reason", kf.reason), ("outcome", kf.outcome),
+                               ("condition", kf.condition)) if v is not None}
             for kf in kfs
         ]
     doc["records"] = {r.name: r.to_json() for r in sorted(records, key=lambda r: r.name)}
