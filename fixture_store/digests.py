@@ -6,13 +6,18 @@ import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import BinaryIO
+
+import blake3 as _blake3
 
 from fixture_store.errors import DigestFormatError
 
 PREFIX = "sha256:"
+BLAKE3_CHUNK = 4 << 20  # big enough for BLAKE3 to split a chunk across cores
 CHUNK = 1 << 20  # large reads: fewer syscalls, hashlib releases the GIL on big buffers
+BLAKE3_CHUNK = 4 << 20  # big enough for BLAKE3 to split a chunk across cores
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -80,21 +85,43 @@ def parse(text: object, size: object) -> Digest:
     return Digest(hexpart, size)
 
 
+class Algorithm(StrEnum):
+    """Which hash re-verification uses. SHA-256 is the identity; BLAKE3 only re-checks it."""
+
+    AUTO = "auto"  # BLAKE3 where the record has one, else SHA-256
+    SHA256 = "sha256"
+
+
+_BLAKE3_HEX = re.compile(r"[0-9a-f]{64}")
+
+
+def check_blake3(text: object) -> str:
+    if not isinstance(text, str) or _BLAKE3_HEX.fullmatch(text) is None:
+        raise DigestFormatError(f"not a BLAKE3 hex digest: {text!r} (need 64 lower-case hex)")
+    return text
+
+
 class Hasher:
-    """Incremental SHA-256 that also counts bytes."""
+    """Incremental SHA-256 that also counts bytes, and optionally BLAKE3 in the same pass."""
 
-    __slots__ = ("_h", "size")
+    __slots__ = ("_b3", "_h", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, *, with_blake3: bool = False) -> None:
         self._h = hashlib.sha256()
+        self._b3 = _blake3.blake3() if with_blake3 else None
         self.size = 0
 
     def update(self, data: bytes | bytearray | memoryview) -> None:
         self._h.update(data)
+        if self._b3 is not None:
+            self._b3.update(data)
         self.size += len(data)
 
     def digest(self) -> Digest:
         return Digest(self._h.hexdigest(), self.size)
+
+    def blake3_hex(self) -> str | None:
+        return None if self._b3 is None else str(self._b3.hexdigest())
 
 
 def of_bytes(data: bytes | bytearray | memoryview) -> Digest:
@@ -118,6 +145,46 @@ def of_file(path: str | Path) -> Digest:
     """Hash a file in constant memory with large unbuffered reads."""
     with open(path, "rb", buffering=0) as f:
         return of_stream(f)
+
+
+def blake3_of_file(path: str | Path) -> tuple[str, int]:
+    """BLAKE3 hex and size of a file in constant memory (the fast re-verification digest).
+
+    Plain reads rather than ``update_mmap``: mapped pages would count as resident memory and a
+    1 GiB object would break the constant-memory bound. BLAKE3 may use a second core per chunk.
+    """
+    h = _blake3.blake3(max_threads=_blake3.blake3.AUTO)
+    size = 0
+    buf = bytearray(BLAKE3_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            h.update(view[:n])
+            size += n
+    return str(h.hexdigest()), size
+
+
+def blake3_of_bytes(data: bytes | bytearray | memoryview) -> str:
+    return str(_blake3.blake3(data).hexdigest())
+
+
+def of_file_both(path: str | Path) -> tuple[Digest, str]:
+    """SHA-256 (identity) and BLAKE3 of a file, in one read pass."""
+    h = Hasher(with_blake3=True)
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(view)
+            if not n:
+                break
+            h.update(view[:n])
+    b3 = h.blake3_hex()
+    assert b3 is not None
+    return h.digest(), b3
 
 
 def of_chunks(chunks: Iterable[bytes]) -> Digest:
