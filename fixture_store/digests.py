@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -128,11 +129,23 @@ def of_bytes(data: bytes | bytearray | memoryview) -> Digest:
     return Digest(hashlib.sha256(data).hexdigest(), len(data))
 
 
+_buffers = threading.local()
+
+
+def read_buffer(size: int = CHUNK) -> memoryview:
+    """A reusable per-thread read buffer: allocating (and zeroing) 1 MiB for each small file
+    costs more than hashing it."""
+    view: memoryview | None = getattr(_buffers, f"b{size}", None)
+    if view is None:
+        view = memoryview(bytearray(size))
+        setattr(_buffers, f"b{size}", view)
+    return view
+
+
 def of_stream(stream: BinaryIO) -> Digest:
     """Hash a binary stream in constant memory."""
     h = Hasher()
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
+    view = read_buffer()
     while True:
         n = stream.readinto(view)  # type: ignore[attr-defined]
         if not n:
@@ -155,8 +168,7 @@ def blake3_of_file(path: str | Path) -> tuple[str, int]:
     """
     h = _blake3.blake3(max_threads=_blake3.blake3.AUTO)
     size = 0
-    buf = bytearray(BLAKE3_CHUNK)
-    view = memoryview(buf)
+    view = read_buffer(BLAKE3_CHUNK)
     with open(path, "rb", buffering=0) as f:
         while True:
             n = f.readinto(view)
@@ -174,8 +186,7 @@ def blake3_of_bytes(data: bytes | bytearray | memoryview) -> str:
 def of_file_both(path: str | Path) -> tuple[Digest, str]:
     """SHA-256 (identity) and BLAKE3 of a file, in one read pass."""
     h = Hasher(with_blake3=True)
-    buf = bytearray(CHUNK)
-    view = memoryview(buf)
+    view = read_buffer()
     with open(path, "rb", buffering=0) as f:
         while True:
             n = f.readinto(view)

@@ -87,6 +87,8 @@ class VerifiedCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
+                # A lost cache write only costs re-hashing later: no fsync on the hot path.
+                db.execute("PRAGMA synchronous = OFF")
                 db.execute(
                     "CREATE TABLE IF NOT EXISTS verified (path TEXT PRIMARY KEY, ino INTEGER, "
                     "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT)"

@@ -21,7 +21,6 @@ import os
 import shutil
 import stat
 import tempfile
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,19 +38,6 @@ ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 # Concurrent fsyncs share journal commits, so many small writes finish sooner in parallel.
 WRITE_WORKERS = 8
-_buffers = threading.local()
-
-
-def _buffer() -> memoryview:
-    """A per-thread read buffer: allocating (and zeroing) 1 MiB per small object costs more
-    than hashing it."""
-    view: memoryview | None = getattr(_buffers, "view", None)
-    if view is None:
-        view = memoryview(bytearray(digests.CHUNK))
-        _buffers.view = view
-    return view
-
-
 @dataclass(frozen=True, slots=True)
 class Stored:
     """An object now in the store: its identity and the BLAKE3 of the same checked bytes."""
@@ -173,7 +159,7 @@ class Store:
         try:
             hasher = digests.Hasher(with_blake3=True)
             limit = None if expected is None else expected.size + 1
-            view = _buffer()
+            view = digests.read_buffer()
             with os.fdopen(fd, "wb", buffering=0) as out:
                 while True:
                     want = len(view) if limit is None else min(len(view), limit - hasher.size)
@@ -274,29 +260,40 @@ class Store:
         self._commit_many([(tmp, digest)], replace=replace)
 
     def _commit_many(self, items: Iterable[tuple[Path, Digest]], *, replace: bool) -> None:
-        """Rename complete, fsynced temp files into place, one shard lock and one folder fsync
-        per shard."""
+        """Rename complete, fsynced temp files into place: per shard, one lock, the renames and
+        one folder fsync. Shards run in parallel, so their folder fsyncs share journal commits."""
         shards: dict[str, list[tuple[Path, Digest]]] = {}
         for tmp, digest in items:
             shards.setdefault(digest.hex[:2], []).append((tmp, digest))
-        new_shard = False
-        for entries in shards.values():
-            with self.lock(entries[0][1]):
-                renamed = False
-                for tmp, digest in entries:
-                    final = self.object_path(digest)
-                    if not replace and _intact_size(final, digest):
-                        continue  # another writer got there first: one copy of each object
-                    if not final.parent.is_dir():
-                        final.parent.mkdir(parents=True, exist_ok=True)
-                        new_shard = True
-                    os.chmod(tmp, READ_ONLY)
-                    os.replace(tmp, final)
-                    renamed = True
-                if renamed:
-                    _fsync_dir(self.object_path(entries[0][1]).parent)
-        if new_shard:
+        if not shards:
+            return
+        if len(shards) == 1:
+            created = [self._commit_shard(entries, replace) for entries in shards.values()]
+        else:
+            with ThreadPoolExecutor(max_workers=min(WRITE_WORKERS, len(shards))) as pool:
+                created = list(pool.map(lambda e: self._commit_shard(e, replace),
+                                        shards.values()))
+        if any(created):
             _fsync_dir(self.objects_dir)
+
+    def _commit_shard(self, entries: list[tuple[Path, Digest]], replace: bool) -> bool:
+        """Commit one shard's objects; True if the shard folder had to be created."""
+        created = False
+        with self.lock(entries[0][1]):
+            renamed = False
+            for tmp, digest in entries:
+                final = self.object_path(digest)
+                if not replace and _intact_size(final, digest):
+                    continue  # another writer got there first: one copy of each object
+                if not final.parent.is_dir():
+                    final.parent.mkdir(parents=True, exist_ok=True)
+                    created = True
+                os.chmod(tmp, READ_ONLY)
+                os.replace(tmp, final)
+                renamed = True
+            if renamed:
+                _fsync_dir(self.object_path(entries[0][1]).parent)
+        return created
 
     def remove(self, digest: Digest | str) -> None:
         path = self.object_path(digest)

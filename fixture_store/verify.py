@@ -315,6 +315,7 @@ def verify_names(
     results: list[Result | None] = [None] * len(names)
     pending: dict[int, Record] = {}
     waiting: dict[ObjectKey, list[int]] = {}
+    remaining: dict[int, int] = {}
     for i, name in enumerate(names):
         if name in invalid:
             err = invalid[name]
@@ -331,10 +332,10 @@ def verify_names(
             results[i] = assemble(record, store, _never)
             continue
         pending[i] = record
+        remaining[i] = len(keys)
         for key in keys:
             waiting.setdefault(key, []).append(i)
 
-    remaining = {i: len({key for _, key in objects_of(r)}) for i, r in pending.items()}
     checks: dict[ObjectKey, ObjectCheck] = {}
 
     def done(key: ObjectKey, check: ObjectCheck) -> None:
@@ -358,7 +359,7 @@ def verify_names(
             else:
                 assert st is not None
                 to_hash.append((key, st))
-        to_hash.sort(key=lambda item: -item[1].st_size)
+        to_hash.sort(key=_largest_first)
         jobs = [verifier.job(key) for key, _ in to_hash]
         pool_size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
         if pool_size == 1 or len(jobs) <= 1:
@@ -374,6 +375,10 @@ def verify_names(
     finally:
         verifier.cache.flush()
     return [r for r in results if r is not None]
+
+
+def _largest_first(item: tuple[ObjectKey, os.stat_result]) -> int:
+    return -item[1].st_size
 
 
 def _hash_job(job: tuple[str, bool, bool]) -> Hashed:
