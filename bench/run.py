@@ -311,6 +311,20 @@ def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
         server.wait()
 
 
+def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> None:
+    """Full SHA-256 verify across objects: the default, and each way of running it forced."""
+    b.measure(case, "fixture-store verify --full sha256", nbytes,
+              lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]),
+              anchor="hashlib sha256 (1 core)", target=1.8)
+    for label, executor, workers in (("2 threads", "thread", "2"),
+                                     ("2 processes", "process", "2"),
+                                     ("1 thread", "thread", "1")):
+        b.measure(case, f"  forced: {label}", nbytes,
+                  lambda _i, ex=executor, w=workers: b.child(  # type: ignore[misc]
+                      ["verify", store, proj, "full", "sha256", ex, w]),
+                  anchor="hashlib sha256 (1 core)")
+
+
 def case_many(b: Bench, size: int, count: int = 64) -> None:
     """One large tree of ``count`` objects: full verify across objects vs one-core hashlib."""
     case = "many"
@@ -329,11 +343,7 @@ def case_many(b: Bench, size: int, count: int = 64) -> None:
                  "--name", "bench/many", "--kind", "tree"))
     b.measure(case, "hashlib sha256 (1 core)", nbytes,
               lambda _i: b.child(["hashlib", str(listing)]))
-    for executor in ("thread", "process"):
-        b.measure(case, f"fixture-store verify --full sha256 ({executor}s)", nbytes,
-                  lambda _i, ex=executor: b.child(  # type: ignore[misc]
-                      ["verify", str(store), str(proj), "full", "sha256", ex]),
-                  anchor="hashlib sha256 (1 core)", target=1.8)
+    _executor_rows(b, case, str(store), str(proj), nbytes)
     b.measure(case, "fixture-store verify --full (blake3)", nbytes,
               lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
               anchor="hashlib sha256 (1 core)", target=3.0)
@@ -358,20 +368,13 @@ def case_small(b: Bench, count: int) -> None:
               lambda _i: b.child(["hashlib", str(listing)]))
     b.measure(case, "sha256sum (coreutils)", nbytes,
               lambda _i: b.external(["sha256sum", *files]), anchor="hashlib sha256 (1 core)")
-    for executor in ("thread", "process"):
-        b.measure(case, f"fixture-store verify --full sha256 ({executor}s)", nbytes,
-                  lambda _i, ex=executor: b.child(  # type: ignore[misc]
-                      ["verify", str(store), str(proj), "full", "sha256", ex]),
-                  anchor="hashlib sha256 (1 core)", target=1.8)
-    b.measure(case, "fixture-store verify --full sha256 (1 thread)", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "full", "sha256", "thread",
-                                  "1"]), anchor="hashlib sha256 (1 core)")
+    _executor_rows(b, case, str(store), str(proj), nbytes)
     b.measure(case, "fixture-store verify --full (blake3)", nbytes,
               lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
               anchor="hashlib sha256 (1 core)")
     b.measure(case, "fixture-store verify (warm)", nbytes,
               lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
-              anchor="fixture-store verify --full sha256 (threads)")
+              anchor="fixture-store verify --full sha256")
 
     fresh: dict[str, Path] = {}
 

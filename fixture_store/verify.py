@@ -132,7 +132,15 @@ def hash_path(path: str, use_blake3: bool, want_blake3: bool) -> Hashed:
         return Hashed(None, None, 0, missing=True)
 
 
-ObjectKey = tuple[Digest, str | None]  # expected SHA-256 + size, recorded BLAKE3 (if any)
+# Expected SHA-256 hex, size and recorded BLAKE3: plain values, cheap to hash on the warm path.
+ObjectKey = tuple[str, int, str | None]
+# Below this average size per object, hashing inline beats a thread or process pool: per-object
+# Python overhead holds the GIL longer than the hash of a few KiB (see bench "small").
+SMALL_OBJECT = 64 << 10
+
+
+def object_key(digest: Digest, blake3: str | None) -> ObjectKey:
+    return (digest.hex, digest.size, blake3)
 
 
 @dataclass
@@ -165,24 +173,23 @@ class Verifier:
 
     def quick(self, expected: Digest) -> tuple[ObjectCheck | None, os.stat_result | None]:
         """The stat-only part: missing, or verified by the cache; ``None`` means hash it."""
+        path = self._path(expected.hex)
         try:
-            st = os.stat(self._path(expected.hex))
+            st = os.stat(path)
         except FileNotFoundError:
             return ObjectCheck(Status.MISSING), None
-        if not self.full and self.cache.lookup_key(
-            self._path(expected.hex), st, expected.hex
-        ):
+        if not self.full and self.cache.lookup_key(path, st, expected.hex):
             return ObjectCheck(Status.VERIFIED, expected, 0, cached=True), st
         return None, st
 
-    def job(self, key: ObjectKey) -> tuple[str, bool, bool]:
-        expected, recorded = key
+    def job(self, expected: Digest, recorded: str | None) -> tuple[str, bool, bool]:
         use_blake3 = self.algorithm is Algorithm.AUTO and recorded is not None
         return self._path(expected.hex), use_blake3, self.record_blake3
 
-    def judge(self, key: ObjectKey, st: os.stat_result, hashed: Hashed) -> ObjectCheck:
+    def judge(
+        self, expected: Digest, recorded: str | None, st: os.stat_result, hashed: Hashed
+    ) -> ObjectCheck:
         """Turn what a worker read into a check, and keep the cache in step."""
-        expected, recorded = key
         path = self._path(expected.hex)
         if hashed.missing:
             return ObjectCheck(Status.MISSING)
@@ -212,26 +219,27 @@ class Verifier:
         return ObjectCheck(Status.VERIFIED, actual, actual.size, blake3=hashed.blake3)
 
     def check_object(self, expected: Digest, blake3: str | None = None) -> ObjectCheck:
-        key = (expected, blake3)
         quick, st = self.quick(expected)
         if quick is not None:
             return quick
         assert st is not None
-        return self.judge(key, st, hash_path(*self.job(key)))
+        return self.judge(expected, blake3, st, hash_path(*self.job(expected, blake3)))
 
     def verify(self, record: Record) -> Result:
         return assemble(record, self.store, lambda d, b3: self.check_object(d, b3))
 
 
-def objects_of(record: Record) -> list[tuple[str | None, ObjectKey]]:
-    """The objects verifying ``record`` takes: its members then its manifest, or its object."""
+def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
+    """The objects verifying ``record`` takes, as (member, digest, recorded BLAKE3): its members
+    then its manifest, or its one object."""
     if record.digest is None:
         return []
-    members: list[tuple[str | None, ObjectKey]] = [
-        (m, (d, record.member_blake3.get(m))) for m, d in (record.members or ())
+    b3 = record.member_blake3
+    members: list[tuple[str | None, Digest, str | None]] = [
+        (m, d, b3.get(m)) for m, d in (record.members or ())
     ]
     own = None if record.members is not None else record.blake3
-    return [*members, (None, (record.digest, own))]
+    return [*members, (None, record.digest, own)]
 
 
 def assemble(
@@ -245,7 +253,7 @@ def assemble(
     fetch = f"fixture-store fetch {name}"
     hashed = 0
     all_cached = True
-    for member, (digest, b3) in objects_of(record):
+    for member, digest, b3 in objects_of(record):
         c = check(digest, b3)
         hashed += c.hashed
         all_cached = all_cached and c.cached
@@ -315,6 +323,7 @@ def verify_names(
     results: list[Result | None] = [None] * len(names)
     pending: dict[int, Record] = {}
     waiting: dict[ObjectKey, list[int]] = {}
+    expected_of: dict[ObjectKey, tuple[Digest, str | None]] = {}
     remaining: dict[int, int] = {}
     for i, name in enumerate(names):
         if name in invalid:
@@ -327,7 +336,12 @@ def verify_names(
         except UnknownArtifactError as e:
             results[i] = Result(name, Status.UNKNOWN, e.message, fix=e.fix)
             continue
-        keys = {key for _, key in objects_of(record)}
+        keys = set()
+        for _, digest, b3 in objects_of(record):
+            key = (digest.hex, digest.size, b3)
+            keys.add(key)
+            if key not in expected_of:
+                expected_of[key] = (digest, b3)
         if not keys:
             results[i] = assemble(record, store, _never)
             continue
@@ -343,7 +357,8 @@ def verify_names(
         for i in waiting[key]:
             remaining[i] -= 1
             if remaining[i] == 0:
-                results[i] = assemble(pending[i], store, lambda d, b3: checks[(d, b3)])
+                results[i] = assemble(pending[i], store,
+                                      lambda d, b3: checks[(d.hex, d.size, b3)])
                 if on_result is not None:
                     on_result(results[i])  # type: ignore[arg-type]
 
@@ -353,25 +368,30 @@ def verify_names(
     to_hash: list[tuple[ObjectKey, os.stat_result]] = []
     try:
         for key in waiting:
-            quick, st = verifier.quick(key[0])
+            quick, st = verifier.quick(expected_of[key][0])
             if quick is not None:
                 done(key, quick)
             else:
                 assert st is not None
                 to_hash.append((key, st))
         to_hash.sort(key=_largest_first)
-        jobs = [verifier.job(key) for key, _ in to_hash]
+        jobs = [verifier.job(*expected_of[key]) for key, _ in to_hash]
         pool_size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+        if workers is None and to_hash and (
+            sum(st.st_size for _, st in to_hash) < len(to_hash) * SMALL_OBJECT
+        ):
+            pool_size = 1  # measured: for tiny objects a pool costs more than it saves
         if pool_size == 1 or len(jobs) <= 1:
             hashed_iter: Iterable[Hashed] = (hash_path(*job) for job in jobs)
-            _consume(to_hash, hashed_iter, verifier, done)
+            _consume(to_hash, hashed_iter, verifier, done, expected_of)
         elif executor == "process":
             with ProcessPoolExecutor(max_workers=pool_size) as ppool:
                 chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
-                _consume(to_hash, ppool.map(_hash_job, jobs, chunksize=chunk), verifier, done)
+                _consume(to_hash, ppool.map(_hash_job, jobs, chunksize=chunk), verifier, done,
+                         expected_of)
         else:
             with ThreadPoolExecutor(max_workers=pool_size) as tpool:
-                _consume(to_hash, tpool.map(_hash_job, jobs), verifier, done)
+                _consume(to_hash, tpool.map(_hash_job, jobs), verifier, done, expected_of)
     finally:
         verifier.cache.flush()
     return [r for r in results if r is not None]
@@ -390,9 +410,10 @@ def _consume(
     hashed: Iterable[Hashed],
     verifier: Verifier,
     done: Callable[[ObjectKey, ObjectCheck], None],
+    expected_of: dict[ObjectKey, tuple[Digest, str | None]],
 ) -> None:
     for (key, st), h in zip(to_hash, hashed, strict=True):
-        done(key, verifier.judge(key, st, h))
+        done(key, verifier.judge(*expected_of[key], st, h))
 
 
 def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
