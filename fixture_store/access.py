@@ -58,7 +58,8 @@ class Fixtures:
             cached = self._results.get(name)
         if cached is not None:
             return cached
-        result = verify_names(self.store, self.registry, [name], full=self.full, workers=1)[0]
+        result = verify_names(self.store, self.registry, [name], workers=1,
+                              verifier=self._verifier)[0]
         with self._lock:
             self._results[name] = result
         return result

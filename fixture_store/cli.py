@@ -329,14 +329,21 @@ def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
 @main.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("--lineage", is_flag=True,
+              help="Print the chain of parents (upstream case -> archive -> fixture).")
 @click.pass_obj
 @handle_errors
-def show(obj: Context, name: str, as_json: bool) -> None:
+def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
     """Show the record of NAME and whether its bytes verify."""
     registry = obj.registry()
     record = registry.get(name)
     result = verify_names(obj.store, registry, [name], workers=1)[0]
     doc = {"name": name, **record.to_json(), "status": str(result.status)}
+    if lineage:
+        from fixture_store.cli_regenerate import print_lineage
+
+        print_lineage(registry, name, as_json=as_json)
+        return
     if as_json:
         click.echo(json.dumps(doc, indent=2, sort_keys=True))
         return
@@ -357,6 +364,22 @@ def show(obj: Context, name: str, as_json: bool) -> None:
     out.print(f"  status:  [{style}]{result.status}[/] {result.message}")
     if not result.ok and result.status is not Status.GAP:
         sys.exit(exit_code_for([result]))
+
+
+@main.command()
+@click.argument("name")
+@click.pass_obj
+@handle_errors
+def path(obj: Context, name: str) -> None:
+    """Print the path of NAME's verified bytes (a tree artifact gives a folder).
+
+    Exits non-zero, printing nothing on stdout, if the artifact does not verify.
+    """
+    from fixture_store.access import Fixtures
+
+    fixtures = Fixtures(obj.store, obj.registry())
+    record = fixtures.registry.get(name)
+    click.echo(str(fixtures.tree(name) if record.is_tree else fixtures.path(name)))
 
 
 @main.command()
@@ -426,6 +449,15 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
     verb = "removed" if yes else "would remove"
     out.print(f"{verb} {len(garbage)} unreferenced objects ({total:,} bytes)"
               + ("" if yes else "; rerun with --yes to delete"))
+
+
+# Commands defined in their own modules register themselves on ``main`` when imported.
+from fixture_store import cli_regenerate  # noqa: E402, F401
+
+# -- compare (its own module; registered here) --------------------------------------------------
+from fixture_store.cli_compare import compare_cmd  # noqa: E402
+
+main.add_command(compare_cmd)
 
 
 if __name__ == "__main__":

@@ -127,3 +127,24 @@ class UnsafeContentError(ArtifactError):
     """The content matched its digest but failed its safety profile or manifest."""
 
     status = "unsafe"
+
+
+class HostileContentError(UnsafeContentError):
+    """Content broke one rule of its limits profile or manifest; ``rule`` names which one.
+
+    Raised by the archive and tensor readers before anything is allocated or written outside
+    staging, so a refusal never leaves partial output behind.
+    """
+
+    def __init__(self, artifact: str, rule: str, message: str, *, fix: str | None = None) -> None:
+        super().__init__(artifact, f"{message} [{rule}]", fix=fix)
+        self.rule = rule
+        self.reason = message
+
+
+class UnsafeArchiveError(HostileContentError):
+    """An archive (tar, tar.lz4, tar.zst, zip) was refused."""
+
+
+class UnsafeArrayError(HostileContentError):
+    """A tensor file (NPY, NPZ) or its metadata JSON was refused."""

@@ -1,1 +1,398 @@
-"""pytest plugin entry point (registered under ``pytest11``)."""
+"""The pytest plugin (entry point ``pytest11``): verified fixtures for tests.
+
+- ``fixture_store`` (session fixture): a verified view with accessors ``path``, ``tree``,
+  ``onnx_case``, ``record`` and ``check``; bytes come out only after verification.
+- ``@pytest.mark.fixture_store("name", ..., family="F", kind="K", argname="artifact")``: the
+  artifacts a test needs, verified before it runs. With ``family=`` the test is parametrized over
+  every record of the family (``argname`` receives the name). ``fixture_store_cases("F")`` gives
+  the same parameters for ``pytest.mark.parametrize``. Collection reads registry records only,
+  never object bytes.
+- Refusals: a digest mismatch, an invalid record, unsafe content or a name without a record is an
+  **error**; a missing object is a **skip** naming the fetch command, or a **failure** under
+  ``--fixture-store-require`` or ``FIXTURE_STORE_REQUIRE=1`` (exactly ``1``); a declared gap is an
+  **xfail** with its reason.
+- ``--fixture-store-complete``: adds a check that every registry family is consumed by a
+  collected test or declared a gap (every record a ``gap``, or the family listed in the ini option
+  ``fixture_store_gaps``), and that no gap is stale: a gap record whose object is in the store, or
+  an ini gap for a family a collected test now consumes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.errors import ArtifactError, UnsafeContentError, UsageError
+from fixture_store.registry import Record, Registry, family_of
+from fixture_store.store import Store
+from fixture_store.verify import Result, Status
+
+if TYPE_CHECKING:
+    from fixture_store.access import Fixtures
+    from fixture_store.onnxcase import OnnxCase
+
+REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
+MARKER = "fixture_store"
+_STATE_KEY = pytest.StashKey["PluginState"]()
+_REQUIRED_MISSING = pytest.StashKey[list[str]]()
+# The state of the running session, for fixture_store_cases() used at import time.
+_current: PluginState | None = None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fixture-store", "verified fixtures (fixture-store)")
+    group.addoption("--fixture-store-dir", metavar="DIR", default=None,
+                    help="Object store (default: $FIXTURE_STORE_DIR, else the per-user cache).")
+    group.addoption("--fixture-store-registry", metavar="DIR", default=None,
+                    help="Project folder holding provenance/ (default: "
+                         "$FIXTURE_STORE_REGISTRY, else the rootdir's provenance/).")
+    group.addoption("--fixture-store-require", action="store_true", default=False,
+                    help="A missing object fails the test instead of skipping it (also "
+                         f"{REQUIRE_ENV}=1; only the exact value 1 counts).")
+    group.addoption("--fixture-store-complete", action="store_true", default=False,
+                    help="Check that every registry family is consumed by a collected test or "
+                         "declared a gap, and that no gap is stale.")
+    parser.addini("fixture_store_gaps", type="linelist", default=[],
+                  help="Families declared as gaps, one 'family: reason' per line.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _current
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*names, family=None, kind=None, argname='artifact'): artifacts the test "
+        "needs, verified before it runs; family= parametrizes over a registry family.",
+    )
+    state = PluginState(config)
+    config.stash[_STATE_KEY] = state
+    _current = state
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _current
+    if _current is config.stash.get(_STATE_KEY, None):
+        _current = None
+
+
+@dataclass
+class PluginState:
+    """Store and registry of one session, loaded on first use (a project without them pays
+    nothing)."""
+
+    config: pytest.Config
+    _registry: Registry | None = None
+    _fixtures: Fixtures | None = None
+    consumed: set[str] = field(default_factory=set)
+
+    @property
+    def require(self) -> bool:
+        return bool(self.config.getoption("fixture_store_require")) or (
+            os.environ.get(REQUIRE_ENV) == "1")
+
+    def store(self) -> Store:
+        return Store.at(self.config.getoption("fixture_store_dir"))
+
+    def registry(self) -> Registry:
+        if self._registry is None:
+            flag = self.config.getoption("fixture_store_registry")
+            if flag:
+                self._registry = registry_mod.load(flag)
+            elif os.environ.get(registry_mod.files.ENV_VAR):
+                self._registry = registry_mod.load()
+            elif (self.config.rootpath / registry_mod.files.DIRNAME).is_dir():
+                self._registry = registry_mod.load(self.config.rootpath)
+            else:
+                self._registry = registry_mod.load(registry_mod.find_root(self.config.rootpath))
+        return self._registry
+
+    def fixtures(self) -> Fixtures:
+        if self._fixtures is None:
+            from fixture_store.access import Fixtures
+
+            self._fixtures = Fixtures(self.store(), self.registry())
+        return self._fixtures
+
+    def names_of(self, family: str, kind: str | None = None) -> list[str]:
+        """Record names of a family, from the registry text only (no object is touched)."""
+        registry = self.registry()
+        if family not in registry.families:
+            raise UsageError(
+                f"no family {family!r} in {registry.directory}",
+                fix=f"one of: {', '.join(sorted(registry.families)) or '(none yet)'}",
+            )
+        fam = registry.families[family]
+        names = sorted((*fam.records, *fam.invalid))
+        if kind is not None:
+            names = [n for n in names if n in fam.invalid or fam.records[n].kind == kind]
+        return names
+
+    def enforce(self, name: str, item: pytest.Item | None = None) -> Result:
+        """Verify ``name`` and apply the refusal semantics; returns the verified result.
+
+        In require mode a missing object must be a test *failure*, not a setup error, so when
+        checked at setup it is remembered on ``item`` and raised when the test would run.
+        """
+        result = self.fixtures().check(name)
+        if result.ok:
+            return result
+        if result.status is Status.GAP:
+            pytest.xfail(f"{name}: declared gap: {result.message}")
+        if result.status is Status.MISSING:
+            how = f"{result.message}; fetch it: {result.fix}"
+            if self.require:
+                message = (f"{name}: missing object (required by --fixture-store-require or "
+                           f"{REQUIRE_ENV}=1): {how}")
+                if item is None:
+                    pytest.fail(message, pytrace=False)
+                item.stash.setdefault(_REQUIRED_MISSING, []).append(message)
+                return result
+            pytest.skip(f"{name}: missing object: {how}")
+        raise result.error()
+
+
+def _state(config: pytest.Config) -> PluginState:
+    return config.stash[_STATE_KEY]
+
+
+class VerifiedFixtures:
+    """What the ``fixture_store`` fixture gives a test: accessors that verify first.
+
+    Each accessor applies the plugin's refusal semantics (skip/fail on a missing object, xfail
+    on a gap, an exception otherwise) before returning anything.
+    """
+
+    def __init__(self, state: PluginState) -> None:
+        self._state = state
+
+    @property
+    def fixtures(self) -> Fixtures:
+        return self._state.fixtures()
+
+    def record(self, name: str) -> Record:
+        return self._state.registry().get(name)
+
+    def check(self, name: str) -> Result:
+        return self.fixtures.check(name)
+
+    def names(self, family: str, kind: str | None = None) -> list[str]:
+        return self._state.names_of(family, kind)
+
+    def path(self, name: str) -> Path:
+        self._state.enforce(name)
+        return self.fixtures.path(name)
+
+    def read_bytes(self, name: str) -> bytes:
+        return self.path(name).read_bytes()
+
+    def tree(self, name: str) -> Path:
+        self._state.enforce(name)
+        return self.fixtures.tree(name)
+
+    def arrays(self, name: str) -> dict[str, Any]:
+        """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.
+
+        Headers are checked before allocation under the record's limits profile, and the
+        arrays must match the record's ``arrays`` manifest (names, dtypes, shapes) exactly.
+        A ``.npy`` gives one array named after the file (without ``.npy``).
+        """
+        from fixture_store import arrays as arrays_mod
+        from fixture_store import limits
+
+        self._state.enforce(name)
+        record = self.fixtures.verified(name)
+        path = self.fixtures.path(name)
+        profile = limits.profile(record.profile)
+        manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
+        if _is_npz(record):
+            return arrays_mod.read_npz(path, profile, manifest, artifact=name)
+        key = Path(str(record.source.fields.get("path", name))).name.removesuffix(".npy")
+        spec = manifest.get(key) if manifest else None
+        if manifest is not None and spec is None:
+            raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
+        return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+
+    def onnx_case(self, name: str) -> OnnxCase:
+        from fixture_store.onnxcase import load_verified
+
+        self._state.enforce(name)
+        return load_verified(self.fixtures, name)
+
+
+@pytest.fixture(scope="session")
+def fixture_store(request: pytest.FixtureRequest) -> VerifiedFixtures:
+    """A verified view of the store and registry (see the plugin's docstring)."""
+    return VerifiedFixtures(_state(request.config))
+
+
+def _is_npz(record: Record) -> bool:
+    if record.media_type:
+        return record.media_type == "application/x-npz"
+    return str(record.source.fields.get("path", "")).endswith(".npz")
+
+
+def fixture_store_cases(family: str, kind: str | None = None) -> list[Any]:
+    """Parameters for ``pytest.mark.parametrize`` over every record of ``family``.
+
+    Each parameter carries the ``fixture_store`` marker, so it is verified before the test runs.
+    Reads registry records only.
+    """
+    if _current is None:
+        raise UsageError("fixture_store_cases() needs the fixture-store pytest plugin to be "
+                         "active (it is when fixture-store is installed)")
+    return [pytest.param(n, id=n.split("/", 1)[1], marks=pytest.mark.fixture_store(n))
+            for n in _current.names_of(family, kind)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    for mark in metafunc.definition.iter_markers(MARKER):
+        family = mark.kwargs.get("family")
+        if family is None:
+            continue
+        argname = mark.kwargs.get("argname", "artifact")
+        if argname not in metafunc.fixturenames:
+            raise UsageError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.fixture_store(family={family!r}) "
+                f"parametrizes the argument {argname!r}, which the test does not take",
+                fix=f"add a parameter named {argname!r} or pass argname=...",
+            )
+        names = _state(metafunc.config).names_of(family, mark.kwargs.get("kind"))
+        metafunc.parametrize(argname, names, ids=[n.split("/", 1)[1] for n in names])
+
+
+def _declared(item: pytest.Item) -> Iterator[str]:
+    callspec = getattr(item, "callspec", None)
+    for mark in item.iter_markers(MARKER):
+        yield from mark.args
+        if mark.kwargs.get("family") is not None and callspec is not None:
+            value = callspec.params.get(mark.kwargs.get("argname", "artifact"))
+            if isinstance(value, str):
+                yield value
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    names = list(dict.fromkeys(_declared(item)))
+    if not names:
+        return
+    state = _state(item.config)
+    for name in names:
+        state.enforce(name, item)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    missing = item.stash.get(_REQUIRED_MISSING, None)
+    if missing:
+        pytest.fail("\n".join(missing), pytrace=False)
+
+
+# -- completeness -------------------------------------------------------------------------------
+def consumed_families(items: list[pytest.Item]) -> set[str]:
+    families: set[str] = set()
+    for item in items:
+        for mark in item.iter_markers(MARKER):
+            families.update(family_of(n) for n in mark.args if isinstance(n, str))
+            if mark.kwargs.get("family"):
+                families.add(mark.kwargs["family"])
+    return families
+
+
+def parse_gaps(lines: list[str]) -> dict[str, str]:
+    gaps = {}
+    for line in lines:
+        family, sep, reason = line.partition(":")
+        if not sep or not family.strip() or not reason.strip():
+            raise UsageError(f"fixture_store_gaps: {line!r} is not 'family: reason'")
+        gaps[family.strip()] = reason.strip()
+    return gaps
+
+
+def completeness_problems(registry: Registry, store: Store, consumed: set[str],
+                          declared_gaps: Mapping[str, str]) -> list[str]:
+    """Families nobody consumes, and stale gaps. Looks at presence only, never reads bytes."""
+    problems = []
+    for family, fam in sorted(registry.families.items()):
+        records = list(fam.records.values())
+        for r in records:
+            if r.is_gap and r.digest is not None and _present(store, r):
+                problems.append(
+                    f"{r.name}: declared gap ({r.gap}) but its object is in the store; "
+                    f"remove the gap from the record in {fam.path.name}")
+        if not records and not fam.invalid:
+            continue  # nothing to consume (e.g. a file holding only known failures)
+        all_gaps = all(r.is_gap for r in records) and not fam.invalid
+        if family in declared_gaps and family in consumed:
+            problems.append(
+                f"family {family!r}: declared a gap in fixture_store_gaps "
+                f"({declared_gaps[family]}) but a collected test now consumes it; remove "
+                "the gap")
+        elif family not in consumed and family not in declared_gaps and not all_gaps:
+            problems.append(
+                f"family {family!r}: no collected test consumes it; mark a test with "
+                f"@pytest.mark.fixture_store(family={family!r}) or declare it in the ini "
+                "option fixture_store_gaps")
+    return problems
+
+
+def _present(store: Store, record: Record) -> bool:
+    assert record.digest is not None
+    digests_ = [d for _, d in record.members] if record.members is not None else []
+    return all(store.has(d) for d in [*digests_, record.digest])
+
+
+class CompletenessItem(pytest.Item):
+    """A synthetic test that fails when the registry and the test suite disagree."""
+
+    def __init__(self, *, problems: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problems = problems
+
+    def runtest(self) -> None:
+        if self.problems:
+            raise CompletenessError(self.problems)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, CompletenessError):
+            return "fixture-store completeness:\n" + "\n".join(
+                f"  - {p}" for p in excinfo.value.problems)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, "fixture-store completeness"
+
+
+class CompletenessError(Exception):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if not config.getoption("fixture_store_complete"):
+        return
+    state = _state(config)
+    consumed = consumed_families(items) | state.consumed
+    problems = completeness_problems(state.registry(), state.store(), consumed,
+                                     parse_gaps(config.getini("fixture_store_gaps")))
+    items.append(CompletenessItem.from_parent(session, name="fixture-store-completeness",
+                                              problems=problems))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[Any]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Keep refusals readable: the error's message and fix, not a library traceback."""
+    report = yield
+    exc = call.excinfo.value if call.excinfo else None
+    if isinstance(exc, ArtifactError | UsageError) and report.failed:
+        report.longrepr = f"fixture-store refused: {exc}"
+    return report

@@ -6,6 +6,7 @@ artifact, expected vs actual digest, and the command that fixes it.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -385,7 +386,9 @@ def verify_names(
             hashed_iter: Iterable[Hashed] = (hash_path(*job) for job in jobs)
             _consume(to_hash, hashed_iter, verifier, done, expected_of)
         elif executor == "process":
-            with ProcessPoolExecutor(max_workers=pool_size) as ppool:
+            # spawn, not fork: forking a process that runs threads (JAX, BLAKE3) can deadlock.
+            spawn = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=pool_size, mp_context=spawn) as ppool:
                 chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
                 _consume(to_hash, ppool.map(_hash_job, jobs, chunksize=chunk), verifier, done,
                          expected_of)

@@ -55,7 +55,14 @@ def test_schema_backstop_still_catches_unknown_fields_and_bad_sources(tmp_path: 
     assert "colour" in invalid["fx/extra"].message
 
 
+def test_loading_a_registry_never_creates_a_store(tmp_path: Path) -> None:
+    _write(tmp_path, {"fx/ok": _fixture()})
+    assert not dict(registry_mod.load(tmp_path).invalid())
+    assert not (tmp_path / "store").exists()
+
+
 def test_the_pass_marker_covers_only_the_exact_bytes_that_passed(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
     path = _write(tmp_path, {"fx/ok": _fixture()})
     assert not dict(registry_mod.load(tmp_path).invalid())
     markers = list((tmp_path / "store" / "state" / "schema-passed").iterdir())

@@ -182,6 +182,9 @@ class _SchemaPasses:
     def remember(self) -> None:
         if self.marker is None or self.marker.exists():
             return
+        store_root = self.marker.parent.parent.parent
+        if not store_root.is_dir():
+            return  # loading a registry never creates a store
         with contextlib.suppress(OSError):  # a cache: failing to write it loses nothing
             self.marker.parent.mkdir(parents=True, exist_ok=True)
             self.marker.touch()

@@ -71,7 +71,8 @@ class Source:
         return f"local {f['path']}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"type": self.type, **self.fields}
+        # Nested values (a generator's environment) are frozen mappings: plain them for JSON.
+        return {"type": self.type, **_plain(self.fields)}
 
 
 @dataclass(frozen=True)

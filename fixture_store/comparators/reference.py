@@ -1,0 +1,22 @@
+"""onnx's ReferenceEvaluator as a comparator runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fixture_store.comparators import RunFn
+from fixture_store.onnxcase import OnnxCase
+
+
+def prepare(case: OnnxCase) -> RunFn:
+    from onnx.reference import ReferenceEvaluator
+
+    # The model proto was loaded without external data; the evaluator resolves it from the
+    # model's folder (inside the verified tree, checked when the case was loaded).
+    evaluator = ReferenceEvaluator(str(case.model_path))
+
+    def run(feeds: Mapping[str, Any]) -> Sequence[Any]:
+        return list(evaluator.run(None, dict(feeds)))
+
+    return run

@@ -1,0 +1,168 @@
+"""Pinned environments: an isolated virtual environment per requirement set, made by uv.
+
+A generator declares the upstream it needs as exact pins. Its environment lives in the store's
+``envs/<key>`` folder, keyed by the digest of (python, pins), so every checkout and CI job sharing a
+store shares it. The environment actually used (every installed distribution, Python, platform) is
+read back from the generator's own report and recorded with its outputs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from fixture_store.errors import FixtureStoreError, UsageError
+from fixture_store.store import Store
+
+_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9A-Za-z][0-9A-Za-z.+!-]*")
+
+
+class GeneratorError(FixtureStoreError):
+    """A pinned environment could not be made or refused to run the generator."""
+
+
+@dataclass(frozen=True)
+class PinnedEnv:
+    """Exact pins (``name==version``) and the Python minor version they run under."""
+
+    requirements: tuple[str, ...]
+    python: str
+    without: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for req in self.requirements:
+            if _PIN.fullmatch(req) is None:
+                raise UsageError(
+                    f"requirement {req!r} is not an exact pin",
+                    fix="write 'name==exact.version' in params.yaml",
+                )
+        object.__setattr__(self, "requirements", tuple(sorted(self.requirements, key=str.lower)))
+
+    @property
+    def key(self) -> str:
+        doc = {"python": self.python, "requirements": list(self.requirements)}
+        blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()[:20]
+
+    def folder(self, store: Store) -> Path:
+        return store.root / "envs" / self.key
+
+    def python_path(self, store: Store) -> Path:
+        return self.folder(store) / "bin" / "python"
+
+
+def uv_binary() -> str:
+    """The uv executable: the one running us (``$UV``), else the one on PATH."""
+    found = os.environ.get("UV") or shutil.which("uv")
+    if not found:
+        raise UsageError(
+            "uv is needed to make pinned generator environments and was not found",
+            fix="install uv (python3 -m pip install uv) and rerun",
+        )
+    return found
+
+
+def ensure(env: PinnedEnv, store: Store) -> Path:
+    """The environment's interpreter, making the environment once (atomically) if needed."""
+    folder = env.folder(store)
+    python = env.python_path(store)
+    if (folder / ".complete").is_file() and python.exists():
+        return python
+    store.ensure()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        if (folder / ".complete").is_file() and python.exists():
+            return python
+        staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{env.key}-"))
+        try:
+            uv = uv_binary()
+            clean = {k: v for k, v in os.environ.items()
+                     if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+            # Relocatable so the staged folder can be renamed into place.
+            _run([uv, "venv", "--quiet", "--relocatable", "--python", env.python, str(staging)],
+                 clean, env)
+            _run([uv, "pip", "install", "--quiet", "--python", str(staging / "bin" / "python"),
+                  *env.requirements], clean, env)
+            (staging / "requirements.txt").write_text("\n".join(env.requirements) + "\n")
+            (staging / ".complete").write_text("")
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.rename(staging, folder)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+    return python
+
+
+def _run(cmd: Sequence[str], environ: dict[str, str], env: PinnedEnv) -> None:
+    proc = subprocess.run(cmd, env=environ, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+        raise GeneratorError(
+            f"could not make the pinned environment {' '.join(env.requirements)} "
+            f"(python {env.python}): {tail}",
+            fix="check the pins in params.yaml exist for this Python and platform",
+        )
+
+
+def run_generator(
+    python: Path | str,
+    script: Path,
+    out: Path,
+    env: PinnedEnv,
+    *,
+    stage: str,
+    args: Sequence[str] = (),
+    stream_stderr: bool = True,
+) -> None:
+    """Run a generator script with its pins enforced; raise with its message if it refuses."""
+    cmd = [str(python), str(script), "--out", str(out)]
+    for req in env.requirements:
+        cmd += ["--require", req]
+    for name in env.without:
+        cmd += ["--without", name]
+    cmd += list(args)
+    environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    environ["PYTHONHASHSEED"] = "0"
+    proc = subprocess.run(cmd, env=environ, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        refusal = [ln for ln in lines if ln.startswith("error:") or ln.lstrip().startswith("fix:")]
+        message = "\n".join(refusal or lines[-12:])
+        raise GeneratorError(
+            f"generator {script.name} of stage {stage!r} failed (exit {proc.returncode}):\n"
+            f"{message}",
+            fix=f"fixture-store regenerate {stage}  (runs it in its pinned environment)",
+        )
+    if stream_stderr and proc.stderr.strip():
+        with contextlib.suppress(OSError):
+            sys.stderr.write(_quiet(proc.stderr))
+
+
+def _quiet(text: str) -> str:
+    """Keep the generator's own summary lines; upstream warnings are noise in a report."""
+    keep = [ln for ln in text.splitlines() if not ("Warning" in ln or ln.startswith("  "))]
+    return "\n".join(keep[-5:]) + ("\n" if keep else "")
+
+
+def read_environment(out: Path) -> dict[str, object]:
+    path = out / "environment.json"
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise GeneratorError(f"the generator wrote no readable {path.name}: {e}") from e
+    if not isinstance(doc, dict):
+        raise GeneratorError(f"{path} is not a JSON object")
+    return doc

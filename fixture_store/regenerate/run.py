@@ -1,0 +1,368 @@
+"""Run a stage's generator in its pinned environment, compare every output, optionally accept.
+
+Without ``accept`` the registry is never changed and the store only gains objects when ``fetch``
+asks for it and the candidate is bit-identical to its record (that is how a generator-sourced
+artifact is fetched: rebuilt and checked against the digest the registry already holds).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fixture_store import digests, ingest, trees
+from fixture_store import registry as registry_mod
+from fixture_store.access import Fixtures
+from fixture_store.digests import Digest
+from fixture_store.errors import UnknownArtifactError, UsageError
+from fixture_store.regenerate import envs
+from fixture_store.regenerate import stages as stages_mod
+from fixture_store.regenerate.compare import ArtifactComparison, Reference, Verdict, compare
+from fixture_store.registry import Record, Registry, family_of
+from fixture_store.store import Store
+from fixture_store.verify import Status, Verifier
+
+OUTPUTS_FILE = "outputs.json"
+
+
+@dataclass(frozen=True)
+class Output:
+    """One artifact a generator produced, as it declares it in ``outputs.json``."""
+
+    name: str
+    kind: str
+    path: Path
+    parents: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Report:
+    stage: str
+    scratch: Path
+    environment: Mapping[str, Any]
+    comparisons: tuple[ArtifactComparison, ...]
+    accepted: tuple[str, ...] = ()
+    fetched: tuple[str, ...] = ()
+    seconds: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        c = Counter(str(x.verdict) for x in self.comparisons)
+        return {str(v): c.get(str(v), 0) for v in Verdict}
+
+    @property
+    def member_counts(self) -> dict[str, int]:
+        """Files, not artifacts: a tree contributes each of its members."""
+        c: Counter[str] = Counter()
+        for comp in self.comparisons:
+            if comp.verdict in (Verdict.NEW, Verdict.MISSING):
+                c[str(comp.verdict)] += 1
+                continue
+            if comp.verdict is Verdict.IDENTICAL or not comp.members:
+                c[str(comp.verdict)] += comp.files
+                continue
+            for m in comp.members:
+                c[str(m.verdict)] += 1
+        return {str(v): c.get(str(v), 0) for v in Verdict}
+
+    @property
+    def ok(self) -> bool:
+        return all(c.verdict.ok for c in self.comparisons)
+
+    def to_json(self, *, stable: bool = False) -> dict[str, Any]:
+        """The report; ``stable`` leaves out what changes run to run (time, scratch folder)."""
+        doc = self._doc()
+        if stable:
+            doc.pop("scratch")
+            doc.pop("seconds")
+            doc.pop("fetched")
+            for art in doc["artifacts"]:
+                for m in art["members"]:
+                    if m["verdict"] != str(Verdict.DRIFT):
+                        # Where the bytes sit differs per checkout; only drift needs the paths.
+                        m.pop("candidate")
+                        m.pop("registered")
+        return doc
+
+    def _doc(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "scratch": str(self.scratch),
+            "ok": self.ok,
+            "counts": self.counts,
+            "families": sorted({family_of(c.name) for c in self.comparisons}),
+            "file_counts": self.member_counts,
+            "seconds": round(self.seconds, 3),
+            "environment": dict(self.environment),
+            "accepted": list(self.accepted),
+            "fetched": list(self.fetched),
+            "notes": list(self.notes),
+            "artifacts": [c.to_json() for c in self.comparisons
+                          if c.verdict is not Verdict.IDENTICAL],
+        }
+
+
+def stage_for(root: Path, target: str, registry: Registry) -> tuple[stages_mod.Stage, list[str]]:
+    """The stage to run for STAGE or an artifact name/pattern, and the names to compare."""
+    all_stages = stages_mod.load(root)
+    if target in all_stages:
+        return all_stages[target], []
+    family = family_of(target) if "/" in target else target
+    for stage in all_stages.values():
+        if family in stage.families:
+            return stage, [target]
+    raise UsageError(f"{target!r} is neither a stage nor an artifact of one",
+                     fix=f"stages: {', '.join(sorted(all_stages)) or '(none)'}")
+
+
+def regenerate(
+    root: Path,
+    store: Store,
+    target: str,
+    *,
+    scratch: Path | None = None,
+    accept: bool = False,
+    fetch: bool = False,
+    python: str | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Report:
+    started = time.perf_counter()
+    registry = registry_mod.load(root)
+    stage, only = stage_for(root, target, registry)
+    scratch = scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-"))
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    out = scratch / "candidates"
+    notes: list[str] = []
+
+    inputs = [_resolve_input(store, registry, stage, name, notes) for name in _expand(
+        registry, stage.inputs)]
+    inputs_file = scratch / "inputs.json"
+    inputs_file.write_text(json.dumps(
+        [{"name": n, "path": str(p), "digest": d.text, "size": d.size} for n, p, d in inputs],
+        indent=2) + "\n")
+    args = ["--inputs", str(inputs_file)]
+    for key, value in sorted(stage.args.items()):
+        args += [f"--{key.replace('_', '-')}", str(value)]
+
+    interpreter = python or str(envs.ensure(stage.env, store))
+    log(f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
+        f" ({', '.join(stage.env.requirements)})")
+    envs.run_generator(interpreter, root / stage.generator, out, stage.env, stage=stage.name,
+                       args=args)
+    environment = envs.read_environment(out)
+    outputs = read_outputs(out)
+    if only:
+        import fnmatch
+        outputs = [o for o in outputs if any(fnmatch.fnmatchcase(o.name, p) for p in only)]
+        if not outputs:
+            raise UnknownArtifactError(only[0], f"stage {stage.name!r} produces no such artifact")
+
+    inspect_dir = scratch / "inspect"
+    input_digests = {n: d for n, _p, d in inputs}
+    comparisons = []
+    for o in outputs:
+        reference, record = _reference(store, registry, stage, o.name, notes)
+        tolerance = (record.tolerance if record and record.tolerance else None) or \
+            o.extra.get("tolerance") or stage.tolerance
+        if reference is None:
+            cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(
+                o.path)
+            comparisons.append(ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None))
+            continue
+        comparisons.append(compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir))
+    if not only:
+        produced = {o.name for o in outputs}
+        for fam in {family_of(o.name) for o in outputs} | {stage.family}:
+            f = registry.families.get(fam)
+            for name, rec in (f.records.items() if f else ()):
+                if name not in produced:
+                    comparisons.append(ArtifactComparison(
+                        name, rec.kind, Verdict.MISSING, None, rec.digest,
+                        reason=f"registered, but stage {stage.name!r} no longer produces it"))
+
+    fetched: list[str] = []
+    if fetch or accept:
+        by_name = {o.name: o for o in outputs}
+        for c in comparisons:
+            if c.verdict is Verdict.IDENTICAL:
+                _put(store, by_name[c.name])
+                fetched.append(c.name)
+    accepted: list[str] = []
+    if accept:
+        accepted = _accept(store, registry, stage, outputs, comparisons, environment,
+                           input_digests)
+    return Report(stage.name, scratch, environment, tuple(comparisons), tuple(accepted),
+                  tuple(fetched), time.perf_counter() - started, tuple(notes))
+
+
+def read_outputs(out: Path) -> list[Output]:
+    path = out / OUTPUTS_FILE
+    try:
+        doc = json.loads(path.read_text())
+        rows = doc["outputs"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise UsageError(f"generator wrote no readable {path}: {e}") from e
+    outs = []
+    for row in rows:
+        registry_mod.check_name(row["name"])
+        rel = trees.check_member_path(row["path"])
+        p = out / rel
+        if not p.exists():
+            raise UsageError(f"generator declared {row['name']} at {rel} but wrote nothing there")
+        extra = {k: v for k, v in row.items() if k not in ("name", "kind", "path", "parents")}
+        outs.append(Output(row["name"], row["kind"], p, tuple(row.get("parents") or ()), extra))
+    return sorted(outs, key=lambda o: o.name)
+
+
+def _expand(registry: Registry, patterns: Iterable[str]) -> list[str]:
+    names: list[str] = []
+    for p in patterns:
+        try:
+            names += registry.select([p])
+        except UnknownArtifactError:
+            names.append(p)  # resolved (or refused) by _resolve_input
+    return sorted(set(names))
+
+
+def _resolve_input(
+    store: Store, registry: Registry, stage: stages_mod.Stage, name: str, notes: list[str]
+) -> tuple[str, Path, Digest]:
+    """A verified input: the store's object (or tree checkout); never unverified bytes."""
+    try:
+        record = registry.get(name)
+    except UnknownArtifactError:
+        folder = _fallback_folder(stage, name)
+        if folder is None:
+            raise
+        tree, _paths = trees.hash_folder(folder)
+        note = (f"inputs of {family_of(name)} have no records yet: read from the installed "
+                f"{stage.fallback.package if stage.fallback else ''} distribution "
+                "(register them with fixture-store fetch)")
+        if note not in notes:
+            notes.append(note)
+        return name, folder, tree.digest
+    fixtures = Fixtures(store, registry)
+    path = fixtures.tree(name) if record.members is not None else fixtures.path(name)
+    assert record.digest is not None
+    return name, path, record.digest
+
+
+def _fallback_folder(stage: stages_mod.Stage, name: str) -> Path | None:
+    fb = stage.fallback
+    if fb is None or family_of(name) not in fb.families:
+        return None
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        have = importlib.metadata.version(fb.package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    if have != fb.version:
+        raise UsageError(f"{name} has no record and the installed {fb.package} is {have}, "
+                         f"not the pinned {fb.version}", fix=f"fixture-store fetch {name}")
+    spec = importlib.util.find_spec(fb.package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = Path(next(iter(spec.submodule_search_locations)))
+    folder = base / fb.root / fb.families[family_of(name)] / name.split("/", 1)[1]
+    return folder if folder.is_dir() else None
+
+
+def _reference(
+    store: Store, registry: Registry, stage: stages_mod.Stage, name: str, notes: list[str]
+) -> tuple[Reference | None, Record | None]:
+    try:
+        record = registry.get(name)
+    except UnknownArtifactError:
+        folder = _fallback_folder(stage, name)
+        if folder is None:
+            return None, None
+        tree, paths = trees.hash_folder(folder)
+        by_digest = {d: paths[m] for m, d in tree}
+        label = f"installed {stage.fallback.package if stage.fallback else ''} distribution"
+        if label not in " ".join(notes):
+            notes.append(f"{family_of(name)} has no records yet: compared with the {label} "
+                         "data (register it with fixture-store fetch)")
+        return Reference(label, tree.digest, tree, by_digest.get), None
+    assert record.digest is not None
+    verifier = Verifier(store)
+
+    def locate(d: Digest) -> Path | None:
+        return store.object_path(d) if verifier.check_object(d).status is Status.VERIFIED else None
+
+    return Reference("registry", record.digest, record.members, locate), record
+
+
+def _put(store: Store, o: Output) -> Digest:
+    if o.path.is_dir():
+        return ingest.ingest_folder(store, o.path).digest
+    return store.put_file(o.path)
+
+
+def _accept(
+    store: Store,
+    registry: Registry,
+    stage: stages_mod.Stage,
+    outputs: list[Output],
+    comparisons: list[ArtifactComparison],
+    environment: Mapping[str, Any],
+    input_digests: Mapping[str, Digest],
+) -> list[str]:
+    by_name = {o.name: o for o in outputs}
+    verdicts = {c.name: c.verdict for c in comparisons}
+    changed: dict[str, Record] = {}
+    produced: dict[str, Digest] = {}
+    for o in outputs:
+        produced[o.name] = _put(store, o)
+    for name, o in by_name.items():
+        if verdicts[name] is Verdict.IDENTICAL:
+            continue
+        digest = produced[name]
+        lineage = []
+        for parent in o.parents:
+            d = input_digests.get(parent) or produced.get(parent)
+            if d is None:
+                raise UsageError(f"{name} names parent {parent!r}, which is neither an input "
+                                 "nor an output of the stage")
+            lineage.append(d.text)
+        source = {"type": "generator", "stage": stage.name, "generator": stage.generator,
+                  "environment": dict(environment), "params": stage.params_json()}
+        extra: dict[str, Any] = {}
+        try:
+            old: Record | None = registry.get(name)
+        except UnknownArtifactError:
+            old = None
+        if old is not None:
+            extra = {k: v for k, v in old.to_json().items()
+                     if k not in ("kind", "source", "digest", "size", "members", "media_type")}
+        extra.update({k: v for k, v in o.extra.items() if v is not None})
+        if lineage:
+            extra["lineage"] = lineage
+        members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
+        media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
+        changed[name] = ingest.build_record(
+            name, o.kind, digest, source, members=members, media_type=media, extra=extra,
+            file=f"provenance/{family_of(name)}.json")
+    for family in sorted({family_of(n) for n in changed}):
+        existing = registry.families.get(family)
+        records = dict(existing.records) if existing else {}
+        records.update({n: r for n, r in changed.items() if family_of(n) == family})
+        registry_mod.write_family(registry, family, records.values())
+    return sorted(changed)
+
+
+def _suffix(path: Path) -> str:
+    return path.suffix.lower()
+

@@ -1,0 +1,83 @@
+"""Pins for generator scripts: refuse to run under other upstream versions, record the environment.
+
+Generator scripts run inside an isolated environment that holds only their pinned upstream, so this
+helper uses the standard library alone (no fixture_store import).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import platform
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+EXIT_WRONG_ENVIRONMENT = 3
+
+
+def parse_pin(text: str) -> tuple[str, str]:
+    name, sep, version = text.partition("==")
+    if not sep or not name or not version:
+        raise SystemExit(f"error: {text!r} is not an exact pin; write 'name==version'")
+    return name.strip(), version.strip()
+
+
+def require(pins: Iterable[str], *, stage: str) -> None:
+    """Exit with a clear message unless every pin is installed at exactly its version."""
+    wrong: list[str] = []
+    for text in pins:
+        name, version = parse_pin(text)
+        try:
+            have = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            have = None
+        if have != version:
+            wrong.append(f"{name}=={version} is pinned but {have or 'nothing'} is installed")
+    if wrong:
+        sys.stderr.write(
+            f"error: generator for stage {stage!r} refuses to run in this environment: "
+            + "; ".join(wrong)
+            + f"\n  fix: fixture-store regenerate {stage}  (runs it in its pinned environment)\n"
+        )
+        raise SystemExit(EXIT_WRONG_ENVIRONMENT)
+
+
+def absent(names: Iterable[str], *, stage: str) -> None:
+    """Exit unless the named packages are NOT installed (an upstream that changes with them)."""
+    present = []
+    for name in names:
+        try:
+            present.append(f"{name} {importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if present:
+        sys.stderr.write(
+            f"error: generator for stage {stage!r} must run without {', '.join(present)}: the "
+            "pinned upstream output changes when it is installed\n"
+            f"  fix: fixture-store regenerate {stage}  (runs it in its pinned environment)\n"
+        )
+        raise SystemExit(EXIT_WRONG_ENVIRONMENT)
+
+
+def environment() -> dict[str, object]:
+    """What this process actually runs on: Python, platform and every installed distribution."""
+    packages = {
+        (d.metadata["Name"] or "").lower(): d.version for d in importlib.metadata.distributions()
+    }
+    packages = dict(sorted(packages.items()))
+    frozen = "\n".join(f"{k}=={v}" for k, v in packages.items()).encode()
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "packages": packages,
+        "packages_digest": "sha256:" + hashlib.sha256(frozen).hexdigest(),
+    }
+
+
+def write_environment(out: Path, extra: dict[str, object] | None = None) -> None:
+    doc = {**environment(), **(extra or {})}
+    (out / "environment.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,62 @@
+"""Regenerate the ONNX backend node corpus with onnx's own case generators.
+
+Runs the ``generate-data`` step of the pinned onnx release (``onnx.backend.test.cmd_tools``) into
+``OUT/node/<case>/``: each case's ``model.onnx`` and ``test_data_set_*/{input,output}_*.pb``,
+produced by the expect() machinery of ``onnx.backend.test.case.node``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import _pins
+
+STAGE = "onnx-node"
+UPSTREAM = ("onnx==1.22.0",)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--require", action="append", default=[],
+                        help="Exact pins of the environment (name==version); refused otherwise.")
+    parser.add_argument("--without", action="append", default=[],
+                        help="Packages that must not be installed.")
+    parser.add_argument("--inputs", type=Path, help="Verified inputs (this stage has none).")
+    parser.add_argument("--family", default="onnx-node", help="Family of the records.")
+    parser.add_argument("--op-type", default=None, help="Only cases of this operator (debugging).")
+    args = parser.parse_args()
+    _pins.require((*UPSTREAM, *args.require), stage=STAGE)
+    _pins.absent(args.without, stage=STAGE)
+
+    from onnx.backend.test import cmd_tools
+
+    out: Path = args.out
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "node").mkdir(parents=True)
+    started = time.perf_counter()
+    cmd_tools.generate_data(argparse.Namespace(output=str(out), clean=False, diff=False,
+                                               op_type=args.op_type))
+    # generate-data also writes the model-zoo pointers and simple model cases; this stage owns
+    # the node cases only.
+    for child in out.iterdir():
+        if child.name != "node":
+            shutil.rmtree(child)
+    cases = sorted(p.name for p in (out / "node").iterdir())
+    _pins.write_environment(out, {"stage": STAGE, "upstream": list(UPSTREAM),
+                                  "cases": len(cases)})
+    sys.stderr.write(f"{len(cases)} node cases in {time.perf_counter() - started:.1f} s\n")
+    outputs = [{"name": f"{args.family}/{case}", "kind": "onnx-case", "path": f"node/{case}"}
+               for case in cases]
+    (out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

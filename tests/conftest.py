@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.registry import Registry
+from fixture_store.store import Store
+
+pytest_plugins = ["pytester"]
+
+
+@pytest.fixture
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
+    root = tmp_path / "store"
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(root))
+    return Store.at(root).ensure()
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "project"
+    (root / "provenance").mkdir(parents=True)
+    monkeypatch.chdir(root)
+    monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
+    return root
+
+
+def load(project: Path) -> Registry:
+    return registry_mod.load(project)

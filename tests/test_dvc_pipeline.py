@@ -1,0 +1,72 @@
+"""Real DVC: `dvc repro` runs the regeneration stages, a second run does nothing, and a changed
+param makes exactly its stage stale; the last stage's summary is readable as DVC metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.regen_project import make_project, set_scale
+
+FS = str(Path(sys.executable).parent / "fixture-store")
+
+
+def _stage(name: str) -> dict[str, object]:
+    return {
+        "cmd": f"{FS} regenerate {name} --fetch --python {sys.executable} "
+               f"--scratch out/{name} --report reports/{name}.json",
+        "deps": ["models/toy.py", "models/_pins.py"],
+        "params": [f"regenerate.{name}"],
+        "outs": [{f"reports/{name}.json": {"cache": False}}],
+    }
+
+
+def run(cwd: Path, *args: str, env: dict[str, str]) -> str:
+    proc = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_repro_runs_once_and_tracks_params(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj", stages=("alpha", "beta"))
+    env = {**os.environ, "FIXTURE_STORE_DIR": str(tmp_path / "store"),
+           "FIXTURE_STORE_REGISTRY": str(root)}
+    dvc = (sys.executable, "-m", "dvc")
+    run(root, "git", "init", "-q", env=env)
+    run(root, *dvc, "init", "-q", env=env)
+    run(root, *dvc, "config", "core.analytics", "false", env=env)
+    pipeline = {"stages": {
+        "alpha": _stage("alpha"),
+        "beta": _stage("beta"),
+        "verify": {
+            "cmd": f"{FS} regenerate-summary reports/alpha.json reports/beta.json "
+                   "--metrics metrics.json --plots plots",
+            "deps": ["reports/alpha.json", "reports/beta.json"],
+            "metrics": [{"metrics.json": {"cache": False}}],
+        },
+    }}
+    (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
+
+    first = run(root, *dvc, "repro", env=env)
+    for stage in ("alpha", "beta", "verify"):
+        assert f"Running stage '{stage}'" in first
+    assert "2 new" in first  # each toy stage produces two artifacts, none registered yet
+    metrics = json.loads(run(root, *dvc, "metrics", "show", "--json", env=env))
+    summary = next(iter(metrics.values()))["data"]["metrics.json"]["data"]
+    assert summary["stages"]["alpha"]["files"]["new"] == 2
+
+    second = run(root, *dvc, "repro", env=env)
+    assert "Running stage" not in second
+
+    set_scale(root, 3.0, stage="beta")
+    status = run(root, *dvc, "status", env=env)
+    assert "beta" in status and "alpha" not in status
+    third = run(root, *dvc, "repro", env=env)
+    assert "Running stage 'beta'" in third and "Running stage 'alpha'" not in third

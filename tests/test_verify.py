@@ -1,0 +1,146 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.access import Fixtures
+from fixture_store.errors import DigestMismatchError, GapError, MissingObjectError
+from fixture_store.store import Store
+from fixture_store.verify import Status, verify_names
+
+
+def make_project(project: Path, store: Store) -> None:
+    (project / "data" / "case" / "test_data_set_0").mkdir(parents=True)
+    (project / "data" / "w.bin").write_bytes(os.urandom(3 << 20))
+    (project / "data" / "case" / "model.onnx").write_bytes(b"model")
+    (project / "data" / "case" / "test_data_set_0" / "input_0.pb").write_bytes(b"input")
+    reg = registry_mod.load(project)
+    ingest.add(store, reg, project / "data" / "w.bin", name="fam/w", kind="checkpoint")
+    reg = registry_mod.load(project)
+    ingest.add(store, reg, project / "data" / "case", name="fam/case", kind="onnx-case")
+
+
+def tamper(path: Path, offset: int = 0) -> None:
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 1]))
+
+
+def test_everything_verifies_after_add(project: Path, store: Store) -> None:
+    make_project(project, store)
+    results = verify_names(store, registry_mod.load(project), ["fam/w", "fam/case"], full=True)
+    assert [r.status for r in results] == [Status.VERIFIED, Status.VERIFIED]
+
+
+def test_a_flipped_byte_fails_full_verify_naming_both_digests(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    record = reg.get("fam/w")
+    assert record.digest is not None
+    tamper(store.object_path(record.digest), 12345)
+    [r] = verify_names(store, reg, ["fam/w"], full=True)
+    assert r.status is Status.MISMATCH
+    assert r.expected == record.digest and r.actual is not None and r.actual != record.digest
+    assert record.digest.text in r.message and r.actual.text in r.message
+    assert r.fix is not None and "fixture-store fetch fam/w" in r.fix
+    with pytest.raises(DigestMismatchError, match="fam/w"):
+        Fixtures(store, reg).path("fam/w")
+
+
+def test_a_tampered_tree_member_is_named(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    record = reg.get("fam/case")
+    assert record.members is not None
+    tamper(store.object_path(record.members.members["test_data_set_0/input_0.pb"]))
+    [r] = verify_names(store, reg, ["fam/case"])
+    assert r.status is Status.MISMATCH and r.member == "test_data_set_0/input_0.pb"
+    with pytest.raises(DigestMismatchError):
+        Fixtures(store, reg).tree("fam/case")
+
+
+def test_warm_verify_skips_hashing_and_full_rehashes(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    [cold] = verify_names(store, reg, ["fam/w"])
+    assert cold.hashed_bytes == 3 << 20 and not cold.cached
+    [warm] = verify_names(store, reg, ["fam/w"])
+    assert warm.ok and warm.cached and warm.hashed_bytes == 0
+    [full] = verify_names(store, reg, ["fam/w"], full=True)
+    assert full.ok and not full.cached and full.hashed_bytes == 3 << 20
+
+
+def test_an_edit_that_restores_mtime_still_misses_the_cache(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    record = reg.get("fam/w")
+    assert record.digest is not None
+    path = store.object_path(record.digest)
+    verify_names(store, reg, ["fam/w"])
+    st = path.stat()
+    tamper(path, 7)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size, same mtime: ctime moved
+    [r] = verify_names(store, reg, ["fam/w"])
+    assert r.status is Status.MISMATCH
+
+
+def test_a_read_only_bit_is_not_proof(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    record = reg.get("fam/w")
+    assert record.digest is not None
+    path = store.object_path(record.digest)
+    tamper(path, 1)
+    os.chmod(path, 0o444)
+    [r] = verify_names(store, reg, ["fam/w"])
+    assert r.status is Status.MISMATCH
+
+
+def test_missing_object_and_gap_statuses(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    record = reg.get("fam/w")
+    assert record.digest is not None
+    store.remove(record.digest)
+    [r] = verify_names(store, reg, ["fam/w"])
+    assert r.status is Status.MISSING and r.fix == "fixture-store fetch fam/w"
+    with pytest.raises(MissingObjectError, match="fixture-store fetch fam/w"):
+        Fixtures(store, reg).path("fam/w")
+
+    fam = project / "provenance" / "fam.json"
+    text = fam.read_text().replace('"kind": "checkpoint"',
+                                   '"gap": {"reason": "weights not public yet"},\n'
+                                   '      "kind": "checkpoint"')
+    fam.write_text(text)
+    reg = registry_mod.load(project)
+    [r] = verify_names(store, reg, ["fam/w"])
+    assert r.status is Status.GAP
+    with pytest.raises(GapError, match="weights not public yet"):
+        Fixtures(store, reg).path("fam/w")
+
+
+def test_verified_tree_checkout_holds_exactly_the_members(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    folder = Fixtures(store, reg).tree("fam/case")
+    assert (folder / "model.onnx").read_bytes() == b"model"
+    assert (folder / "test_data_set_0" / "input_0.pb").read_bytes() == b"input"
+    # a stray file in the checkout makes it rebuilt, not trusted
+    os.chmod(folder, 0o755)
+    (folder / "extra.pb").write_bytes(b"extra")
+    again = Fixtures(store, reg).tree("fam/case")
+    assert not (again / "extra.pb").exists()
+
+
+def test_unregistered_bytes_in_the_store_are_never_trusted(project: Path, store: Store) -> None:
+    make_project(project, store)
+    store.put_bytes(b"adopt me")
+    reg = registry_mod.load(project)
+    assert reg.names() == ["fam/case", "fam/w"]
