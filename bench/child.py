@@ -91,9 +91,21 @@ def op_fs_fetch(args: list[str]) -> int:
     return expected.size
 
 
+def op_extract(args: list[str]) -> int:
+    """Checked extraction of an archive into the store under the 1 GiB limits profile."""
+    from fixture_store import archives, limits, trees
+    from fixture_store.store import Store
+
+    archive, manifest, store = args[:3]
+    tree = trees.parse_manifest(Path(manifest).read_bytes())
+    archives.extract(Store.at(store), archive, tree, limits.GIB_1)
+    return tree.total_size
+
+
 PHASES: dict[str, float] = {}
 OPS = {"noop": op_noop, "hashlib": op_hashlib, "verify": op_verify,
-       "registry-load": op_registry_load, "pooch": op_pooch, "fs-fetch": op_fs_fetch}
+       "registry-load": op_registry_load, "extract": op_extract, "pooch": op_pooch,
+       "fs-fetch": op_fs_fetch}
 
 
 def main() -> None:

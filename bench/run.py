@@ -29,7 +29,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-CASES = ("big", "tensor", "many", "small", "corpus", "onnx")
+CASES = ("big", "tensor", "many", "small", "corpus", "archive", "onnx")
 # Peak RSS is read with wait4 by this small launcher, not by the bench process: Linux carries a
 # process's high-water RSS across fork and exec, so a child forked from a large parent would
 # report the parent's size.
@@ -456,6 +456,41 @@ def _corpus_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> Non
             target=20.0)
 
 
+def case_archive(b: Bench, size: int, count: int = 16) -> None:
+    """Checked extraction of a ~1 GiB .tar.zst under the 1 GiB profile vs GNU tar."""
+    from fixture_store import archives
+    from fixture_store.limits import GIB_1
+
+    case = "archive"
+    root = b.work / case
+    src = root / "src"
+    src.mkdir(parents=True)
+    # Headers count against the profile's expanded bytes: leave them room below ``size``.
+    each = (size - (1 << 20)) // count
+    for i in range(count):
+        write_random(src / f"m{i:02d}.bin", each)
+    archive = root / "data.tar.zst"
+    archives.write_tar({p.name: p for p in src.iterdir()}, archive, "zstd")
+    tree = archives.scan(archive, GIB_1)
+    manifest = root / "manifest.json"
+    manifest.write_bytes(tree.canonical_bytes())
+    _rmtree(src)
+    nbytes = tree.total_size
+    if shutil.which("tar") and shutil.which("zstd"):
+        def tar_run(i: int) -> Sample:
+            dest = root / f"tar-{i}"
+            dest.mkdir()
+            return b.external(["tar", "--zstd", "-xf", str(archive), "-C", str(dest)])
+
+        b.measure(case, "tar --zstd -xf (unchecked)", nbytes, tar_run)
+    b.measure(case, "fixture-store extract (checked, 1GiB profile)", nbytes,
+              lambda i: b.child(["extract", str(archive), str(manifest),
+                                 str(root / f"store-{i}")]),
+              anchor="tar --zstd -xf (unchecked)")
+    for p in [*root.glob("tar-*"), *root.glob("store-*")]:
+        _rmtree(p)
+
+
 def case_onnx(b: Bench) -> None:
     """The real ONNX node corpus, when its records and objects are here."""
     from fixture_store import registry as registry_mod
@@ -545,6 +580,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             case_small(b, args.small)
         if "corpus" in chosen:
             case_corpus(b)
+        if "archive" in chosen:
+            case_archive(b, size)
         if "onnx" in chosen:
             case_onnx(b)
         finish(b)
