@@ -470,7 +470,15 @@ def case_archive(b: Bench, size: int, count: int = 16) -> None:
     for i in range(count):
         write_random(src / f"m{i:02d}.bin", each)
     archive = root / "data.tar.zst"
-    archives.write_tar({p.name: p for p in src.iterdir()}, archive, "zstd")
+    if shutil.which("zstd"):
+        # The zstd tool builds the archive many times faster than a streaming Python encoder;
+        # the tar itself still comes from write_tar, so its layout is the reproducible one.
+        plain = root / "data.tar"
+        archives.write_tar({p.name: p for p in src.iterdir()}, plain, "none")
+        subprocess.run(["zstd", "-q", "-1", "-T0", "--rm", str(plain), "-o", str(archive)],
+                       check=True)
+    else:
+        archives.write_tar({p.name: p for p in src.iterdir()}, archive, "zstd")
     tree = archives.scan(archive, GIB_1)
     manifest = root / "manifest.json"
     manifest.write_bytes(tree.canonical_bytes())
