@@ -72,7 +72,7 @@ class Fixtures:
     def path(self, name: str) -> Path:
         """Path of a verified single-object artifact (read-only; never write to it)."""
         record = self.verified(name)
-        if record.members is not None:
+        if record.is_tree:
             raise UsageError(f"{name} is a tree; use tree({name!r})")
         assert record.digest is not None
         return self.store.object_path(record.digest)
@@ -86,7 +86,7 @@ class Fixtures:
     def tree(self, name: str) -> Path:
         """A folder holding the verified members of a tree artifact (links to the objects)."""
         record = self.verified(name)
-        if record.members is None or record.digest is None:
+        if not record.is_tree or record.members is None or record.digest is None:
             raise UsageError(f"{name} is not a tree; use path({name!r})")
         return checkout(self.store, record.members, record.digest.hex)
 

@@ -39,6 +39,7 @@ from fixture_store.digests import Digest
 from fixture_store.errors import StoreError, UnsafeArchiveError
 from fixture_store.limits import DEFAULT, Limits, MiB
 from fixture_store.store import Store
+from fixture_store.store import _io_error as _store_io_error
 
 Format = Literal["tar", "tar.lz4", "tar.zst", "zip"]
 Compression = Literal["none", "lz4", "zstd"]
@@ -54,6 +55,8 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _ZIP_LOCAL = b"PK\x03\x04"
 _ZIP_END = b"PK\x05\x06"
+_NAME_MAX = 255
+_PATH_MAX = 4096
 _FIX = "re-fetch the archive from its pinned source; if the source itself is hostile, report it"
 
 ManifestLike = trees.Tree | Mapping[str, Digest]
@@ -127,11 +130,18 @@ def _decode_zstd(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
     dctx = zstandard.ZstdDecompressor()
     obj = dctx.decompressobj()
     started = False
+    pending = b""
+    batch: list[bytes] = []
+    batched = 0
     for chunk in _raw_chunks(f, budget):
-        view = memoryview(chunk)
+        view = memoryview(pending + chunk if pending else chunk)
+        pending = b""
         while view:
             if obj.eof:
                 rest = obj.unused_data + bytes(view)
+                if len(rest) < len(_ZSTD_MAGIC) and _ZSTD_MAGIC.startswith(rest):
+                    pending = rest  # the next frame's magic is split across reads
+                    break
                 if not rest.startswith(_ZSTD_MAGIC):
                     raise _fail(budget.artifact, "trailing-garbage",
                                 "bytes after the end of the zstd stream")
@@ -144,9 +154,16 @@ def _decode_zstd(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
             except zstandard.ZstdError as e:
                 raise _fail(budget.artifact, "corrupt", f"zstd stream is corrupt: {e}") from None
             if out:
-                yield out
-    if obj.eof and obj.unused_data:
-        if obj.unused_data.startswith(_ZSTD_MAGIC):
+                batch.append(out)
+                batched += len(out)
+                # Small slices bound each call's output; batching keeps the Python overhead low.
+                if batched >= _RAW_CHUNK:
+                    yield b"".join(batch)
+                    batch, batched = [], 0
+    if batch:
+        yield b"".join(batch)
+    if pending or (obj.eof and obj.unused_data):
+        if (pending or obj.unused_data).startswith(_ZSTD_MAGIC[: len(pending or obj.unused_data)]):
             raise _fail(budget.artifact, "truncated", "zstd stream ends inside a frame")
         raise _fail(budget.artifact, "trailing-garbage", "bytes after the end of the zstd stream")
     if not started or not obj.eof:
@@ -279,6 +296,11 @@ class _Checker:
             raise _fail(self.artifact, "drive-letter", f"member {name!r} starts with a drive")
         if ".." in name.split("/"):
             raise _fail(self.artifact, "traversal", f"member {name!r} escapes with '..'")
+        if len(name.encode()) > _PATH_MAX or any(
+            len(seg.encode()) > _NAME_MAX for seg in name.split("/")
+        ):
+            raise _fail(self.artifact, "member-path",
+                        f"member path {name[:64]!r}... is longer than a filesystem allows")
         try:
             return trees.check_member_path(name)
         except trees.TreePathError as e:
@@ -343,6 +365,9 @@ def _tar_members(
                 if info.isdir():
                     checker.check_path(info.name.rstrip("/"))
                     continue
+                if info.issparse():
+                    # Holes expand outside the decoded-byte count: a cheap bomb, never needed.
+                    raise _fail(artifact, "sparse", f"member {info.name!r} is a sparse file")
                 if not info.isreg():
                     raise _fail(artifact, "member-type",
                                 f"member {info.name!r} has unsupported type {info.type!r}")
@@ -375,6 +400,9 @@ def _chunks_of(reader: BinaryIO, artifact: str, path: str) -> Iterator[bytes]:
 
 # -- zip ---------------------------------------------------------------------------------------
 _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
+_ZIP_ENCRYPTED = 0x1 | 0x40 | 0x2000
+# Deflate options, data descriptor, UTF-8 names: everything else (patches, encryption) is refused.
+_ZIP_FLAGS_OK = 0x2 | 0x4 | 0x8 | 0x800
 
 
 @contextlib.contextmanager
@@ -391,7 +419,8 @@ def open_zip(
         _check_zip_end(f, size, label)
         try:
             zf = zipfile.ZipFile(f)
-        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError) as e:
+        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, struct.error,
+                OverflowError, IndexError, KeyError) as e:
             raise _fail(label, "corrupt", f"not a readable zip: {e}") from None
         with zf:
             infos = _check_zip_layout(zf, f, size, limits, label)
@@ -433,6 +462,8 @@ def _check_zip_layout(
             raise _fail(label, "corrupt", f"member {info.filename!r}: bad local header")
         flags, method = struct.unpack("<HH", local[6:10])
         csize, usize, nlen, xlen = struct.unpack("<IIHH", local[18:30])
+        if not info.filename or info.filename == "/":
+            raise _fail(label, "member-path", "a member has an empty name")
         if info.filename in names:
             raise _fail(label, "duplicate", f"member {info.filename!r} appears twice")
         names.add(info.filename)
@@ -442,8 +473,11 @@ def _check_zip_layout(
             raise _fail(label, "symlink", f"member {info.filename!r} is a symbolic link")
         if kind not in (0, 0o100000, 0o040000):
             raise _fail(label, "device", f"member {info.filename!r} is not a regular file")
-        if info.flag_bits & 0x1:
+        if (info.flag_bits | flags) & _ZIP_ENCRYPTED:
             raise _fail(label, "encrypted", f"member {info.filename!r} is encrypted")
+        if (info.flag_bits | flags) & ~_ZIP_FLAGS_OK:
+            raise _fail(label, "corrupt",
+                        f"member {info.filename!r} uses unsupported zip flags {flags:#x}")
         if info.compress_type not in _ZIP_METHODS or method != info.compress_type:
             raise _fail(label, "method",
                         f"member {info.filename!r} uses compression method {info.compress_type}")
@@ -506,7 +540,8 @@ def _zip_chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, artifact: str) -> It
                 yield chunk
     except EOFError as e:
         raise _fail(artifact, "truncated", f"member {info.filename!r} is truncated: {e}") from None
-    except (zipfile.BadZipFile, zlib.error, ValueError) as e:
+    except (zipfile.BadZipFile, zlib.error, ValueError, NotImplementedError, struct.error,
+            OverflowError) as e:
         raise _fail(artifact, "corrupt", f"member {info.filename!r}: {e}") from None
     if got != info.file_size:
         raise _fail(artifact, "size-lie",
@@ -594,20 +629,26 @@ def extract(
         _write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
         _fsync_path(staging)
         final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():
-            _remove_tree(final)
-        try:
+        with store.lock(actual_archive):
+            if final.exists():
+                try:
+                    # Another process finished the same extraction first: keep theirs.
+                    return check_extraction(store, None, tree, archive_digest=actual_archive,
+                                            artifact=label)
+                except UnsafeArchiveError:
+                    # A damaged one is moved aside in one rename, so no reader sees it half gone.
+                    os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-"))
+                              / "x")
             os.rename(staging, final)
-        except OSError:
-            # Another process finished the same extraction first; keep theirs if it checks out.
-            check_extraction(store, p, tree, archive_digest=actual_archive, artifact=label)
-        _fsync_path(final.parent)
+            _fsync_path(final.parent)
     except OSError as e:
-        raise StoreError(f"cannot extract {label} into {store.root}: {e}",
-                         fix="free space or choose another store with --store") from e
+        raise _store_io_error(e, store.root) from e
     finally:
         if staging.exists():
             _remove_tree(staging)
+        for old in store.tmp_dir.glob("old-*"):
+            with contextlib.suppress(OSError):
+                _remove_tree(old)
     return final / MEMBERS
 
 

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import struct
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +82,11 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
     raw = _read_exact(stream, header_len, artifact, "NPY header")
     try:
         text = raw.decode("utf-8" if version == (3, 0) else "latin1")
-        # literal_eval evaluates literals only: no names, calls or attribute access.
-        header = ast.literal_eval(text)
+        # literal_eval evaluates literals only: no names, calls or attribute access. Hostile
+        # text makes the compiler warn (e.g. '1a'); the refusal below is the only report.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            header = ast.literal_eval(text)
     except (UnicodeDecodeError, ValueError, SyntaxError, TypeError, MemoryError,
             RecursionError) as e:
         raise _fail(artifact, "npy-header", f"NPY header is not a Python literal: {e}") from None
@@ -106,8 +110,11 @@ def _check_dtype(descr: object, artifact: str) -> np.dtype[Any]:
         # A list descr is a structured dtype: fields may hide objects, and nothing needs them.
         raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is structured; only plain dtypes")
     try:
-        dtype = np.dtype(descr)
-    except (TypeError, ValueError, SyntaxError) as e:
+        with warnings.catch_warnings():
+            # A deprecated alias ('a') is nothing np.save writes: refuse it like any unknown name.
+            warnings.simplefilter("error", DeprecationWarning)
+            dtype = np.dtype(descr)
+    except (TypeError, ValueError, SyntaxError, DeprecationWarning) as e:
         raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is not understood: {e}") from None
     if dtype.hasobject:
         raise _fail(artifact, "npy-object", f"dtype {descr!r} holds Python objects (a pickle)")

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -56,7 +57,7 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except FixtureStoreError as e:
-            err.print(f"[bold red]error:[/] {e.message}", markup=True)
+            err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True)
             if e.fix:
                 err.print(f"  fix: {e.fix}", markup=False)
             sys.exit(e.exit_code)
@@ -199,7 +200,7 @@ def print_results(results: list[Result], *, title: str, limit_ok: int = 50) -> N
         if r.fix and not r.ok:
             detail += f"\nfix: {r.fix}"
         style = STATUS_STYLE.get(r.status, "")
-        table.add_row(r.name, r.kind or "", f"[{style}]{r.status}[/]", detail)
+        table.add_row(escape(r.name), r.kind or "", f"[{style}]{r.status}[/]", escape(detail))
     hidden = counts[Status.VERIFIED] - len(shown_ok)
     if hidden > 0:
         table.caption = f"… and {hidden:,} more verified (use --json for all)"
@@ -361,7 +362,7 @@ def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
     if record.gap:
         out.print(f"  gap:     {record.gap}", markup=False)
     style = STATUS_STYLE.get(result.status, "")
-    out.print(f"  status:  [{style}]{result.status}[/] {result.message}")
+    out.print(f"  status:  [{style}]{result.status}[/] {escape(result.message)}")
     if not result.ok and result.status is not Status.GAP:
         sys.exit(exit_code_for([result]))
 
@@ -397,7 +398,7 @@ def status(obj: Context, as_json: bool) -> None:
             if r.gap and r.digest is None:
                 c["gap"] += 1
                 continue
-            digests_ = [d for _, d in r.members] if r.members is not None else []
+            digests_ = [d for _, d in r.members] if r.members is not None and r.is_tree else []
             digests_.append(r.digest) if r.digest else None
             c["present" if all(store.has(d) for d in digests_) else "missing"] += 1
         c["invalid"] += len(fam.invalid)
@@ -451,14 +452,22 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
               + ("" if yes else "; rerun with --yes to delete"))
 
 
-# Commands defined in their own modules register themselves on ``main`` when imported.
-from fixture_store import cli_regenerate  # noqa: E402, F401
+def _register_commands() -> None:
+    # Imported here: the command modules import helpers defined above. cli_regenerate's
+    # commands register themselves on ``main`` when the module is imported.
+    from fixture_store import cli_regenerate  # noqa: F401
+    from fixture_store.cli_compare import compare_cmd
+    from fixture_store.cli_fetch import fetch
 
-# -- compare (its own module; registered here) --------------------------------------------------
-from fixture_store.cli_compare import compare_cmd  # noqa: E402
-
-main.add_command(compare_cmd)
+    main.add_command(compare_cmd)
+    main.add_command(fetch)
 
 
 if __name__ == "__main__":
-    main()
+    # Run as a script, this module is __main__ and the command modules import the real
+    # fixture_store.cli; call that one's group, which has every command registered.
+    from fixture_store.cli import main as registered_main
+
+    registered_main()
+else:
+    _register_commands()

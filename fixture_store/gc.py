@@ -24,8 +24,11 @@ def referenced(registries: Iterable[Registry]) -> set[str]:
         for record in registry.records():
             if record.digest is not None:
                 keep.add(record.digest.hex)
-            if record.members is not None:
+            if record.members is not None and record.is_tree:
                 keep.update(d.hex for _, d in record.members)
+            if record.source.type == "package":
+                # The verified distribution serves every record pointing into it, offline too.
+                keep.add(str(record.source.fields["file_digest"]).removeprefix("sha256:"))
     return keep
 
 

@@ -52,8 +52,11 @@ def with_blake3(record: Record, blake3: str | None, members: Mapping[str, str]) 
     replaces: a differing BLAKE3 in a reviewed record is left for verify to report)."""
     own = record.blake3 or blake3
     merged = {**members, **record.member_blake3}
-    if record.members is not None:
+    if record.is_tree:
+        assert record.members is not None
         merged = {p: b for p, b in merged.items() if p in record.members.members}
+    else:
+        merged = dict(record.member_blake3)
     if own == record.blake3 and merged == dict(record.member_blake3):
         return record
     return dataclasses.replace(record, blake3=own, member_blake3=MappingProxyType(merged))

@@ -342,7 +342,8 @@ def completeness_problems(registry: Registry, store: Store, consumed: set[str],
 
 def _present(store: Store, record: Record) -> bool:
     assert record.digest is not None
-    digests_ = [d for _, d in record.members] if record.members is not None else []
+    tree = record.members if record.is_tree else None
+    digests_ = [d for _, d in tree] if tree is not None else []
     return all(store.has(d) for d in [*digests_, record.digest])
 
 

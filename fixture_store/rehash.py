@@ -69,7 +69,8 @@ def record_blake3(
 
 def _filled(record: Record, seen: dict[str, str], *, replace: bool) -> Record:
     assert record.digest is not None
-    if record.members is not None:
+    if record.is_tree:
+        assert record.members is not None
         members = {
             m: (seen.get(d.hex) if replace else record.member_blake3.get(m) or seen.get(d.hex))
             for m, d in record.members

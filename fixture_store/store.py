@@ -21,6 +21,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +39,10 @@ ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 # Concurrent fsyncs share journal commits, so many small writes finish sooner in parallel.
 WRITE_WORKERS = 8
+# A temp entry untouched this long belongs to a writer that died, not to one still writing.
+STALE_TMP_SECONDS = 3600.0
+
+
 @dataclass(frozen=True, slots=True)
 class Stored:
     """An object now in the store: its identity and the BLAKE3 of the same checked bytes."""
@@ -300,13 +305,20 @@ class Store:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
-    def clean_tmp(self) -> int:
-        """Remove temp files left by writers that died. Returns how many were removed."""
+    def clean_tmp(self, older_than: float = STALE_TMP_SECONDS) -> int:
+        """Remove temp files left by writers that died. Returns how many were removed.
+
+        Only entries untouched for ``older_than`` seconds go: a live writer's temp file or
+        staging folder (another process sharing the store) is still being written.
+        """
         if not self.tmp_dir.is_dir():
             return 0
         count = 0
+        cutoff = time.time() - older_than
         for p in self.tmp_dir.iterdir():
             try:
+                if _newest_mtime(p) > cutoff:
+                    continue
                 if p.is_dir() and not p.is_symlink():
                     shutil.rmtree(p)
                 else:
@@ -315,6 +327,16 @@ class Store:
             except FileNotFoundError:
                 continue
         return count
+
+
+def _newest_mtime(path: Path) -> float:
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in [*dirnames, *filenames]:
+                with contextlib.suppress(FileNotFoundError):
+                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+    return newest
 
 
 def _intact_size(path: Path, digest: Digest) -> bool:

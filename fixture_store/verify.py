@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from fixture_store import digests
+from fixture_store import content, digests
 from fixture_store.digests import Algorithm, Digest
 from fixture_store.errors import (
     ArtifactError,
@@ -227,7 +227,8 @@ class Verifier:
         return self.judge(expected, blake3, st, hash_path(*self.job(expected, blake3)))
 
     def verify(self, record: Record) -> Result:
-        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3))
+        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3),
+                        full=self.full)
 
 
 def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
@@ -235,18 +236,22 @@ def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
     then its manifest, or its one object."""
     if record.digest is None:
         return []
+    if not record.is_tree:  # one object (an archive's members describe its content)
+        return [(None, record.digest, record.blake3)]
+    assert record.members is not None
     b3 = record.member_blake3
     members: list[tuple[str | None, Digest, str | None]] = [
-        (m, d, b3.get(m)) for m, d in (record.members or ())
+        (m, d, b3.get(m)) for m, d in record.members
     ]
-    own = None if record.members is not None else record.blake3
-    return [*members, (None, record.digest, own)]
+    return [*members, (None, record.digest, None)]
 
 
 def assemble(
-    record: Record, store: Store, check: Callable[[Digest, str | None], ObjectCheck]
+    record: Record, store: Store, check: Callable[[Digest, str | None], ObjectCheck],
+    *, full: bool = False,
 ) -> Result:
-    """One record's Result from the checks of its objects (see :func:`objects_of`)."""
+    """One record's Result from the checks of its objects (see :func:`objects_of`), then the
+    content check of records that need one (archives, arrays)."""
     name = record.name
     if record.is_gap and record.digest is None:
         return Result(name, Status.GAP, record.gap or "", kind=record.kind)
@@ -260,6 +265,14 @@ def assemble(
         all_cached = all_cached and c.cached
         if c.status is not Status.VERIFIED:
             return _failure(record, store, c, member, digest, fetch, hashed)
+    if content.needs_check(record):
+        failure = content.check(store, record, full=full)
+        if failure is not None:
+            # The error's message names the artifact already; Result.error() adds it back.
+            message = failure.message.removeprefix(f"{name}: ")
+            return Result(name, Status.UNSAFE, message, expected=record.digest,
+                          actual=record.digest, fix=failure.fix, kind=record.kind,
+                          hashed_bytes=hashed)
     return Result(name, Status.VERIFIED, expected=record.digest, actual=record.digest,
                   hashed_bytes=hashed, cached=all_cached, kind=record.kind)
 
@@ -269,7 +282,7 @@ def _failure(
     fetch: str, hashed: int,
 ) -> Result:
     what = f"member {member!r}" if member else "object"
-    if record.members is not None and member is None:
+    if record.is_tree and member is None:
         what = "tree manifest"
     if check.status is Status.MISSING:
         msg = f"{what} {expected.text} is not in the store {store.root}"
@@ -359,7 +372,8 @@ def verify_names(
             remaining[i] -= 1
             if remaining[i] == 0:
                 results[i] = assemble(pending[i], store,
-                                      lambda d, b3: checks[(d.hex, d.size, b3)])
+                                      lambda d, b3: checks[(d.hex, d.size, b3)],
+                                      full=verifier.full)
                 if on_result is not None:
                     on_result(results[i])  # type: ignore[arg-type]
 

@@ -52,6 +52,21 @@ def _tar_with(*extra: tuple[tarfile.TarInfo, bytes], base: dict[str, bytes] = GO
     return tar_bytes([*entries, *extra])
 
 
+def _sparse_tar() -> bytes:
+    """A GNU sparse member (type 'S') declaring 1 MiB of holes around 512 stored bytes."""
+    buf = bytearray(tar_bytes([(tar_info("b.txt", 512), b"x" * 512)], fmt=tarfile.GNU_FORMAT))
+    head = bytearray(buf[:512])
+    head[156:157] = tarfile.GNUTYPE_SPARSE
+    # One sparse map entry (offset 0, 512 bytes) and a real size of 1 MiB.
+    head[386:398] = b"%011o\0" % 0
+    head[398:410] = b"%011o\0" % 512
+    head[483:495] = b"%011o\0" % (1 << 20)
+    head[148:156] = b" " * 8
+    head[148:156] = b"%06o\0 " % sum(head)
+    buf[:512] = head
+    return bytes(buf)
+
+
 def _tar_cases(fmt: str) -> list[Case]:
     z = lambda data: compress(data, fmt)  # noqa: E731
     good = regular_tar(GOOD)
@@ -65,6 +80,8 @@ def _tar_cases(fmt: str) -> list[Case]:
         Case("backslash", fmt, z(_tar_with((tar_info("..\\evil", 4), b"evil"))), "backslash"),
         Case("drive", fmt, z(_tar_with((tar_info("C:/evil", 4), b"evil"))), "drive-letter"),
         Case("bad-char", fmt, z(_tar_with((tar_info("a\nb", 4), b"evil"))), "member-path"),
+        Case("long-name", fmt, z(_tar_with((tar_info("a" * 300, 4), b"evil"))), "member-path"),
+        Case("sparse", fmt, z(_sparse_tar()), "sparse"),
         Case("symlink", fmt,
              z(_tar_with((tar_info("link", kind=tarfile.SYMTYPE, linkname="/etc/passwd"), b""))),
              "symlink"),
@@ -185,7 +202,8 @@ def test_hostile_archive_is_refused_and_nothing_is_written(tmp_path: Path, case:
 
 def test_every_documented_rule_has_a_case() -> None:
     rules = {c.rule for c in CASES}
-    for rule in ("absolute-path", "traversal", "backslash", "drive-letter", "symlink", "hardlink",
+    for rule in ("absolute-path", "traversal", "sparse", "member-path", "backslash",
+                 "drive-letter", "symlink", "hardlink",
                  "device", "fifo", "duplicate", "extra-member", "missing-member", "truncated",
                  "trailing-garbage", "size-lie", "compression-ratio", "expanded-bytes",
                  "member-count", "member-bytes", "archive-bytes", "overlap", "gap"):
@@ -327,3 +345,62 @@ def test_any_truncated_archive_is_refused(
     path.write_bytes(raw[:cut])
     with pytest.raises(UnsafeArchiveError):
         archives.scan(path, DEFAULT, manifest(members))
+
+
+@pytest.mark.parametrize("fmt", ["tar.lz4", "tar.zst"])
+@pytest.mark.parametrize("split_at", [1, 2, 3])
+def test_concatenated_frames_are_one_stream_even_when_a_magic_straddles_reads(
+    tmp_path: Path, fmt: str, split_at: int
+) -> None:
+    import random as random_mod
+
+    import lz4.frame
+    import zstandard
+
+    def frame(data: bytes) -> bytes:
+        if fmt == "tar.lz4":
+            return bytes(lz4.frame.compress(data))
+        return bytes(zstandard.ZstdCompressor(level=1).compress(data))
+
+    members = {"r.bin": random_mod.Random(5).randbytes(200_000), "b.txt": b"bravo\n"}
+    tar = regular_tar(members)
+    # Find a first frame ending ``split_at`` bytes before the reader's 64 KiB read boundary, so
+    # the second frame's magic number is split across two reads.
+    for n in range(65_000, 66_000):
+        first = frame(tar[:n])
+        if len(first) == 65_536 - split_at:
+            break
+    else:
+        pytest.skip(f"no frame length lands on the boundary for {fmt}")
+    path = tmp_path / f"two{SUFFIX[fmt]}"
+    path.write_bytes(first + frame(tar[n:]))
+    assert dict(archives.scan(path, DEFAULT, manifest(members)).members) == manifest(members)
+
+
+class _Unseekable(io.RawIOBase):
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: bytes) -> int:  # type: ignore[override]
+        self.data += b
+        return len(b)
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_zip_with_data_descriptors_and_folder_entries_is_accepted(
+    tmp_path: Path, method: int
+) -> None:
+    sink = _Unseekable()
+    with zipfile.ZipFile(sink, "w", compression=method) as zf:  # type: ignore[arg-type]
+        zf.mkdir("data")
+        for name, data in GOOD.items():
+            with zf.open(name, "w") as f:
+                f.write(data)
+    path = tmp_path / "streamed.zip"
+    path.write_bytes(bytes(sink.data))
+    with zipfile.ZipFile(path) as zf:
+        assert all(i.flag_bits & 0x8 for i in zf.infolist() if not i.is_dir())
+    assert dict(archives.scan(path, DEFAULT, manifest(GOOD)).members) == manifest(GOOD)

@@ -53,6 +53,7 @@ NPY_CASES: list[tuple[str, bytes, str, limits.Limits]] = [
     ("subarray-dtype", npy_bytes(header(descr="'(2,)<f4'"), b"\0" * 16), "npy-dtype", DEFAULT),
     ("void-dtype", npy_bytes(header(descr="'|V8'"), b"\0" * 16), "npy-dtype", DEFAULT),
     ("unknown-dtype", npy_bytes(header(descr="'<q99'"), b"\0" * 16), "npy-dtype", DEFAULT),
+    ("deprecated-dtype", npy_bytes(header(descr="'|a2'"), b"\0" * 4), "npy-dtype", DEFAULT),
     ("rank-9", npy_bytes(header(shape="(" + "1," * 9 + ")"), b"\0" * 4), "tensor-rank", DEFAULT),
     ("dimension", npy_bytes(header(shape="(65537,)"), b"\0" * 4 * 65537), "tensor-dimension",
      DEFAULT),

@@ -253,7 +253,7 @@ def _resolve_input(
             notes.append(note)
         return name, folder, tree.digest
     fixtures = Fixtures(store, registry)
-    path = fixtures.tree(name) if record.members is not None else fixtures.path(name)
+    path = fixtures.tree(name) if record.is_tree else fixtures.path(name)
     assert record.digest is not None
     return name, path, record.digest
 

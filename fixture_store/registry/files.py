@@ -37,19 +37,45 @@ def schema() -> dict[str, Any]:
     return loaded
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
+class _Object(dict[str, Any]):
+    """A parsed JSON object that remembers keys it saw twice, so the error can say where."""
+
+    duplicates: tuple[str, ...] = ()
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _keep_duplicates(pairs: list[tuple[str, Any]]) -> _Object:
+    out = _Object()
+    seen: list[str] = []
     for key, value in pairs:
         if key in out:
-            raise _DuplicateKey(key)
+            seen.append(key)
         out[key] = value
+    out.duplicates = tuple(seen)
     return out
+
+
+def _first_duplicate(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+    """The path (ending in the key) of the first duplicate key in a parsed document."""
+    if isinstance(node, _Object):
+        if node.duplicates:
+            return (*path, node.duplicates[0])
+        for key, value in node.items():
+            found = _first_duplicate(value, (*path, key))
+            if found:
+                return found
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            found = _first_duplicate(value, (*path[:-1], f"{path[-1]}[{i}]") if path else ())
+            if found:
+                return found
+    return None
+
+
+def _duplicate_error(dup: tuple[str, ...], file: str) -> RegistryError:
+    if len(dup) >= 3 and dup[0] == "records":
+        return RegistryError(f"duplicate key {dup[-1]!r}", file=file, record=dup[1],
+                             field=".".join(dup[2:]))
+    return RegistryError(f"duplicate key {dup[-1]!r}", file=file, field=".".join(dup))
 
 
 def dumps(doc: Mapping[str, Any]) -> str:
@@ -95,12 +121,13 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     except (OSError, UnicodeDecodeError) as e:
         raise RegistryError(f"cannot read: {e}", file=shown) from e
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
-    except _DuplicateKey as e:
-        raise RegistryError(f"duplicate key {e.key!r}", file=shown, field=e.key) from e
+        doc = json.loads(text, object_pairs_hook=_keep_duplicates)
     except json.JSONDecodeError as e:
         raise RegistryError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
                             file=shown) from e
+    dup = _first_duplicate(doc)
+    if dup:
+        raise _duplicate_error(dup, shown)
     if not isinstance(doc, dict):
         raise RegistryError("must be a JSON object", file=shown)
     version = doc.get("format_version")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from fixture_store import digests, trees
+from fixture_store import digests, limits, trees
 from fixture_store.digests import Digest
 from fixture_store.errors import DigestFormatError, RegistryError, UsageError
 
@@ -109,7 +109,8 @@ class Record:
 
     @property
     def is_tree(self) -> bool:
-        return self.members is not None
+        """A folder of objects; an archive's ``members`` describe its content, not objects."""
+        return self.members is not None and self.kind != "archive"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = _plain(self.raw)
@@ -185,14 +186,14 @@ def _check_source(raw: Any, c: _Checker) -> Source:
     if not isinstance(raw, Mapping):
         raise c.fail("source", "must be an object with a 'type'")
     stype = raw.get("type")
-    allowed = {
+    allowed: dict[str, tuple[set[str], set[str]]] = {
         "hub": ({"repo_id", "revision", "path"}, {"repo_type"}),
         "package": ({"requirement", "file", "file_digest", "path"}, {"file_size"}),
         "url": ({"url"}, set()),
         "generator": ({"stage"}, {"generator", "environment", "params"}),
         "local": ({"path"}, set()),
     }
-    if stype not in allowed:
+    if not isinstance(stype, str) or stype not in allowed:
         raise c.fail("source.type", f"unknown source type {stype!r}; one of {sorted(allowed)}")
     required, optional = allowed[stype]
     for key in sorted(required):
@@ -340,7 +341,8 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
                     member_blake3[mpath] = digests.check_blake3(b3)
                 except DigestFormatError as e:
                     raise c.fail(f"members.{mpath}.blake3", e.message) from e
-        if digest is not None and members.digest != digest:
+        # An archive record's digest is the archive's; its members are the content manifest.
+        if digest is not None and kind != "archive" and members.digest != digest:
             raise c.fail(
                 "digest",
                 f"does not match the member manifest: the manifest hashes to {members.digest}",
@@ -373,6 +375,11 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     for key in ("media_type", "license", "profile", "description"):
         if key in raw and (not isinstance(raw[key], str) or not raw[key]):
             raise c.fail(key, "must be a non-empty string")
+    if "profile" in raw:
+        try:
+            limits.profile(raw["profile"])
+        except UsageError as e:
+            raise c.fail("profile", e.message, fix=e.fix) from e
     metadata = raw.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise c.fail("metadata", "must be an object")

@@ -1,0 +1,112 @@
+"""Fetching artifacts from their pinned sources (DESIGN decision 5: the only network door).
+
+Idempotent: an artifact whose objects already verify is not touched, a missing or damaged object
+is (re)fetched, and every artifact is verified again after its fetch. Parallel across artifacts;
+the store's shard locks and atomic renames make concurrent fetches (threads or processes) safe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from fixture_store.errors import ArtifactError, FixtureStoreError
+from fixture_store.registry import Registry
+from fixture_store.sources import FetchContext, fetch_record, offline_from_env
+from fixture_store.store import Store
+
+
+class Outcome(StrEnum):
+    PRESENT = "present"  # already verified: nothing downloaded
+    FETCHED = "fetched"  # fetched now and verified
+    GAP = "gap"
+    FAILED = "failed"
+    INVALID_RECORD = "invalid-record"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    name: str
+    outcome: Outcome
+    source: str = ""
+    message: str = ""
+    fix: str | None = None
+    size: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "outcome": str(self.outcome), "source": self.source,
+                "message": self.message, "fix": self.fix, "size": self.size}
+
+
+@dataclass(frozen=True)
+class FetchReport:
+    results: list[FetchResult]
+    downloaded_bytes: int
+    downloads: int
+
+
+def fetch_names(
+    store: Store,
+    registry: Registry,
+    names: Iterable[str],
+    *,
+    offline: bool | None = None,
+    jobs: int | None = None,
+    on_result: Callable[[FetchResult], None] | None = None,
+    root: Path | None = None,
+) -> FetchReport:
+    """Fetch and verify ``names``; results in the order of ``names``.
+
+    ``offline=None`` follows the environment (``HF_HUB_OFFLINE=1`` means offline).
+    """
+    if offline is None:
+        offline = offline_from_env()
+    ctx = FetchContext(store, root or registry.root, offline=offline)
+    invalid = dict(registry.invalid())
+
+    def one(name: str) -> FetchResult:
+        if name in invalid:
+            err = invalid[name]
+            return FetchResult(name, Outcome.INVALID_RECORD, message=err.message,
+                               fix=err.fix or "edit the record so it validates")
+        try:
+            record = registry.get(name)
+        except ArtifactError as e:
+            return FetchResult(name, Outcome.UNKNOWN, message=e.message, fix=e.fix)
+        source = record.source.describe()
+        size = record.members.total_size if record.members is not None and record.is_tree else (
+            record.digest.size if record.digest else 0)
+        if record.is_gap and record.digest is None:
+            return FetchResult(name, Outcome.GAP, source, record.gap or "")
+        if ctx.verifier.verify(record).ok:
+            return FetchResult(name, Outcome.PRESENT, source, size=size)
+        try:
+            fetch_record(ctx, record)
+        except FixtureStoreError as e:
+            return FetchResult(name, Outcome.FAILED, source, e.message, e.fix, size)
+        after = ctx.verifier.verify(record)
+        if not after.ok:
+            return FetchResult(name, Outcome.FAILED, source,
+                               f"fetched but does not verify: {after.message}", after.fix, size)
+        return FetchResult(name, Outcome.FETCHED, source, size=size)
+
+    results: list[FetchResult] = []
+    try:
+        with ThreadPoolExecutor(max_workers=jobs or min(8, (os.cpu_count() or 1) * 2)) as pool:
+            for result in pool.map(one, list(names)):
+                results.append(result)
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        ctx.verifier.cache.flush()
+    return FetchReport(results, ctx.downloaded, ctx.downloads)
+

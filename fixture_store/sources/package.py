@@ -1,0 +1,167 @@
+"""The package source: a file or folder inside a distribution pinned by exact version and digest.
+
+The distribution is fetched with the machine's own package tooling (``python -m pip download``),
+so the index it comes from is whatever the machine is configured to use; no index address is
+written here. The downloaded file is checked against the record's ``file_digest`` before it is
+opened, then kept in the store as an object addressed by that digest: every record pointing into
+the same distribution shares one download, and ``--offline`` can still extract from it.
+
+Wheels are fetched with the tags written in their file name (``--platform``, ``--abi``, ...), so
+the same pinned file is downloaded on every machine, whatever its own platform.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from filelock import FileLock
+
+from fixture_store import digests
+from fixture_store.digests import Digest
+from fixture_store.errors import IntegrityError, UsageError
+from fixture_store.registry import Record
+from fixture_store.sources import FetchContext, SourceError, put_object, put_tree
+from fixture_store.sources.members import SafeArchive, open_archive
+
+PIP_ENV_VAR = "FIXTURE_STORE_PIP"
+TIMEOUT_S = 900
+
+
+def pip_command() -> list[str]:
+    """The package tool: ``$FIXTURE_STORE_PIP`` if set, else this interpreter's pip."""
+    override = os.environ.get(PIP_ENV_VAR)
+    if override:
+        return shlex.split(override)
+    return [sys.executable, "-m", "pip"]
+
+
+def selection_flags(filename: str) -> list[str]:
+    """pip flags that select exactly ``filename`` whatever the local platform."""
+    if not filename.endswith(".whl"):
+        return ["--no-binary", ":all:"]
+    parts = filename[: -len(".whl")].split("-")
+    if len(parts) not in (5, 6):
+        raise UsageError(f"{filename!r} is not a wheel file name (name-version-py-abi-platform)")
+    pytag, abi, platform = parts[-3:]
+    pytag = pytag.split(".")[0]
+    impl = "".join(ch for ch in pytag if ch.isalpha())
+    version = pytag[len(impl):]
+    flags = ["--only-binary", ":all:", "--implementation", impl, "--abi", abi]
+    if version:
+        flags += ["--python-version", version[0] + ("." + version[1:] if version[1:] else "")]
+    for tag in platform.split("."):
+        flags += ["--platform", tag]
+    return flags
+
+
+def download(requirement: str, filename: str, dest: Path) -> Path:
+    """Run the package tool to download exactly ``filename`` of ``requirement`` into ``dest``."""
+    cmd = [*pip_command(), "download", "--no-deps", "--disable-pip-version-check",
+           "--progress-bar", "off", "--dest", str(dest), *selection_flags(filename), requirement]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+    except FileNotFoundError as e:
+        raise UsageError(f"cannot run the package tool {cmd[0]!r}: {e.strerror}",
+                         fix=f"install pip, or set ${PIP_ENV_VAR} to a pip command") from e
+    except subprocess.TimeoutExpired as e:
+        raise UsageError(f"downloading {requirement} took longer than {TIMEOUT_S}s") from e
+    if proc.returncode != 0:
+        tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
+        if "No module named pip" in proc.stderr:
+            raise UsageError(f"{sys.executable} has no pip to download {requirement}",
+                             fix=f"uv sync (pip is a dependency), or set ${PIP_ENV_VAR}")
+        raise UsageError(
+            f"the package tool could not download {requirement} ({filename}):\n    {tail}",
+            fix="check network access and the package index configuration (pip config list)",
+        )
+    path = dest / filename
+    if not path.is_file():
+        got = ", ".join(sorted(p.name for p in dest.iterdir())) or "nothing"
+        raise UsageError(f"the package tool downloaded {got}, not the pinned file {filename}")
+    return path
+
+
+def distribution_digest(record: Record) -> tuple[str, int | None]:
+    f = record.source.fields
+    size = f.get("file_size")
+    return digests.parse_hex(f["file_digest"]), (int(size) if size is not None else None)
+
+
+def ensure_distribution(ctx: FetchContext, record: Record) -> SafeArchive:
+    """The verified distribution of ``record``, downloaded at most once per store."""
+    f = record.source.fields
+    requirement, filename = str(f["requirement"]), str(f["file"])
+    hexpart, size = distribution_digest(record)
+    with ctx.key_lock(hexpart):
+        cached = ctx.shared.get(hexpart)
+        if isinstance(cached, SafeArchive):
+            return cached
+        ctx.store.ensure()
+        # Across processes too: concurrent fetches sharing a store download it once.
+        with FileLock(str(ctx.store.root / "locks" / f"dist-{hexpart[:16]}.lock")):
+            archive = _load(ctx, record, requirement, filename, hexpart, size)
+        ctx.shared[hexpart] = archive
+        return archive
+
+
+def _load(ctx: FetchContext, record: Record, requirement: str, filename: str, hexpart: str,
+          size: int | None) -> SafeArchive:
+    present = size is not None and not ctx.needs(Digest(hexpart, size))
+    if not present and size is None and ctx.store.object_path(hexpart).is_file():
+        present = digests.of_file(ctx.store.object_path(hexpart)).hex == hexpart
+    if not present:
+        ctx.require_online(record, f"the distribution {filename} of {requirement}")
+        ctx.store.ensure()
+        with tempfile.TemporaryDirectory(dir=ctx.store.tmp_dir, prefix="pkg-") as tmp:
+            path = download(requirement, filename, Path(tmp))
+            got = path.stat().st_size
+            expected = Digest(hexpart, size if size is not None else got)
+            try:
+                # Checked while copying into the store, before anything opens it as an archive.
+                ctx.store.put_file(path, expected, replace=True)
+            except IntegrityError as e:
+                raise SourceError(
+                    record.name,
+                    f"the distribution {filename} of {requirement} does not match the pinned "
+                    f"file_digest: {e.message}",
+                    fix="the index serves different bytes for this pin; check the index "
+                    "configuration, or review the record's file_digest",
+                ) from e
+            ctx.count_download(got)
+    try:
+        return open_archive(ctx.store.object_path(hexpart), filename)
+    except UsageError as e:
+        raise SourceError(record.name, f"cannot read the distribution {filename}: {e.message}") \
+            from e
+
+
+def member_name(base: str, member: str | None) -> str:
+    return base if member is None else f"{base.rstrip('/')}/{member}"
+
+
+def fetch(ctx: FetchContext, record: Record) -> None:
+    archive = ensure_distribution(ctx, record)
+    base = str(record.source.fields["path"])
+
+    def open_member(name: str, size: int) -> BinaryIO:
+        try:
+            return archive.open(name, size)
+        except UsageError as e:
+            raise SourceError(record.name, e.message,
+                              fix="review the record's source path and members") from e
+
+    if record.is_tree and record.members is not None:
+        sizes = dict(record.members.members)
+        put_tree(ctx, record, lambda m: open_member(member_name(base, m), sizes[m].size))
+        return
+    assert record.digest is not None
+    if ctx.needs(record.digest):
+        with open_member(base, record.digest.size) as stream:
+            put_object(ctx, record, stream, record.digest)
+

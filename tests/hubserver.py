@@ -1,0 +1,191 @@
+"""A loopback server that speaks the Hugging Face Hub's file download protocol, for tests.
+
+It answers ``HEAD``/``GET /{repo_id}/resolve/{revision}/{path}`` (and ``/datasets/...``,
+``/spaces/...``) the way the Hub does for the real ``huggingface_hub`` client:
+
+- a regular (git) file: 200 with ``X-Repo-Commit``, ``ETag`` (a git-style sha1) and
+  ``Content-Length``;
+- an LFS file: 302 to a separate "CDN" server (another port, so the client treats it as a foreign
+  host and does not forward the token), with ``X-Repo-Commit``, ``X-Linked-Etag`` (the sha256),
+  ``X-Linked-Size`` and ``Location``; the CDN serves the bytes with ``Range`` support;
+- an unknown revision or path: 404 with the Hub's ``X-Error-Code``.
+
+Faults for tests: ``lie`` (announce the registered digest but serve other bytes), ``truncate``
+(close the connection half-way through every body), ``hang`` (send half the body, then stall),
+``hang_head`` (never answer the metadata request). Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+_RESOLVE = re.compile(r"/(?:(datasets|spaces)/)?(.+?)/resolve/([^/]+)/(.+)")
+
+
+@dataclass
+class HubFile:
+    content: bytes
+    lfs: bool = True
+    fault: str | None = None  # None, "lie", "truncate", "hang", "hang_head"
+    announce: bytes | None = None  # what the headers describe ("lie": not what is served)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.announce if self.announce is not None else self.content
+                              ).hexdigest()
+
+    @property
+    def size(self) -> int:
+        return len(self.announce if self.announce is not None else self.content)
+
+
+@dataclass
+class HubState:
+    commit: str
+    files: dict[tuple[str, str, str], HubFile] = field(default_factory=dict)  # type, repo, path
+    requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+    cdn_base: str = ""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, repo_id: str, path: str, content: bytes, *, repo_type: str = "model",
+            **kwargs: Any) -> HubFile:
+        f = HubFile(content, **kwargs)
+        self.files[(repo_type, repo_id, path)] = f
+        return f
+
+    def by_sha(self, sha: str) -> HubFile | None:
+        return next((f for f in self.files.values() if f.sha256 == sha), None)
+
+    def record(self, method: str, path: str, headers: dict[str, str]) -> None:
+        with self.lock:
+            self.requests.append((method, path, headers))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    state: HubState
+    role: str  # "hub" or "cdn"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        self._serve(body=False)
+
+    def do_GET(self) -> None:
+        self._serve(body=True)
+
+    def _serve(self, *, body: bool) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.state.record(self.command, self.path, headers)
+        if self.role == "cdn":
+            f = self.state.by_sha(self.path.rsplit("/", 1)[-1])
+            if f is None:
+                return self._error(404, "EntryNotFound")
+            return self._send_bytes(f, body)
+        m = _RESOLVE.fullmatch(self.path)
+        if m is None:
+            return self._error(404, "RepoNotFound")
+        prefix, repo_id, revision, path = m.groups()
+        repo_type = {"datasets": "dataset", "spaces": "space"}.get(prefix or "", "model")
+        f = self.state.files.get((repo_type, repo_id, path))
+        if revision != self.state.commit:
+            return self._error(404, "RevisionNotFound")
+        if f is None:
+            return self._error(404, "EntryNotFound")
+        if f.fault == "hang_head":
+            self.state.release.wait(30)
+            self.close_connection = True
+            return None
+        if f.lfs:
+            self.send_response(302)
+            self.send_header("X-Repo-Commit", self.state.commit)
+            self.send_header("X-Linked-Etag", f'"{f.sha256}"')
+            self.send_header("X-Linked-Size", str(f.size))
+            self.send_header("ETag", '"0123456789abcdef0123456789abcdef01234567"')
+            self.send_header("Location", f"{self.state.cdn_base}/cdn/{f.sha256}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
+        self._send_bytes(f, body, hub=True)
+        return None
+
+    def _error(self, code: int, hub_code: str) -> None:
+        msg = f"{hub_code}\n".encode()
+        self.send_response(code)
+        self.send_header("X-Error-Code", hub_code)
+        self.send_header("X-Error-Message", hub_code)
+        self.send_header("X-Repo-Commit", self.state.commit)
+        self.send_header("Content-Length", str(len(msg)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(msg)
+
+    def _send_bytes(self, f: HubFile, body: bool, *, hub: bool = False) -> None:
+        data = f.content
+        start = 0
+        rng = self.headers.get("Range")
+        if rng:
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng.strip())
+            if m:
+                start = int(m.group(1))
+                end = int(m.group(2)) + 1 if m.group(2) else len(data)
+                data = data[start:end]
+        self.send_response(206 if rng else 200)
+        if hub:
+            self.send_header("X-Repo-Commit", self.state.commit)
+            self.send_header("ETag", f'"{hashlib.sha1(f.content).hexdigest()}"')
+        if rng:
+            self.send_header("Content-Range",
+                             f"bytes {start}-{start + len(data) - 1}/{len(f.content)}")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.end_headers()
+        if not body:
+            return
+        half = max(len(f.content) // 2 - start, 0)
+        if f.fault == "truncate":
+            self.wfile.write(data[:half])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if f.fault == "hang":
+            self.wfile.write(data[:half])
+            self.wfile.flush()
+            self.state.release.wait(30)
+            self.close_connection = True
+            return
+        self.wfile.write(data)
+
+
+def _server(state: HubState, role: str) -> ThreadingHTTPServer:
+    handler = type(f"{role.title()}Handler", (_Handler,), {"state": state, "role": role})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    return server
+
+
+@contextmanager
+def hub_server(commit: str) -> Iterator[tuple[str, HubState]]:
+    """Start a Hub and its CDN on 127.0.0.1; yield (endpoint URL, state)."""
+    state = HubState(commit)
+    hub, cdn = _server(state, "hub"), _server(state, "cdn")
+    state.cdn_base = f"http://127.0.0.1:{cdn.server_address[1]}"
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (hub, cdn)]
+    for t in threads:
+        t.start()
+    try:
+        yield f"http://127.0.0.1:{hub.server_address[1]}", state
+    finally:
+        state.release.set()
+        for s in (hub, cdn):
+            s.shutdown()
+            s.server_close()
