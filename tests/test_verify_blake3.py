@@ -177,3 +177,14 @@ def test_parallel_verify_checks_each_shared_object_once(
                            executor=executor)
     assert results[0].status is Status.MISMATCH and results[0].member == "a.bin"
     assert results[1].ok
+
+
+@pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, (5 << 20) + 7])
+def test_file_hashes_match_across_chunk_boundaries(tmp_path: Path, size: int) -> None:
+    from fixture_store import digests
+
+    data = os.urandom(size)
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    assert digests.of_file(p) == digests.of_bytes(data)
+    assert digests.blake3_of_file(p) == (blake3.blake3(data).hexdigest(), size)
