@@ -115,19 +115,21 @@ class Hashed:
     missing: bool = False
 
 
-def hash_path(path: str, use_blake3: bool, want_blake3: bool) -> Hashed:
+def hash_path(
+    path: str, use_blake3: bool, want_blake3: bool, read_ahead: bool = True
+) -> Hashed:
     """Hash one object file: BLAKE3 alone (fast re-verification), SHA-256, or both in one pass.
 
     A module-level function so that a process pool can run it as well as a thread pool.
     """
     try:
         if use_blake3:
-            b3, size = digests.blake3_of_file(path)
+            b3, size = digests.blake3_of_file(path, read_ahead=read_ahead)
             return Hashed(None, b3, size)
         if want_blake3:
             d, b3 = digests.of_file_both(path)
             return Hashed(d, b3, d.size)
-        d = digests.of_file(path)
+        d = digests.of_file(path, read_ahead=read_ahead)
         return Hashed(d, None, d.size)
     except FileNotFoundError:
         return Hashed(None, None, 0, missing=True)
@@ -419,7 +421,7 @@ def _largest_first(item: tuple[ObjectKey, os.stat_result]) -> int:
 
 
 def _hash_job(job: tuple[str, bool, bool]) -> Hashed:
-    return hash_path(*job)
+    return hash_path(*job, read_ahead=False)  # the pool already keeps the cores busy
 
 
 def _consume(
