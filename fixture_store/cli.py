@@ -24,6 +24,7 @@ from rich.table import Table
 from fixture_store import gc as gc_mod
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
+from fixture_store.digests import Algorithm
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
 from fixture_store.registry import Registry
 from fixture_store.store import ENV_VAR, Store
@@ -215,24 +216,32 @@ def print_results(results: list[Result], *, title: str, limit_ok: int = 50) -> N
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--workers", type=click.IntRange(1, 64), default=None,
               help="Parallel hashing workers (default: number of CPUs).")
+@click.option("--digest", "algorithm", type=click.Choice([a.value for a in Algorithm]),
+              default=Algorithm.AUTO.value, show_default=True,
+              help="Hash to re-verify with: 'auto' uses the record's BLAKE3 where it has one "
+                   "(several times faster), 'sha256' forces the identity hash.")
 @click.pass_obj
 @handle_errors
 def verify(obj: Context, names: tuple[str, ...], families: tuple[str, ...], full: bool,
-           as_json: bool, workers: int | None) -> None:
+           as_json: bool, workers: int | None, algorithm: str) -> None:
     """Verify artifacts (default: all) against their records.
 
     Exit 0 if all verified (declared gaps allowed), 1 if any is missing or mismatched, 2 on
-    registry or usage errors.
+    registry or usage errors. 'verify --full --digest sha256' re-hashes every byte with the
+    identity hash.
     """
     registry = obj.registry()
     chosen = _names(registry, names, families)
     with progress(len(chosen), "verifying", enabled=not as_json) as bar:
         task = bar.add_task("verify", total=len(chosen))
         results = verify_names(obj.store, registry, chosen, full=full, workers=workers,
+                               algorithm=Algorithm(algorithm),
                                on_result=lambda _r: bar.advance(task))
     if as_json:
         counts = Counter(str(r.status) for r in results)
         click.echo(json.dumps({"store": str(obj.store.root), "full": full,
+                               "digest": algorithm,
+                               "hashed_bytes": sum(r.hashed_bytes for r in results),
                                "counts": dict(sorted(counts.items())),
                                "results": [r.to_json() for r in results]}, indent=2))
     else:
@@ -241,6 +250,46 @@ def verify(obj: Context, names: tuple[str, ...], families: tuple[str, ...], full
         if not r.ok and r.status is not Status.GAP:
             err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
     sys.exit(exit_code_for(results))
+
+
+# -- rehash -------------------------------------------------------------------------------------
+@main.command()
+@click.argument("names", nargs=-1)
+@click.option("--family", "families", multiple=True, help="Every artifact of FAMILY.")
+@click.option("--replace", is_flag=True,
+              help="Also rewrite a BLAKE3 already in a record (after SHA-256 matched).")
+@click.option("--workers", type=click.IntRange(1, 64), default=None,
+              help="Parallel hashing workers (default: number of CPUs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_obj
+@handle_errors
+def rehash(obj: Context, names: tuple[str, ...], families: tuple[str, ...], replace: bool,
+           workers: int | None, as_json: bool) -> None:
+    """Record BLAKE3 beside SHA-256 for artifacts (default: all) whose SHA-256 verifies.
+
+    Reads every object once, hashing it with SHA-256 and BLAKE3; records whose bytes match
+    their SHA-256 get the BLAKE3 written into provenance/ (review the diff), so later 'verify'
+    runs re-check them with the faster hash. Exit 1 if some object failed its SHA-256 check
+    (those records are left untouched).
+    """
+    from fixture_store.rehash import record_blake3
+
+    registry = obj.registry()
+    chosen = _names(registry, names, families)
+    with progress(len(chosen), "hashing", enabled=not as_json) as bar:
+        task = bar.add_task("rehash", total=len(chosen))
+        report = record_blake3(obj.store, registry, chosen, replace=replace, workers=workers,
+                               on_result=lambda _r: bar.advance(task))
+    if as_json:
+        click.echo(json.dumps({"updated": list(report.updated),
+                               "unchanged": list(report.unchanged),
+                               "failed": [r.to_json() for r in report.failed]}, indent=2))
+    else:
+        out.print(f"recorded BLAKE3 for {len(report.updated)} artifacts; "
+                  f"{len(report.unchanged)} already had it; {len(report.failed)} failed")
+    for r in report.failed:
+        err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
+    sys.exit(exit_code_for(report.failed) if report.failed else EXIT_OK)
 
 
 # -- list / show / status -----------------------------------------------------------------------

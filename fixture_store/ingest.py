@@ -6,6 +6,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from fixture_store import registry as registry_mod
@@ -34,10 +35,31 @@ def ingest_file(store: Store, path: Path, expected: Digest | None = None) -> Dig
 
 def ingest_folder(store: Store, folder: Path) -> trees.Tree:
     """Put every regular file of ``folder`` and its manifest into the store."""
+    return ingest_folder_stored(store, folder)[0]
+
+
+def ingest_folder_stored(store: Store, folder: Path) -> tuple[trees.Tree, dict[str, str]]:
+    """:func:`ingest_folder` that also returns each member's BLAKE3 (hashed in the same pass)."""
     files = trees.scan_folder(folder)
-    tree = trees.Tree({rel: store.put_file(p) for rel, p in files.items()})
+    stored = store.write_files(list(files.values()))
+    tree = trees.Tree({rel: st.digest for rel, st in zip(files, stored, strict=True)})
     store.put_bytes(tree.canonical_bytes(), tree.digest)
-    return tree
+    return tree, {rel: st.blake3 for rel, st in zip(files, stored, strict=True)}
+
+
+def with_blake3(record: Record, blake3: str | None, members: Mapping[str, str]) -> Record:
+    """``record`` with BLAKE3 digests of bytes whose SHA-256 matched it (only fills, never
+    replaces: a differing BLAKE3 in a reviewed record is left for verify to report)."""
+    own = record.blake3 or blake3
+    merged = {**members, **record.member_blake3}
+    if record.is_tree:
+        assert record.members is not None
+        merged = {p: b for p, b in merged.items() if p in record.members.members}
+    else:
+        merged = dict(record.member_blake3)
+    if own == record.blake3 and merged == dict(record.member_blake3):
+        return record
+    return dataclasses.replace(record, blake3=own, member_blake3=MappingProxyType(merged))
 
 
 def build_record(
@@ -95,16 +117,18 @@ def add(
     if p.is_dir():
         if kind not in registry_mod.records.TREE_KINDS:
             raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
-        tree = ingest_folder(store, p)
+        tree, member_b3 = ingest_folder_stored(store, p)
         record = build_record(name, kind, tree.digest, source, members=tree, extra=extra,
                               file=f"provenance/{family}.json")
+        record = with_blake3(record, None, member_b3)
     else:
         if kind in registry_mod.records.TREE_KINDS:
             raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
-        digest = ingest_file(store, p)
-        record = build_record(name, kind, digest, source,
+        stored = store.write_file(p)
+        record = build_record(name, kind, stored.digest, source,
                               media_type=MEDIA_TYPES.get(p.suffix.lower()), extra=extra,
                               file=f"provenance/{family}.json")
+        record = with_blake3(record, stored.blake3, {})
     records = dict(existing_file.records) if existing_file else {}
     if existing_file and name in existing_file.invalid and not replace:
         raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
@@ -115,7 +139,8 @@ def add(
             fix="compare first (fixture-store regenerate), or pass --replace to rewrite the record",
         )
     if old is not None and old.digest == record.digest:
-        record = dataclasses.replace(old)  # unchanged: keep the reviewed record as it is
+        # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 it lacked.
+        record = with_blake3(old, record.blake3, record.member_blake3)
     records[name] = record
     registry_mod.write_family(registry, family, records.values())
     return record

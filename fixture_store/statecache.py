@@ -53,6 +53,21 @@ class VerifiedCache:
         hit = self._entries.get(str(path))
         return hit is not None and hit == (stat_key(st), hexdigest)
 
+    def lookup_key(self, key: str, st: os.stat_result, hexdigest: str) -> bool:
+        hit = self._entries.get(key)
+        return hit is not None and hit == (stat_key(st), hexdigest)
+
+    def remember_key(self, key: str, st: os.stat_result, hexdigest: str) -> None:
+        entry = (stat_key(st), hexdigest)
+        with self._lock:
+            self._entries[key] = entry
+            self._pending[key] = entry
+
+    def forget_key(self, key: str) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+            self._pending[key] = ((-1, -1, -1, -1), "")
+
     def remember(self, path: Path, st: os.stat_result, hexdigest: str) -> None:
         entry = (stat_key(st), hexdigest)
         with self._lock:
@@ -72,6 +87,8 @@ class VerifiedCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with contextlib.closing(sqlite3.connect(self.path, timeout=30)) as db:
+                # A lost cache write only costs re-hashing later: no fsync on the hot path.
+                db.execute("PRAGMA synchronous = OFF")
                 db.execute(
                     "CREATE TABLE IF NOT EXISTS verified (path TEXT PRIMARY KEY, ino INTEGER, "
                     "size INTEGER, mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT)"

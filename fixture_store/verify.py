@@ -6,15 +6,16 @@ artifact, expected vs actual digest, and the command that fixes it.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from fixture_store import content, digests
-from fixture_store.digests import Digest
+from fixture_store.digests import Algorithm, Digest
 from fixture_store.errors import (
     ArtifactError,
     DigestMismatchError,
@@ -100,96 +101,210 @@ class ObjectCheck:
     actual: Digest | None = None
     hashed: int = 0
     cached: bool = False
+    note: str | None = None  # replaces the generic mismatch message when set
+    blake3: str | None = None  # BLAKE3 of bytes whose SHA-256 matched (when asked for)
+
+
+@dataclass(frozen=True, slots=True)
+class Hashed:
+    """What a hashing worker read: plain data, so it crosses process boundaries."""
+
+    sha256: Digest | None
+    blake3: str | None
+    size: int
+    missing: bool = False
+
+
+def hash_path(
+    path: str, use_blake3: bool, want_blake3: bool, read_ahead: bool = True
+) -> Hashed:
+    """Hash one object file: BLAKE3 alone (fast re-verification), SHA-256, or both in one pass.
+
+    A module-level function so that a process pool can run it as well as a thread pool.
+    """
+    try:
+        if use_blake3:
+            b3, size = digests.blake3_of_file(path, read_ahead=read_ahead)
+            return Hashed(None, b3, size)
+        if want_blake3:
+            d, b3 = digests.of_file_both(path)
+            return Hashed(d, b3, d.size)
+        d = digests.of_file(path, read_ahead=read_ahead)
+        return Hashed(d, None, d.size)
+    except FileNotFoundError:
+        return Hashed(None, None, 0, missing=True)
+
+
+# Expected SHA-256 hex, size and recorded BLAKE3: plain values, cheap to hash on the warm path.
+ObjectKey = tuple[str, int, str | None]
+# Below this average size per object, hashing inline beats a thread or process pool: per-object
+# Python overhead holds the GIL longer than the hash of a few KiB (see bench "small").
+SMALL_OBJECT = 64 << 10
+
+
+def object_key(digest: Digest, blake3: str | None) -> ObjectKey:
+    return (digest.hex, digest.size, blake3)
 
 
 @dataclass
 class Verifier:
-    """Verifies objects of one store, sharing a verified-state cache across a run."""
+    """Verifies objects of one store, sharing a verified-state cache across a run.
+
+    ``algorithm`` AUTO re-verifies with the record's BLAKE3 where it has one (SHA-256 and BLAKE3
+    sit side by side in the reviewed record), SHA256 always hashes the identity. With
+    ``record_blake3`` every object is hashed with SHA-256 and BLAKE3 in one pass, and the BLAKE3
+    of each object whose SHA-256 matched is kept in ``seen_blake3`` (hex -> BLAKE3).
+    """
 
     store: Store
     full: bool = False
     cache: VerifiedCache = field(default=None)  # type: ignore[assignment]
+    algorithm: Algorithm = Algorithm.AUTO
+    record_blake3: bool = False
+    seen_blake3: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.cache is None:
             self.cache = VerifiedCache.open(self.store.state_dir)
+        if self.record_blake3:
+            self.full, self.algorithm = True, Algorithm.SHA256
+        self._objects = str(self.store.objects_dir)
 
-    def check_object(self, expected: Digest) -> ObjectCheck:
-        path = self.store.object_path(expected)
+    def _path(self, hexpart: str) -> str:
+        # String joins: this runs once per object on the warm path, where Path objects dominate.
+        return f"{self._objects}/{hexpart[:2]}/{hexpart[2:]}"
+
+    def quick(self, expected: Digest) -> tuple[ObjectCheck | None, os.stat_result | None]:
+        """The stat-only part: missing, or verified by the cache; ``None`` means hash it."""
+        path = self._path(expected.hex)
         try:
-            st = path.stat()
+            st = os.stat(path)
         except FileNotFoundError:
+            return ObjectCheck(Status.MISSING), None
+        if not self.full and self.cache.lookup_key(path, st, expected.hex):
+            return ObjectCheck(Status.VERIFIED, expected, 0, cached=True), st
+        return None, st
+
+    def job(self, expected: Digest, recorded: str | None) -> tuple[str, bool, bool]:
+        use_blake3 = self.algorithm is Algorithm.AUTO and recorded is not None
+        return self._path(expected.hex), use_blake3, self.record_blake3
+
+    def judge(
+        self, expected: Digest, recorded: str | None, st: os.stat_result, hashed: Hashed
+    ) -> ObjectCheck:
+        """Turn what a worker read into a check, and keep the cache in step."""
+        path = self._path(expected.hex)
+        if hashed.missing:
             return ObjectCheck(Status.MISSING)
-        if not self.full and self.cache.lookup(path, st, expected.hex):
-            return ObjectCheck(Status.VERIFIED, expected, 0, cached=True)
-        actual = _hash_quiet(path)
-        if actual is None:
-            return ObjectCheck(Status.MISSING)
+        actual = hashed.sha256
+        if actual is None:  # BLAKE3 re-verification
+            if hashed.size == expected.size and hashed.blake3 == recorded:
+                # Remember the stat taken before hashing: a write during hashing changes it.
+                self.cache.remember_key(path, st, expected.hex)
+                return ObjectCheck(Status.VERIFIED, expected, hashed.size)
+            actual = _hash_quiet(Path(path))  # failures only: name the actual identity
+            if actual is None:
+                return ObjectCheck(Status.MISSING)
+            self.cache.forget_key(path)
+            if actual == expected:
+                return ObjectCheck(
+                    Status.MISMATCH, actual, hashed.size + actual.size,
+                    note=(f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
+                          f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"),
+                )
+            return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
         if actual != expected:
-            self.cache.forget(path)
+            self.cache.forget_key(path)
             return ObjectCheck(Status.MISMATCH, actual, actual.size)
-        # Remember the stat taken before hashing: a write during hashing changes it.
-        self.cache.remember(path, st, expected.hex)
-        return ObjectCheck(Status.VERIFIED, actual, actual.size)
+        self.cache.remember_key(path, st, expected.hex)
+        if hashed.blake3 is not None:
+            self.seen_blake3[expected.hex] = hashed.blake3
+        return ObjectCheck(Status.VERIFIED, actual, actual.size, blake3=hashed.blake3)
+
+    def check_object(self, expected: Digest, blake3: str | None = None) -> ObjectCheck:
+        quick, st = self.quick(expected)
+        if quick is not None:
+            return quick
+        assert st is not None
+        return self.judge(expected, blake3, st, hash_path(*self.job(expected, blake3)))
 
     def verify(self, record: Record) -> Result:
-        name = record.name
-        if record.is_gap and record.digest is None:
-            return Result(name, Status.GAP, record.gap or "", kind=record.kind)
-        assert record.digest is not None
-        fetch = f"fixture-store fetch {name}"
-        if record.is_tree:
-            return self._verify_tree(record, fetch)
-        check = self.check_object(record.digest)
-        result = self._result(record, check, None, record.digest, fetch)
-        if result.ok and content.needs_check(record):
-            failure = content.check(self.store, record, full=self.full)
-            if failure is not None:
-                # The error's message names the artifact already; Result.error() adds it back.
-                message = failure.message.removeprefix(f"{name}: ")
-                return Result(name, Status.UNSAFE, message, expected=record.digest,
-                              actual=check.actual, fix=failure.fix, kind=record.kind)
-        return result
+        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3),
+                        full=self.full)
 
-    def _verify_tree(self, record: Record, fetch: str) -> Result:
-        assert record.members is not None and record.digest is not None
-        hashed = 0
-        all_cached = True
-        for member, digest in record.members:
-            check = self.check_object(digest)
-            hashed += check.hashed
-            all_cached = all_cached and check.cached
-            if check.status is not Status.VERIFIED:
-                return self._result(record, check, member, digest, fetch, hashed)
-        manifest = self.check_object(record.digest)
-        if manifest.status is not Status.VERIFIED:
-            return self._result(record, manifest, None, record.digest, fetch, hashed)
-        return Result(record.name, Status.VERIFIED, expected=record.digest, actual=record.digest,
-                      hashed_bytes=hashed + manifest.hashed,
-                      cached=all_cached and manifest.cached, kind=record.kind)
 
-    def _result(
-        self, record: Record, check: ObjectCheck, member: str | None, expected: Digest,
-        fetch: str, hashed: int = 0,
-    ) -> Result:
-        what = f"member {member!r}" if member else "object"
-        if check.status is Status.VERIFIED:
-            return Result(record.name, Status.VERIFIED, expected=expected, actual=check.actual,
-                          hashed_bytes=check.hashed, cached=check.cached, kind=record.kind)
-        if check.status is Status.MISSING:
-            msg = f"{what} {expected.text} is not in the store {self.store.root}"
-            if record.is_gap:
-                return Result(record.name, Status.GAP, record.gap or "", expected=expected,
-                              kind=record.kind)
-            return Result(record.name, Status.MISSING, msg, expected=expected, member=member,
-                          fix=fetch, hashed_bytes=hashed, kind=record.kind)
-        msg = (
-            f"{what} does not match its record: expected {expected}, "
-            f"got {check.actual if check.actual else 'unreadable bytes'}"
-        )
-        return Result(record.name, Status.MISMATCH, msg, expected=expected, actual=check.actual,
-                      member=member, fix=f"{fetch}  (re-fetches and replaces the damaged object)",
-                      hashed_bytes=hashed + check.hashed, kind=record.kind)
+def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
+    """The objects verifying ``record`` takes, as (member, digest, recorded BLAKE3): its members
+    then its manifest, or its one object."""
+    if record.digest is None:
+        return []
+    if not record.is_tree:  # one object (an archive's members describe its content)
+        return [(None, record.digest, record.blake3)]
+    assert record.members is not None
+    b3 = record.member_blake3
+    members: list[tuple[str | None, Digest, str | None]] = [
+        (m, d, b3.get(m)) for m, d in record.members
+    ]
+    return [*members, (None, record.digest, None)]
+
+
+def assemble(
+    record: Record, store: Store, check: Callable[[Digest, str | None], ObjectCheck],
+    *, full: bool = False,
+) -> Result:
+    """One record's Result from the checks of its objects (see :func:`objects_of`), then the
+    content check of records that need one (archives, arrays)."""
+    name = record.name
+    if record.is_gap and record.digest is None:
+        return Result(name, Status.GAP, record.gap or "", kind=record.kind)
+    assert record.digest is not None
+    fetch = f"fixture-store fetch {name}"
+    hashed = 0
+    all_cached = True
+    for member, digest, b3 in objects_of(record):
+        c = check(digest, b3)
+        hashed += c.hashed
+        all_cached = all_cached and c.cached
+        if c.status is not Status.VERIFIED:
+            return _failure(record, store, c, member, digest, fetch, hashed)
+    if content.needs_check(record):
+        failure = content.check(store, record, full=full)
+        if failure is not None:
+            # The error's message names the artifact already; Result.error() adds it back.
+            message = failure.message.removeprefix(f"{name}: ")
+            return Result(name, Status.UNSAFE, message, expected=record.digest,
+                          actual=record.digest, fix=failure.fix, kind=record.kind,
+                          hashed_bytes=hashed)
+    return Result(name, Status.VERIFIED, expected=record.digest, actual=record.digest,
+                  hashed_bytes=hashed, cached=all_cached, kind=record.kind)
+
+
+def _failure(
+    record: Record, store: Store, check: ObjectCheck, member: str | None, expected: Digest,
+    fetch: str, hashed: int,
+) -> Result:
+    what = f"member {member!r}" if member else "object"
+    if record.is_tree and member is None:
+        what = "tree manifest"
+    if check.status is Status.MISSING:
+        msg = f"{what} {expected.text} is not in the store {store.root}"
+        if record.is_gap:
+            return Result(record.name, Status.GAP, record.gap or "", expected=expected,
+                          kind=record.kind)
+        return Result(record.name, Status.MISSING, msg, expected=expected, member=member,
+                      fix=fetch, hashed_bytes=hashed, kind=record.kind)
+    if check.note is not None:
+        return Result(record.name, Status.MISMATCH, f"{what}: {check.note}", expected=expected,
+                      actual=check.actual, member=member, kind=record.kind, hashed_bytes=hashed,
+                      fix=f"fixture-store rehash {record.name}  (rewrites the record's BLAKE3 "
+                          "after a SHA-256 check)")
+    msg = (
+        f"{what} does not match its record: expected {expected}, "
+        f"got {check.actual if check.actual else 'unreadable bytes'}"
+    )
+    return Result(record.name, Status.MISMATCH, msg, expected=expected, actual=check.actual,
+                  member=member, fix=f"{fetch}  (re-fetches and replaces the damaged object)",
+                  hashed_bytes=hashed, kind=record.kind)
 
 
 def _hash_quiet(path: Path) -> Digest | None:
@@ -207,45 +322,121 @@ def verify_names(
     full: bool = False,
     workers: int | None = None,
     on_result: Callable[[Result], None] | None = None,
+    algorithm: Algorithm = Algorithm.AUTO,
+    executor: str = "thread",
     verifier: Verifier | None = None,
 ) -> list[Result]:
-    """Verify artifacts by name, in parallel across objects; results in the order of ``names``.
+    """Verify artifacts by name; results in the order of ``names``.
 
-    Pass a long-lived ``verifier`` to share its verified-state cache across calls.
+    Work is planned across objects, not records: every distinct object is checked once (the
+    node corpus shares many members), the stat-and-cache pass runs first without a pool (a warm
+    run costs stat calls only), and only the objects left are hashed in parallel, largest first.
+    ``executor`` is "thread" (hashlib and BLAKE3 release the GIL on large buffers) or "process".
     """
-    verifier = verifier or Verifier(store, full=full)
+    verifier = verifier or Verifier(store, full=full, algorithm=algorithm)
     names = list(names)
     invalid = dict(registry.invalid())
-
-    def one(name: str) -> Result:
+    results: list[Result | None] = [None] * len(names)
+    pending: dict[int, Record] = {}
+    waiting: dict[ObjectKey, list[int]] = {}
+    expected_of: dict[ObjectKey, tuple[Digest, str | None]] = {}
+    remaining: dict[int, int] = {}
+    for i, name in enumerate(names):
         if name in invalid:
             err = invalid[name]
-            return Result(name, Status.INVALID_RECORD, err.message,
-                          fix=err.fix or "edit the record so it validates")
+            results[i] = Result(name, Status.INVALID_RECORD, err.message,
+                                fix=err.fix or "edit the record so it validates")
+            continue
         try:
             record = registry.get(name)
         except UnknownArtifactError as e:
-            return Result(name, Status.UNKNOWN, e.message, fix=e.fix)
-        return verifier.verify(record)
+            results[i] = Result(name, Status.UNKNOWN, e.message, fix=e.fix)
+            continue
+        keys = set()
+        for _, digest, b3 in objects_of(record):
+            key = (digest.hex, digest.size, b3)
+            keys.add(key)
+            if key not in expected_of:
+                expected_of[key] = (digest, b3)
+        if not keys:
+            results[i] = assemble(record, store, _never)
+            continue
+        pending[i] = record
+        remaining[i] = len(keys)
+        for key in keys:
+            waiting.setdefault(key, []).append(i)
 
-    results: list[Result] = []
-    pool_size = workers or min(8, os.cpu_count() or 1)
+    checks: dict[ObjectKey, ObjectCheck] = {}
+
+    def done(key: ObjectKey, check: ObjectCheck) -> None:
+        checks[key] = check
+        for i in waiting[key]:
+            remaining[i] -= 1
+            if remaining[i] == 0:
+                results[i] = assemble(pending[i], store,
+                                      lambda d, b3: checks[(d.hex, d.size, b3)],
+                                      full=verifier.full)
+                if on_result is not None:
+                    on_result(results[i])  # type: ignore[arg-type]
+
+    for r in list(results):
+        if r is not None and on_result is not None:
+            on_result(r)
+    to_hash: list[tuple[ObjectKey, os.stat_result]] = []
     try:
-        if pool_size == 1 or len(names) < 2:
-            mapped: Iterable[Result] = map(one, names)
-            pool = None
+        for key in waiting:
+            quick, st = verifier.quick(expected_of[key][0])
+            if quick is not None:
+                done(key, quick)
+            else:
+                assert st is not None
+                to_hash.append((key, st))
+        to_hash.sort(key=_largest_first)
+        jobs = [verifier.job(*expected_of[key]) for key, _ in to_hash]
+        pool_size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+        if workers is None and to_hash and (
+            sum(st.st_size for _, st in to_hash) < len(to_hash) * SMALL_OBJECT
+        ):
+            pool_size = 1  # measured: for tiny objects a pool costs more than it saves
+        if pool_size == 1 or len(jobs) <= 1:
+            hashed_iter: Iterable[Hashed] = (hash_path(*job) for job in jobs)
+            _consume(to_hash, hashed_iter, verifier, done, expected_of)
+        elif executor == "process":
+            # spawn, not fork: forking a process that runs threads (JAX, BLAKE3) can deadlock.
+            spawn = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=pool_size, mp_context=spawn) as ppool:
+                chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
+                _consume(to_hash, ppool.map(_hash_job, jobs, chunksize=chunk), verifier, done,
+                         expected_of)
         else:
-            pool = ThreadPoolExecutor(max_workers=pool_size)
-            mapped = pool.map(one, names)
-        for result in mapped:
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
-        if pool is not None:
-            pool.shutdown()
+            with ThreadPoolExecutor(max_workers=pool_size) as tpool:
+                _consume(to_hash, tpool.map(_hash_job, jobs), verifier, done, expected_of)
     finally:
         verifier.cache.flush()
-    return results
+    return [r for r in results if r is not None]
+
+
+def _largest_first(item: tuple[ObjectKey, os.stat_result]) -> int:
+    return -item[1].st_size
+
+
+def _hash_job(job: tuple[str, bool, bool]) -> Hashed:
+    return hash_path(*job, read_ahead=False)  # the pool already keeps the cores busy
+
+
+def _consume(
+    to_hash: list[tuple[ObjectKey, os.stat_result]],
+    hashed: Iterable[Hashed],
+    verifier: Verifier,
+    done: Callable[[ObjectKey, ObjectCheck], None],
+    expected_of: dict[ObjectKey, tuple[Digest, str | None]],
+) -> None:
+    for (key, st), h in zip(to_hash, hashed, strict=True):
+        done(key, verifier.judge(*expected_of[key], st, h))
+
+
+def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
+    raise AssertionError("a record without objects has nothing to check")
 
 
 def iter_failures(results: Iterable[Result]) -> Iterator[Result]:

@@ -7,7 +7,9 @@ record is byte-identical and diffs read well. Duplicate keys anywhere are an err
 from __future__ import annotations
 
 import contextlib
+import copy
 import fnmatch
+import hashlib
 import json
 import os
 import tempfile
@@ -150,6 +152,7 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
 
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
+    passed = _SchemaPasses.for_text(text)
     for name in sorted(raw_records):
         raw = raw_records[name]
         try:
@@ -160,11 +163,14 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
                     fix=f"move it to {DIRNAME}/{family_of(name)}.json",
                 )
             record = parse_record(name, raw, file=shown)
-            _schema_backstop(raw, shown, name)
+            if not passed.known:
+                _schema_backstop(raw, shown, name)
             records[name] = record
         except RegistryError as e:
             invalid[name] = e
 
+    if not invalid:
+        passed.remember()
     known = []
     for i, kf in enumerate(doc.get("known_failures") or []):
         if not isinstance(kf, dict) or not all(
@@ -186,13 +192,92 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     return FamilyFile(p, family, records, invalid, tuple(known), doc.get("description"))
 
 
+@dataclass(frozen=True)
+class _SchemaPasses:
+    """Remembers registry texts whose every record passed the schema backstop, so loading an
+    unchanged registry again skips it (walking ~1,800 records through jsonschema dominated a
+    warm verify). The key covers the exact file bytes, the schema and this version; the record
+    parser, which checks each field in code, still runs on every load."""
+
+    marker: Path | None
+
+    @classmethod
+    def for_text(cls, text: str) -> _SchemaPasses:
+        from fixture_store import __version__
+        from fixture_store.store import default_root
+
+        h = hashlib.sha256()
+        for part in (__version__, json.dumps(schema(), sort_keys=True), text):
+            h.update(part.encode())
+            h.update(b"\0")
+        try:
+            folder = default_root() / "state" / "schema-passed"
+        except OSError:
+            return cls(None)
+        return cls(folder / h.hexdigest())
+
+    @property
+    def known(self) -> bool:
+        return self.marker is not None and self.marker.exists()
+
+    def remember(self) -> None:
+        if self.marker is None or self.marker.exists():
+            return
+        store_root = self.marker.parent.parent.parent
+        if not store_root.is_dir():
+            return  # loading a registry never creates a store
+        with contextlib.suppress(OSError):  # a cache: failing to write it loses nothing
+            self.marker.parent.mkdir(parents=True, exist_ok=True)
+            self.marker.touch()
+
+
 def _schema_backstop(raw: Any, file: str, name: str) -> None:
-    record_schema = {"$defs": schema()["$defs"], "$ref": "#/$defs/record"}
-    validator = jsonschema.Draft202012Validator(record_schema)
+    if isinstance(raw, dict) and isinstance(raw.get("members"), dict):
+        _check_member_keys(raw["members"], file, name)
+    validator = _record_validator()
+    if validator.is_valid(raw):
+        return
     error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "record"
         raise RegistryError(error.message, file=file, record=name, field=where)
+
+
+_MEMBER_KEYS = frozenset({"digest", "size", "blake3"})
+
+
+@cache
+def _record_validator() -> Any:
+    """The record schema, compiled once per process, with the member entries left to
+    :func:`_check_member_keys` and the record parser (which check them field by field): walking
+    thousands of members through jsonschema dominated loading a large registry."""
+    defs = copy.deepcopy(schema()["$defs"])
+    defs["record"]["properties"]["members"] = {"type": "object"}
+    # The source branches are told apart by their "type" const, so "oneOf" equals a chain of
+    # if/then; evaluated that way, the four branches that do not apply build no errors.
+    source = defs["source"]
+    branches = source.pop("oneOf")
+    source["allOf"] = [
+        {"if": {"properties": {"type": {"const": b["properties"]["type"]["const"]}}},
+         "then": b}
+        for b in branches
+    ]
+    return jsonschema.Draft202012Validator({"$defs": defs, "$ref": "#/$defs/record"})
+
+
+def _check_member_keys(members: dict[str, Any], file: str, name: str) -> None:
+    for path, entry in members.items():
+        if not isinstance(entry, dict):
+            raise RegistryError("must be an object {digest, size}", file=file, record=name,
+                                field=f"members.{path}")
+        extra = set(entry) - _MEMBER_KEYS
+        if extra:
+            raise RegistryError(f"unknown field {sorted(extra)[0]!r}", file=file, record=name,
+                                field=f"members.{path}")
+        for key in ("digest", "size"):
+            if key not in entry:
+                raise RegistryError(f"'{key}' is a required property", file=file, record=name,
+                                    field=f"members.{path}")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,623 @@
+"""Run the benchmarks: fixture-store side by side with hashlib, sha256sum, dvc and pooch.
+
+    uv run python -m bench [--size-mib 1024] [--small 10000] [--repeat 3] [--only CASE ...]
+                           [--json results.json] [--keep DIR]
+
+Every case builds its own data in a temp folder. Each contender runs as a child process, so its
+peak RSS (``os.wait4``) is its own; RSS is reported above the baseline of a child that only
+imports fixture-store. Each measurement is repeated; the table shows the median and the spread
+(min-max), and ratios are taken between medians measured side by side in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CASES = ("big", "tensor", "many", "small", "corpus", "archive", "onnx")
+# Peak RSS is read with wait4 by this small launcher, not by the bench process: Linux carries a
+# process's high-water RSS across fork and exec, so a child forked from a large parent would
+# report the parent's size.
+LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(sys.argv[2], sys.argv[2:])
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{time.perf_counter() - start} {usage.ru_maxrss}")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@dataclass
+class Sample:
+    seconds: float
+    rss_kib: int
+    hashed_bytes: int = 0
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Row:
+    case: str
+    contender: str
+    samples: list[Sample]
+    nbytes: int
+    anchor: str | None = None  # the row this one is compared with, by contender name
+    target: float | None = None  # the speed ratio aimed for (anchor time / this time)
+    note: str = ""
+    ratio: float | None = field(default=None)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(s.seconds for s in self.samples)
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        secs = [s.seconds for s in self.samples]
+        return min(secs), max(secs)
+
+    @property
+    def peak_rss_kib(self) -> int:
+        return max(s.rss_kib for s in self.samples)
+
+
+class Bench:
+    def __init__(self, work: Path, repeat: int) -> None:
+        self.work = work
+        self.repeat = repeat
+        self.rows: list[Row] = []
+        self.skipped: dict[str, str] = {}
+        # Users have bytecode caches; without them every run would recompile every import.
+        self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        self.env["DVC_NO_ANALYTICS"] = "1"
+        self._warm_up()
+        self.baseline_kib = statistics.median(
+            self.child(["noop"]).rss_kib for _ in range(3)
+        )
+
+    def _warm_up(self) -> None:
+        """Write the bytecode caches of fixture-store and dvc before anything is timed."""
+        scratch = self.work / "warm-up"
+        repo = dvc_repo(scratch / "dvc")
+        (repo / "x.bin").write_bytes(b"x")
+        self.spawn([sys.executable, "-m", "dvc", "add", "-q", "x.bin"], cwd=repo)
+        proj = project(scratch / "proj")
+        (proj / "x.bin").write_bytes(b"x")
+        self.spawn(self.fs("--store", str(scratch / "store"), "--registry", str(proj), "add",
+                           str(proj / "x.bin"), "--name", "warm/x", "--kind", "fixture"))
+        self.spawn([sys.executable, "-c", "import pooch, bench.child"], cwd=REPO)
+        _rmtree(scratch)
+
+    # -- running contenders -------------------------------------------------------------------
+    def spawn(self, cmd: Sequence[str], cwd: Path | None = None) -> tuple[float, int, str]:
+        """Run ``cmd`` under the launcher; return (wall seconds, peak RSS KiB, stdout)."""
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+                tempfile.NamedTemporaryFile("r") as usage:
+            proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, usage.name, *cmd],
+                                  stdout=out, stderr=err, cwd=cwd, env=self.env, check=False)
+            out.seek(0)
+            err.seek(0)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
+                                   f"{err.read().decode()[-2000:]}")
+            wall, rss = usage.read().split()
+            return float(wall), int(rss), out.read().decode()
+
+    def child(self, args: Sequence[str]) -> Sample:
+        _, rss, stdout = self.spawn([sys.executable, "-m", "bench.child", *args], cwd=REPO)
+        doc = json.loads(stdout.strip().splitlines()[-1])
+        return Sample(doc["seconds"], rss, doc["bytes"], doc.get("phases", {}))
+
+    def external(self, cmd: Sequence[str], cwd: Path | None = None) -> Sample:
+        wall, rss, _ = self.spawn(cmd, cwd)
+        return Sample(wall, rss)
+
+    def measure(
+        self, case: str, contender: str, nbytes: int, run: Callable[[int], Sample], *,
+        anchor: str | None = None, target: float | None = None, note: str = "",
+        prepare: Callable[[int], None] | None = None,
+    ) -> Row:
+        samples = []
+        for i in range(self.repeat):
+            if prepare is not None:
+                prepare(i)
+            samples.append(run(i))
+        row = Row(case, contender, samples, nbytes, anchor, target, note)
+        self.rows.append(row)
+        self._report(row)
+        return row
+
+    def phase(self, row: Row, phase: str, contender: str, *, anchor: str | None = None,
+              target: float | None = None) -> Row:
+        """A row for one timed phase of another row's runs (e.g. verify without the registry
+        load, as a test session that loaded the registry once sees it)."""
+        samples = [Sample(s.phases[phase], s.rss_kib) for s in row.samples]
+        new = Row(row.case, contender, samples, row.nbytes, anchor, target,
+                  f"phase of {row.contender}")
+        self.rows.append(new)
+        self._report(new)
+        return new
+
+    def _report(self, row: Row) -> None:
+        case, contender = row.case, row.contender
+        print(f"  {case:7s} {contender:46s} {row.median:8.3f} s  "
+              f"({row.spread[0]:.3f}-{row.spread[1]:.3f})  "
+              f"rss +{self.above(row) / 1024:6.1f} MiB", file=sys.stderr, flush=True)
+
+    def above(self, row: Row) -> float:
+        return max(0.0, row.peak_rss_kib - self.baseline_kib)
+
+    def fs(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "fixture_store.cli", *args]
+
+
+# -- data -------------------------------------------------------------------------------------
+def write_random(path: Path, size: int) -> None:
+    with open(path, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 8 << 20)
+            f.write(os.urandom(n))
+            left -= n
+
+
+def write_tensor(path: Path, size: int) -> None:
+    """A float32 .npy file of ``size`` payload bytes, written in chunks."""
+    count = size // 4
+    rng = np.random.default_rng(0)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<f4", "fortran_order": False, "shape": (count,)}
+        )
+        left = count
+        while left:
+            n = min(left, 2 << 20)
+            f.write(rng.standard_normal(n, dtype=np.float32).tobytes())
+            left -= n
+
+
+def write_small(folder: Path, count: int, size: int = 4096) -> None:
+    for i in range(count):
+        sub = folder / f"d{i % 100:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{i:05d}.bin").write_bytes(os.urandom(size))
+
+
+def project(path: Path) -> Path:
+    (path / "provenance").mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def dvc_repo(path: Path) -> Path:
+    path.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=path,
+                   check=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- cases ------------------------------------------------------------------------------------
+def case_single(b: Bench, case: str, size: int, writer: Callable[[Path, int], None],
+                fetch: bool) -> None:
+    """One large object: full verify, BLAKE3 verify, warm verify, ingest, fetch-verify."""
+    root = b.work / case
+    data = root / "proj" / "data" / ("object.bin" if case == "big" else "tensor.npy")
+    data.parent.mkdir(parents=True)
+    writer(data, size)
+    nbytes = data.stat().st_size
+    listing = root / "files.txt"
+    listing.write_text(f"{data}\n")
+    proj = project(root / "proj")
+    store = root / "store"
+    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(data),
+                 "--name", f"bench/{case}", "--kind", "fixture"))
+
+    b.measure(case, "hashlib sha256 (1 core)", nbytes,
+              lambda _i: b.child(["hashlib", str(listing)]))
+    b.measure(case, "sha256sum (coreutils)", nbytes,
+              lambda _i: b.external(["sha256sum", str(data)]), anchor="hashlib sha256 (1 core)")
+    b.measure(case, "fixture-store verify --full sha256", nbytes,
+              lambda _i: b.child(["verify", str(store), str(proj), "full", "sha256", "thread"]),
+              anchor="hashlib sha256 (1 core)", target=0.95)
+    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
+              lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
+              anchor="hashlib sha256 (1 core)", target=3.0)
+    b.measure(case, "fixture-store verify (warm)", nbytes,
+              lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
+              anchor="fixture-store verify --full sha256")
+
+    # Ingest: fresh store and registry for each run; dvc gets a fresh repo with its own copy.
+    fresh: dict[str, Path] = {}
+
+    def prep_fs(i: int) -> None:
+        fresh["store"] = root / f"ingest-store-{i}"
+        (proj / "provenance" / "bench.json").unlink(missing_ok=True)
+
+    b.measure(case, "dvc add", nbytes, lambda i: b.external(
+        [sys.executable, "-m", "dvc", "add", "-q", data.name], cwd=fresh["dvc"]),
+        prepare=lambda i: _dvc_copy(fresh, root / f"dvc-{i}", data),
+        note="CLI wall time")
+    b.measure(case, "fixture-store add", nbytes, lambda i: b.external(b.fs(
+        "--store", str(fresh["store"]), "--registry", str(proj), "add", str(data),
+        "--name", f"bench/{case}", "--kind", "fixture")),
+        prepare=prep_fs, anchor="dvc add", target=5.0, note="CLI wall time")
+
+    if fetch:
+        _fetch_case(b, case, data, nbytes)
+    for p in root.glob("ingest-store-*"):
+        _rmtree(p)
+    for p in root.glob("dvc-*"):
+        _rmtree(p)
+
+
+def _dvc_copy(fresh: dict[str, Path], repo: Path, data: Path) -> None:
+    dvc_repo(repo)
+    shutil.copyfile(data, repo / data.name)
+    fresh["dvc"] = repo
+
+
+def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
+    from fixture_store import digests
+
+    digest = digests.of_file(data)
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+         "--directory", str(data.parent)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}/{data.name}"
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        dest = b.work / case / "fetch"
+        b.measure(case, "pooch.retrieve (loopback mirror)", nbytes,
+                  lambda i: b.child(["pooch", url, digest.text, str(dest / f"pooch-{i}")]))
+        b.measure(case, "fixture-store fetch-verify", nbytes,
+                  lambda i: b.child(["fs-fetch", url, digest.text, str(digest.size),
+                                     str(dest / f"store-{i}")]),
+                  anchor="pooch.retrieve (loopback mirror)")
+        _rmtree(dest)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> None:
+    """Full SHA-256 verify across objects: the default, and each way of running it forced."""
+    b.measure(case, "fixture-store verify --full sha256", nbytes,
+              lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]),
+              anchor="hashlib sha256 (1 core)", target=1.8)
+    for label, executor, workers in (("2 threads", "thread", "2"),
+                                     ("2 processes", "process", "2"),
+                                     ("1 thread", "thread", "1")):
+        b.measure(case, f"  forced: {label}", nbytes,
+                  lambda _i, ex=executor, w=workers: b.child(  # type: ignore[misc]
+                      ["verify", store, proj, "full", "sha256", ex, w]),
+                  anchor="hashlib sha256 (1 core)")
+
+
+def case_many(b: Bench, size: int, count: int = 64) -> None:
+    """One large tree of ``count`` objects: full verify across objects vs one-core hashlib."""
+    case = "many"
+    root = b.work / case
+    proj = project(root / "proj")
+    folder = proj / "objects"
+    folder.mkdir()
+    for i in range(count):
+        write_random(folder / f"o{i:03d}.bin", size // count)
+    files = sorted(str(p) for p in folder.iterdir())
+    listing = root / "files.txt"
+    listing.write_text("\n".join(files) + "\n")
+    nbytes = sum(os.path.getsize(p) for p in files)
+    store = root / "store"
+    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(folder),
+                 "--name", "bench/many", "--kind", "tree"))
+    b.measure(case, "hashlib sha256 (1 core)", nbytes,
+              lambda _i: b.child(["hashlib", str(listing)]))
+    _executor_rows(b, case, str(store), str(proj), nbytes)
+    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
+              lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
+              anchor="hashlib sha256 (1 core)", target=3.0)
+
+
+def case_small(b: Bench, count: int) -> None:
+    """Many small objects: parallel full verify vs one-core hashlib, and ingest vs dvc add."""
+    case = "small"
+    root = b.work / case
+    proj = project(root / "proj")
+    folder = proj / "files"
+    write_small(folder, count)
+    files = sorted(str(p) for p in folder.rglob("*.bin"))
+    listing = root / "files.txt"
+    listing.write_text("\n".join(files) + "\n")
+    nbytes = sum(os.path.getsize(p) for p in files)
+    store = root / "store"
+    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(folder),
+                 "--name", "bench/small", "--kind", "tree"))
+
+    b.measure(case, "hashlib sha256 (1 core)", nbytes,
+              lambda _i: b.child(["hashlib", str(listing)]))
+    b.measure(case, "sha256sum (coreutils)", nbytes,
+              lambda _i: b.external(["sha256sum", *files]), anchor="hashlib sha256 (1 core)")
+    _executor_rows(b, case, str(store), str(proj), nbytes)
+    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
+              lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
+              anchor="hashlib sha256 (1 core)")
+    b.measure(case, "fixture-store verify (warm)", nbytes,
+              lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
+              anchor="fixture-store verify --full sha256")
+
+    fresh: dict[str, Path] = {}
+
+    def prep_dvc(i: int) -> None:
+        repo = dvc_repo(root / f"dvc-{i}")
+        shutil.copytree(folder, repo / "files")
+        fresh["dvc"] = repo
+
+    def prep_fs(i: int) -> None:
+        fresh["store"] = root / f"ingest-store-{i}"
+        (proj / "provenance" / "bench.json").unlink(missing_ok=True)
+
+    b.measure(case, "dvc add (folder)", nbytes, lambda _i: b.external(
+        [sys.executable, "-m", "dvc", "add", "-q", "files"], cwd=fresh["dvc"]),
+        prepare=prep_dvc, note="CLI wall time, fresh repo each run")
+    b.measure(case, "fixture-store add (tree)", nbytes, lambda _i: b.external(b.fs(
+        "--store", str(fresh["store"]), "--registry", str(proj), "add", str(folder),
+        "--name", "bench/small", "--kind", "tree")),
+        prepare=prep_fs, anchor="dvc add (folder)", target=5.0,
+        note="CLI wall time, fresh store each run")
+    for p in root.glob("ingest-store-*"):
+        _rmtree(p)
+    for p in root.glob("dvc-*"):
+        _rmtree(p)
+
+
+def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
+    """A synthetic corpus shaped like the ONNX node cases: warm verify vs full verify."""
+    from fixture_store import registry as registry_mod
+    from fixture_store import trees
+    from fixture_store.ingest import build_record, with_blake3
+    from fixture_store.store import Store
+
+    case = "corpus"
+    root = b.work / case
+    proj = project(root / "proj")
+    src = root / "src"
+    rng = np.random.default_rng(1)
+    layout: list[list[Path]] = []
+    for r in range(records):
+        per = files // records + (1 if r < files % records else 0)
+        case_dir = src / f"test_case_{r:04d}"
+        (case_dir / "test_data_set_0").mkdir(parents=True)
+        paths = [case_dir / "model.onnx"]
+        paths += [case_dir / "test_data_set_0" / f"input_{k}.pb" for k in range(per - 1)]
+        for p in paths:
+            p.write_bytes(rng.bytes(int(rng.integers(200, 5000))))
+        layout.append(paths)
+    store = Store.at(root / "store")
+    flat = [p for paths in layout for p in paths]
+    stored = dict(zip(flat, store.write_files(flat), strict=True))
+    recs = []
+    for r, paths in enumerate(layout):
+        base = paths[0].parent
+        tree = trees.Tree({p.relative_to(base).as_posix(): stored[p].digest for p in paths})
+        store.put_bytes(tree.canonical_bytes(), tree.digest)
+        rec = build_record(f"corpus/test_case_{r:04d}", "onnx-case", tree.digest,
+                           {"type": "local", "path": f"src/{base.name}"}, members=tree)
+        recs.append(with_blake3(rec, None, {p.relative_to(base).as_posix(): stored[p].blake3
+                                            for p in paths}))
+    registry_mod.write_family(registry_mod.load(proj), "corpus", recs)
+    nbytes = sum(p.stat().st_size for p in flat)
+    s = str(store.root)
+    _corpus_rows(b, case, s, str(proj), nbytes)
+
+
+def _corpus_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> None:
+    full = b.measure(case, "fixture-store verify --full sha256", nbytes,
+                     lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]))
+    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
+              lambda _i: b.child(["verify", store, proj, "full", "auto", "thread"]),
+              anchor="fixture-store verify --full sha256")
+    warm = b.measure(case, "fixture-store verify (warm)", nbytes,
+                     lambda _i: b.child(["verify", store, proj, "warm", "auto", "thread"]),
+                     anchor="fixture-store verify --full sha256", target=20.0)
+    b.phase(full, "registry load", "  registry load (part of each verify)")
+    b.phase(full, "verify", "  verify phase --full sha256")
+    b.phase(warm, "verify", "  verify phase (warm)", anchor="  verify phase --full sha256",
+            target=20.0)
+
+
+def case_archive(b: Bench, size: int, count: int = 16) -> None:
+    """Checked extraction of a ~1 GiB .tar.zst under the 1 GiB profile vs GNU tar."""
+    from fixture_store import archives
+    from fixture_store.limits import GIB_1
+
+    case = "archive"
+    root = b.work / case
+    src = root / "src"
+    src.mkdir(parents=True)
+    # Headers count against the profile's expanded bytes: leave them room below ``size``.
+    each = (size - (1 << 20)) // count
+    for i in range(count):
+        write_random(src / f"m{i:02d}.bin", each)
+    archive = root / "data.tar.zst"
+    if shutil.which("zstd"):
+        # The zstd tool builds the archive many times faster than a streaming Python encoder;
+        # the tar itself still comes from write_tar, so its layout is the reproducible one.
+        plain = root / "data.tar"
+        archives.write_tar({p.name: p for p in src.iterdir()}, plain, "none")
+        subprocess.run(["zstd", "-q", "-1", "-T0", "--rm", str(plain), "-o", str(archive)],
+                       check=True)
+    else:
+        archives.write_tar({p.name: p for p in src.iterdir()}, archive, "zstd")
+    tree = archives.scan(archive, GIB_1)
+    manifest = root / "manifest.json"
+    manifest.write_bytes(tree.canonical_bytes())
+    _rmtree(src)
+    nbytes = tree.total_size
+    if shutil.which("tar") and shutil.which("zstd"):
+        def tar_run(i: int) -> Sample:
+            dest = root / f"tar-{i}"
+            dest.mkdir()
+            return b.external(["tar", "--zstd", "-xf", str(archive), "-C", str(dest)])
+
+        b.measure(case, "tar --zstd -xf (unchecked)", nbytes, tar_run)
+    b.measure(case, "fixture-store extract (checked, 1GiB profile)", nbytes,
+              lambda i: b.child(["extract", str(archive), str(manifest),
+                                 str(root / f"store-{i}")]),
+              anchor="tar --zstd -xf (unchecked)")
+    for p in [*root.glob("tar-*"), *root.glob("store-*")]:
+        _rmtree(p)
+
+
+def case_onnx(b: Bench) -> None:
+    """The real ONNX node corpus, when its records and objects are here.
+
+    The registry file is copied into a scratch project and given BLAKE3 there (``rehash``), so
+    the bench never edits the repository; the objects come from the default store
+    (``--store``-less: ``$FIXTURE_STORE_DIR`` or the per-user cache), filled by
+    ``fixture-store fetch --family onnx-node``.
+    """
+    from fixture_store import registry as registry_mod
+    from fixture_store.rehash import record_blake3
+    from fixture_store.store import Store
+    from fixture_store.verify import verify_names
+
+    reg_file = REPO / "provenance" / "onnx-node.json"
+    if not reg_file.exists():
+        b.skipped["onnx"] = "no provenance/onnx-node.json in this checkout"
+        return
+    proj = project(b.work / "onnx" / "proj")
+    shutil.copyfile(reg_file, proj / "provenance" / reg_file.name)
+    reg = registry_mod.load(proj)
+    store = Store.at(None)
+    names = reg.names()
+    results = verify_names(store, reg, names)
+    missing = [r for r in results if not r.ok and r.status.value != "gap"]
+    if missing:
+        b.skipped["onnx"] = (f"{len(missing)} of {len(names)} node cases are not verified in "
+                             f"{store.root} (run 'fixture-store fetch --family onnx-node')")
+        return
+    record_blake3(store, reg, names)
+    nbytes = sum(
+        sum(d.size for _, d in (reg.get(n).members or ())) for n in names if reg.get(n).members
+    )
+    _corpus_rows(b, "onnx", str(store.root), str(proj), nbytes)
+
+
+def _rmtree(path: Path) -> None:
+    def writable(_f: object, p: str, _e: object) -> None:
+        os.chmod(os.path.dirname(p), 0o755)
+        os.chmod(p, 0o644)
+        os.unlink(p)
+
+    shutil.rmtree(path, onerror=writable)
+
+
+# -- output -----------------------------------------------------------------------------------
+def finish(b: Bench) -> list[Row]:
+    by_key = {(r.case, r.contender): r for r in b.rows}
+    for r in b.rows:
+        if r.anchor is not None and (r.case, r.anchor) in by_key:
+            r.ratio = by_key[(r.case, r.anchor)].median / r.median
+    return b.rows
+
+
+def table(b: Bench) -> str:
+    head = (f"{'case':7s} {'contender':46s} {'median s':>9s} {'spread s':>15s} {'MB/s':>8s} "
+            f"{'ratio':>7s} {'target':>7s} {'RSS+MiB':>8s}")
+    lines = [head, "-" * len(head)]
+    for r in b.rows:
+        lo, hi = r.spread
+        ratio = f"{r.ratio:.2f}x" if r.ratio is not None else ""
+        target = f">={r.target:g}x" if r.target is not None else ""
+        if r.target is not None and r.ratio is not None:
+            target += " ok" if r.ratio >= r.target else " NO"
+        lines.append(
+            f"{r.case:7s} {r.contender:46s} {r.median:9.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
+            f"{r.nbytes / r.median / 1e6:8.0f} {ratio:>7s} {target:>10s} "
+            f"{b.above(r) / 1024:8.1f}"
+        )
+    lines.append("ratio = anchor median / this median (higher is faster); "
+                 f"RSS above a {b.baseline_kib / 1024:.0f} MiB baseline child; "
+                 f"{b.repeat} runs each")
+    for case, why in b.skipped.items():
+        lines.append(f"skipped {case}: {why}")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mib", type=int, default=1024, help="size of the big cases (1024)")
+    ap.add_argument("--small", type=int, default=10_000, help="number of 4 KiB objects (10000)")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement (3)")
+    ap.add_argument("--only", action="append", choices=CASES, help="run only these cases")
+    ap.add_argument("--json", type=Path, help="also write the results here as JSON")
+    ap.add_argument("--keep", type=Path, help="build the data here and keep it")
+    args = ap.parse_args(argv)
+    chosen = args.only or list(CASES)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="fixture-store-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        b = Bench(work, args.repeat)
+        size = args.size_mib << 20
+        if "big" in chosen:
+            case_single(b, "big", size, write_random, fetch=True)
+        if "tensor" in chosen:
+            case_single(b, "tensor", size, write_tensor, fetch=False)
+        if "many" in chosen:
+            case_many(b, size)
+        if "small" in chosen:
+            case_small(b, args.small)
+        if "corpus" in chosen:
+            case_corpus(b)
+        if "archive" in chosen:
+            case_archive(b, size)
+        if "onnx" in chosen:
+            case_onnx(b)
+        finish(b)
+        print(table(b))
+        if args.json:
+            doc = {
+                "baseline_rss_kib": b.baseline_kib, "repeat": b.repeat,
+                "size_mib": args.size_mib, "small": args.small, "skipped": b.skipped,
+                "rows": [{**asdict(r), "median": r.median, "spread": r.spread,
+                          "rss_above_baseline_kib": b.above(r)} for r in b.rows],
+            }
+            args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    finally:
+        if args.keep is None:
+            _rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

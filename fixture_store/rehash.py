@@ -1,0 +1,85 @@
+"""Recording BLAKE3 beside SHA-256 in existing records, after a SHA-256 check of the same bytes.
+
+``fixture-store add`` records BLAKE3 as it ingests; this fills it in for records written before,
+or by tools that only know SHA-256. Each object is read once, hashed with both functions; only an
+object whose SHA-256 and size match its record gets a BLAKE3, so SHA-256 stays the identity and
+BLAKE3 only ever vouches for bytes the identity vouched for first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from fixture_store import registry as registry_mod
+from fixture_store.registry import Record, Registry, family_of
+from fixture_store.store import Store
+from fixture_store.verify import Result, Verifier, verify_names
+
+
+@dataclass(frozen=True)
+class RehashReport:
+    """What ``rehash`` did: records given BLAKE3, records already complete, and failures."""
+
+    updated: tuple[str, ...]
+    unchanged: tuple[str, ...]
+    failed: tuple[Result, ...]
+
+
+def record_blake3(
+    store: Store,
+    registry: Registry,
+    names: Iterable[str],
+    *,
+    replace: bool = False,
+    workers: int | None = None,
+    on_result: Callable[[Result], None] | None = None,
+) -> RehashReport:
+    """Hash the objects of ``names`` with SHA-256 and BLAKE3; write BLAKE3 into verified records.
+
+    A record's existing BLAKE3 is kept unless ``replace`` is set (then a wrong one is corrected,
+    again only after SHA-256 matched). Records that fail the SHA-256 check are left untouched.
+    """
+    verifier = Verifier(store, record_blake3=True)
+    results = verify_names(store, registry, names, workers=workers, on_result=on_result,
+                           verifier=verifier)
+    seen = verifier.seen_blake3
+    updated: dict[str, list[Record]] = {}
+    changed: list[str] = []
+    unchanged: list[str] = []
+    for result in results:
+        if not result.ok:
+            continue
+        record = registry.get(result.name)
+        new = _filled(record, seen, replace=replace)
+        if new == record:
+            unchanged.append(record.name)
+            continue
+        changed.append(record.name)
+        updated.setdefault(family_of(record.name), []).append(new)
+    for family, records in updated.items():
+        by_name = dict(registry.families[family].records)
+        by_name.update({r.name: r for r in records})
+        registry_mod.write_family(registry, family, by_name.values())
+    failed = tuple(r for r in results if not r.ok and r.status.value != "gap")
+    return RehashReport(tuple(changed), tuple(unchanged), failed)
+
+
+def _filled(record: Record, seen: dict[str, str], *, replace: bool) -> Record:
+    assert record.digest is not None
+    if record.is_tree:
+        assert record.members is not None
+        members = {
+            m: (seen.get(d.hex) if replace else record.member_blake3.get(m) or seen.get(d.hex))
+            for m, d in record.members
+        }
+        clean = {m: b for m, b in members.items() if b is not None}
+        if clean == dict(record.member_blake3):
+            return record
+        return dataclasses.replace(record, member_blake3=MappingProxyType(clean))
+    own = seen.get(record.digest.hex) if replace else record.blake3 or seen.get(record.digest.hex)
+    if own == record.blake3 or own is None:
+        return record
+    return dataclasses.replace(record, blake3=own)
