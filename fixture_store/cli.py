@@ -182,16 +182,21 @@ def exit_code_for(results: Iterable[Result]) -> int:
     return EXIT_OK
 
 
-def print_results(results: list[Result], *, title: str, limit_ok: int = 50) -> None:
-    """A table of failures (all) and successes (first ``limit_ok``) plus a count line."""
+ROWS_SHOWN = 50
+
+
+def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN) -> None:
+    """A table of the first ``limit`` failures, then successes, plus a count line: a person reads
+    the first rows and the counts; ``--json`` has every result."""
     counts = Counter(r.status for r in results)
     table = Table(title=title, show_lines=False)
     table.add_column("artifact", overflow="fold")
     table.add_column("kind")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
-    failures = [r for r in results if not r.ok]
-    shown_ok = [r for r in results if r.ok][:limit_ok]
+    all_failures = [r for r in results if not r.ok]
+    failures = all_failures[:limit]
+    shown_ok = [r for r in results if r.ok][: max(0, limit - len(failures))]
     for r in [*failures, *shown_ok]:
         detail = r.message if not r.ok else (
             f"{r.expected.short}… {r.expected.size:,} B" + (" (cached)" if r.cached else "")
@@ -201,9 +206,12 @@ def print_results(results: list[Result], *, title: str, limit_ok: int = 50) -> N
             detail += f"\nfix: {r.fix}"
         style = STATUS_STYLE.get(r.status, "")
         table.add_row(escape(r.name), r.kind or "", f"[{style}]{r.status}[/]", escape(detail))
-    hidden = counts[Status.VERIFIED] - len(shown_ok)
+    hidden = len(results) - len(failures) - len(shown_ok)
     if hidden > 0:
-        table.caption = f"… and {hidden:,} more verified (use --json for all)"
+        more_failed = len(all_failures) - len(failures)
+        table.caption = (f"… and {hidden:,} more"
+                         + (f", {more_failed:,} of them not verified" if more_failed else "")
+                         + " (use --json for all)")
     out.print(table)
     summary = ", ".join(f"{counts[s]} {s}" for s in Status if counts[s])
     out.print(f"{len(results)} artifacts: {summary or 'none'}")
@@ -246,10 +254,17 @@ def verify(obj: Context, names: tuple[str, ...], families: tuple[str, ...], full
                                "results": [r.to_json() for r in results]}, indent=2))
     else:
         print_results(results, title=f"verify ({'full' if full else 'cached'})")
-    for r in results:
-        if not r.ok and r.status is not Status.GAP:
-            err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
+    report_failures(results)
     sys.exit(exit_code_for(results))
+
+
+def report_failures(results: Iterable[Result], limit: int = 20) -> None:
+    """One stderr line per failure, the first ``limit`` of them, and how many more."""
+    failed = [r for r in results if not r.ok and r.status is not Status.GAP]
+    for r in failed[:limit]:
+        err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
+    if len(failed) > limit:
+        err.print(f"… and {len(failed) - limit:,} more failures (use --json for all)")
 
 
 # -- rehash -------------------------------------------------------------------------------------

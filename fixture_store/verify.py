@@ -248,6 +248,13 @@ def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
     return [*members, (None, record.digest, None)]
 
 
+def repair_command(record: Record) -> str:
+    """The command that brings a record's bytes back: fetch, or rerun the generator stage."""
+    if record.source.type == "generator":
+        return f"fixture-store regenerate {record.source.fields.get('stage')} --fetch"
+    return f"fixture-store fetch {record.name}"
+
+
 def assemble(
     record: Record, store: Store, check: Callable[[Digest, str | None], ObjectCheck],
     *, full: bool = False,
@@ -258,7 +265,7 @@ def assemble(
     if record.is_gap and record.digest is None:
         return Result(name, Status.GAP, record.gap or "", kind=record.kind)
     assert record.digest is not None
-    fetch = f"fixture-store fetch {name}"
+    fetch = repair_command(record)
     hashed = 0
     all_cached = True
     for member, digest, b3 in objects_of(record):

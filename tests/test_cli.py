@@ -131,3 +131,33 @@ def test_path_prints_verified_locations_only(project: Path, store: Store) -> Non
     target.write_bytes(b"x" * 500)
     code, out, err = run("path", "fam/a")
     assert code == 1 and out == "" and "does not match its record" in err
+
+
+def test_many_failures_are_summarised_not_flooded(project: Path, store: Store) -> None:
+    (project / "many").mkdir()
+    for i in range(25):
+        (project / "many" / f"f{i}.bin").write_bytes(b"%d" % i)
+        assert run("add", f"many/f{i}.bin", "--name", f"fam/f{i}", "--kind", "fixture")[0] == 0
+    for hexpart, _ in list(store.iter_objects()):
+        store.remove(hexpart)
+    code, out, err = run("verify")
+    assert code == 1
+    assert "25 artifacts: 25 missing" in out
+    assert len([line for line in err.splitlines() if line.startswith("missing: ")]) == 20
+    assert "… and 5 more failures (use --json for all)" in err
+    assert len(json.loads(run("verify", "--json")[1])["results"]) == 25
+
+
+def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path,
+                                                              store: Store) -> None:
+    from fixture_store import registry as registry_mod
+    from fixture_store.verify import repair_command
+
+    (project / "v.npy").write_bytes(b"v")
+    assert run("add", "v.npy", "--name", "video/clip", "--kind", "video")[0] == 0
+    fam = project / "provenance" / "video.json"
+    fam.write_text(fam.read_text().replace('"path": "v.npy",\n        "type": "local"',
+                                           '"stage": "video",\n        "type": "generator"'))
+    record = registry_mod.load(project).get("video/clip")
+    assert record.source.type == "generator"
+    assert repair_command(record) == "fixture-store regenerate video --fetch"

@@ -21,7 +21,7 @@ from fixture_store.digests import Digest
 from fixture_store.errors import ArtifactError, IntegrityError
 from fixture_store.registry import Record
 from fixture_store.store import Store
-from fixture_store.verify import Status, Verifier
+from fixture_store.verify import Status, Verifier, repair_command
 
 OFFLINE_ENV_VARS = ("FIXTURE_STORE_OFFLINE", "HF_HUB_OFFLINE")
 
@@ -137,7 +137,7 @@ def fetcher_for(record: Record) -> Fetcher:
         raise SourceError(
             record.name,
             f"is produced by the generator stage {stage!r}, not downloaded",
-            fix=f"dvc repro {stage}  (then fixture-store verify {record.name})",
+            fix=f"{repair_command(record)}  (or: uv run dvc repro {stage})",
         )
     if kind not in table:
         raise SourceError(record.name, f"unknown source type {kind!r}")
