@@ -6,7 +6,6 @@ typed :class:`~fixture_store.errors.ArtifactError` instead of handing out unveri
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from fixture_store import fsutil
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
 from fixture_store.registry import Record, Registry
@@ -114,7 +114,7 @@ def checkout(store: Store, tree: Tree, key: str) -> Path:
                 os.chmod(target, 0o444)
         final.parent.mkdir(parents=True, exist_ok=True)
         if final.exists():
-            _remove_tree(final)
+            fsutil.remove_tree(final)
         try:
             os.rename(staging, final)
         except OSError:
@@ -122,7 +122,7 @@ def checkout(store: Store, tree: Tree, key: str) -> Path:
                 raise
     finally:
         if staging.exists():
-            _remove_tree(staging)
+            fsutil.remove_tree(staging)
     return final
 
 
@@ -140,14 +140,3 @@ def _checkout_intact(store: Store, tree: Tree, folder: Path) -> bool:
         except OSError:
             return False
     return True
-
-
-def _remove_tree(path: Path) -> None:
-    def make_writable(_func: object, p: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o755)
-            os.chmod(p, 0o644)
-        with contextlib.suppress(OSError):
-            os.unlink(p)
-
-    shutil.rmtree(path, onerror=make_writable)

@@ -21,7 +21,6 @@ import contextlib
 import io
 import json
 import os
-import shutil
 import struct
 import tarfile
 import tempfile
@@ -34,7 +33,7 @@ from typing import BinaryIO, Literal
 import lz4.frame
 import zstandard
 
-from fixture_store import digests, trees
+from fixture_store import digests, fsutil, trees
 from fixture_store.digests import Digest
 from fixture_store.errors import StoreError, UnsafeArchiveError
 from fixture_store.limits import DEFAULT, Limits, MiB
@@ -626,8 +625,8 @@ def extract(
         sentinel = {"format": SENTINEL_FORMAT, "archive": actual_archive.text,
                     "archive_size": actual_archive.size, "tree": tree.digest.text,
                     "tree_size": tree.digest.size}
-        _write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
-        _fsync_path(staging)
+        fsutil.write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
+        fsutil.fsync_dir(staging)
         final.parent.mkdir(parents=True, exist_ok=True)
         with store.lock(actual_archive):
             if final.exists():
@@ -640,15 +639,15 @@ def extract(
                     os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-"))
                               / "x")
             os.rename(staging, final)
-            _fsync_path(final.parent)
+            fsutil.fsync_dir(final.parent)
     except OSError as e:
         raise _store_io_error(e, store.root) from e
     finally:
         if staging.exists():
-            _remove_tree(staging)
+            fsutil.remove_tree(staging)
         for old in store.tmp_dir.glob("old-*"):
             with contextlib.suppress(OSError):
-                _remove_tree(old)
+                fsutil.remove_tree(old)
     return final / MEMBERS
 
 
@@ -713,32 +712,6 @@ def check_extraction(
         if digests.of_file(found[member]) != want:
             raise _fail(artifact, "extraction-tampered", f"extracted member {member!r} changed")
     return folder / MEMBERS
-
-
-def _write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_tree(path: Path) -> None:
-    def writable(_func: object, p: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o755)
-            os.chmod(p, 0o644)
-        with contextlib.suppress(OSError):
-            os.unlink(p)
-
-    shutil.rmtree(path, onerror=writable)
 
 
 # -- deterministic writing ---------------------------------------------------------------------

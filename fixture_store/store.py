@@ -31,7 +31,7 @@ from typing import BinaryIO
 import platformdirs
 from filelock import FileLock
 
-from fixture_store import digests
+from fixture_store import digests, fsutil
 from fixture_store.digests import Digest
 from fixture_store.errors import IntegrityError, StoreError
 
@@ -279,7 +279,7 @@ class Store:
                 created = list(pool.map(lambda e: self._commit_shard(e, replace),
                                         shards.values()))
         if any(created):
-            _fsync_dir(self.objects_dir)
+            fsutil.fsync_dir(self.objects_dir)
 
     def _commit_shard(self, entries: list[tuple[Path, Digest]], replace: bool) -> bool:
         """Commit one shard's objects; True if the shard folder had to be created."""
@@ -297,7 +297,7 @@ class Store:
                 os.replace(tmp, final)
                 renamed = True
             if renamed:
-                _fsync_dir(self.object_path(entries[0][1]).parent)
+                fsutil.fsync_dir(self.object_path(entries[0][1]).parent)
         return created
 
     def remove(self, digest: Digest | str) -> None:
@@ -344,14 +344,6 @@ def _intact_size(path: Path, digest: Digest) -> bool:
         return path.stat().st_size == digest.size
     except FileNotFoundError:
         return False
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _io_error(e: OSError, root: Path) -> StoreError:

@@ -423,6 +423,7 @@ def write_family(
             f.write(dumps(doc))
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a registry file is ordinary reviewed text
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
