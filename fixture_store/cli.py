@@ -7,6 +7,7 @@ registry error. Tables go to stdout for people, ``--json`` for machines, errors 
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import sys
 from collections import Counter
@@ -80,7 +81,33 @@ def progress(total: int, label: str, *, enabled: bool) -> Progress:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Commands in modules of their own, loaded when invoked (or listed by --help): they pull in
+# numpy, onnx, yaml and huggingface_hub, which a plain 'verify' should not pay for at start-up.
+# A module either registers its commands on ``main`` when imported (attribute None) or exports
+# the command object named here.
+_LAZY_COMMANDS: dict[str, tuple[str, str | None]] = {
+    "fetch": ("fixture_store.cli_fetch", "fetch"),
+    "compare": ("fixture_store.cli_compare", "compare_cmd"),
+    "regenerate": ("fixture_store.cli_regenerate", None),
+    "regenerate-summary": ("fixture_store.cli_regenerate", None),
+    "provenance": ("fixture_store.cli_regenerate", None),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _LAZY_COMMANDS and cmd_name not in self.commands:
+            module_name, attr = _LAZY_COMMANDS[cmd_name]
+            module = importlib.import_module(module_name)
+            if attr is not None:
+                self.add_command(getattr(module, attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--store", "store_flag", metavar="DIR", envvar=None,
               help=f"Object store location (default: ${ENV_VAR}, else a per-user cache dir).")
 @click.option("--registry", "registry_flag", metavar="DIR",
@@ -467,22 +494,9 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
               + ("" if yes else "; rerun with --yes to delete"))
 
 
-def _register_commands() -> None:
-    # Imported here: the command modules import helpers defined above. cli_regenerate's
-    # commands register themselves on ``main`` when the module is imported.
-    from fixture_store import cli_regenerate  # noqa: F401
-    from fixture_store.cli_compare import compare_cmd
-    from fixture_store.cli_fetch import fetch
-
-    main.add_command(compare_cmd)
-    main.add_command(fetch)
-
-
 if __name__ == "__main__":
     # Run as a script, this module is __main__ and the command modules import the real
-    # fixture_store.cli; call that one's group, which has every command registered.
+    # fixture_store.cli; call that one's group, which loads every command.
     from fixture_store.cli import main as registered_main
 
     registered_main()
-else:
-    _register_commands()

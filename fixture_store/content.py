@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from fixture_store import archives, arrays, limits, trees
+from fixture_store import limits, trees
 from fixture_store.errors import FixtureStoreError, UnsafeContentError
 from fixture_store.registry import Record
 from fixture_store.store import Store
@@ -31,7 +31,7 @@ def sniff(path: Path) -> str:
     """The format of an object by its leading bytes: npy, zip, tar.lz4, tar.zst or tar."""
     with open(path, "rb") as f:
         head = f.read(_TAR_MAGIC_AT + 8)
-    if head.startswith(arrays.MAGIC):
+    if head.startswith(b"\x93NUMPY"):
         return "npy"
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
         return "zip"
@@ -88,6 +88,10 @@ def check(
 
 
 def _check(store: Store, record: Record, profile: limits.Limits) -> None:
+    # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
+    # so a verify of plain objects (and every CLI start) does not pay for them.
+    from fixture_store import archives, arrays
+
     assert record.digest is not None
     path = store.object_path(record.digest)
     fmt = sniff(path)
@@ -120,6 +124,8 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
 
 def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = None) -> Path:
     """Extract a verified archive record into the store; return the members folder."""
+    from fixture_store import archives
+
     if record.kind != "archive" or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
     path = store.object_path(record.digest)

@@ -14,8 +14,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from fixture_store.errors import UsageError
 from fixture_store.regenerate.envs import PinnedEnv
 
@@ -51,6 +49,8 @@ def load(root: Path) -> dict[str, Stage]:
     path = root / PARAMS_FILE
     if not path.is_file():
         raise UsageError(f"{path} does not exist; stages are declared in its '{SECTION}' section")
+    import yaml  # only commands that read params.yaml pay for it
+
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:

@@ -20,8 +20,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from fixture_store import conditions
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
@@ -237,6 +235,8 @@ def _schema_backstop(raw: Any, file: str, name: str) -> None:
     validator = _record_validator()
     if validator.is_valid(raw):
         return
+    import jsonschema  # loaded once the backstop runs; unchanged files skip it (see above)
+
     error = jsonschema.exceptions.best_match(validator.iter_errors(raw))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path) or "record"
@@ -262,6 +262,8 @@ def _record_validator() -> Any:
          "then": b}
         for b in branches
     ]
+    import jsonschema  # importing it costs more than loading an unchanged registry
+
     return jsonschema.Draft202012Validator({"$defs": defs, "$ref": "#/$defs/record"})
 
 
