@@ -300,6 +300,9 @@ def test_orphans_of_killed_writers_are_invisible_and_collectable(
     tmp_path: Path, work: Path
 ) -> None:
     store_root = tmp_path / "store"
+    # The store exists before the writers start: a kill that lands before a child has created
+    # it would otherwise leave no tmp/ folder to inspect.
+    Store.at(store_root).ensure()
     for delay in (0.05, 0.1, 0.2):
         proc = _child(store_root, work)
         _wait_ready(proc)
