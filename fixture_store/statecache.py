@@ -48,12 +48,8 @@ class VerifiedCache:
                 entries = {}  # a damaged cache only costs re-hashing
         return cls(path, entries, {}, threading.Lock())
 
-    def lookup(self, path: Path, st: os.stat_result, hexdigest: str) -> bool:
-        """True if ``path`` with this stat was verified to have ``hexdigest`` before."""
-        hit = self._entries.get(str(path))
-        return hit is not None and hit == (stat_key(st), hexdigest)
-
     def lookup_key(self, key: str, st: os.stat_result, hexdigest: str) -> bool:
+        """True if the object file ``key`` with this stat was verified to have ``hexdigest``."""
         hit = self._entries.get(key)
         return hit is not None and hit == (stat_key(st), hexdigest)
 
@@ -67,17 +63,6 @@ class VerifiedCache:
         with self._lock:
             self._entries.pop(key, None)
             self._pending[key] = ((-1, -1, -1, -1), "")
-
-    def remember(self, path: Path, st: os.stat_result, hexdigest: str) -> None:
-        entry = (stat_key(st), hexdigest)
-        with self._lock:
-            self._entries[str(path)] = entry
-            self._pending[str(path)] = entry
-
-    def forget(self, path: Path) -> None:
-        with self._lock:
-            self._entries.pop(str(path), None)
-            self._pending[str(path)] = ((-1, -1, -1, -1), "")
 
     def flush(self) -> None:
         if self.path is None or not self._pending:

@@ -187,13 +187,11 @@ class Store:
             b3 = hasher.blake3_hex()
             assert b3 is not None
             return tmp, Stored(actual, b3)
-        except OSError as e:
+        except BaseException as e:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-            raise _io_error(e, self.root) from e
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            if isinstance(e, OSError):
+                raise _io_error(e, self.root) from e
             raise
 
     def put_file(
@@ -205,11 +203,7 @@ class Store:
     def write_file(
         self, path: str | os.PathLike[str], expected: Digest | None = None, *, replace: bool = False
     ) -> Stored:
-        try:
-            f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below; open errors differ
-        except OSError as e:
-            raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
-        with f:
+        with _open_source(path) as f:
             return self.write_stream(f, expected, replace=replace)
 
     def write_files(
@@ -225,11 +219,7 @@ class Store:
         paths = list(paths)
 
         def one(path: str | os.PathLike[str]) -> tuple[Path, Stored]:
-            try:
-                f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
-            except OSError as e:
-                raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
-            with f:
+            with _open_source(path) as f:
                 return self._write_temp(f, None)
 
         written: list[tuple[Path, Stored]] = []
@@ -260,9 +250,6 @@ class Store:
         self, data: bytes, expected: Digest | None = None, *, replace: bool = False
     ) -> Digest:
         return self.put_stream(io.BytesIO(data), expected, replace=replace)
-
-    def _commit(self, tmp: Path, digest: Digest, *, replace: bool) -> None:
-        self._commit_many([(tmp, digest)], replace=replace)
 
     def _commit_many(self, items: Iterable[tuple[Path, Digest]], *, replace: bool) -> None:
         """Rename complete, fsynced temp files into place: per shard, one lock, the renames and
@@ -337,6 +324,14 @@ def _newest_mtime(path: Path) -> float:
                 with contextlib.suppress(FileNotFoundError):
                     newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
     return newest
+
+
+def _open_source(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a file to ingest; a file that cannot be read is the caller's error, not the store's."""
+    try:
+        return open(path, "rb", buffering=0)
+    except OSError as e:
+        raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
 
 
 def _intact_size(path: Path, digest: Digest) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -361,7 +361,7 @@ def verify_names(
             continue
         keys = set()
         for _, digest, b3 in objects_of(record):
-            key = (digest.hex, digest.size, b3)
+            key = object_key(digest, b3)
             keys.add(key)
             if key not in expected_of:
                 expected_of[key] = (digest, b3)
@@ -381,7 +381,7 @@ def verify_names(
             remaining[i] -= 1
             if remaining[i] == 0:
                 results[i] = assemble(pending[i], store,
-                                      lambda d, b3: checks[(d.hex, d.size, b3)],
+                                      lambda d, b3: checks[object_key(d, b3)],
                                       full=verifier.full)
                 if on_result is not None:
                     on_result(results[i])  # type: ignore[arg-type]
@@ -445,6 +445,3 @@ def _consume(
 def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
     raise AssertionError("a record without objects has nothing to check")
 
-
-def iter_failures(results: Iterable[Result]) -> Iterator[Result]:
-    return (r for r in results if not r.ok)
