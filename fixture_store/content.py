@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from fixture_store import limits, trees
+from fixture_store import limits, statecache, trees
 from fixture_store.errors import FixtureStoreError, UnsafeContentError
 from fixture_store.registry import Record
 from fixture_store.store import Store
@@ -79,11 +79,7 @@ def check(
         return e
     except FixtureStoreError as e:
         return UnsafeContentError(record.name, e.message, fix=e.fix)
-    try:
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
-    except OSError:
-        pass  # a read-only store still verifies, just without remembering
+    statecache.mark_passed(marker, store.root)
     return None
 
 

@@ -89,3 +89,16 @@ class VerifiedCache:
                     )
         except (sqlite3.DatabaseError, OSError):
             pass  # the cache is an optimisation; failing to save it loses nothing
+
+
+def mark_passed(marker: Path, store_root: Path) -> None:
+    """Touch a pass marker: a file under the store's ``state/`` whose name is a digest of
+    everything a check depended on, so the same input skips the check next time.
+
+    Never creates the store, and a store that cannot be written only loses the shortcut.
+    """
+    if marker.exists() or not store_root.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()

@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fixture_store import conditions
+from fixture_store import conditions, statecache
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
 
@@ -198,6 +198,7 @@ class _SchemaPasses:
     parser, which checks each field in code, still runs on every load."""
 
     marker: Path | None
+    store_root: Path | None = None
 
     @classmethod
     def for_text(cls, text: str) -> _SchemaPasses:
@@ -209,24 +210,18 @@ class _SchemaPasses:
             h.update(part.encode())
             h.update(b"\0")
         try:
-            folder = default_root() / "state" / "schema-passed"
+            root = default_root()
         except OSError:
             return cls(None)
-        return cls(folder / h.hexdigest())
+        return cls(root / "state" / "schema-passed" / h.hexdigest(), root)
 
     @property
     def known(self) -> bool:
         return self.marker is not None and self.marker.exists()
 
     def remember(self) -> None:
-        if self.marker is None or self.marker.exists():
-            return
-        store_root = self.marker.parent.parent.parent
-        if not store_root.is_dir():
-            return  # loading a registry never creates a store
-        with contextlib.suppress(OSError):  # a cache: failing to write it loses nothing
-            self.marker.parent.mkdir(parents=True, exist_ok=True)
-            self.marker.touch()
+        if self.marker is not None and self.store_root is not None:
+            statecache.mark_passed(self.marker, self.store_root)
 
 
 def _schema_backstop(raw: Any, file: str, name: str) -> None:
