@@ -334,19 +334,28 @@ def case_many(b: Bench, size: int, count: int = 64) -> None:
     folder.mkdir()
     for i in range(count):
         write_random(folder / f"o{i:03d}.bin", size // count)
-    files = sorted(str(p) for p in folder.iterdir())
-    listing = root / "files.txt"
-    listing.write_text("\n".join(files) + "\n")
-    nbytes = sum(os.path.getsize(p) for p in files)
-    store = root / "store"
-    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(folder),
-                 "--name", "bench/many", "--kind", "tree"))
+    _files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
     b.measure(case, "hashlib sha256 (1 core)", nbytes,
               lambda _i: b.child(["hashlib", str(listing)]))
     _executor_rows(b, case, str(store), str(proj), nbytes)
     b.measure(case, "fixture-store verify --full (blake3)", nbytes,
               lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
               anchor="hashlib sha256 (1 core)", target=3.0)
+
+
+def _ingested_tree(
+    b: Bench, case: str, root: Path, proj: Path, folder: Path
+) -> tuple[list[str], Path, int, Path]:
+    """Add ``folder`` as the tree artifact bench/CASE; return its files, a listing of them for
+    the hashlib child, their total size and the store."""
+    files = sorted(str(p) for p in folder.rglob("*") if p.is_file())
+    listing = root / "files.txt"
+    listing.write_text("\n".join(files) + "\n")
+    nbytes = sum(os.path.getsize(p) for p in files)
+    store = root / "store"
+    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(folder),
+                 "--name", f"bench/{case}", "--kind", "tree"))
+    return files, listing, nbytes, store
 
 
 def case_small(b: Bench, count: int) -> None:
@@ -356,13 +365,7 @@ def case_small(b: Bench, count: int) -> None:
     proj = project(root / "proj")
     folder = proj / "files"
     write_small(folder, count)
-    files = sorted(str(p) for p in folder.rglob("*.bin"))
-    listing = root / "files.txt"
-    listing.write_text("\n".join(files) + "\n")
-    nbytes = sum(os.path.getsize(p) for p in files)
-    store = root / "store"
-    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(folder),
-                 "--name", "bench/small", "--kind", "tree"))
+    files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
 
     b.measure(case, "hashlib sha256 (1 core)", nbytes,
               lambda _i: b.child(["hashlib", str(listing)]))
