@@ -113,10 +113,6 @@ class Store:
         except FileNotFoundError:
             return False
 
-    def open(self, digest: Digest) -> BinaryIO:
-        """Open an object's bytes. Callers that hand bytes out go through verification first."""
-        return open(self.object_path(digest), "rb")
-
     def iter_objects(self) -> Iterator[tuple[str, Path]]:
         """Every object file as (hex, path); stray names are skipped, never trusted."""
         if not self.objects_dir.is_dir():
