@@ -626,7 +626,7 @@ def extract(
                     "archive_size": actual_archive.size, "tree": tree.digest.text,
                     "tree_size": tree.digest.size}
         fsutil.write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
-        fsutil.fsync_dir(staging)
+        fsutil.fsync_path(staging)
         final.parent.mkdir(parents=True, exist_ok=True)
         with store.lock(actual_archive):
             if final.exists():
@@ -639,7 +639,7 @@ def extract(
                     os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-"))
                               / "x")
             os.rename(staging, final)
-            fsutil.fsync_dir(final.parent)
+            fsutil.fsync_path(final.parent)
     except OSError as e:
         raise _store_io_error(e, store.root) from e
     finally:

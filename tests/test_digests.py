@@ -47,3 +47,20 @@ def test_malformed_digest_text_is_refused_with_the_reason(text: object, needle: 
 def test_bad_size_is_refused(size: object) -> None:
     with pytest.raises(DigestFormatError, match="size must be a non-negative integer"):
         digests.parse("sha256:" + EMPTY, size)
+
+
+@pytest.mark.parametrize("size", [0, 5, digests.CHUNK, 3 * digests.CHUNK + 17])
+@pytest.mark.parametrize("read_ahead", [True, False])
+def test_both_digests_of_a_file_match_each_hash_alone(tmp_path, size: int,
+                                                      read_ahead: bool) -> None:
+    import hashlib
+    import os
+
+    import blake3
+
+    data = os.urandom(size)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    digest, b3 = digests.of_file_both(path, read_ahead=read_ahead)
+    assert digest == Digest(hashlib.sha256(data).hexdigest(), size)
+    assert b3 == blake3.blake3(data).hexdigest()
