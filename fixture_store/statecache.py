@@ -16,11 +16,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-Key = tuple[int, int, int, int]  # inode, size, mtime_ns, ctime_ns
+# inode, size, mtime_ns, ctime_ns, then the SHA-256 hex the file was verified to have
+Entry = tuple[int, int, int, int, str]
 
 
-def stat_key(st: os.stat_result) -> Key:
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def _entry(st: os.stat_result, hexdigest: str) -> Entry:
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, hexdigest)
 
 
 @dataclass
@@ -28,14 +29,14 @@ class VerifiedCache:
     """A small SQLite table loaded once per run; new entries are written in one transaction."""
 
     path: Path | None
-    _entries: dict[str, tuple[Key, str]]
-    _pending: dict[str, tuple[Key, str]]
+    _entries: dict[str, Entry]
+    _pending: dict[str, Entry | None]  # None: forget
     _lock: threading.Lock
 
     @classmethod
     def open(cls, state_dir: Path | None) -> VerifiedCache:
         """Open the cache in ``state_dir``; ``None`` gives a cache that remembers nothing."""
-        entries: dict[str, tuple[Key, str]] = {}
+        entries: dict[str, Entry] = {}
         path = None if state_dir is None else state_dir / "verified.sqlite3"
         if path is not None and path.exists():
             try:
@@ -43,18 +44,18 @@ class VerifiedCache:
                     rows = db.execute(
                         "SELECT path, ino, size, mtime_ns, ctime_ns, digest FROM verified"
                     ).fetchall()
-                entries = {r[0]: ((r[1], r[2], r[3], r[4]), r[5]) for r in rows}
+                entries = {r[0]: r[1:] for r in rows}
             except sqlite3.DatabaseError:
                 entries = {}  # a damaged cache only costs re-hashing
         return cls(path, entries, {}, threading.Lock())
 
     def lookup_key(self, key: str, st: os.stat_result, hexdigest: str) -> bool:
         """True if the object file ``key`` with this stat was verified to have ``hexdigest``."""
-        hit = self._entries.get(key)
-        return hit is not None and hit == (stat_key(st), hexdigest)
+        # One tuple compare: this runs once per object on the warm path.
+        return self._entries.get(key) == _entry(st, hexdigest)
 
     def remember_key(self, key: str, st: os.stat_result, hexdigest: str) -> None:
-        entry = (stat_key(st), hexdigest)
+        entry = _entry(st, hexdigest)
         with self._lock:
             self._entries[key] = entry
             self._pending[key] = entry
@@ -62,7 +63,7 @@ class VerifiedCache:
     def forget_key(self, key: str) -> None:
         with self._lock:
             self._entries.pop(key, None)
-            self._pending[key] = ((-1, -1, -1, -1), "")
+            self._pending[key] = None
 
     def flush(self) -> None:
         if self.path is None or not self._pending:
@@ -81,11 +82,11 @@ class VerifiedCache:
                 with db:
                     db.executemany(
                         "INSERT OR REPLACE INTO verified VALUES (?, ?, ?, ?, ?, ?)",
-                        [(p, *key, d) for p, (key, d) in pending.items() if d],
+                        [(p, *e) for p, e in pending.items() if e is not None],
                     )
                     db.executemany(
                         "DELETE FROM verified WHERE path = ?",
-                        [(p,) for p, (_, d) in pending.items() if not d],
+                        [(p,) for p, e in pending.items() if e is None],
                     )
         except (sqlite3.DatabaseError, OSError):
             pass  # the cache is an optimisation; failing to save it loses nothing

@@ -93,7 +93,7 @@ class Result:
         }
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class ObjectCheck:
     """How one object compared with its expected digest."""
 
@@ -103,6 +103,10 @@ class ObjectCheck:
     cached: bool = False
     note: str | None = None  # replaces the generic mismatch message when set
     blake3: str | None = None  # BLAKE3 of bytes whose SHA-256 matched (when asked for)
+
+
+_CACHED = ObjectCheck(Status.VERIFIED, cached=True)  # the cache vouches for it: nothing hashed
+_MISSING = ObjectCheck(Status.MISSING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +131,7 @@ def hash_path(
             b3, size = digests.blake3_of_file(path, read_ahead=read_ahead)
             return Hashed(None, b3, size)
         if want_blake3:
-            d, b3 = digests.of_file_both(path)
+            d, b3 = digests.of_file_both(path, read_ahead=read_ahead)
             return Hashed(d, b3, d.size)
         d = digests.of_file(path, read_ahead=read_ahead)
         return Hashed(d, None, d.size)
@@ -175,15 +179,36 @@ class Verifier:
         return f"{self._objects}/{hexpart[:2]}/{hexpart[2:]}"
 
     def quick(self, expected: Digest) -> tuple[ObjectCheck | None, os.stat_result | None]:
-        """The stat-only part: missing, or verified by the cache; ``None`` means hash it."""
-        path = self._path(expected.hex)
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            return ObjectCheck(Status.MISSING), None
-        if not self.full and self.cache.lookup_key(path, st, expected.hex):
-            return ObjectCheck(Status.VERIFIED, expected, 0, cached=True), st
-        return None, st
+        """The stat-only part for one object: missing, or verified by the cache (the check), or
+        ``None`` and the stat taken, to hash it."""
+        key: ObjectKey = (expected.hex, expected.size, None)
+        checks: dict[ObjectKey, ObjectCheck] = {}
+        left = self.sweep({key: (expected, None)}, checks)
+        return (None, left[0][1]) if left else (checks[key], None)
+
+    def sweep(
+        self, expected_of: dict[ObjectKey, tuple[Digest, str | None]],
+        checks: dict[ObjectKey, ObjectCheck],
+    ) -> list[tuple[ObjectKey, os.stat_result]]:
+        """:meth:`quick` over many objects, settling into ``checks`` the missing ones and those
+        the cache vouches for; returns the others, to hash. A tight loop: on a warm run this is
+        the whole verification, one stat and one tuple compare per object."""
+        stat, lookup, objects = os.stat, self.cache.lookup_key, self._objects
+        use_cache = not self.full
+        to_hash: list[tuple[ObjectKey, os.stat_result]] = []
+        for key in expected_of:
+            hexpart = key[0]
+            path = f"{objects}/{hexpart[:2]}/{hexpart[2:]}"
+            try:
+                st = stat(path)
+            except FileNotFoundError:
+                checks[key] = _MISSING
+                continue
+            if use_cache and lookup(path, st, hexpart):
+                checks[key] = _CACHED
+            else:
+                to_hash.append((key, st))
+        return to_hash
 
     def job(self, expected: Digest, recorded: str | None) -> tuple[str, bool, bool]:
         use_blake3 = self.algorithm is Algorithm.AUTO and recorded is not None
@@ -344,10 +369,8 @@ def verify_names(
     names = list(names)
     invalid = dict(registry.invalid())
     results: list[Result | None] = [None] * len(names)
-    pending: dict[int, Record] = {}
-    waiting: dict[ObjectKey, list[int]] = {}
+    pending: dict[int, tuple[Record, list[ObjectKey]]] = {}
     expected_of: dict[ObjectKey, tuple[Digest, str | None]] = {}
-    remaining: dict[int, int] = {}
     for i, name in enumerate(names):
         if name in invalid:
             err = invalid[name]
@@ -359,45 +382,59 @@ def verify_names(
         except UnknownArtifactError as e:
             results[i] = Result(name, Status.UNKNOWN, e.message, fix=e.fix)
             continue
-        keys = set()
+        keys: list[ObjectKey] = []
         for _, digest, b3 in objects_of(record):
-            key = object_key(digest, b3)
-            keys.add(key)
+            key = (digest.hex, digest.size, b3)
+            keys.append(key)
             if key not in expected_of:
                 expected_of[key] = (digest, b3)
         if not keys:
             results[i] = assemble(record, store, _never)
             continue
-        pending[i] = record
-        remaining[i] = len(keys)
-        for key in keys:
-            waiting.setdefault(key, []).append(i)
+        pending[i] = (record, keys)
 
     checks: dict[ObjectKey, ObjectCheck] = {}
+
+    def finish(i: int) -> Result:
+        record, keys = pending[i]
+        own = [checks[k] for k in keys]
+        if all(c.status is Status.VERIFIED for c in own) and not content.needs_check(record):
+            # Every object verified (the warm path): the result needs no second walk.
+            return Result(record.name, Status.VERIFIED, expected=record.digest,
+                          actual=record.digest, hashed_bytes=sum(c.hashed for c in own),
+                          cached=all(c.cached for c in own), kind=record.kind)
+        return assemble(record, store, lambda d, b3: checks[object_key(d, b3)],
+                        full=verifier.full)
+
+    waiting: dict[ObjectKey, list[int]] = {}
+    remaining: dict[int, int] = {}
 
     def done(key: ObjectKey, check: ObjectCheck) -> None:
         checks[key] = check
         for i in waiting[key]:
             remaining[i] -= 1
             if remaining[i] == 0:
-                results[i] = assemble(pending[i], store,
-                                      lambda d, b3: checks[object_key(d, b3)],
-                                      full=verifier.full)
+                results[i] = result = finish(i)
                 if on_result is not None:
-                    on_result(results[i])  # type: ignore[arg-type]
+                    on_result(result)
 
     for r in list(results):
         if r is not None and on_result is not None:
             on_result(r)
-    to_hash: list[tuple[ObjectKey, os.stat_result]] = []
     try:
-        for key in waiting:
-            quick, st = verifier.quick(expected_of[key][0])
-            if quick is not None:
-                done(key, quick)
-            else:
-                assert st is not None
-                to_hash.append((key, st))
+        # The stat-and-cache sweep settles cached and missing objects; then every record whose
+        # objects are all settled gets its result, and only the others wait for hashing.
+        to_hash = verifier.sweep(expected_of, checks)
+        for i, (_, keys) in pending.items():
+            left = {k for k in keys if k not in checks}
+            if not left:
+                results[i] = result = finish(i)
+                if on_result is not None:
+                    on_result(result)
+                continue
+            remaining[i] = len(left)
+            for key in left:
+                waiting.setdefault(key, []).append(i)
         to_hash.sort(key=_largest_first)
         jobs = [verifier.job(*expected_of[key]) for key, _ in to_hash]
         pool_size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
