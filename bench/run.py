@@ -142,6 +142,9 @@ class Bench:
         for i in range(self.repeat):
             if prepare is not None:
                 prepare(i)
+            # Start every run with no dirty pages: dvc and pooch leave their writes in the page
+            # cache, and the next contender's fsync would pay for writing them out.
+            os.sync()
             samples.append(run(i))
         row = Row(case, contender, samples, nbytes, anchor, target, note)
         self.rows.append(row)
