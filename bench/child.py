@@ -61,6 +61,15 @@ def op_verify(args: list[str]) -> int:
     return sum(r.hashed_bytes for r in results)
 
 
+def op_stat(args: list[str]) -> int:
+    """os.stat of every listed file: the floor under any warm, per-file check."""
+    import os
+
+    for path in _files(args[0]):
+        os.stat(path)
+    return 0
+
+
 def op_registry_load(args: list[str]) -> int:
     from fixture_store import registry as registry_mod
 
@@ -103,7 +112,7 @@ def op_extract(args: list[str]) -> int:
 
 
 PHASES: dict[str, float] = {}
-OPS = {"noop": op_noop, "hashlib": op_hashlib, "verify": op_verify,
+OPS = {"noop": op_noop, "hashlib": op_hashlib, "verify": op_verify, "stat": op_stat,
        "registry-load": op_registry_load, "extract": op_extract, "pooch": op_pooch,
        "fs-fetch": op_fs_fetch}
 

@@ -171,16 +171,26 @@ def parse_source(text: str | None) -> dict[str, Any] | None:
               help="Pinned source: https://URL, hf://REPO@REV/PATH; default: local path.")
 @click.option("--license", "license_", help="License of the bytes (SPDX id).")
 @click.option("--replace", is_flag=True, help="Rewrite an existing record whose bytes changed.")
+@click.option("--link", is_flag=True,
+              help="Hard-link the files into the store instead of copying them (no second "
+                   "copy, no bytes written). They become read-only and share their bytes with "
+                   "the store: replace them, never edit them in place. Files on another "
+                   "filesystem or owned by someone else are copied, and named.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.pass_obj
 @handle_errors
 def add(obj: Context, path: Path, name: str, kind: str, source_text: str | None,
-        license_: str | None, replace: bool, as_json: bool) -> None:
+        license_: str | None, replace: bool, link: bool, as_json: bool) -> None:
     """Register a local file or folder PATH as NAME and ingest its bytes."""
     registry = obj.registry()
     extra = {"license": license_} if license_ else None
     record = ingest.add(obj.store, registry, path, name=name, kind=kind,
-                        source=parse_source(source_text), extra=extra, replace=replace)
+                        source=parse_source(source_text), extra=extra, replace=replace,
+                        link=link)
+    copied = ingest.copied_not_linked(obj.store, path, record) if link else []
+    if copied:
+        err.print(f"note: {len(copied)} file(s) copied, not linked (another filesystem, not "
+                  f"yours, or the store had the bytes already), e.g. {copied[0]}", markup=False)
     if as_json:
         out.print_json(json.dumps({"name": record.name, **record.to_json()}))
     else:

@@ -38,10 +38,12 @@ def ingest_folder(store: Store, folder: Path) -> trees.Tree:
     return ingest_folder_stored(store, folder)[0]
 
 
-def ingest_folder_stored(store: Store, folder: Path) -> tuple[trees.Tree, dict[str, str]]:
+def ingest_folder_stored(
+    store: Store, folder: Path, *, link: bool = False
+) -> tuple[trees.Tree, dict[str, str]]:
     """:func:`ingest_folder` that also returns each member's BLAKE3 (hashed in the same pass)."""
     files = trees.scan_folder(folder)
-    stored = store.write_files(list(files.values()))
+    stored = store.write_files(list(files.values()), link=link)
     tree = trees.Tree({rel: st.digest for rel, st in zip(files, stored, strict=True)})
     store.put_bytes(tree.canonical_bytes(), tree.digest)
     return tree, {rel: st.blake3 for rel, st in zip(files, stored, strict=True)}
@@ -60,6 +62,18 @@ def with_blake3(record: Record, blake3: str | None, members: Mapping[str, str]) 
     if own == record.blake3 and merged == dict(record.member_blake3):
         return record
     return dataclasses.replace(record, blake3=own, member_blake3=MappingProxyType(merged))
+
+
+def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
+    """The files of an added ``path`` that do not share their bytes with their store object
+    (``add --link`` copies a file on another filesystem or owned by someone else)."""
+    if record.members is not None:
+        pairs = [(path / rel, d) for rel, d in record.members]
+    else:
+        assert record.digest is not None
+        pairs = [(path, record.digest)]
+    return [os.fspath(p) for p, d in pairs
+            if not os.path.samefile(p, store.object_path(d))]
 
 
 def build_record(
@@ -94,8 +108,13 @@ def add(
     source: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     replace: bool = False,
+    link: bool = False,
 ) -> Record:
-    """Ingest a local file or folder and write its record; never overwrite a record silently."""
+    """Ingest a local file or folder and write its record; never overwrite a record silently.
+
+    With ``link`` the bytes are hard-linked into the store where possible instead of copied
+    (see :meth:`Store.write_file`); :func:`copied_not_linked` tells which were copied anyway.
+    """
     check_name(name)
     p = Path(path)
     if not p.exists():
@@ -117,14 +136,14 @@ def add(
     if p.is_dir():
         if kind not in registry_mod.records.TREE_KINDS:
             raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
-        tree, member_b3 = ingest_folder_stored(store, p)
+        tree, member_b3 = ingest_folder_stored(store, p, link=link)
         record = build_record(name, kind, tree.digest, source, members=tree, extra=extra,
                               file=f"provenance/{family}.json")
         record = with_blake3(record, None, member_b3)
     else:
         if kind in registry_mod.records.TREE_KINDS:
             raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
-        stored = store.write_file(p)
+        stored = store.write_file(p, link=link)
         record = build_record(name, kind, stored.digest, source,
                               media_type=MEDIA_TYPES.get(p.suffix.lower()), extra=extra,
                               file=f"provenance/{family}.json")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import itertools
 import os
 import shutil
 import stat
@@ -43,6 +44,9 @@ WRITE_WORKERS = 8
 # 1 GiB in 0.26-0.5 s here) and then hashed from the copy while the fsync runs: `add` of 1 GiB
 # went from 1.77 s to 1.33 s with the page cache warm.
 KERNEL_COPY_MIN = 4 << 20
+# A hard link is impossible here (another filesystem, or none supported): copy instead.
+_NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP}
+_link_names = itertools.count()
 # A temp entry untouched this long belongs to a writer that died, not to one still writing.
 STALE_TMP_SECONDS = 3600.0
 
@@ -147,7 +151,10 @@ class Store:
     ) -> Stored:
         """:meth:`put_stream` that also returns the BLAKE3 of the bytes, hashed in the same pass."""
         self.ensure()
-        tmp, stored = self._write_temp(stream, expected)
+        return self._publish(*self._write_temp(stream, expected), replace=replace)
+
+    def _publish(self, tmp: Path, stored: Stored, *, replace: bool) -> Stored:
+        """Rename one checked, durable temp file into place (see :meth:`_commit_many`)."""
         try:
             self._commit_many([(tmp, stored.digest)], replace=replace)
             return stored
@@ -163,7 +170,7 @@ class Store:
         """Copy into a temp file and check the digest; nothing is visible yet.
 
         With ``sync`` the temp file is fsynced here; without, the caller settles a whole batch
-        (see :func:`fsutil.sync_files`) before anything is renamed into place.
+        (see :class:`fsutil.SyncBatch`) before anything is renamed into place.
         """
         fd, tmp_name = tempfile.mkstemp(dir=self.tmp_dir, prefix="put-")
         tmp = Path(tmp_name)
@@ -176,13 +183,7 @@ class Store:
                     stored = _copy_hashing(source, out, limit)
                     if sync:
                         os.fsync(out.fileno())
-            if expected is not None and stored.digest != expected:
-                actual = stored.digest
-                raise IntegrityError(
-                    f"bytes do not match the expected digest: expected {expected}, "
-                    f"got {actual}{' or more' if actual.size > expected.size else ''}; "
-                    "nothing was stored"
-                )
+            _check(stored, expected, "bytes")
             return tmp, stored
         except BaseException as e:
             with contextlib.suppress(FileNotFoundError):
@@ -198,12 +199,62 @@ class Store:
         return self.write_file(path, expected, replace=replace).digest
 
     def write_file(
-        self, path: str | os.PathLike[str], expected: Digest | None = None, *, replace: bool = False
+        self, path: str | os.PathLike[str], expected: Digest | None = None, *,
+        replace: bool = False, link: bool = False,
     ) -> Stored:
-        with _open_source(path) as f:
-            return self.write_stream(f, expected, replace=replace)
+        """:meth:`put_file` that also returns the BLAKE3. With ``link`` the file is hard-linked
+        into the store instead of copied, where it can be (see :meth:`_link_temp`)."""
+        self.ensure()
+        linked = self._link_temp(path, expected, sync=True) if link else None
+        if linked is None:
+            with _open_source(path) as f:
+                return self.write_stream(f, expected, replace=replace)
+        return self._publish(*linked, replace=replace)
 
-    def write_files(self, paths: Sequence[str | os.PathLike[str]]) -> list[Stored]:
+    def _link_temp(
+        self, path: str | os.PathLike[str], expected: Digest | None, *, sync: bool
+    ) -> tuple[Path, Stored] | None:
+        """Hard-link a file of ours into ``tmp/`` and hash it there; ``None`` when it cannot be
+        linked (another filesystem, a file owned by someone else, no hard links), so the caller
+        copies it.
+
+        A link costs one directory entry instead of a create and a copy of the bytes. The file
+        and the object then share their bytes: the commit makes both read-only, and an edit in
+        place changes the object too, which verify reports as a mismatch (its ctime moves, so
+        the verified-state cache never vouches for it).
+        """
+        real = os.path.realpath(path)
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            return None
+        tmp = self.tmp_dir / f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"
+        try:
+            os.link(real, tmp)
+        except OSError as e:
+            if e.errno in _NO_LINK:
+                return None
+            raise _io_error(e, self.root) from e
+        try:
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                stored = _hash_copy(tmp, fd if sync else None)
+            finally:
+                os.close(fd)
+            _check(stored, expected, f"the bytes of {os.fspath(path)}")
+            return tmp, stored
+        except BaseException as e:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()  # only the extra name: the file itself is untouched
+            if isinstance(e, OSError):
+                raise _io_error(e, self.root) from e
+            raise
+
+    def write_files(
+        self, paths: Sequence[str | os.PathLike[str]], *, link: bool = False
+    ) -> list[Stored]:
         """Put many files, in the order given. The same guarantees as :meth:`put_file`, cheaper:
 
         every object is still copied to a temp file, checked, made durable and only then
@@ -212,13 +263,18 @@ class Store:
         shard's lock is taken once for all its renames, and each shard folder is fsynced once.
         The copies run one after another: parallel creates in one folder contend for its lock
         (measured slower with 2 and 4 threads than with one), and a large file is already hashed
-        on two threads.
+        on two threads. With ``link`` each file is hard-linked where it can be (see
+        :meth:`_link_temp`) and copied where it cannot.
         """
         self.ensure()
         written: list[tuple[Path, Stored]] = []
         try:
             with fsutil.SyncBatch(self.tmp_dir) as batch:
                 for path in paths:
+                    linked = self._link_temp(path, None, sync=False) if link else None
+                    if linked is not None:
+                        written.append(linked)
+                        continue
                     with _open_source(path) as f:
                         written.append(self._write_temp(f, None, sync=False))
                 batch.settle([tmp for tmp, _ in written])
@@ -309,6 +365,16 @@ def _newest_mtime(path: Path) -> float:
                 with contextlib.suppress(FileNotFoundError):
                     newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
     return newest
+
+
+def _check(stored: Stored, expected: Digest | None, what: str) -> None:
+    if expected is not None and stored.digest != expected:
+        actual = stored.digest
+        raise IntegrityError(
+            f"{what} do not match the expected digest: expected {expected}, "
+            f"got {actual}{' or more' if actual.size > expected.size else ''}; "
+            "nothing was stored"
+        )
 
 
 def _copy_hashing(source: BinaryIO, out: BinaryIO, limit: int | None) -> Stored:
