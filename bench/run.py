@@ -139,6 +139,8 @@ class Bench:
         prepare: Callable[[int], None] | None = None,
     ) -> Row:
         samples = []
+        if prepare is None:
+            run(-1)  # one discarded run: the first after another contender pays for the switch
         for i in range(self.repeat):
             if prepare is not None:
                 prepare(i)

@@ -68,12 +68,14 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
     """The files of an added ``path`` that do not share their bytes with their store object
     (``add --link`` copies a file on another filesystem or owned by someone else)."""
     if record.members is not None:
-        pairs = [(path / rel, d) for rel, d in record.members]
+        base = os.fspath(path)
+        pairs = [(os.path.join(base, rel), d.hex) for rel, d in record.members]
     else:
         assert record.digest is not None
-        pairs = [(path, record.digest)]
-    return [os.fspath(p) for p, d in pairs
-            if not os.path.samefile(p, store.object_path(d))]
+        pairs = [(os.fspath(path), record.digest.hex)]
+    objects = os.fspath(store.objects_dir)
+    return [p for p, h in pairs
+            if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
 
 
 def build_record(

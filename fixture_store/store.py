@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 import platformdirs
-from filelock import FileLock
 
 from fixture_store import digests, fsutil
 from fixture_store.digests import Digest
@@ -110,7 +109,7 @@ class Store:
     @contextlib.contextmanager
     def lock(self, digest: Digest) -> Iterator[None]:
         """Cross-process lock for one object's shard (flock: released if the holder dies)."""
-        with FileLock(str(self.root / "locks" / f"{digest.hex[:2]}.lock")):
+        with fsutil.flocked(self.root / "locks" / f"{digest.hex[:2]}.lock"):
             yield
 
     # -- reading --------------------------------------------------------------------------------
@@ -223,14 +222,18 @@ class Store:
         place changes the object too, which verify reports as a mismatch (its ctime moves, so
         the verified-state cache never vouches for it).
         """
-        real = os.path.realpath(path)
+        real = os.fspath(path)
         try:
-            st = os.stat(real)
+            st = os.lstat(real)
+            if stat.S_ISLNK(st.st_mode):  # link() would link the symlink, not its target
+                real = os.path.realpath(real)
+                st = os.stat(real)
         except OSError as e:
             raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             return None
-        tmp = self.tmp_dir / f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"
+        tmp = Path(os.path.join(
+            self.tmp_dir, f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"))
         try:
             os.link(real, tmp)
         except OSError as e:
@@ -278,7 +281,8 @@ class Store:
                     with _open_source(path) as f:
                         written.append(self._write_temp(f, None, sync=False))
                 batch.settle([tmp for tmp, _ in written])
-            self._commit_many([(tmp, st.digest) for tmp, st in written], replace=False)
+                self._commit_many([(tmp, st.digest) for tmp, st in written], replace=False,
+                                  batch=batch)
             return [st for _, st in written]
         except OSError as e:
             raise _io_error(e, self.root) from e
@@ -292,13 +296,23 @@ class Store:
     ) -> Digest:
         return self.put_stream(io.BytesIO(data), expected, replace=replace)
 
-    def _commit_many(self, items: Iterable[tuple[Path, Digest]], *, replace: bool) -> None:
-        """Rename complete, fsynced temp files into place: per shard, one lock, the renames and
-        one folder fsync. Shards run in parallel, so their folder fsyncs share journal commits."""
+    def _commit_many(
+        self, items: Iterable[tuple[Path, Digest]], *, replace: bool,
+        batch: fsutil.SyncBatch | None = None,
+    ) -> None:
+        """Rename complete, durable temp files into place, one lock per shard, and make the
+        renames durable: with a ``batch`` that syncs whole filesystems, one sync after all the
+        renames; otherwise one folder fsync per shard, shards in parallel so that their fsyncs
+        share journal commits."""
         shards: dict[str, list[tuple[Path, Digest]]] = {}
         for tmp, digest in items:
             shards.setdefault(digest.hex[:2], []).append((tmp, digest))
         if not shards:
+            return
+        if batch is not None and batch.syncs_filesystem(len(shards)):
+            for entries in shards.values():
+                self._commit_shard(entries, replace, sync=False)
+            batch.sync_all()
             return
         if len(shards) == 1:
             created = [self._commit_shard(entries, replace) for entries in shards.values()]
@@ -309,23 +323,27 @@ class Store:
         if any(created):
             fsutil.fsync_path(self.objects_dir)
 
-    def _commit_shard(self, entries: list[tuple[Path, Digest]], replace: bool) -> bool:
-        """Commit one shard's objects; True if the shard folder had to be created."""
+    def _commit_shard(
+        self, entries: list[tuple[Path, Digest]], replace: bool, *, sync: bool = True
+    ) -> bool:
+        """Commit one shard's objects; True if the shard folder had to be created. Without
+        ``sync`` the caller makes the renames durable."""
         created = False
+        shard = os.path.join(self.objects_dir, entries[0][1].hex[:2])
         with self.lock(entries[0][1]):
             renamed = False
             for tmp, digest in entries:
-                final = self.object_path(digest)
+                final = os.path.join(shard, digest.hex[2:])
                 if not replace and _intact_size(final, digest):
                     continue  # another writer got there first: one copy of each object
-                if not final.parent.is_dir():
-                    final.parent.mkdir(parents=True, exist_ok=True)
+                if not created and not os.path.isdir(shard):
+                    os.makedirs(shard, exist_ok=True)
                     created = True
                 os.chmod(tmp, READ_ONLY)
                 os.replace(tmp, final)
                 renamed = True
-            if renamed:
-                fsutil.fsync_path(self.object_path(entries[0][1]).parent)
+            if renamed and sync:
+                fsutil.fsync_path(Path(shard))
         return created
 
     def remove(self, digest: Digest | str) -> None:
@@ -418,9 +436,9 @@ def _open_source(path: str | os.PathLike[str]) -> BinaryIO:
         raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
 
 
-def _intact_size(path: Path, digest: Digest) -> bool:
+def _intact_size(path: str | Path, digest: Digest) -> bool:
     try:
-        return path.stat().st_size == digest.size
+        return os.stat(path).st_size == digest.size
     except FileNotFoundError:
         return False
 
