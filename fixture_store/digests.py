@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import re
 import threading
@@ -140,6 +141,19 @@ def read_buffer(size: int = CHUNK) -> memoryview:
         view = memoryview(bytearray(size))
         setattr(_buffers, f"b{size}", view)
     return view
+
+
+def read_small(path: str | Path, limit: int = CHUNK) -> bytes | None:
+    """A file's whole content if it has fewer than ``limit`` bytes, read with one open and one
+    read (plus the read that sees the end); ``None`` if it is larger, to be streamed instead."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        data = os.read(fd, limit)
+        if len(data) < limit and not os.read(fd, 1):
+            return data
+        return None
+    finally:
+        os.close(fd)
 
 
 def of_stream(stream: BinaryIO) -> Digest:

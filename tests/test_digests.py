@@ -64,3 +64,27 @@ def test_both_digests_of_a_file_match_each_hash_alone(tmp_path, size: int,
     digest, b3 = digests.of_file_both(path, read_ahead=read_ahead)
     assert digest == Digest(hashlib.sha256(data).hexdigest(), size)
     assert b3 == blake3.blake3(data).hexdigest()
+
+
+def test_read_small_returns_whole_small_files_only(tmp_path) -> None:
+    small, exact = tmp_path / "small", tmp_path / "exact"
+    small.write_bytes(b"x" * 99)
+    exact.write_bytes(b"y" * 100)
+    assert digests.read_small(small, limit=100) == b"x" * 99
+    assert digests.read_small(exact, limit=100) is None  # streamed instead
+
+
+@pytest.mark.parametrize("use_blake3,want_blake3", [(False, False), (True, False), (False, True)])
+def test_the_small_file_path_hashes_like_the_streaming_one(tmp_path, use_blake3: bool,
+                                                           want_blake3: bool) -> None:
+    import os
+
+    from fixture_store.verify import hash_path
+
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(4096))
+    fast = hash_path(str(path), use_blake3, want_blake3, small=True)
+    streamed = hash_path(str(path), use_blake3, want_blake3, small=False)
+    assert fast == streamed
+    assert (fast.sha256 is None) == use_blake3 and (fast.blake3 is None) == (
+        not use_blake3 and not want_blake3)
