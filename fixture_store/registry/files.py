@@ -53,6 +53,26 @@ def _keep_duplicates(pairs: list[tuple[str, Any]]) -> _Object:
     return out
 
 
+class _Duplicate(Exception):
+    pass
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise _Duplicate
+    return out
+
+
+def _parse_unique(text: str) -> Any:
+    """The parsed document, or ``None`` if some object repeats a key. Building each object with
+    ``dict()`` in C and comparing lengths costs a fraction of walking the document afterwards."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique)
+    except _Duplicate:
+        return None
+
+
 def _first_duplicate(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
     """The path (ending in the key) of the first duplicate key in a parsed document."""
     if isinstance(node, _Object):
@@ -125,12 +145,13 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     except (OSError, UnicodeDecodeError) as e:
         raise RegistryError(f"cannot read: {e}", file=shown) from e
     try:
-        doc = json.loads(text, object_pairs_hook=_keep_duplicates)
+        doc = _parse_unique(text)
     except json.JSONDecodeError as e:
         raise RegistryError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
                             file=shown) from e
-    dup = _first_duplicate(doc)
-    if dup:
+    if doc is None:  # a duplicate key somewhere: parse again, remembering where
+        dup = _first_duplicate(json.loads(text, object_pairs_hook=_keep_duplicates))
+        assert dup is not None
         raise _duplicate_error(dup, shown)
     if not isinstance(doc, dict):
         raise RegistryError("must be a JSON object", file=shown)
