@@ -132,3 +132,34 @@ def test_batches_below_and_above_the_syncfs_threshold_store_every_file(
     store = Store.at(tmp_path / "store")
     stored = store.write_files(paths)
     assert [store.object_path(s.digest).read_bytes() for s in stored] == blobs
+
+
+@pytest.mark.parametrize("count", [3, 40])
+def test_a_batch_is_durable_before_any_object_is_visible(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, count: int
+) -> None:
+    """DESIGN 4 for batches: the bytes are synced (one syncfs, or an fsync each) before the
+    first rename, and the renames are synced before write_files returns."""
+    from fixture_store import fsutil
+
+    store = Store.at(tmp_path / "store")
+    seen: list[tuple[str, int]] = []
+    real_sync_all, real_fsync = fsutil.SyncBatch.sync_all, fsutil.fsync_path
+
+    def sync_all(self: fsutil.SyncBatch) -> None:
+        seen.append(("syncfs", len(list(store.iter_objects()))))
+        real_sync_all(self)
+
+    def fsync_path(path: Path) -> None:
+        seen.append(("fsync " + ("folder" if path.is_dir() else "file"),
+                     len(list(store.iter_objects()))))
+        real_fsync(path)
+
+    monkeypatch.setattr(fsutil.SyncBatch, "sync_all", sync_all)
+    monkeypatch.setattr(fsutil, "fsync_path", fsync_path)
+    paths = _files(tmp_path / "src", [os.urandom(64) for _ in range(count)])
+    store.write_files(paths)
+    data_syncs = [n for what, n in seen if what in ("syncfs", "fsync file")]
+    assert data_syncs and data_syncs[0] == 0, seen  # synced while nothing was visible yet
+    assert seen[-1][0] in ("syncfs", "fsync folder"), seen  # the renames were synced last
+    assert len(list(store.iter_objects())) == count
