@@ -144,3 +144,22 @@ def test_unregistered_bytes_in_the_store_are_never_trusted(project: Path, store:
     store.put_bytes(b"adopt me")
     reg = registry_mod.load(project)
     assert reg.names() == ["fam/case", "fam/w"]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_verify_leaves_the_cyclic_gc_as_it_found_it(project: Path, store: Store,
+                                                    enabled: bool) -> None:
+    import gc
+
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    seen = []
+    (gc.enable if enabled else gc.disable)()
+    try:
+        results = verify_names(store, reg, reg.names(),
+                               on_result=lambda r: seen.append(gc.isenabled()))
+        assert all(r.ok for r in results)
+        assert seen and not any(seen)  # paused while verifying
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
