@@ -30,6 +30,9 @@ class Fixtures:
     store: Store
     registry: Registry
     full: bool = False
+    # Save verified-state cache entries in batches rather than after each artifact; the owner
+    # calls close() at the end (a long-lived view, as the pytest plugin keeps for a session).
+    batch_cache_writes: bool = False
     _verifier: Verifier = field(init=False, repr=False)
     _results: dict[str, Result] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -59,10 +62,14 @@ class Fixtures:
         if cached is not None:
             return cached
         result = verify_names(self.store, self.registry, [name], workers=1,
-                              verifier=self._verifier)[0]
+                              verifier=self._verifier, flush=not self.batch_cache_writes)[0]
         with self._lock:
             self._results[name] = result
         return result
+
+    def close(self) -> None:
+        """Save what the verified-state cache learnt (needed with ``batch_cache_writes``)."""
+        self._verifier.cache.flush()
 
     def verified(self, name: str) -> Record:
         """The record of ``name`` after its bytes verified; raises a typed error otherwise."""

@@ -76,6 +76,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     global _current
+    state = config.stash.get(_STATE_KEY, None)
+    if state is not None and state._fixtures is not None:
+        state._fixtures.close()
     if _current is config.stash.get(_STATE_KEY, None):
         _current = None
 
@@ -115,7 +118,7 @@ class PluginState:
         if self._fixtures is None:
             from fixture_store.access import Fixtures
 
-            self._fixtures = Fixtures(self.store(), self.registry())
+            self._fixtures = Fixtures(self.store(), self.registry(), batch_cache_writes=True)
         return self._fixtures
 
     def names_of(self, family: str, kind: str | None = None) -> list[str]:

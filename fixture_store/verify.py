@@ -370,6 +370,7 @@ def verify_names(
     algorithm: Algorithm = Algorithm.AUTO,
     executor: str = "thread",
     verifier: Verifier | None = None,
+    flush: bool = True,
 ) -> list[Result]:
     """Verify artifacts by name; results in the order of ``names``.
 
@@ -377,11 +378,13 @@ def verify_names(
     node corpus shares many members), the stat-and-cache pass runs first without a pool (a warm
     run costs stat calls only), and only the objects left are hashed in parallel, largest first.
     ``executor`` is "thread" (hashlib and BLAKE3 release the GIL on large buffers) or "process".
+    With ``flush=False`` the verified-state cache saves new entries only when a batch is due
+    (see :meth:`VerifiedCache.flush_due`): for callers that verify one artifact at a time.
     """
     with _cyclic_gc_paused():
         return _verify_names(store, registry, names, full=full, workers=workers,
                              on_result=on_result, algorithm=algorithm, executor=executor,
-                             verifier=verifier)
+                             verifier=verifier, flush=flush)
 
 
 @contextlib.contextmanager
@@ -409,6 +412,7 @@ def _verify_names(
     algorithm: Algorithm,
     executor: str,
     verifier: Verifier | None,
+    flush: bool,
 ) -> list[Result]:
     verifier = verifier or Verifier(store, full=full, algorithm=algorithm)
     names = list(names)
@@ -501,7 +505,10 @@ def _verify_names(
             with ThreadPoolExecutor(max_workers=pool_size) as tpool:
                 _consume(to_hash, tpool.map(_hash_job, jobs), verifier, done, expected_of)
     finally:
-        verifier.cache.flush()
+        if flush:
+            verifier.cache.flush()
+        else:
+            verifier.cache.flush_due()
     return [r for r in results if r is not None]
 
 

@@ -163,3 +163,23 @@ def test_verify_leaves_the_cyclic_gc_as_it_found_it(project: Path, store: Store,
         assert gc.isenabled() is enabled
     finally:
         gc.enable()
+
+
+def test_a_view_that_batches_cache_writes_saves_them_on_close(
+    project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixture_store import statecache
+    from fixture_store.statecache import VerifiedCache
+
+    monkeypatch.setattr(statecache, "FLUSH_SECONDS", 3600.0)  # only the close saves here
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    fx = Fixtures(store, reg, batch_cache_writes=True)
+    assert fx.check("fam/w").ok and fx.check("fam/case").ok
+    saved = VerifiedCache.open(store.state_dir)
+    w = reg.get("fam/w").digest
+    assert w is not None
+    st = os.stat(store.object_path(w))
+    assert not saved.vouches(w.hex, st)  # not yet written: one transaction per batch
+    fx.close()
+    assert VerifiedCache.open(store.state_dir).vouches(w.hex, st)
