@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import os
 import shutil
@@ -108,18 +109,21 @@ def kernel_copy(source: BinaryIO, out_fd: int, limit: int | None, min_size: int)
     return True
 
 
+@functools.cache
 def _load_syncfs() -> Callable[[int], int] | None:
+    """Linux's syncfs from the C library the interpreter already runs on; None elsewhere."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes
-    import ctypes.util
 
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn: Callable[[int], int] = libc.syncfs
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
     except (OSError, AttributeError):
         return None
-    return fn
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    syncfs: Callable[[int], int] = fn
+    return syncfs
 
 
 class SyncBatch:
