@@ -153,6 +153,28 @@ class Bench:
         self._report(row)
         return row
 
+    def measure_together(
+        self, case: str, nbytes: int,
+        entries: Sequence[tuple[str, Callable[[int], Sample], str | None, float | None]],
+    ) -> list[Row]:
+        """Measure several (contender, run, anchor, target) round-robin: each repeat runs every
+        contender once, so a machine that drifts during the group drifts for all of them and
+        their ratios compare like with like."""
+        for _, run, _, _ in entries:
+            run(-1)  # one discarded run each
+        samples: dict[str, list[Sample]] = {name: [] for name, _, _, _ in entries}
+        for i in range(self.repeat):
+            for name, run, _, _ in entries:
+                os.sync()
+                samples[name].append(run(i))
+        rows = []
+        for name, _, anchor, target in entries:
+            row = Row(case, name, samples[name], nbytes, anchor, target, "measured round-robin")
+            self.rows.append(row)
+            self._report(row)
+            rows.append(row)
+        return rows
+
     def phase(self, row: Row, phase: str, contender: str, *, anchor: str | None = None,
               target: float | None = None) -> Row:
         """A row for one timed phase of another row's runs (e.g. verify without the registry
@@ -320,18 +342,24 @@ def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
         server.wait()
 
 
-def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> None:
-    """Full SHA-256 verify across objects: the default, and each way of running it forced."""
-    b.measure(case, "fixture-store verify --full sha256", nbytes,
-              lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]),
-              anchor="hashlib sha256 (1 core)", target=1.8)
+def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int,
+                   listing: Path) -> None:
+    """Full SHA-256 verify across objects against one-core hashlib: the default, and each way of
+    running it forced, measured round-robin with the anchor."""
+    anchor = "hashlib sha256 (1 core)"
+    entries: list[tuple[str, Callable[[int], Sample], str | None, float | None]] = [
+        (anchor, lambda _i: b.child(["hashlib", str(listing)]), None, None),
+        ("fixture-store verify --full sha256",
+         lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]), anchor, 1.8),
+    ]
     for label, executor, workers in (("2 threads", "thread", "2"),
                                      ("2 processes", "process", "2"),
                                      ("1 thread", "thread", "1")):
-        b.measure(case, f"  forced: {label}", nbytes,
-                  lambda _i, ex=executor, w=workers: b.child(  # type: ignore[misc]
-                      ["verify", store, proj, "full", "sha256", ex, w]),
-                  anchor="hashlib sha256 (1 core)")
+        entries.append((f"  forced: {label}",
+                        lambda _i, ex=executor, w=workers: b.child(  # type: ignore[misc]
+                            ["verify", store, proj, "full", "sha256", ex, w]),
+                        anchor, None))
+    b.measure_together(case, nbytes, entries)
 
 
 def case_many(b: Bench, size: int, count: int = 64) -> None:
@@ -344,9 +372,7 @@ def case_many(b: Bench, size: int, count: int = 64) -> None:
     for i in range(count):
         write_random(folder / f"o{i:03d}.bin", size // count)
     _files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
-    b.measure(case, "hashlib sha256 (1 core)", nbytes,
-              lambda _i: b.child(["hashlib", str(listing)]))
-    _executor_rows(b, case, str(store), str(proj), nbytes)
+    _executor_rows(b, case, str(store), str(proj), nbytes, listing)
     b.measure(case, "fixture-store verify --full (blake3)", nbytes,
               lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
               anchor="hashlib sha256 (1 core)", target=3.0)
@@ -376,11 +402,9 @@ def case_small(b: Bench, count: int) -> None:
     write_small(folder, count)
     files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
 
-    b.measure(case, "hashlib sha256 (1 core)", nbytes,
-              lambda _i: b.child(["hashlib", str(listing)]))
+    _executor_rows(b, case, str(store), str(proj), nbytes, listing)
     b.measure(case, "sha256sum (coreutils)", nbytes,
               lambda _i: b.external(["sha256sum", *files]), anchor="hashlib sha256 (1 core)")
-    _executor_rows(b, case, str(store), str(proj), nbytes)
     b.measure(case, "fixture-store verify --full (blake3)", nbytes,
               lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
               anchor="hashlib sha256 (1 core)")
