@@ -75,20 +75,20 @@ def remove_tree(path: Path) -> None:
 
 
 def kernel_copy(source: BinaryIO, out_fd: int, limit: int | None, min_size: int) -> bool:
-    """Copy a regular file of at least ``min_size`` bytes into ``out_fd`` inside the kernel
-    (``copy_file_range``), at most ``limit`` bytes from the source's current position.
+    """Copy a regular file of at least ``min_size`` bytes, opened unbuffered, into ``out_fd``
+    inside the kernel (``copy_file_range``), at most ``limit`` bytes from its current position.
 
     Returns False, with nothing written and both positions unchanged, when the source is not
     such a file or this kernel and filesystem pair cannot copy in-kernel: the caller copies
     through user space instead.
     """
     copy = getattr(os, "copy_file_range", None)
-    try:
-        src_fd = source.fileno()
-        st = os.fstat(src_fd)
-    except (AttributeError, io.UnsupportedOperation, OSError):
+    # Only an unbuffered file: a buffered one may have read ahead of its logical position.
+    if copy is None or not isinstance(source, io.FileIO):
         return False
-    if copy is None or not stat.S_ISREG(st.st_mode) or st.st_size < min_size:
+    src_fd = source.fileno()
+    st = os.fstat(src_fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_size < min_size:
         return False
     start = os.lseek(src_fd, 0, os.SEEK_CUR)
     total = 0

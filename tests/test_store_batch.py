@@ -166,3 +166,12 @@ def test_a_batch_is_durable_before_any_object_is_visible(
     assert len(list(store.iter_objects())) == count
     if sys.platform.startswith("linux") and count >= fsutil.SYNCFS_MIN:
         assert [what for what, _ in seen] == ["syncfs", "syncfs"], seen  # bytes, then renames
+
+
+def test_a_buffered_stream_read_part_way_stores_exactly_what_is_left(tmp_path: Path) -> None:
+    path, data = _big(tmp_path)
+    store = Store.at(tmp_path / "store")
+    with open(path, "rb") as f:  # buffered: the file position runs ahead of the stream's
+        assert f.read(10) == data[:10]
+        stored = store.write_stream(f)
+    assert store.object_path(stored.digest).read_bytes() == data[10:]
