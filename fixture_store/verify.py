@@ -359,6 +359,21 @@ def _hash_quiet(path: Path) -> Digest | None:
         return None
 
 
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Verification makes many small objects and no reference cycles, and a cyclic-GC pass over
+    a heap holding a loaded registry cost 10 ms of a 60 ms warm verify of the node corpus. Only
+    re-enables what it disabled, so concurrent callers leave the collector on."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+@_cyclic_gc_paused()
 def verify_names(
     store: Store,
     registry: Registry,
@@ -381,39 +396,6 @@ def verify_names(
     With ``flush=False`` the verified-state cache saves new entries only when a batch is due
     (see :meth:`VerifiedCache.flush_due`): for callers that verify one artifact at a time.
     """
-    with _cyclic_gc_paused():
-        return _verify_names(store, registry, names, full=full, workers=workers,
-                             on_result=on_result, algorithm=algorithm, executor=executor,
-                             verifier=verifier, flush=flush)
-
-
-@contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Verification makes many small objects and no reference cycles, and a cyclic-GC pass over
-    a heap holding a loaded registry cost 10 ms of a 60 ms warm verify of the node corpus. Only
-    re-enables what it disabled, so concurrent callers leave the collector on."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _verify_names(
-    store: Store,
-    registry: Registry,
-    names: Iterable[str],
-    *,
-    full: bool,
-    workers: int | None,
-    on_result: Callable[[Result], None] | None,
-    algorithm: Algorithm,
-    executor: str,
-    verifier: Verifier | None,
-    flush: bool,
-) -> list[Result]:
     verifier = verifier or Verifier(store, full=full, algorithm=algorithm)
     names = list(names)
     invalid = dict(registry.invalid())
