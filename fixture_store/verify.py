@@ -190,7 +190,7 @@ class Verifier:
     def quick(self, expected: Digest) -> tuple[ObjectCheck | None, os.stat_result | None]:
         """The stat-only part for one object: missing, or verified by the cache (the check), or
         ``None`` and the stat taken, to hash it."""
-        key: ObjectKey = (expected.hex, expected.size, None)
+        key = object_key(expected, None)
         checks: dict[ObjectKey, ObjectCheck] = {}
         left = self.sweep({key: (expected, None)}, checks)
         return (None, left[0][1]) if left else (checks[key], None)
@@ -202,14 +202,13 @@ class Verifier:
         """:meth:`quick` over many objects, settling into ``checks`` the missing ones and those
         the cache vouches for; returns the others, to hash. A tight loop: on a warm run this is
         the whole verification, one stat and one tuple compare per object."""
-        stat, vouches, objects = os.stat, self.cache.vouches, self._objects
+        stat, vouches, path_of = os.stat, self.cache.vouches, self._path
         use_cache = not self.full
         to_hash: list[tuple[ObjectKey, os.stat_result]] = []
         for key in expected_of:
             hexpart = key[0]
-            path = f"{objects}/{hexpart[:2]}/{hexpart[2:]}"
             try:
-                st = stat(path)
+                st = stat(path_of(hexpart))
             except FileNotFoundError:
                 checks[key] = _MISSING
                 continue
@@ -415,7 +414,7 @@ def verify_names(
             continue
         keys: list[ObjectKey] = []
         for _, digest, b3 in objects_of(record):
-            key = (digest.hex, digest.size, b3)
+            key = object_key(digest, b3)
             keys.append(key)
             if key not in expected_of:
                 expected_of[key] = (digest, b3)
