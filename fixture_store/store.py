@@ -37,8 +37,6 @@ from fixture_store.errors import IntegrityError, StoreError
 
 ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-# Concurrent fsyncs share journal commits, so many small writes finish sooner in parallel.
-WRITE_WORKERS = 8
 # From this size a file is copied by the kernel (copy_file_range: no trip through user space;
 # 1 GiB in 0.26-0.5 s here) and then hashed from the copy while the fsync runs: `add` of 1 GiB
 # went from 1.77 s to 1.33 s with the page cache warm.
@@ -318,7 +316,7 @@ class Store:
         if len(shards) == 1:
             created = [self._commit_shard(entries, replace) for entries in shards.values()]
         else:
-            with ThreadPoolExecutor(max_workers=min(WRITE_WORKERS, len(shards))) as pool:
+            with ThreadPoolExecutor(max_workers=min(fsutil.FSYNC_WORKERS, len(shards))) as pool:
                 created = list(pool.map(lambda e: self._commit_shard(e, replace),
                                         shards.values()))
         if any(created):
