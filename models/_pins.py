@@ -6,6 +6,7 @@ helper uses the standard library alone (no fixture_store import).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.metadata
 import json
@@ -59,6 +60,33 @@ def absent(names: Iterable[str], *, stage: str) -> None:
             f"  fix: fixture-store regenerate {stage}  (runs it in its pinned environment)\n"
         )
         raise SystemExit(EXIT_WRONG_ENVIRONMENT)
+
+
+def parser(
+    description: str | None, *, family: str, inputs_required: bool = False
+) -> argparse.ArgumentParser:
+    """The arguments every generator takes; a generator adds its own, then calls :func:`checked`."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--out", type=Path, required=True, help="Folder to write the candidates to.")
+    p.add_argument("--inputs", type=Path, required=inputs_required,
+                   help="JSON list of the verified inputs (name and path of each).")
+    p.add_argument("--require", action="append", default=[],
+                   help="Exact pins of the environment (name==version); refused otherwise.")
+    p.add_argument("--without", action="append", default=[],
+                   help="Packages that must not be installed.")
+    p.add_argument("--family", default=family, help="Family of the records.")
+    return p
+
+
+def checked(
+    p: argparse.ArgumentParser, *, upstream: Iterable[str], stage: str
+) -> argparse.Namespace:
+    """Parse the arguments, then refuse to run unless the upstream pins and ``--require`` hold
+    and every ``--without`` package is absent."""
+    args = p.parse_args()
+    require((*upstream, *args.require), stage=stage)
+    absent(args.without, stage=stage)
+    return args
 
 
 def environment() -> dict[str, object]:

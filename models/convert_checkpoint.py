@@ -8,7 +8,6 @@ and its hyper-parameters in the archive's metadata, next to the parent case's di
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -58,15 +57,8 @@ def module_of(model: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--inputs", type=Path, required=True)
-    parser.add_argument("--require", action="append", default=[])
-    parser.add_argument("--without", action="append", default=[])
-    parser.add_argument("--family", default="checkpoints")
-    args = parser.parse_args()
-    _pins.require((*UPSTREAM, *args.require), stage=STAGE)
-    _pins.absent(args.without, stage=STAGE)
+    parser = _pins.parser(__doc__, family="checkpoints", inputs_required=True)
+    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import onnx
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,6 @@ upstream case. A case outside tolerance fails the stage.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -32,18 +31,11 @@ def read_pb(path: Path) -> np.ndarray[Any, Any]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--inputs", type=Path, required=True)
-    parser.add_argument("--require", action="append", default=[])
-    parser.add_argument("--without", action="append", default=[])
-    parser.add_argument("--family", default="jax-parity")
+    parser = _pins.parser(__doc__, family="jax-parity", inputs_required=True)
     parser.add_argument("--checkpoints", default="checkpoints")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--atol", type=float, default=1e-5)
-    args = parser.parse_args()
-    _pins.require((*UPSTREAM, *args.require), stage=STAGE)
-    _pins.absent(args.without, stage=STAGE)
+    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import jax
 
     jax.config.update("jax_platforms", "cpu")

@@ -21,18 +21,9 @@ UPSTREAM = ("onnx==1.22.0",)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--require", action="append", default=[],
-                        help="Exact pins of the environment (name==version); refused otherwise.")
-    parser.add_argument("--without", action="append", default=[],
-                        help="Packages that must not be installed.")
-    parser.add_argument("--inputs", type=Path, help="Verified inputs (this stage has none).")
-    parser.add_argument("--family", default="onnx-node", help="Family of the records.")
+    parser = _pins.parser(__doc__, family="onnx-node")  # this stage has no inputs
     parser.add_argument("--op-type", default=None, help="Only cases of this operator (debugging).")
-    args = parser.parse_args()
-    _pins.require((*UPSTREAM, *args.require), stage=STAGE)
-    _pins.absent(args.without, stage=STAGE)
+    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
 
     from onnx.backend.test import cmd_tools
 

@@ -7,12 +7,10 @@ is detectable by its own digest.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
 import json
 import sys
-from pathlib import Path
 
 import _pins
 
@@ -21,21 +19,14 @@ UPSTREAM = ("numpy==2.4.6",)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--inputs", type=Path)
-    parser.add_argument("--require", action="append", default=[])
-    parser.add_argument("--without", action="append", default=[])
-    parser.add_argument("--family", default="video")
+    parser = _pins.parser(__doc__, family="video")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=48)
     parser.add_argument("--height", type=int, default=48)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--fps", type=int, default=24)
     parser.add_argument("--noise", type=int, default=12)
-    args = parser.parse_args()
-    _pins.require((*UPSTREAM, *args.require), stage=STAGE)
-    _pins.absent(args.without, stage=STAGE)
+    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import numpy as np
 
     rng = np.random.default_rng(args.seed)
