@@ -8,7 +8,9 @@ import pytest
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
+from fixture_store.digests import Digest
 from fixture_store.errors import DigestMismatchError, GapError, MissingObjectError
+from fixture_store.registry import Registry
 from fixture_store.store import Store
 from fixture_store.verify import Status, verify_names
 
@@ -22,6 +24,15 @@ def make_project(project: Path, store: Store) -> None:
     ingest.add(store, reg, project / "data" / "w.bin", name="fam/w", kind="checkpoint")
     reg = registry_mod.load(project)
     ingest.add(store, reg, project / "data" / "case", name="fam/case", kind="onnx-case")
+
+
+def project_with_weights(project: Path, store: Store) -> tuple[Registry, Digest]:
+    """The test project, its registry, and the digest of its single-object record fam/w."""
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    digest = reg.get("fam/w").digest
+    assert digest is not None
+    return reg, digest
 
 
 def tamper(path: Path, offset: int = 0) -> None:
@@ -40,15 +51,12 @@ def test_everything_verifies_after_add(project: Path, store: Store) -> None:
 
 
 def test_a_flipped_byte_fails_full_verify_naming_both_digests(project: Path, store: Store) -> None:
-    make_project(project, store)
-    reg = registry_mod.load(project)
-    record = reg.get("fam/w")
-    assert record.digest is not None
-    tamper(store.object_path(record.digest), 12345)
+    reg, digest = project_with_weights(project, store)
+    tamper(store.object_path(digest), 12345)
     [r] = verify_names(store, reg, ["fam/w"], full=True)
     assert r.status is Status.MISMATCH
-    assert r.expected == record.digest and r.actual is not None and r.actual != record.digest
-    assert record.digest.text in r.message and r.actual.text in r.message
+    assert r.expected == digest and r.actual is not None and r.actual != digest
+    assert digest.text in r.message and r.actual.text in r.message
     assert r.fix is not None and "fixture-store fetch fam/w" in r.fix
     with pytest.raises(DigestMismatchError, match="fam/w"):
         Fixtures(store, reg).path("fam/w")
@@ -78,11 +86,8 @@ def test_warm_verify_skips_hashing_and_full_rehashes(project: Path, store: Store
 
 
 def test_an_edit_that_restores_mtime_still_misses_the_cache(project: Path, store: Store) -> None:
-    make_project(project, store)
-    reg = registry_mod.load(project)
-    record = reg.get("fam/w")
-    assert record.digest is not None
-    path = store.object_path(record.digest)
+    reg, digest = project_with_weights(project, store)
+    path = store.object_path(digest)
     verify_names(store, reg, ["fam/w"])
     st = path.stat()
     tamper(path, 7)
@@ -92,11 +97,8 @@ def test_an_edit_that_restores_mtime_still_misses_the_cache(project: Path, store
 
 
 def test_a_read_only_bit_is_not_proof(project: Path, store: Store) -> None:
-    make_project(project, store)
-    reg = registry_mod.load(project)
-    record = reg.get("fam/w")
-    assert record.digest is not None
-    path = store.object_path(record.digest)
+    reg, digest = project_with_weights(project, store)
+    path = store.object_path(digest)
     tamper(path, 1)
     os.chmod(path, 0o444)
     [r] = verify_names(store, reg, ["fam/w"])
@@ -104,11 +106,8 @@ def test_a_read_only_bit_is_not_proof(project: Path, store: Store) -> None:
 
 
 def test_missing_object_and_gap_statuses(project: Path, store: Store) -> None:
-    make_project(project, store)
-    reg = registry_mod.load(project)
-    record = reg.get("fam/w")
-    assert record.digest is not None
-    store.remove(record.digest)
+    reg, digest = project_with_weights(project, store)
+    store.remove(digest)
     [r] = verify_names(store, reg, ["fam/w"])
     assert r.status is Status.MISSING and r.fix == "fixture-store fetch fam/w"
     with pytest.raises(MissingObjectError, match="fixture-store fetch fam/w"):
@@ -172,13 +171,10 @@ def test_a_view_that_batches_cache_writes_saves_them_on_close(
     from fixture_store.statecache import VerifiedCache
 
     monkeypatch.setattr(statecache, "FLUSH_SECONDS", 3600.0)  # only the close saves here
-    make_project(project, store)
-    reg = registry_mod.load(project)
+    reg, w = project_with_weights(project, store)
     fx = Fixtures(store, reg, batch_cache_writes=True)
     assert fx.check("fam/w").ok and fx.check("fam/case").ok
     saved = VerifiedCache.open(store.state_dir)
-    w = reg.get("fam/w").digest
-    assert w is not None
     st = os.stat(store.object_path(w))
     assert not saved.vouches(w.hex, st)  # not yet written: one transaction per batch
     fx.close()
