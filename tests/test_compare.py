@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,19 @@ def _variant(project: Path, store: Store, case: str, suffix: str, change: object
 
 def _reload(fixtures: Fixtures, project: Path) -> Fixtures:
     return Fixtures(fixtures.store, registry_mod.load(project))
+
+
+def _perturbed_abs(
+    project: Path, store: Store, known_failures: Callable[[str], list[KnownFailure]]
+) -> tuple[Fixtures, str]:
+    """test_abs and a variant with an edited expected output, the registry holding the known
+    failures ``known_failures(variant name)``; returns the reloaded view and the variant."""
+    fixtures = make_project(project, store, ("test_abs",))
+    name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
+    registry = registry_mod.load(project)
+    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
+                 known_failures=known_failures(name))
+    return _reload(fixtures, project), name
 
 
 def by(report: object, name: str, runtime: str) -> object:
@@ -148,17 +162,11 @@ def test_refused_in_process_never_reaches_the_runtime(
 
 def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
         project: Path, store: Store) -> None:
-    fixtures = make_project(project, store, ("test_abs",))
-    name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
-    registry = registry_mod.load(project)
-    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
-                 known_failures=[
-                     KnownFailure("ort", "onnx-node/test_abs_*", "expected output edited",
-                                  "mismatch"),
-                     KnownFailure("*", "onnx-node/test_abs", "stale entry: the case passes"),
-                 ])
-    report = compare(_reload(fixtures, project), ["onnx-node/test_abs", name],
-                     ["ort", "reference"], jobs=0)
+    fixtures, name = _perturbed_abs(project, store, lambda name: [
+        KnownFailure("ort", "onnx-node/test_abs_*", "expected output edited", "mismatch"),
+        KnownFailure("*", "onnx-node/test_abs", "stale entry: the case passes"),
+    ])
+    report = compare(fixtures, ["onnx-node/test_abs", name], ["ort", "reference"], jobs=0)
     known = by(report, name, "ort")
     assert known.outcome is Outcome.KNOWN_FAILURE
     assert known.underlying is Outcome.MISMATCH and known.known_reason == "expected output edited"
@@ -170,12 +178,9 @@ def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
 
 
 def test_known_failure_for_another_outcome_does_not_excuse(project: Path, store: Store) -> None:
-    fixtures = make_project(project, store, ("test_abs",))
-    name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
-    registry = registry_mod.load(project)
-    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
-                 known_failures=[KnownFailure("ort", name, "ORT lacks it", "not-implemented")])
-    result = by(compare(_reload(fixtures, project), [name], ["ort"], jobs=0), name, "ort")
+    fixtures, name = _perturbed_abs(project, store, lambda name: [
+        KnownFailure("ort", name, "ORT lacks it", "not-implemented")])
+    result = by(compare(fixtures, [name], ["ort"], jobs=0), name, "ort")
     assert result.outcome is Outcome.MISMATCH
     assert "registered as 'not-implemented'" in result.detail
 
@@ -186,18 +191,11 @@ EVERYWHERE = "locale-missing:C"  # never holds: the C locale always exists
 
 def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_nothing(
         project: Path, store: Store) -> None:
-    fixtures = make_project(project, store, ("test_abs",))
-    name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
-    registry = registry_mod.load(project)
-    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
-                 known_failures=[
-                     KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error",
-                                  EVERYWHERE),
-                     KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
-                     KnownFailure("reference", name, "fails without a locale", "mismatch",
-                                  NOWHERE),
-                 ])
-    fixtures = _reload(fixtures, project)
+    fixtures, name = _perturbed_abs(project, store, lambda name: [
+        KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error", EVERYWHERE),
+        KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
+        KnownFailure("reference", name, "fails without a locale", "mismatch", NOWHERE),
+    ])
 
     passing = compare(fixtures, ["onnx-node/test_abs"], ["ort"], jobs=0)
     result = by(passing, "onnx-node/test_abs", "ort")
