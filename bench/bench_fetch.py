@@ -28,7 +28,7 @@ import pooch
 
 from fixture_store import registry as registry_mod
 from fixture_store.fetch import fetch_names
-from fixture_store.store import Store
+from fixture_store.objects.store import Store
 
 PROJECT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT / "models"))

@@ -18,7 +18,7 @@ def _files(listing: str) -> list[str]:
 
 
 def op_noop(_args: list[str]) -> int:
-    import fixture_store.cli
+    import fixture_store.cli.app
     import fixture_store.verify  # noqa: F401
 
     return 0
@@ -42,8 +42,8 @@ def op_hashlib(args: list[str]) -> int:
 def op_verify(args: list[str]) -> int:
     """What `fixture-store verify` does: load the registry, verify every record."""
     from fixture_store import registry as registry_mod
-    from fixture_store.digests import Algorithm
-    from fixture_store.store import Store
+    from fixture_store.objects.digests import Algorithm
+    from fixture_store.objects.store import Store
     from fixture_store.verify import verify_names
 
     store, project, mode, algorithm, executor = args[:5]
@@ -72,7 +72,6 @@ def op_stat(args: list[str]) -> int:
 
 def op_registry_load(args: list[str]) -> int:
     from fixture_store import registry as registry_mod
-
     return len(registry_mod.load(args[0]).names())
 
 
@@ -90,8 +89,8 @@ def op_fs_fetch(args: list[str]) -> int:
     """The store's fetch-verify: stream from the mirror into the store against the digest."""
     import urllib.request
 
-    from fixture_store import digests
-    from fixture_store.store import Store
+    from fixture_store.objects import digests
+    from fixture_store.objects.store import Store
 
     url, known, size, store = args[:4]
     expected = digests.parse(known, int(size))
@@ -102,8 +101,10 @@ def op_fs_fetch(args: list[str]) -> int:
 
 def op_extract(args: list[str]) -> int:
     """Checked extraction of an archive into the store under the 1 GiB limits profile."""
-    from fixture_store import archives, limits, trees
-    from fixture_store.store import Store
+    from fixture_store import limits
+    from fixture_store.objects import trees
+    from fixture_store.objects.store import Store
+    from fixture_store.readers import archives
 
     archive, manifest, store = args[:3]
     tree = trees.parse_manifest(Path(manifest).read_bytes())

@@ -33,9 +33,9 @@ import onnx.backend.test
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.compare import compare
+from fixture_store.objects.store import Store
+from fixture_store.parity.cases import compare
 from fixture_store.registry.files import write_family
-from fixture_store.store import Store
 
 NODE_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
 

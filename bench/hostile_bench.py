@@ -27,8 +27,10 @@ import lz4.frame
 import numpy as np
 import zstandard
 
-from fixture_store import archives, arrays, digests
-from fixture_store.store import Store
+from fixture_store.objects import digests
+from fixture_store.objects.store import Store
+from fixture_store.readers import archives
+from fixture_store.readers import npy as arrays
 
 
 def best_of(repeat: int, fn: Callable[[], object]) -> float:

@@ -314,8 +314,7 @@ def _dvc_copy(fresh: dict[str, Path], repo: Path, data: Path) -> None:
 
 
 def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
-    from fixture_store import digests
-
+    from fixture_store.objects import digests
     digest = digests.of_file(data)
     port = free_port()
     server = subprocess.Popen(
@@ -445,9 +444,9 @@ def case_small(b: Bench, count: int) -> None:
 def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
     """A synthetic corpus shaped like the ONNX node cases: warm verify vs full verify."""
     from fixture_store import registry as registry_mod
-    from fixture_store import trees
     from fixture_store.ingest import build_record, with_blake3
-    from fixture_store.store import Store
+    from fixture_store.objects import trees
+    from fixture_store.objects.store import Store
 
     case = "corpus"
     root = b.work / case
@@ -505,7 +504,7 @@ def _corpus_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> Non
 def _object_paths(store: str, proj: str) -> list[str]:
     """Every distinct object file the project's records use (members and manifests)."""
     from fixture_store import registry as registry_mod
-    from fixture_store.store import Store
+    from fixture_store.objects.store import Store
     from fixture_store.verify import objects_of
 
     reg = registry_mod.load(proj)
@@ -516,8 +515,8 @@ def _object_paths(store: str, proj: str) -> list[str]:
 
 def case_archive(b: Bench, size: int, count: int = 16) -> None:
     """Checked extraction of a ~1 GiB .tar.zst under the 1 GiB profile vs GNU tar."""
-    from fixture_store import archives
     from fixture_store.limits import GIB_1
+    from fixture_store.readers import archives
 
     case = "archive"
     root = b.work / case
@@ -566,8 +565,8 @@ def case_onnx(b: Bench) -> None:
     ``fixture-store fetch --family onnx-node``.
     """
     from fixture_store import registry as registry_mod
+    from fixture_store.objects.store import Store
     from fixture_store.rehash import record_blake3
-    from fixture_store.store import Store
     from fixture_store.verify import verify_names
 
     reg_file = REPO / "provenance" / "onnx-node.json"

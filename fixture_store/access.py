@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from fixture_store import fsutil
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
+from fixture_store.objects import fsutil
+from fixture_store.objects.store import Store
+from fixture_store.objects.trees import Tree
 from fixture_store.registry import Record, Registry
-from fixture_store.store import Store
-from fixture_store.trees import Tree
 from fixture_store.verify import Result, Verifier
 
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import ArtifactError, FixtureStoreError
+from fixture_store.objects.store import Store
 from fixture_store.registry import Registry, family_of
 from fixture_store.sources import FetchContext, fetch_record, offline_from_env
-from fixture_store.store import Store
 
 
 class Outcome(StrEnum):

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.store import Store
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from types import MappingProxyType
 from typing import Any
 
 from fixture_store import registry as registry_mod
-from fixture_store import trees
-from fixture_store.digests import Digest
 from fixture_store.errors import UsageError
+from fixture_store.objects import trees
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
 from fixture_store.registry import Record, Registry, check_name, family_of
-from fixture_store.store import Store
 
 MEDIA_TYPES = {
     ".npy": "application/x-npy",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
 
-from fixture_store.digests import Digest
+from fixture_store.objects.digests import Digest
 from fixture_store.registry import Record, Registry
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

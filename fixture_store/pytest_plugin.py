@@ -29,13 +29,13 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import ArtifactError, UnsafeContentError, UsageError
+from fixture_store.objects.store import Store
 from fixture_store.registry import Record, Registry, family_of
-from fixture_store.store import Store
 from fixture_store.verify import Result, Status
 
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
-    from fixture_store.onnxcase import OnnxCase
+    from fixture_store.readers.onnxcase import OnnxCase
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 MARKER = "fixture_store"
@@ -204,9 +204,8 @@ class VerifiedFixtures:
         arrays must match the record's ``arrays`` manifest (names, dtypes, shapes) exactly.
         A ``.npy`` gives one array named after the file (without ``.npy``).
         """
-        from fixture_store import arrays as arrays_mod
         from fixture_store import limits
-
+        from fixture_store.readers import npy as arrays_mod
         self._state.enforce(name)
         record = self.fixtures.verified(name)
         path = self.fixtures.path(name)
@@ -221,7 +220,7 @@ class VerifiedFixtures:
         return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
 
     def onnx_case(self, name: str) -> OnnxCase:
-        from fixture_store.onnxcase import load_verified
+        from fixture_store.readers.onnxcase import load_verified
 
         self._state.enforce(name)
         return load_verified(self.fixtures, name)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from fixture_store import registry as registry_mod
+from fixture_store.objects.store import Store
 from fixture_store.registry import Record, Registry, family_of
-from fixture_store.store import Store
 from fixture_store.verify import Result, Verifier, verify_names
 
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
-from fixture_store import content, digests
-from fixture_store.digests import Algorithm, Digest
 from fixture_store.errors import (
     ArtifactError,
     DigestMismatchError,
@@ -27,9 +25,12 @@ from fixture_store.errors import (
     UnknownArtifactError,
     UnsafeContentError,
 )
+from fixture_store.objects import digests
+from fixture_store.objects.digests import Algorithm, Digest
+from fixture_store.objects.statecache import VerifiedCache
+from fixture_store.objects.store import Store
+from fixture_store.readers import content
 from fixture_store.registry import Record, Registry
-from fixture_store.statecache import VerifiedCache
-from fixture_store.store import Store
 
 
 class Status(StrEnum):

@@ -23,14 +23,15 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from fixture_store import digests, ingest, trees
+from fixture_store import ingest
 from fixture_store import registry as registry_mod
-from fixture_store.digests import Digest
+from fixture_store.objects import digests, trees
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
 from fixture_store.registry import Record
 from fixture_store.sources import FetchContext
 from fixture_store.sources.members import SafeArchive
 from fixture_store.sources.package import ensure_distribution
-from fixture_store.store import Store
 
 REQUIREMENT = "onnx==1.22.0"
 WHEEL = "onnx-1.22.0-cp312-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from fixture_store import registry as registry_mod
+from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.store import Store
 
 pytest_plugins = ["pytester"]
 

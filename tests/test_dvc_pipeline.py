@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.regen_project import make_project, set_scale
+from tests.support.regen_project import make_project, set_scale
 
 FS = str(Path(sys.executable).parent / "fixture-store")
 

@@ -22,13 +22,14 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from fixture_store import archives, digests, trees
 from fixture_store import registry as registry_mod
 from fixture_store.errors import StoreError
+from fixture_store.objects import digests, trees
+from fixture_store.objects.store import Store
+from fixture_store.readers import archives
 from fixture_store.sources import FetchContext, fetch_record
-from fixture_store.store import Store
 from fixture_store.verify import Status, verify_names
-from tests import crash_child
+from tests.support import crash_child
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST_TRIALS = int(os.environ.get("FIXTURE_STORE_CRASH_TRIALS", "10"))
@@ -73,8 +74,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _child(store: Path, work: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "tests.crash_child", str(store), str(work),
-                             *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    cmd = [sys.executable, "-m", "tests.support.crash_child", str(store), str(work), *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=ROOT, env=env)
 
 

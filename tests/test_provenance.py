@@ -9,10 +9,10 @@ from click.testing import CliRunner
 
 from fixture_store import provenance
 from fixture_store.cli import main
+from fixture_store.objects.store import Store
 from fixture_store.regenerate import regenerate
 from fixture_store.registry import load
-from fixture_store.store import Store
-from tests.regen_project import PYTHON, make_project
+from tests.support.regen_project import PYTHON, make_project
 
 
 def _project(tmp_path: Path) -> tuple[Path, Store]:

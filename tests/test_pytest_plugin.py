@@ -10,9 +10,9 @@ import pytest
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
+from fixture_store.objects.store import Store
 from fixture_store.registry.files import write_family
-from fixture_store.store import Store
-from tests.onnx_helpers import NODE_DATA, tamper
+from tests.support.onnx_helpers import NODE_DATA, tamper
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from fixture_store import registry as registry_mod
 from fixture_store.cli import main
 from fixture_store.ingest import add
+from fixture_store.objects.store import Store
 from fixture_store.rehash import record_blake3
-from fixture_store.store import Store
 
 
 def _strip_blake3(path: Path) -> None:

@@ -8,10 +8,10 @@ import pytest
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.digests import Digest
 from fixture_store.errors import DigestMismatchError, GapError, MissingObjectError
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.store import Store
 from fixture_store.verify import Status, verify_names
 
 
@@ -167,8 +167,8 @@ def test_verify_leaves_the_cyclic_gc_as_it_found_it(project: Path, store: Store,
 def test_a_view_that_batches_cache_writes_saves_them_on_close(
     project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fixture_store import statecache
-    from fixture_store.statecache import VerifiedCache
+    from fixture_store.objects import statecache
+    from fixture_store.objects.statecache import VerifiedCache
 
     monkeypatch.setattr(statecache, "FLUSH_SECONDS", 3600.0)  # only the close saves here
     reg, w = project_with_weights(project, store)

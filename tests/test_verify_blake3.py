@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from fixture_store import registry as registry_mod
 from fixture_store.cli import main
-from fixture_store.digests import Algorithm
 from fixture_store.ingest import add
+from fixture_store.objects.digests import Algorithm
+from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.store import Store
 from fixture_store.verify import Status, verify_names
 
 
@@ -181,8 +181,7 @@ def test_parallel_verify_checks_each_shared_object_once(
 
 @pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, (5 << 20) + 7])
 def test_file_hashes_match_across_chunk_boundaries(tmp_path: Path, size: int) -> None:
-    from fixture_store import digests
-
+    from fixture_store.objects import digests
     data = os.urandom(size)
     p = tmp_path / "f"
     p.write_bytes(data)

@@ -13,10 +13,10 @@ import yaml
 from fixture_store import video
 from fixture_store.access import Fixtures
 from fixture_store.errors import DigestMismatchError
+from fixture_store.objects.store import Store
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.registry import load
-from fixture_store.store import Store
-from tests.regen_project import MODELS, PYTHON, numpy_pin
+from tests.support.regen_project import MODELS, PYTHON, numpy_pin
 
 NAME = "video/synthetic-seed7.npy"
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from fixture_store.errors import FixtureStoreError, UsageError
-from fixture_store.store import Store
+from fixture_store.objects.store import Store
 
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9A-Za-z][0-9A-Za-z.+!-]*")
 

@@ -17,16 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixture_store import digests, ingest, trees
+from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.digests import Digest
 from fixture_store.errors import UnknownArtifactError, UsageError
+from fixture_store.objects import digests, trees
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
 from fixture_store.regenerate import envs
 from fixture_store.regenerate import stages as stages_mod
-from fixture_store.regenerate.compare import ArtifactComparison, Reference, Verdict, compare
+from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
 from fixture_store.registry import Record, Registry, family_of
-from fixture_store.store import Store
 from fixture_store.verify import Status, Verifier
 
 OUTPUTS_FILE = "outputs.json"

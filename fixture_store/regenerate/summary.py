@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import UsageError
+from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.store import Store
 from fixture_store.verify import Result, verify_names
 
 

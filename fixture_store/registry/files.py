@@ -20,8 +20,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fixture_store import conditions, statecache
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
+from fixture_store.objects import statecache
+from fixture_store.registry import conditions
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
 
 FORMAT_VERSION = 1
@@ -110,7 +111,8 @@ class KnownFailure:
     pattern: str
     reason: str
     outcome: str | None = None
-    # KIND:ARGUMENT (see fixture_store.conditions): the entry applies only where this holds.
+    # KIND:ARGUMENT (see fixture_store.registry.conditions): the entry applies only where this
+    # holds.
     condition: str | None = None
 
     def active(self) -> bool:
@@ -224,7 +226,7 @@ class _SchemaPasses:
     @classmethod
     def for_text(cls, text: str) -> _SchemaPasses:
         from fixture_store import __version__
-        from fixture_store.store import default_root
+        from fixture_store.objects.store import default_root
 
         h = hashlib.sha256()
         for part in (__version__, json.dumps(schema(), sort_keys=True), text):

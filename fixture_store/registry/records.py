@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from fixture_store import digests, limits, trees
-from fixture_store.digests import Digest
+from fixture_store import limits
 from fixture_store.errors import DigestFormatError, RegistryError, UsageError
+from fixture_store.objects import digests, trees
+from fixture_store.objects.digests import Digest
 
 KINDS = ("fixture", "checkpoint", "video", "onnx-model", "onnx-case", "tree", "archive", "array")
 TREE_KINDS = frozenset({"tree", "onnx-case"})

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from fixture_store.digests import Digest
 from fixture_store.errors import ArtifactError, IntegrityError
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
 from fixture_store.registry import Record
-from fixture_store.store import Store
 from fixture_store.verify import Status, Verifier, repair_command
 
 OFFLINE_ENV_VARS = ("FIXTURE_STORE_OFFLINE", "HF_HUB_OFFLINE")

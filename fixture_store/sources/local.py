@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import BinaryIO
 
+from fixture_store.objects.trees import check_member_path
 from fixture_store.registry import Record
 from fixture_store.sources import FetchContext, SourceError, put_object, put_tree
-from fixture_store.trees import check_member_path
 
 
 def resolve(root: Path, relpath: str, record: Record) -> Path:

@@ -3,7 +3,8 @@
 Only what a package source needs: look a member up by its exact, already validated name and
 stream it under a size cap. Entries that are absolute, contain ``..``, are links, devices or
 folders, or appear twice are never served. The full hostile-archive reader (limits profiles,
-manifest matching) lives in ``fixture_store.archives``; this one is kept small so it can be swapped
+manifest matching) lives in ``fixture_store.readers.archives``; this one is kept small so it can be
+swapped
 for it.
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fixture_store.errors import UsageError
-from fixture_store.trees import TreePathError, check_member_path
+from fixture_store.objects.trees import TreePathError, check_member_path
 
 MAX_MEMBERS = 500_000
 MAX_MEMBER_BYTES = 1 << 30

@@ -22,9 +22,9 @@ from typing import BinaryIO
 
 from filelock import FileLock
 
-from fixture_store import digests
-from fixture_store.digests import Digest
 from fixture_store.errors import IntegrityError, UsageError
+from fixture_store.objects import digests
+from fixture_store.objects.digests import Digest
 from fixture_store.registry import Record
 from fixture_store.sources import FetchContext, SourceError, put_object, put_tree
 from fixture_store.sources.members import SafeArchive, open_archive

@@ -1,0 +1,3 @@
+from fixture_store.cli.app import main
+
+main()

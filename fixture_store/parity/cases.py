@@ -1,0 +1,197 @@
+"""Comparing runtimes on verified ONNX cases: verify, dispatch to workers, apply known failures.
+
+Only verified cases reach a runtime: a case that fails verification is a ``refused`` result for
+every runtime (and a declared gap a ``gap``) and is never sent to a worker. Known failures are
+registry data (per runtime, per case or glob pattern, with a reason); a known failure whose case
+now passes is reported so the entry can be removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fixture_store.access import Fixtures, checkout
+from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
+from fixture_store.parity.results import CaseResult, Outcome, Task
+from fixture_store.parity.runtimes import check_runtime
+from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT, WorkerPool, default_jobs
+from fixture_store.registry.files import KnownFailure
+from fixture_store.verify import Status, verify_names
+
+CASE_KIND = "onnx-case"
+
+
+@dataclass(frozen=True)
+class Report:
+    runtimes: tuple[str, ...]
+    results: tuple[CaseResult, ...]
+    wall_seconds: float
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        per: dict[str, Counter[str]] = {rt: Counter() for rt in self.runtimes}
+        for r in self.results:
+            per[r.runtime][str(r.outcome)] += 1
+        return {rt: {str(o): per[rt][str(o)] for o in Outcome if per[rt][str(o)]}
+                for rt in self.runtimes}
+
+    @property
+    def now_passing(self) -> list[CaseResult]:
+        return [r for r in self.results if r.now_passing]
+
+    @property
+    def inactive(self) -> list[CaseResult]:
+        """Results a known failure matched whose machine condition does not hold here."""
+        return [r for r in self.results if r.inactive_condition]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILED if any(r.failing for r in self.results) else EXIT_OK
+
+    def stable(self, store_root: str) -> Report:
+        """This report without what differs run to run or machine to machine: timings, the
+        store's location (a runtime's message may name the checked-out model), and the numbers
+        of known mismatches (random operators such as Bernoulli draw new values every run; the
+        registered reason is what the report vouches for)."""
+        def plain(r: CaseResult) -> CaseResult:
+            detail = r.detail.replace(store_root, "$FIXTURE_STORE_DIR")
+            if r.outcome is Outcome.KNOWN_FAILURE and r.underlying is Outcome.MISMATCH:
+                return dataclasses.replace(r, seconds=0.0, detail="", arrays=())
+            return dataclasses.replace(r, seconds=0.0, detail=detail)
+
+        return Report(self.runtimes, tuple(plain(r) for r in self.results), 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runtimes": list(self.runtimes),
+            "cases": len({r.name for r in self.results}),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "counts": self.counts(),
+            "now_passing": [{"name": r.name, "runtime": r.runtime, "known_reason": r.known_reason}
+                            for r in self.now_passing],
+            "inactive_known_failures": [
+                {"name": r.name, "runtime": r.runtime, "outcome": str(r.outcome),
+                 "condition": r.inactive_condition} for r in self.inactive],
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+def select_cases(fixtures: Fixtures, names: Iterable[str] = (),
+                 families: Iterable[str] = ()) -> list[str]:
+    """The onnx-case names chosen by explicit names/patterns and families (all cases if none)."""
+    names, families = list(names), list(families)
+    chosen = fixtures.registry.select(names, families)
+    invalid = dict(fixtures.registry.invalid())
+    explicit = {n for n in names if not any(ch in n for ch in "*?[")}
+    cases = []
+    for name in chosen:
+        if name in invalid:
+            cases.append(name)  # refused at verification, with the registry's message
+            continue
+        kind = fixtures.registry.get(name).kind
+        if kind == CASE_KIND:
+            cases.append(name)
+        elif name in explicit:
+            raise UsageError(f"{name} is a {kind!r} artifact; compare runs onnx-case artifacts",
+                             fix="fixture-store list  (shows each artifact's kind)")
+    if not cases:
+        raise UsageError("no onnx-case artifacts selected",
+                         fix="name cases or pass --family with a family of onnx cases")
+    return cases
+
+
+def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> CaseResult:
+    """Mark a failure the registry knows about; flag a known failure whose case now passes.
+
+    A refusal or a gap is never excused: a known failure speaks about a runtime on good data.
+    When the entry names an outcome, only that outcome is excused. An entry with a machine
+    condition that does not hold here is inactive: it is reported and excuses nothing.
+    """
+    if result.outcome in (Outcome.REFUSED, Outcome.GAP):
+        return result
+    entry = next((k for k in known if k.matches(result.runtime, result.name)), None)
+    if entry is None:
+        return result
+    if not entry.active():
+        note = (f"the known failure {entry.pattern!r} ({entry.runtime}) applies only where "
+                f"{entry.condition} holds, which it does not here")
+        return dataclasses.replace(
+            result, known_reason=entry.reason, inactive_condition=entry.condition,
+            detail=f"{result.detail} ({note})" if result.outcome is not Outcome.PASS else note)
+    if result.outcome is Outcome.PASS:
+        return dataclasses.replace(result, known_reason=entry.reason, now_passing=True,
+                                   fix=f"remove the known failure {entry.pattern!r} "
+                                       f"({entry.runtime}) from the registry")
+    if entry.outcome is not None and entry.outcome != str(result.outcome):
+        return dataclasses.replace(
+            result, detail=f"{result.detail} (a known failure matches but is registered as "
+                           f"{entry.outcome!r}: {entry.reason})")
+    return dataclasses.replace(result, outcome=Outcome.KNOWN_FAILURE, underlying=result.outcome,
+                               known_reason=entry.reason)
+
+
+def compare(
+    fixtures: Fixtures,
+    names: Sequence[str],
+    runtimes: Sequence[str],
+    *,
+    jobs: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> Report:
+    """Verify ``names`` and run every verified case with every runtime."""
+    runtimes = tuple(dict.fromkeys(check_runtime(r) for r in runtimes))
+    if not runtimes:
+        raise UsageError("no runtime chosen", fix="pass --runtime ort and/or --runtime reference")
+    start = time.perf_counter()
+    jobs = default_jobs() if jobs is None else jobs
+    with WorkerPool(min(jobs, len(names) * len(runtimes))) as pool:
+        # Workers boot (imports) while this process verifies and checks out the trees.
+        tasks, by_name = _verified_tasks(fixtures, names, runtimes, on_result)
+        ran = pool.run(tasks, timeout=timeout, on_result=on_result)
+    known = list(fixtures.registry.known_failures())
+    for result in ran:
+        by_name[result.name].append(apply_known_failures(result, known))
+    order = {rt: i for i, rt in enumerate(runtimes)}
+    results = tuple(r for n in names for r in sorted(by_name[n], key=lambda r: order[r.runtime]))
+    return Report(runtimes, results, time.perf_counter() - start)
+
+
+def _verified_tasks(
+    fixtures: Fixtures, names: Sequence[str], runtimes: Sequence[str],
+    on_result: Callable[[CaseResult], None] | None,
+) -> tuple[list[Task], dict[str, list[CaseResult]]]:
+    """Tasks for the verified cases; refused/gap results for the others (never dispatched)."""
+    verified = verify_names(fixtures.store, fixtures.registry, names, full=fixtures.full)
+    by_name: dict[str, list[CaseResult]] = {n: [] for n in names}
+    tasks: list[Task] = []
+    for check in verified:
+        if not check.ok:
+            outcome = Outcome.GAP if check.status is Status.GAP else Outcome.REFUSED
+            detail = check.message if outcome is Outcome.GAP else (
+                f"{check.status}: {check.message}")
+            for rt in runtimes:
+                refused = CaseResult(check.name, rt, outcome, detail, fix=check.fix)
+                by_name[check.name].append(refused)
+                if on_result is not None:
+                    on_result(refused)
+            continue
+        record = fixtures.registry.get(check.name)
+        assert record.members is not None and record.digest is not None
+        folder = checkout(fixtures.store, record.members, record.digest.hex)
+        tolerance = _plain(record.tolerance) if record.tolerance else None
+        tasks.extend(Task(check.name, rt, str(folder), tolerance) for rt in runtimes)
+    return tasks, by_name
+
+
+def _plain(value: Any) -> Any:
+    """Record mappings are read-only proxies; workers get plain, picklable data."""
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value

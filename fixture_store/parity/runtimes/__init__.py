@@ -1,0 +1,41 @@
+"""Comparators: run a verified ONNX case with a runtime and compare its outputs.
+
+A runtime is a plain callable ``prepare(case) -> run`` where ``run(feeds) -> outputs``; the
+built-in ones are ONNX Runtime (``ort``) and onnx's ReferenceEvaluator (``reference``). Any other
+runtime is named ``package.module:attribute`` and imported in the worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from fixture_store.errors import UsageError
+from fixture_store.readers.onnxcase import OnnxCase
+
+BUILTIN = {
+    "ort": "fixture_store.parity.runtimes.ort:prepare",
+    "reference": "fixture_store.parity.runtimes.reference:prepare",
+}
+
+RunFn = Callable[[Mapping[str, Any]], Sequence[Any]]
+
+
+class Prepare(Protocol):
+    def __call__(self, case: OnnxCase) -> RunFn: ...
+
+
+def check_runtime(name: str) -> str:
+    """Return ``name`` if it names a built-in runtime or a ``module:attribute`` spec."""
+    if name in BUILTIN or (":" in name and all(name.partition(":")[::2])):
+        return name
+    raise UsageError(f"unknown runtime {name!r}",
+                     fix=f"use one of {', '.join(BUILTIN)} or package.module:prepare")
+
+
+def resolve(name: str) -> Prepare:
+    spec = BUILTIN.get(check_runtime(name), name)
+    module, _, attr = spec.partition(":")
+    found: Prepare = getattr(importlib.import_module(module), attr)
+    return found

@@ -1,0 +1,128 @@
+"""Run one verified case with one runtime and classify what happened (inside a worker)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from fixture_store.errors import ArtifactError
+from fixture_store.parity.arrays import ArrayComparison, Tolerance, compare_arrays
+from fixture_store.parity.arrays import Outcome as ArrayOutcome
+from fixture_store.parity.results import CaseResult, Outcome, Task
+from fixture_store.parity.runtimes import resolve
+from fixture_store.readers.onnxcase import OnnxCase, load_case
+
+# How runtimes say "this operator/type/opset is not implemented" (ORT status codes and
+# messages, ReferenceEvaluator's NotImplementedError and lookup failures).
+_NOT_IMPLEMENTED = re.compile(
+    r"NOT_IMPLEMENTED|Could not find an implementation|is not a registered function/op|"
+    r"not implemented|No implementation|Unable to find|unsupported|not supported|"
+    r"No Op registered|no schema registered",
+    re.IGNORECASE,
+)
+
+
+def classify(exc: BaseException) -> Outcome:
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, NotImplementedError) or "NotImplemented" in type(exc).__name__:
+        return Outcome.NOT_IMPLEMENTED
+    if _NOT_IMPLEMENTED.search(text):
+        return Outcome.NOT_IMPLEMENTED
+    return Outcome.ERROR
+
+
+def describe(exc: BaseException, stage: str) -> str:
+    message = " ".join(str(exc).split())
+    if len(message) > 600:
+        message = message[:600] + "…"
+    return f"{stage}: {type(exc).__name__}: {message}"
+
+
+def evaluate(task: Task) -> CaseResult:
+    """Load, prepare, run every data set and compare; never raises for a case's own failure."""
+    start = time.perf_counter()
+
+    def done(outcome: Outcome, detail: str = "", arrays: Sequence[ArrayComparison] = (),
+             operators: tuple[str, ...] = (), fix: str | None = None) -> CaseResult:
+        return CaseResult(task.name, task.runtime, outcome, detail, tuple(arrays), operators,
+                          time.perf_counter() - start, fix)
+
+    try:
+        case = load_case(task.folder, name=task.name, tolerance=task.tolerance)
+    except ArtifactError as e:
+        return done(Outcome.REFUSED, e.message, fix=e.fix)
+    ops = case.operators
+    try:
+        run = resolve(task.runtime)(case)
+    except Exception as e:
+        return done(classify(e), describe(e, "prepare"), operators=ops)
+    comparisons: list[ArrayComparison] = []
+    for dataset in case.datasets:
+        try:
+            outputs = run(dataset.feeds)
+        except Exception as e:
+            return done(classify(e), describe(e, f"run data set {dataset.index}"), comparisons,
+                        ops)
+        problem, found = compare_outputs(case, dataset.outputs, outputs,
+                                         prefix=f"{dataset.index}:")
+        comparisons.extend(found)
+        if problem:
+            return done(Outcome.MISMATCH, f"data set {dataset.index}: {problem}", comparisons,
+                        ops)
+    return done(Outcome.PASS, arrays=comparisons, operators=ops)
+
+
+def compare_outputs(
+    case: OnnxCase, expected: Sequence[tuple[str, Any]], actual: Sequence[Any], *, prefix: str = ""
+) -> tuple[str, list[ArrayComparison]]:
+    """Compare a run's outputs with the expected ones; the first problem (or '') and the stats."""
+    if len(actual) != len(expected):
+        return f"{len(actual)} outputs where {len(expected)} are expected", []
+    found: list[ArrayComparison] = []
+    problems: list[str] = []
+    for (name, exp), act in zip(expected, actual, strict=True):
+        _compare_value(case.tolerance, name, name, exp, act, found, problems, prefix)
+    return "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""), found
+
+
+def _compare_value(tolerance: Mapping[str, Any] | None, output: str, label: str, exp: Any,
+                   act: Any, found: list[ArrayComparison], problems: list[str],
+                   prefix: str) -> None:
+    if exp is None or act is None:
+        if (exp is None) != (act is None):
+            problems.append(f"{label}: {'empty' if act is None else 'a value'} where "
+                            f"{'an empty optional' if exp is None else 'a value'} is expected")
+        return
+    if isinstance(exp, list):
+        if not isinstance(act, list | tuple):
+            problems.append(f"{label}: {type(act).__name__} where a sequence is expected")
+            return
+        if len(act) != len(exp):
+            problems.append(f"{label}: sequence of {len(act)} where {len(exp)} is expected")
+            return
+        for i, (e, a) in enumerate(zip(exp, act, strict=True)):
+            _compare_value(tolerance, output, f"{label}[{i}]", e, a, found, problems, prefix)
+        return
+    if isinstance(exp, dict):
+        if not isinstance(act, dict) or set(act) != set(exp):
+            problems.append(f"{label}: keys differ from the expected map")
+            return
+        for key in sorted(exp, key=repr):
+            _compare_value(tolerance, output, f"{label}[{key!r}]", exp[key], act[key], found,
+                           problems, prefix)
+        return
+    if isinstance(act, list | tuple | dict):
+        problems.append(f"{label}: {type(act).__name__} where a tensor is expected")
+        return
+    exp_a, act_a = np.asarray(exp), np.asarray(act)
+    if exp_a.dtype == object and act_a.dtype.kind in "US":
+        act_a = act_a.astype(object)
+    comparison = compare_arrays(prefix + label, exp_a, act_a,
+                                Tolerance.for_array(tolerance, output))
+    found.append(comparison)
+    if comparison.outcome is ArrayOutcome.DRIFT:
+        problems.append(f"{label}: {comparison.reason}")

@@ -1,0 +1,134 @@
+"""Content checks: an archive or array record is verified only if its content passes its profile.
+
+After the digest matched, verification asks :func:`check` whether the bytes are also safe: an
+``archive`` record's object is read as a stream against its ``members`` manifest, an ``array``
+record's NPY/NPZ object against its ``arrays`` manifest, both under the record's limits profile.
+A pass is remembered per (object digest, manifest, profile) under ``state/``, since the result
+depends on nothing else; ``full`` verification ignores that memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from fixture_store import limits
+from fixture_store.errors import FixtureStoreError, UnsafeContentError
+from fixture_store.objects import statecache, trees
+from fixture_store.objects.store import Store
+from fixture_store.registry import Record
+
+CONTENT_KINDS = frozenset({"archive", "array"})
+_TAR_MAGIC_AT = 257
+
+
+def needs_check(record: Record) -> bool:
+    return record.kind in CONTENT_KINDS and record.digest is not None
+
+
+def sniff(path: Path) -> str:
+    """The format of an object by its leading bytes: npy, zip, tar.lz4, tar.zst or tar."""
+    with open(path, "rb") as f:
+        head = f.read(_TAR_MAGIC_AT + 8)
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "zip"
+    if head.startswith(b"\x04\x22\x4d\x18"):
+        return "tar.lz4"
+    if head.startswith(b"\x28\xb5\x2f\xfd"):
+        return "tar.zst"
+    if head[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar":
+        return "tar"
+    return "unknown"
+
+
+def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> limits.Limits:
+    """The record's named profile, tightened by the caller (loosening is refused)."""
+    return limits.tighten(limits.profile(record.profile), **dict(tighten or {}))
+
+
+def _key(record: Record, profile: limits.Limits) -> str:
+    assert record.digest is not None
+    manifest = trees.to_json(record.members) if record.members is not None else None
+    arrays_ = {k: {"dtype": v["dtype"], "shape": list(v["shape"])}
+               for k, v in (record.arrays or {}).items()}
+    doc = {"digest": record.digest.text, "kind": record.kind, "members": manifest,
+           "arrays": arrays_, "profile": {**profile.as_dict(), "name": None}}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def _marker(store: Store, record: Record, profile: limits.Limits | None = None) -> Path:
+    key = _key(record, profile or profile_for(record))
+    return store.state_dir / "content" / f"{key}.ok"
+
+
+def check(
+    store: Store, record: Record, *, full: bool = False, tighten: Mapping[str, int] | None = None
+) -> UnsafeContentError | None:
+    """None if the record's (already digest-verified) object passes its content rules."""
+    assert record.digest is not None
+    profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
+    marker = _marker(store, record, profile)
+    if not full and marker.exists():
+        return None
+    try:
+        _check(store, record, profile)
+    except UnsafeContentError as e:
+        return e
+    except FixtureStoreError as e:
+        return UnsafeContentError(record.name, e.message, fix=e.fix)
+    statecache.mark_passed(marker, store.root)
+    return None
+
+
+def _check(store: Store, record: Record, profile: limits.Limits) -> None:
+    # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
+    # so a verify of plain objects (and every CLI start) does not pay for them.
+    from fixture_store.readers import archives
+    from fixture_store.readers import npy as arrays
+    assert record.digest is not None
+    path = store.object_path(record.digest)
+    fmt = sniff(path)
+    if record.kind == "array":
+        if fmt == "npy":
+            spec = None
+            if record.arrays is not None:
+                if len(record.arrays) != 1:
+                    raise UnsafeContentError(
+                        record.name, f"an NPY holds one array; the manifest lists "
+                        f"{len(record.arrays)}", fix="list exactly one array in 'arrays'")
+                spec = next(iter(record.arrays.values()))
+            arrays.read_npy(path, profile, spec, artifact=record.name)
+        elif fmt == "zip":
+            arrays.read_npz(path, profile, record.arrays, artifact=record.name)
+        else:
+            raise UnsafeContentError(record.name, "an array record's object is not NPY or NPZ",
+                                     fix="register .npy or .npz bytes as kind 'array'")
+        return
+    if record.members is None:
+        raise UnsafeContentError(
+            record.name, "an archive record needs its member manifest ('members')",
+            fix="record the manifest that fixture_store.readers.archives.scan(path) returns")
+    if fmt not in ("zip", "tar", "tar.lz4", "tar.zst"):
+        raise UnsafeContentError(record.name, "the object is not a tar, tar.lz4, tar.zst or zip",
+                                 fix="register a supported archive format")
+    archives.scan(path, profile, record.members, artifact=record.name,
+                  fmt=fmt)  # type: ignore[arg-type]
+
+
+def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = None) -> Path:
+    """Extract a verified archive record into the store; return the members folder."""
+    from fixture_store.readers import archives
+    if record.kind != "archive" or record.members is None or record.digest is None:
+        raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
+    path = store.object_path(record.digest)
+    fmt = sniff(path)
+    return archives.extract(store, path, record.members, profile_for(record, tighten),
+                            archive_digest=record.digest, artifact=record.name,
+                            fmt=fmt)  # type: ignore[arg-type]
+
+
+__all__ = ["CONTENT_KINDS", "check", "extract", "needs_check", "sniff"]

@@ -1,0 +1,340 @@
+"""Safe tensor readers: NPY and NPZ under a limits profile (DESIGN decision 6).
+
+Every header is parsed and checked before a single byte of payload is allocated: format version
+1-3 only, a plain numeric/bool/fixed-width-string dtype (no object, structured or subarray dtypes,
+so pickles can never load), rank, dimension, element bytes and tensor count within the profile.
+The payload must be exactly as long as the header says: shorter is truncation, longer is trailing
+data. Files on disk are memory-mapped read-only where the layout allows it.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import math
+import os
+import struct
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from fixture_store.errors import UnsafeArrayError
+from fixture_store.limits import DEFAULT, Limits
+
+MAGIC = b"\x93NUMPY"
+_PREFIX = len(MAGIC) + 2
+_HEADER_KEYS = {"descr", "fortran_order", "shape"}
+# Kinds whose bytes are plain values: bool, signed, unsigned, float, complex, bytes, unicode.
+_PLAIN_KINDS = frozenset("biufcSU")
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    """A checked NPY header: what the payload must be."""
+
+    version: tuple[int, int]
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    fortran_order: bool
+    data_offset: int
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _fail(artifact: str, rule: str, message: str) -> UnsafeArrayError:
+    return UnsafeArrayError(
+        artifact, rule, message,
+        fix="regenerate or re-fetch the artifact; the bytes do not satisfy its limits profile",
+    )
+
+
+def _read_exact(stream: BinaryIO, n: int, artifact: str, what: str) -> bytes:
+    data = stream.read(n)
+    if data is None or len(data) != n:
+        got = 0 if data is None else len(data)
+        raise _fail(artifact, "truncated", f"{what} is truncated: expected {n} bytes, got {got}")
+    return data
+
+
+def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<npy>") -> NpyHeader:
+    """Read and check an NPY header from ``stream``; the stream is left at the payload."""
+    prefix = _read_exact(stream, _PREFIX, artifact, "NPY magic and version")
+    if prefix[: len(MAGIC)] != MAGIC:
+        raise _fail(artifact, "npy-magic", "not an NPY file (bad magic bytes)")
+    version = (prefix[6], prefix[7])
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise _fail(artifact, "npy-version",
+                    f"NPY format version {version[0]}.{version[1]} is not 1.0, 2.0 or 3.0")
+    len_size = 2 if version == (1, 0) else 4
+    raw_len = _read_exact(stream, len_size, artifact, "NPY header length")
+    (header_len,) = struct.unpack("<H" if len_size == 2 else "<I", raw_len)
+    if header_len > limits.tensor_header_bytes:
+        raise _fail(artifact, "npy-header-size",
+                    f"NPY header of {header_len} bytes exceeds the profile's "
+                    f"{limits.tensor_header_bytes}")
+    raw = _read_exact(stream, header_len, artifact, "NPY header")
+    try:
+        text = raw.decode("utf-8" if version == (3, 0) else "latin1")
+        # literal_eval evaluates literals only: no names, calls or attribute access. Hostile
+        # text makes the compiler warn (e.g. '1a'); the refusal below is the only report.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            header = ast.literal_eval(text)
+    except (UnicodeDecodeError, ValueError, SyntaxError, TypeError, MemoryError,
+            RecursionError) as e:
+        raise _fail(artifact, "npy-header", f"NPY header is not a Python literal: {e}") from None
+    if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
+        raise _fail(artifact, "npy-header",
+                    "NPY header must be a dict with exactly descr, fortran_order and shape")
+    dtype = _check_dtype(header["descr"], artifact)
+    fortran = header["fortran_order"]
+    if not isinstance(fortran, bool):
+        raise _fail(artifact, "npy-header", "fortran_order must be True or False")
+    shape = _check_shape(header["shape"], limits, artifact)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > limits.tensor_bytes:
+        raise _fail(artifact, "tensor-bytes",
+                    f"tensor of {nbytes} bytes exceeds the profile's {limits.tensor_bytes}")
+    return NpyHeader(version, dtype, shape, fortran, _PREFIX + len_size + header_len)
+
+
+def _check_dtype(descr: object, artifact: str) -> np.dtype[Any]:
+    if not isinstance(descr, str):
+        # A list descr is a structured dtype: fields may hide objects, and nothing needs them.
+        raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is structured; only plain dtypes")
+    try:
+        with warnings.catch_warnings():
+            # A deprecated alias ('a') is nothing np.save writes: refuse it like any unknown name.
+            warnings.simplefilter("error", DeprecationWarning)
+            dtype = np.dtype(descr)
+    except (TypeError, ValueError, SyntaxError, DeprecationWarning) as e:
+        raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is not understood: {e}") from None
+    if dtype.hasobject:
+        raise _fail(artifact, "npy-object", f"dtype {descr!r} holds Python objects (a pickle)")
+    if dtype.fields is not None or dtype.subdtype is not None:
+        raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is structured or a subarray")
+    if dtype.kind not in _PLAIN_KINDS or dtype.itemsize <= 0:
+        raise _fail(artifact, "npy-dtype", f"dtype {descr!r} is not a plain value dtype")
+    return dtype
+
+
+def _check_shape(shape: object, limits: Limits, artifact: str) -> tuple[int, ...]:
+    if not isinstance(shape, tuple) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in shape
+    ):
+        raise _fail(artifact, "npy-header", f"shape {shape!r} is not a tuple of integers")
+    if len(shape) > limits.tensor_rank:
+        raise _fail(artifact, "tensor-rank",
+                    f"rank {len(shape)} exceeds the profile's {limits.tensor_rank}")
+    for d in shape:
+        if d < 0:
+            raise _fail(artifact, "npy-header", f"shape {shape!r} has a negative dimension")
+        if d > limits.tensor_dimension:
+            raise _fail(artifact, "tensor-dimension",
+                        f"dimension {d} exceeds the profile's {limits.tensor_dimension}")
+    return shape
+
+
+def _from_buffer(header: NpyHeader, data: bytes | bytearray) -> np.ndarray[Any, Any]:
+    arr: np.ndarray[Any, Any] = np.frombuffer(
+        data, dtype=header.dtype, count=math.prod(header.shape)
+    )
+    out: np.ndarray[Any, Any] = arr.reshape(
+        list(header.shape), order="F" if header.fortran_order else "C"
+    )
+    out.flags.writeable = False
+    return out
+
+
+def read_npy_stream(
+    stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<npy>",
+    expected: Mapping[str, Any] | None = None, *, allow_trailing: bool = False,
+) -> np.ndarray[Any, Any]:
+    """Read one NPY from a stream; the whole remaining stream must be exactly its payload."""
+    header = read_header(stream, limits, artifact)
+    if expected is not None:
+        _check_spec(header.dtype, header.shape, expected, artifact)
+    data = _read_exact(stream, header.nbytes, artifact, "NPY payload")
+    if not allow_trailing and stream.read(1):
+        raise _fail(artifact, "trailing-data",
+                    f"data after the NPY payload of {header.nbytes} bytes")
+    return _from_buffer(header, data)
+
+
+def read_npy(
+    source: str | os.PathLike[str] | BinaryIO,
+    limits: Limits = DEFAULT,
+    expected: Mapping[str, Any] | None = None,
+    *,
+    artifact: str | None = None,
+) -> np.ndarray[Any, Any]:
+    """Read a checked NPY file (memory-mapped read-only) or stream.
+
+    ``expected`` is one entry of a record's ``arrays`` manifest: ``{"dtype": ..., "shape": [...]}``.
+    """
+    if not isinstance(source, str | os.PathLike):
+        return read_npy_stream(source, limits, artifact or "<npy>", expected)
+    path = Path(source)
+    label = artifact or str(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        header = read_header(f, limits, label)
+    if expected is not None:
+        _check_spec(header.dtype, header.shape, expected, label)
+    payload = size - header.data_offset
+    if payload < header.nbytes:
+        raise _fail(label, "truncated",
+                    f"NPY payload is truncated: header declares {header.nbytes} bytes, "
+                    f"file holds {payload}")
+    if payload > header.nbytes:
+        raise _fail(label, "trailing-data",
+                    f"{payload - header.nbytes} bytes of data after the NPY payload")
+    if header.nbytes == 0:
+        return _from_buffer(header, b"")
+    mm = np.memmap(path, dtype=header.dtype, mode="r", offset=header.data_offset,
+                   shape=header.shape, order="F" if header.fortran_order else "C")
+    return np.asarray(mm)
+
+
+def read_npz(
+    path: str | os.PathLike[str],
+    limits: Limits = DEFAULT,
+    manifest: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    artifact: str | None = None,
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Read every array of a checked NPZ; with ``manifest`` the names, dtypes, shapes must match.
+
+    The zip container is checked by :func:`fixture_store.readers.archives.open_zip`
+    (no traversal, links,
+    duplicates, overlaps, trailing garbage, size lies or bombs); each member must be ``<name>.npy``.
+    """
+    from fixture_store.readers.archives import open_zip, read_zip_member
+
+    p = Path(path)
+    label = artifact or str(p)
+    arrays: dict[str, np.ndarray[Any, Any]] = {}
+    total = 0
+    with open_zip(p, limits, label) as (zf, infos):
+        if len(infos) > limits.tensor_count:
+            raise _fail(label, "tensor-count",
+                        f"{len(infos)} tensors exceed the profile's {limits.tensor_count}")
+        for info in infos:
+            if not info.filename.endswith(".npy") or "/" in info.filename:
+                raise _fail(label, "npz-member",
+                            f"member {info.filename!r} is not a top-level '<name>.npy'")
+            name = info.filename[: -len(".npy")]
+            member_label = f"{label}:{info.filename}"
+            data = read_zip_member(zf, info, limits, label)
+            spec = manifest.get(name) if manifest is not None else None
+            if manifest is not None and spec is None:
+                raise _fail(label, "manifest-extra", f"array {name!r} is not in the manifest")
+            arr = read_npy_stream(io.BytesIO(data), limits, member_label, spec)
+            total += arr.nbytes
+            if total > limits.total_array_bytes:
+                raise _fail(label, "total-array-bytes",
+                            f"arrays total more than the profile's {limits.total_array_bytes} "
+                            "bytes")
+            arrays[name] = arr
+    if manifest is not None:
+        check_manifest(arrays, manifest, artifact=label)
+    return arrays
+
+
+def _check_spec(
+    dtype: np.dtype[Any], shape: tuple[int, ...], spec: Mapping[str, Any], artifact: str
+) -> None:
+    try:
+        want_dtype = np.dtype(spec["dtype"])
+    except (TypeError, ValueError, KeyError) as e:
+        raise _fail(artifact, "manifest", f"manifest dtype {spec.get('dtype')!r} is invalid: "
+                    f"{e}") from None
+    if dtype != want_dtype:
+        raise _fail(artifact, "manifest-dtype",
+                    f"dtype {dtype.str} ({dtype.name}) differs from the manifest's "
+                    f"{spec['dtype']!r}")
+    want_shape = tuple(spec.get("shape", ()))
+    if shape != want_shape:
+        raise _fail(artifact, "manifest-shape",
+                    f"shape {list(shape)} differs from the manifest's {list(want_shape)}")
+
+
+def check_manifest(
+    arrays: Mapping[str, np.ndarray[Any, Any]],
+    manifest: Mapping[str, Mapping[str, Any]],
+    *,
+    artifact: str = "<arrays>",
+) -> None:
+    """Names, dtypes and shapes exactly as the record's ``arrays`` manifest says."""
+    extra = sorted(set(arrays) - set(manifest))
+    if extra:
+        raise _fail(artifact, "manifest-extra", f"arrays not in the manifest: {extra}")
+    missing = sorted(set(manifest) - set(arrays))
+    if missing:
+        raise _fail(artifact, "manifest-missing", f"arrays missing from the file: {missing}")
+    for name in sorted(manifest):
+        arr = arrays[name]
+        _check_spec(arr.dtype, tuple(arr.shape), manifest[name], f"{artifact}:{name}")
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def read_metadata(
+    source: bytes | str | os.PathLike[str], limits: Limits = DEFAULT,
+    *, artifact: str | None = None,
+) -> Any:
+    """Parse tensor metadata JSON: size-limited before reading, duplicate keys refused."""
+    if isinstance(source, bytes):
+        label = artifact or "<metadata>"
+        if len(source) > limits.metadata_bytes:
+            raise _fail(label, "metadata-size",
+                        f"metadata of {len(source)} bytes exceeds the profile's "
+                        f"{limits.metadata_bytes}")
+        data = source
+    else:
+        label = artifact or str(source)
+        with open(source, "rb") as f:
+            data = f.read(limits.metadata_bytes + 1)
+        if len(data) > limits.metadata_bytes:
+            raise _fail(label, "metadata-size",
+                        f"metadata exceeds the profile's {limits.metadata_bytes} bytes")
+    try:
+        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
+                          parse_constant=_refuse_constant)
+    except _DuplicateKey as e:
+        raise _fail(label, "metadata-duplicate-key", f"duplicate key {e.args[0]!r}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise _fail(label, "metadata-json", f"metadata is not valid JSON: {e}") from None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+__all__ = [
+    "NpyHeader",
+    "check_manifest",
+    "read_header",
+    "read_metadata",
+    "read_npy",
+    "read_npy_stream",
+    "read_npz",
+]

@@ -1,0 +1,255 @@
+"""Compare a regenerated candidate with its reference: bit-identical, within tolerance, or drift.
+
+Bytes decide first (equal digests are bit-identical and need no parsing). Differing members are
+read as arrays where their format allows (``.npy``/``.npz`` with numpy, ONNX ``.pb`` tensors with
+``onnx.numpy_helper``) and compared under the record's tolerance with max/mean abs/rel errors per
+array; anything else (an ``.onnx`` model, a tar archive) is compared as bytes and differing bytes
+are drift.
+"""
+
+from __future__ import annotations
+
+import io
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fixture_store.objects import digests, trees
+from fixture_store.objects.digests import Digest
+from fixture_store.parity.arrays import ArrayComparison, Outcome, Tolerance, compare_arrays
+
+
+class Verdict(StrEnum):
+    IDENTICAL = "bit-identical"
+    WITHIN = "within-tolerance"
+    DRIFT = "drift"
+    NEW = "new"
+    MISSING = "missing"
+    UNAVAILABLE = "unavailable"
+
+    @property
+    def ok(self) -> bool:
+        return self in (Verdict.IDENTICAL, Verdict.WITHIN, Verdict.NEW)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a candidate is compared with: a digest, a manifest for trees, and where bytes are."""
+
+    label: str
+    digest: Digest
+    members: trees.Tree | None
+    locate: Callable[[Digest], Path | None]
+
+
+@dataclass(frozen=True)
+class MemberComparison:
+    path: str
+    verdict: Verdict
+    arrays: tuple[ArrayComparison, ...] = ()
+    reason: str = ""
+    candidate: Path | None = None
+    registered: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "verdict": str(self.verdict),
+            "reason": self.reason,
+            "arrays": [a.to_json() for a in self.arrays],
+            "candidate": str(self.candidate) if self.candidate else None,
+            "registered": str(self.registered) if self.registered else None,
+        }
+
+    @property
+    def max_abs(self) -> float:
+        return max((a.max_abs for a in self.arrays), default=0.0)
+
+    @property
+    def max_rel(self) -> float:
+        return max((a.max_rel for a in self.arrays), default=0.0)
+
+
+@dataclass(frozen=True)
+class ArtifactComparison:
+    name: str
+    kind: str
+    verdict: Verdict
+    candidate_digest: Digest | None
+    registered_digest: Digest | None
+    reference: str = ""
+    members: tuple[MemberComparison, ...] = ()
+    reason: str = ""
+    files: int = 1
+
+    @property
+    def differing(self) -> tuple[MemberComparison, ...]:
+        return tuple(m for m in self.members if m.verdict is not Verdict.IDENTICAL)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "verdict": str(self.verdict),
+            "reason": self.reason,
+            "reference": self.reference,
+            "candidate_digest": self.candidate_digest.text if self.candidate_digest else None,
+            "registered_digest": self.registered_digest.text if self.registered_digest else None,
+            "members": [m.to_json() for m in self.differing],
+        }
+
+
+def _pb_arrays(data: bytes) -> dict[str, Any] | None:
+    """The arrays of an ONNX TensorProto / SequenceProto / OptionalProto, or None if not one."""
+    import onnx
+    from onnx import numpy_helper
+
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(data)
+    except Exception:
+        tensor.Clear()
+    if tensor.data_type != 0:
+        return {"": numpy_helper.to_array(tensor)}
+    seq = onnx.SequenceProto()
+    try:
+        seq.ParseFromString(data)
+    except Exception:
+        return None
+    if seq.elem_type == onnx.SequenceProto.TENSOR:
+        return {f"[{i}]": numpy_helper.to_array(t) for i, t in enumerate(seq.tensor_values)}
+    return None
+
+
+def _npy_arrays(data: bytes, suffix: str) -> dict[str, Any] | None:
+    try:
+        if suffix == ".npy":
+            return {"": np.load(io.BytesIO(data), allow_pickle=False)}
+        with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+            return {k: npz[k] for k in sorted(npz.files)}
+    except (ValueError, OSError, EOFError):
+        return None
+
+
+READERS: Mapping[str, Callable[[bytes, str], dict[str, Any] | None]] = {
+    ".pb": lambda data, _suffix: _pb_arrays(data),
+    ".npy": _npy_arrays,
+    ".npz": _npy_arrays,
+}
+
+
+def compare_file(
+    member: str, candidate: Path, registered: Path, tolerance: Mapping[str, Any] | None
+) -> MemberComparison:
+    """Compare two files that differ in bytes: as arrays if their format allows, else bytes."""
+    suffix = Path(member).suffix.lower()
+    reader = READERS.get(suffix)
+    if reader is None:
+        return MemberComparison(member, Verdict.DRIFT,
+                                reason=f"bytes differ ({suffix or 'this file'} compares as bytes)",
+                                candidate=candidate, registered=registered)
+    cand_bytes, reg_bytes = candidate.read_bytes(), registered.read_bytes()
+    cand, reg = reader(cand_bytes, suffix), reader(reg_bytes, suffix)
+    if cand is None or reg is None:
+        return MemberComparison(member, Verdict.DRIFT, reason="bytes differ and do not parse "
+                                f"as {suffix} arrays", candidate=candidate, registered=registered)
+    if set(cand) != set(reg):
+        return MemberComparison(member, Verdict.DRIFT,
+                                reason=f"arrays {sorted(cand)} where {sorted(reg)} are registered",
+                                candidate=candidate, registered=registered)
+    results = []
+    for key in sorted(reg):
+        aname = member + (f":{key}" if key else "")
+        per_array = (tolerance or {}).get("per_array") or {}
+        tol = Tolerance.for_array(tolerance, aname if aname in per_array else member)
+        results.append(compare_arrays(aname, reg[key], cand[key], tol))
+    outcomes = {r.outcome for r in results}
+    if Outcome.DRIFT in outcomes:
+        verdict = Verdict.DRIFT
+        reason = "; ".join(f"{r.name.removeprefix(member).lstrip(':') or 'values'}: {r.reason}"
+                           for r in results if not r.ok)
+    elif Outcome.WITHIN in outcomes:
+        verdict, reason = Verdict.WITHIN, ""
+    else:
+        # Same arrays, different bytes: serialisation differs (names, raw_data vs fields).
+        verdict, reason = Verdict.WITHIN, "bytes differ, arrays are equal"
+    return MemberComparison(member, verdict, tuple(results), reason, candidate, registered)
+
+
+def compare(
+    name: str,
+    kind: str,
+    candidate: Path,
+    reference: Reference,
+    tolerance: Mapping[str, Any] | None,
+    inspect_dir: Path,
+) -> ArtifactComparison:
+    """Compare one candidate (file or folder) with its reference."""
+    if candidate.is_dir():
+        tree, paths = trees.hash_folder(candidate)
+        cand_digest = tree.digest
+        cand_members: Mapping[str, Digest] = tree.members
+    else:
+        cand_digest = digests.of_file(candidate)
+        paths = {"": candidate}
+        cand_members = {"": cand_digest}
+    ref_members: Mapping[str, Digest] = (
+        reference.members.members if reference.members is not None else {"": reference.digest}
+    )
+    common = dict(reference=reference.label, candidate_digest=cand_digest,
+                  registered_digest=reference.digest, files=len(cand_members))
+    if cand_digest == reference.digest:
+        return ArtifactComparison(name, kind, Verdict.IDENTICAL, **common)  # type: ignore[arg-type]
+    results: list[MemberComparison] = []
+    for member in sorted(set(cand_members) | set(ref_members)):
+        label = member or Path(name).name
+        if member not in ref_members:
+            results.append(MemberComparison(label, Verdict.DRIFT, reason="not in the reference",
+                                            candidate=paths[member]))
+            continue
+        if member not in cand_members:
+            results.append(MemberComparison(label, Verdict.DRIFT,
+                                            reason="in the reference, not regenerated"))
+            continue
+        if cand_members[member] == ref_members[member]:
+            results.append(MemberComparison(label, Verdict.IDENTICAL))
+            continue
+        registered = reference.locate(ref_members[member])
+        if registered is None:
+            results.append(MemberComparison(
+                label, Verdict.UNAVAILABLE, candidate=paths[member],
+                reason=f"registered bytes {ref_members[member].short}… are not in the store"))
+            continue
+        kept = _keep(inspect_dir / name / label, paths[member], registered)
+        cmp = compare_file(label, kept[0], kept[1], tolerance)
+        if cmp.verdict is not Verdict.DRIFT:
+            shutil.rmtree(inspect_dir / name / label, ignore_errors=True)
+            cmp = MemberComparison(cmp.path, cmp.verdict, cmp.arrays, cmp.reason,
+                                   paths[member], registered)
+        results.append(cmp)
+    verdicts = {m.verdict for m in results}
+    for worst in (Verdict.UNAVAILABLE, Verdict.DRIFT, Verdict.WITHIN):
+        if worst in verdicts:
+            verdict = worst
+            break
+    else:
+        verdict = Verdict.WITHIN  # only the manifest differs, e.g. a renamed-equal layout
+    reason = "; ".join(f"{m.path}: {m.reason}" for m in results
+                       if m.verdict in (Verdict.DRIFT, Verdict.UNAVAILABLE))
+    return ArtifactComparison(name, kind, verdict, members=tuple(results), reason=reason,
+                              **common)  # type: ignore[arg-type]
+
+
+def _keep(folder: Path, candidate: Path, registered: Path) -> tuple[Path, Path]:
+    """Copies of both sides, side by side, kept when the comparison is drift."""
+    folder.mkdir(parents=True, exist_ok=True)
+    cand = folder / "candidate"
+    reg = folder / "registered"
+    shutil.copyfile(candidate, cand)
+    shutil.copyfile(registered, reg)
+    return cand, reg

@@ -1,0 +1,94 @@
+"""``fixture-store fetch`` end to end through the CLI (local and hub sources, no network)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixture_store.cli import main
+from fixture_store.objects.store import Store
+from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "p"
+    (root / "data").mkdir(parents=True)
+    for i in range(3):
+        (root / "data" / f"{i}.bin").write_bytes(bytes([i]) * 100)
+    make_registry(root, {
+        f"loc/f{i}": file_record({"type": "local", "path": f"data/{i}.bin"}, bytes([i]) * 100)
+        for i in range(3)
+    } | {"other/hub": file_record(
+        {"type": "hub", "repo_id": "org/x", "revision": "a" * 40, "path": "w.bin"}, b"w")})
+    return root
+
+
+def run(project: Path, tmp_path: Path, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(
+        main, ["--store", str(tmp_path / "store"), "--registry", str(project), *args], env=env)
+
+
+def test_fetch_family_then_nothing_to_download_and_json(project: Path, tmp_path: Path) -> None:
+    first = run(project, tmp_path, "fetch", "--family", "loc")
+    assert first.exit_code == 0, first.output
+    assert "3 artifacts: 3 fetched" in first.output
+    second = run(project, tmp_path, "fetch", "--family", "loc", "--json")
+    assert second.exit_code == 0
+    doc = json.loads(second.output)
+    assert doc["counts"] == {"present": 3} and doc["downloaded_bytes"] == 0
+    assert [r["name"] for r in doc["results"]] == ["loc/f0", "loc/f1", "loc/f2"]
+
+
+def test_damaged_object_fails_full_verify_and_fetch_repairs_it(project: Path,
+                                                               tmp_path: Path) -> None:
+    assert run(project, tmp_path, "fetch", "loc/*").exit_code == 0
+    store = Store.at(tmp_path / "store")
+    obj = next(p for _, p in store.iter_objects() if p.read_bytes() == bytes([1]) * 100)
+    obj.chmod(0o644)
+    obj.write_bytes(bytes([1]) * 99 + b"\xff")
+    verify = run(project, tmp_path, "verify", "--full", "--family", "loc")
+    assert verify.exit_code == 1 and "mismatch: loc/f1" in verify.output
+    repair = run(project, tmp_path, "fetch", "--family", "loc")
+    assert repair.exit_code == 0 and "3 artifacts: 2 present, 1 fetched" in repair.output
+    assert run(project, tmp_path, "verify", "--full", "--family", "loc").exit_code == 0
+
+
+def test_failure_exits_1_and_names_artifact_and_fix(project: Path, tmp_path: Path) -> None:
+    result = run(project, tmp_path, "fetch", "other/hub", env={"HF_HUB_OFFLINE": "1"})
+    assert result.exit_code == 1
+    assert "failed: other/hub:" in result.output and "offline mode is on" in result.output
+    assert "fix: fixture-store fetch other/hub" in result.output
+
+
+@pytest.mark.parametrize("args", [(), ("--all", "loc/f0"), ("no/such",), ("--family", "nope")])
+def test_usage_errors_exit_2(project: Path, tmp_path: Path, args: tuple[str, ...]) -> None:
+    result = run(project, tmp_path, "fetch", *args)
+    assert result.exit_code == 2, result.output
+    assert "error:" in result.output and "Traceback" not in result.output
+
+
+def test_invalid_record_exits_2(project: Path, tmp_path: Path) -> None:
+    doc = json.loads((project / "provenance" / "other.json").read_text())
+    doc["records"]["other/hub"]["source"]["revision"] = "main"
+    (project / "provenance" / "other.json").write_text(json.dumps(doc))
+    result = run(project, tmp_path, "fetch", "--all")
+    assert result.exit_code == 2
+    assert "invalid-record: other/hub" in result.output
+
+
+def test_report_is_the_same_whether_fetched_or_already_present(project: Path,
+                                                               tmp_path: Path) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert run(project, tmp_path, "fetch", "--family", "loc", "--report", str(first)).exit_code == 0
+    assert run(project, tmp_path, "fetch", "--family", "loc",
+               "--report", str(second)).exit_code == 0
+    assert first.read_bytes() == second.read_bytes()
+    doc = json.loads(first.read_text())
+    assert doc["ok"] is True
+    assert doc["families"] == {"loc": {"artifacts": 3, "bytes": 300, "verified": 3}}
+    assert [s["type"] for s in doc["sources"]] == ["local"]
+    assert str(tmp_path) not in first.read_text()

@@ -1,0 +1,114 @@
+"""The converted-checkpoint chain: deterministic archives, a safe reader, JAX parity."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import lz4.frame
+import numpy as np
+import onnx
+import pytest
+import zstandard
+from onnx import numpy_helper
+
+from fixture_store.objects import digests, trees
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+CASES = Path(onnx.__file__).parent / "backend" / "test" / "data" / "pytorch-converted"
+sys.path.insert(0, str(MODELS))
+
+import _checkpoint_format as ckpt  # noqa: E402
+
+
+def convert(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
+    items = []
+    for case in cases:
+        tree, _ = trees.hash_folder(CASES / case)
+        items.append({"name": f"onnx-pytorch-converted/{case}", "path": str(CASES / case),
+                      "digest": tree.digest.text, "size": tree.digest.size})
+    inputs = tmp_path / f"{out}-inputs.json"
+    inputs.write_text(json.dumps(items))
+    subprocess.run([sys.executable, str(MODELS / "convert_checkpoint.py"), "--out",
+                    str(tmp_path / out), "--inputs", str(inputs)], check=True,
+                   capture_output=True)
+    return tmp_path / out
+
+
+def test_two_conversions_give_byte_identical_archives(tmp_path: Path) -> None:
+    cases = ("test_Linear", "test_Conv2d_groups", "test_BatchNorm2d_eval")
+    first, second = convert(tmp_path, "a", cases), convert(tmp_path, "b", cases)
+    names = sorted(p.name for p in first.glob("*.tar.*"))
+    assert len(names) == 6
+    for name in names:
+        assert digests.of_file(first / name) == digests.of_file(second / name), name
+
+
+def test_archive_members_are_normalised(tmp_path: Path) -> None:
+    out = convert(tmp_path, "a", ("test_Conv2d",))
+    raw = zstandard.ZstdDecompressor().decompress((out / "test_Conv2d.tar.zst").read_bytes())
+    assert lz4.frame.decompress((out / "test_Conv2d.tar.lz4").read_bytes()) == raw
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        members = tar.getmembers()
+    assert [m.name for m in members] == ["metadata.json", "tensors/bias.npy",
+                                         "tensors/weight.npy"]
+    for m in members:
+        assert (m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) == (0, 0, 0, "", "", 0o644)
+    meta, tensors = ckpt.read((out / "test_Conv2d.tar.zst").read_bytes(), "zst")
+    tree, _ = trees.hash_folder(CASES / "test_Conv2d")
+    assert meta["parent"]["digest"] == tree.digest.text
+    assert meta["converter"]["version"] == "1"
+    assert meta["module"] == {"type": "Conv2d", "config": {
+        "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "groups": 1}}
+    assert set(meta["tensors"]) == {"weight", "bias"} and tensors["weight"].shape == (4, 3, 3, 2)
+
+
+def test_reader_refuses_a_tampered_tensor(tmp_path: Path) -> None:
+    raw = ckpt.tar_bytes({"weight": np.ones(4, np.float32)}, {"module": {"type": "Linear"}})
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        info = tar.getmember("tensors/weight.npy")
+    data = bytearray(raw)
+    data[info.offset_data + info.size - 1] ^= 0xFF
+    with pytest.raises(ckpt.CheckpointError, match="does not match its manifest"):
+        ckpt.read(ckpt.compress(bytes(data), "zst"), "zst")
+
+
+def test_reader_refuses_an_extra_member(tmp_path: Path) -> None:
+    raw = ckpt.tar_bytes({"weight": np.ones(4, np.float32)}, {})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=buf, mode="w") as dst:
+        for m in src.getmembers():
+            dst.addfile(m, src.extractfile(m))
+        extra = tarfile.TarInfo("../evil")
+        extra.size = 1
+        dst.addfile(extra, io.BytesIO(b"x"))
+    with pytest.raises(ckpt.CheckpointError, match="not a plain, unique file"):
+        ckpt.read(ckpt.compress(buf.getvalue(), "lz4"), "lz4")
+
+
+@pytest.mark.parametrize("case", ["test_Linear", "test_Conv2d_dilated", "test_BatchNorm2d_eval"])
+def test_jax_matches_pytorch_outputs(tmp_path: Path, case: str) -> None:
+    import jax_modules
+
+    out = convert(tmp_path, "a", (case,))
+    meta, state = ckpt.read((out / f"{case}.tar.zst").read_bytes(), "zst")
+
+    def pb(name: str) -> np.ndarray:
+        t = onnx.TensorProto()
+        t.ParseFromString((CASES / case / "test_data_set_0" / name).read_bytes())
+        return numpy_helper.to_array(t)
+
+    y = np.asarray(jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"],
+                                     pb("input_0.pb")))
+    expected = pb("output_0.pb")
+    assert y.shape == expected.shape and y.dtype == expected.dtype
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    # And it is a real computation: a perturbed weight no longer matches.
+    state["weight"] = state["weight"] * np.float32(1.01)
+    y2 = np.asarray(jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"],
+                                      pb("input_0.pb")))
+    assert not np.allclose(y2, expected, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,90 @@
+import io
+
+import pytest
+
+from fixture_store.errors import DigestFormatError
+from fixture_store.objects import digests
+from fixture_store.objects.digests import Digest
+
+EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_empty_stream_has_the_known_sha256() -> None:
+    assert digests.of_stream(io.BytesIO(b"")) == Digest(EMPTY, 0)
+
+
+def test_file_digest_matches_bytes_digest(tmp_path) -> None:
+    data = bytes(range(256)) * 9000  # spans several read chunks
+    p = tmp_path / "f"
+    p.write_bytes(data)
+    assert digests.of_file(p) == digests.of_bytes(data)
+    assert digests.of_file(p).size == len(data)
+
+
+def test_parse_round_trips_the_record_form() -> None:
+    d = digests.parse("sha256:" + EMPTY, 0)
+    assert d.text == "sha256:" + EMPTY and d.size == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (EMPTY, "lacks the 'sha256:' prefix"),
+        ("sha256:" + EMPTY[:-1], "has 63 hex characters"),
+        ("sha256:" + EMPTY + "0", "has 65 hex characters"),
+        ("sha256:" + EMPTY.upper(), "upper case; write it in lower case"),
+        ("sha256:" + "g" * 64, "non-hex"),
+        ("md5:" + "0" * 32, "unsupported digest algorithm 'md5'"),
+        (None, "must be a string"),
+    ],
+)
+def test_malformed_digest_text_is_refused_with_the_reason(text: object, needle: str) -> None:
+    with pytest.raises(DigestFormatError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        digests.parse(text, 0)
+
+
+@pytest.mark.parametrize("size", [-1, 1.5, "3", True, None])
+def test_bad_size_is_refused(size: object) -> None:
+    with pytest.raises(DigestFormatError, match="size must be a non-negative integer"):
+        digests.parse("sha256:" + EMPTY, size)
+
+
+@pytest.mark.parametrize("size", [0, 5, digests.CHUNK, 3 * digests.CHUNK + 17])
+@pytest.mark.parametrize("read_ahead", [True, False])
+def test_both_digests_of_a_file_match_each_hash_alone(tmp_path, size: int,
+                                                      read_ahead: bool) -> None:
+    import hashlib
+    import os
+
+    import blake3
+
+    data = os.urandom(size)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    digest, b3 = digests.of_file_both(path, read_ahead=read_ahead)
+    assert digest == Digest(hashlib.sha256(data).hexdigest(), size)
+    assert b3 == blake3.blake3(data).hexdigest()
+
+
+def test_read_small_returns_whole_small_files_only(tmp_path) -> None:
+    small, exact = tmp_path / "small", tmp_path / "exact"
+    small.write_bytes(b"x" * 99)
+    exact.write_bytes(b"y" * 100)
+    assert digests.read_small(small, limit=100) == b"x" * 99
+    assert digests.read_small(exact, limit=100) is None  # streamed instead
+
+
+@pytest.mark.parametrize("use_blake3,want_blake3", [(False, False), (True, False), (False, True)])
+def test_the_small_file_path_hashes_like_the_streaming_one(tmp_path, use_blake3: bool,
+                                                           want_blake3: bool) -> None:
+    import os
+
+    from fixture_store.verify import hash_path
+
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(4096))
+    fast = hash_path(str(path), use_blake3, want_blake3, small=True)
+    streamed = hash_path(str(path), use_blake3, want_blake3, small=False)
+    assert fast == streamed
+    assert (fast.sha256 is None) == use_blake3 and (fast.blake3 is None) == (
+        not use_blake3 and not want_blake3)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fixture_store.objects import digests, trees
+from fixture_store.objects.trees import Tree, TreePathError
+
+D = digests.of_bytes(b"x")
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/abs", "../up", "a/../b", "a/./b", "./a", "a//b", "a/", "", "a\\b", "C:x", "c:/x",
+     "a/\x00", "a/b\n", "a b", ".."],
+)
+def test_unsafe_member_paths_are_refused(path: str) -> None:
+    with pytest.raises(TreePathError):
+        trees.check_member_path(path)
+
+
+def test_a_path_that_is_both_file_and_folder_is_refused() -> None:
+    with pytest.raises(TreePathError, match="both a file and a folder"):
+        Tree({"a": D, "a/b": D})
+
+
+def test_manifest_digest_is_independent_of_insertion_order() -> None:
+    t1 = Tree({"b": D, "a/c.pb": D})
+    t2 = Tree({"a/c.pb": D, "b": D})
+    assert t1.canonical_bytes() == t2.canonical_bytes()
+    assert t1.digest == t2.digest
+    assert trees.parse_manifest(t1.canonical_bytes()) == t1
+
+
+def test_hash_folder_refuses_symlinks(tmp_path: Path) -> None:
+    (tmp_path / "real").write_text("x")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    with pytest.raises(TreePathError, match="symbolic link"):
+        trees.hash_folder(tmp_path)
+
+
+def test_hash_folder_lists_every_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "in.pb").write_bytes(b"1")
+    (tmp_path / "model.onnx").write_bytes(b"2")
+    tree, files = trees.hash_folder(tmp_path)
+    assert sorted(tree.members) == ["d/in.pb", "model.onnx"]
+    assert tree.members["d/in.pb"] == digests.of_bytes(b"1")
+    assert files["model.onnx"] == tmp_path / "model.onnx"

@@ -1,0 +1,80 @@
+"""Candidate vs reference comparison: bytes first, then arrays under the tolerance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from fixture_store.objects import digests, trees
+from fixture_store.regenerate.drift import Reference, Verdict, compare, compare_file
+
+TOL = {"metric": "allclose", "rtol": 1e-3, "atol": 1e-7}
+
+
+def _pb(path: Path, array: np.ndarray) -> Path:
+    path.write_bytes(numpy_helper.from_array(array, "y").SerializeToString())
+    return path
+
+
+def test_pb_tensors_compare_as_arrays(tmp_path: Path) -> None:
+    a = np.linspace(1, 2, 10, dtype=np.float32)
+    reg = _pb(tmp_path / "r.pb", a)
+    near = _pb(tmp_path / "near.pb", a * np.float32(1 + 1e-6))
+    far = _pb(tmp_path / "far.pb", a * np.float32(1 + 1e-2))
+    within = compare_file("output_0.pb", near, reg, TOL)
+    assert within.verdict is Verdict.WITHIN and 0 < within.max_rel < 1e-5
+    drift = compare_file("output_0.pb", far, reg, TOL)
+    assert drift.verdict is Verdict.DRIFT and "outside" in drift.reason
+
+
+def test_bfloat16_tensor_round_trips_through_ml_dtypes(tmp_path: Path) -> None:
+    import ml_dtypes
+
+    a = np.array([1.0, 2.5, -3.0], dtype=ml_dtypes.bfloat16)
+    t = numpy_helper.from_array(a, "x")
+    assert t.data_type == onnx.TensorProto.BFLOAT16
+    reg = tmp_path / "r.pb"
+    reg.write_bytes(t.SerializeToString())
+    b = a.copy()
+    b[2] = ml_dtypes.bfloat16(-3.5)
+    cand = tmp_path / "c.pb"
+    cand.write_bytes(numpy_helper.from_array(b, "x").SerializeToString())
+    assert compare_file("input_0.pb", cand, reg, TOL).verdict is Verdict.DRIFT
+
+
+def test_models_compare_as_bytes(tmp_path: Path) -> None:
+    (tmp_path / "a.onnx").write_bytes(b"one")
+    (tmp_path / "b.onnx").write_bytes(b"two")
+    r = compare_file("model.onnx", tmp_path / "a.onnx", tmp_path / "b.onnx", TOL)
+    assert r.verdict is Verdict.DRIFT and "compares as bytes" in r.reason
+
+
+def test_tree_names_missing_and_extra_members(tmp_path: Path) -> None:
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    np.save(ref / "output_0.npy", np.ones(3, np.float32))
+    (ref / "gone.txt").write_text("x")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    np.save(cand / "output_0.npy", np.ones(3, np.float32))
+    (cand / "extra.txt").write_text("y")
+    tree, paths = trees.hash_folder(ref)
+    by_digest = {d: paths[m] for m, d in tree}
+    result = compare("t/case", "tree", cand, Reference("test", tree.digest, tree, by_digest.get),
+                     TOL, tmp_path / "inspect")
+    assert result.verdict is Verdict.DRIFT
+    reasons = {m.path: m.reason for m in result.differing}
+    assert reasons == {"extra.txt": "not in the reference",
+                       "gone.txt": "in the reference, not regenerated"}
+
+
+def test_identical_file_needs_no_registered_bytes(tmp_path: Path) -> None:
+    f = tmp_path / "x.npy"
+    np.save(f, np.arange(4))
+    d = digests.of_file(f)
+    result = compare("t/x.npy", "fixture", f, Reference("test", d, None, lambda _d: None), TOL,
+                     tmp_path / "inspect")
+    assert result.verdict is Verdict.IDENTICAL

@@ -1,0 +1,44 @@
+"""Pinned environments: exact pins only, a stable key, and a real uv-made environment."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixture_store.errors import UsageError
+from fixture_store.objects.store import Store
+from fixture_store.regenerate import envs
+from tests.support.regen_project import numpy_pin
+
+
+def test_only_exact_pins_are_accepted() -> None:
+    for bad in ("numpy>=1", "numpy", "numpy==", "numpy==1.*; python_version>'3'"):
+        with pytest.raises(UsageError):
+            envs.PinnedEnv((bad,), "3.11")
+
+
+def test_key_is_independent_of_pin_order_and_changes_with_a_pin() -> None:
+    a = envs.PinnedEnv(("onnx==1.22.0", "numpy==2.4.6"), "3.11")
+    b = envs.PinnedEnv(("numpy==2.4.6", "onnx==1.22.0"), "3.11")
+    c = envs.PinnedEnv(("numpy==2.4.5", "onnx==1.22.0"), "3.11")
+    assert a.key == b.key != c.key
+    assert a.key != envs.PinnedEnv(a.requirements, "3.12").key
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_environment_is_made_once_with_exactly_the_pins(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store")
+    env = envs.PinnedEnv((numpy_pin(),), "3.11")
+    python = envs.ensure(env, store)
+    version = subprocess.run([str(python), "-c", "import numpy; print(numpy.__version__)"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert numpy_pin() == f"numpy=={version}"
+    # Nothing else of this project leaks in: the environment is isolated.
+    probe = subprocess.run([str(python), "-c", "import fixture_store"], capture_output=True)
+    assert probe.returncode != 0
+    marker = env.folder(store) / ".complete"
+    stamp = marker.stat().st_mtime_ns
+    assert envs.ensure(env, store) == python and marker.stat().st_mtime_ns == stamp

@@ -1,0 +1,164 @@
+"""Regeneration end to end on a toy stage: new, identical, within tolerance, drift, accept."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixture_store import registry as registry_mod
+from fixture_store.cli import main
+from fixture_store.objects.store import Store
+from fixture_store.regenerate import Verdict, regenerate
+from fixture_store.regenerate.envs import GeneratorError
+from tests.support.regen_project import PYTHON, make_project, set_scale
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "proj")
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.at(tmp_path / "store").ensure()
+
+
+def run_cli(project: Path, store: Store, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(
+        main, ["--store", str(store.root), "--registry", str(project), "regenerate", *args,
+               "--python", PYTHON])
+    return result.exit_code, result.output
+
+
+def accepted(project: Path, store: Store, tmp_path: Path) -> bytes:
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True,
+                        python=PYTHON)
+    assert {str(c.verdict) for c in report.comparisons} == {"new"}
+    return (project / "provenance" / "toy.json").read_bytes()
+
+
+def test_new_outputs_are_accepted_with_lineage_and_environment(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    reg = registry_mod.load(project)
+    values, case = reg.get("toy/values.npy"), reg.get("toy/case")
+    assert case.lineage == (values.digest.text,)  # type: ignore[union-attr]
+    env = case.source.fields["environment"]
+    assert env["packages"]["numpy"] and env["python"] and env["packages_digest"].startswith(
+        "sha256:")
+    assert case.source.fields["params"]["scale"] == 1.0
+    assert store.has(case.members.members["output_0.npy"])  # type: ignore[union-attr]
+
+
+def test_unchanged_generator_is_bit_identical_and_leaves_the_registry_alone(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    before = accepted(project, store, tmp_path)
+    code, output = run_cli(project, store, "toy", "--scratch", str(tmp_path / "s1"))
+    assert code == 0, output
+    assert "2 bit-identical" in output
+    assert (project / "provenance" / "toy.json").read_bytes() == before
+
+
+def test_perturbed_output_beyond_tolerance_is_drift(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    before = accepted(project, store, tmp_path)
+    objects_before = sorted(p for p, _ in store.iter_objects())
+    set_scale(project, 1 + 1e-2)
+    scratch = tmp_path / "s2"
+    code, output = run_cli(project, store, "toy", "--scratch", str(scratch), "--json")
+    assert code == 1
+    doc = json.loads(output[output.index("{"):output.rindex("}") + 1])
+    assert doc["counts"]["drift"] == 1 and doc["counts"]["bit-identical"] == 1
+    (art,) = doc["artifacts"]
+    assert art["name"] == "toy/case"
+    (member,) = art["members"]
+    assert member["path"] == "output_0.npy"
+    (arr,) = member["arrays"]
+    assert arr["max_rel"] == pytest.approx(1e-2, rel=1e-3)
+    assert arr["outcome"] == "drift"
+    # Both sides are kept for inspection, and nothing was registered or stored.
+    assert Path(member["candidate"]).is_file() and Path(member["registered"]).is_file()
+    assert Path(member["candidate"]).read_bytes() != Path(member["registered"]).read_bytes()
+    assert (project / "provenance" / "toy.json").read_bytes() == before
+    assert sorted(p for p, _ in store.iter_objects()) == objects_before
+
+
+def test_perturbation_inside_tolerance_is_within_tolerance(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    before = accepted(project, store, tmp_path)
+    set_scale(project, 1 + 1e-5)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s3", python=PYTHON)
+    verdicts = {c.name: c.verdict for c in report.comparisons}
+    assert verdicts == {"toy/case": Verdict.WITHIN, "toy/values.npy": Verdict.IDENTICAL}
+    (m,) = [m for c in report.comparisons for m in c.differing]
+    assert 0 < m.max_rel < 1e-3
+    assert report.ok
+    assert (project / "provenance" / "toy.json").read_bytes() == before
+
+
+def test_accept_rewrites_the_record_in_stable_format(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    before = accepted(project, store, tmp_path)
+    set_scale(project, 2.0)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s4", accept=True,
+                        python=PYTHON)
+    assert report.accepted == ("toy/case",)
+    after = (project / "provenance" / "toy.json").read_bytes()
+    assert after != before
+    reg = registry_mod.load(project)
+    # The stable format: loading and writing back gives the same bytes.
+    registry_mod.write_family(reg, "toy", reg.families["toy"].records.values())
+    assert (project / "provenance" / "toy.json").read_bytes() == after
+    again = regenerate(project, store, "toy", scratch=tmp_path / "s5", python=PYTHON)
+    assert {c.verdict for c in again.comparisons} == {Verdict.IDENTICAL}
+
+
+def test_wrong_upstream_version_is_refused(tmp_path: Path, store: Store) -> None:
+    project = make_project(tmp_path / "p", requirements=["numpy==0.0.1"])
+    with pytest.raises(GeneratorError) as e:
+        regenerate(project, store, "toy", scratch=tmp_path / "s", python=PYTHON)
+    assert "refuses to run" in e.value.message
+    assert "numpy==0.0.1 is pinned but" in e.value.message
+    assert not (project / "provenance" / "toy.json").exists()
+    code, output = run_cli(project, store, "toy")
+    assert code == 1 and "refuses to run" in output
+
+
+def test_missing_registered_bytes_are_unavailable_not_identical(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    reg = registry_mod.load(project)
+    out_digest = reg.get("toy/case").members.members["output_0.npy"]  # type: ignore[union-attr]
+    store.remove(out_digest)
+    set_scale(project, 1.5)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s6", python=PYTHON)
+    verdicts = {c.name: c.verdict for c in report.comparisons}
+    assert verdicts["toy/case"] is Verdict.UNAVAILABLE
+    assert not report.ok
+
+
+def test_fetch_stores_identical_candidates_only(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    empty = Store.at(tmp_path / "fresh").ensure()
+    report = regenerate(project, empty, "toy", scratch=tmp_path / "s7", fetch=True,
+                        python=PYTHON)
+    assert set(report.fetched) == {"toy/case", "toy/values.npy"}
+    reg = registry_mod.load(project)
+    assert empty.has(reg.get("toy/values.npy").digest)  # type: ignore[arg-type]
+
+
+def test_unknown_stage_is_a_usage_error(project: Path, store: Store) -> None:
+    code, output = run_cli(project, store, "nope")
+    assert code == 2
+    assert "neither a stage nor an artifact" in output

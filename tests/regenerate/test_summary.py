@@ -1,0 +1,61 @@
+"""The pipeline's last step: summarise the stage reports and verify the registry for real."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.cli import main
+from fixture_store.objects.store import Store
+from fixture_store.regenerate import regenerate
+from tests.support.regen_project import PYTHON, make_project
+
+
+def cli(project: Path, store: Store, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["--store", str(store.root), "--registry", str(project),
+                                       *args])
+    return result.exit_code, result.output
+
+
+def test_all_full_verifies_families_outside_the_reports_by_rehashing(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    store = Store.at(tmp_path / "store").ensure()
+    regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True, python=PYTHON)
+    blob = project / "blob.bin"
+    blob.write_bytes(b"x" * 64)
+    ingest.add(store, registry_mod.load(project), blob, name="other/blob.bin", kind="fixture")
+    code, output = cli(project, store, "regenerate", "toy", "--python", PYTHON,
+                       "--report", str(tmp_path / "toy.json"))
+    assert code == 0, output
+
+    def summary(*flags: str) -> tuple[int, dict[str, object]]:
+        metrics = tmp_path / "metrics.json"
+        code, output = cli(project, store, "regenerate-summary", str(tmp_path / "toy.json"),
+                           "--metrics", str(metrics), *flags)
+        assert "files: 3 identical, 0 within tolerance, 0 drift" in output
+        return code, json.loads(metrics.read_text())
+
+    assert summary() == (0, {"ok": True, "stages": {"toy": {
+        "ok": True, "artifacts": 2, "files": {"bit_identical": 3, "within_tolerance": 0,
+                                              "drift": 0, "new": 0, "missing": 0,
+                                              "unavailable": 0}}},
+        "total_files": {"bit_identical": 3, "drift": 0, "missing": 0, "new": 0,
+                        "unavailable": 0, "within_tolerance": 0},
+        "verify": {"verified": 2}})
+    code, doc = summary("--all", "--full")
+    assert code == 0 and doc["verify"] == {"verified": 3}
+
+    # Same size, same mtime, other bytes: only re-hashing can tell.
+    obj = store.object_path(registry_mod.load(project).get("other/blob.bin").digest)  # type: ignore[arg-type]
+    st = obj.stat()
+    obj.chmod(0o644)
+    obj.write_bytes(b"y" * 64)
+    os.utime(obj, ns=(st.st_atime_ns, st.st_mtime_ns))
+    code, doc = summary("--all", "--full")
+    assert code == 1 and doc["ok"] is False
+    assert doc["verify"] == {"mismatch": 1, "verified": 2}
