@@ -45,15 +45,28 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-fetch-"))
     house = work / "wheelhouse"
     house.mkdir()
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                    "--dest", str(house), *onnx_corpus_flags(), onnx_corpus.REQUIREMENT],
-                   check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "--dest",
+            str(house),
+            *onnx_corpus_flags(),
+            onnx_corpus.REQUIREMENT,
+        ],
+        check=True,
+    )
     wheel = house / onnx_corpus.WHEEL
     registry = registry_mod.load(PROJECT)
     names = registry.select(families=["onnx-node"])
     records = [registry.get(n) for n in names]
-    manifest = {f"{r.source.fields['path']}/{m}": d.hex
-                for r in records for m, d in (r.members or ())}
+    manifest = {
+        f"{r.source.fields['path']}/{m}": d.hex for r in records for m, d in (r.members or ())
+    }
 
     os.environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(house), PIP_CONFIG_FILE=os.devnull)
     store = Store.at(work / "store")
@@ -72,9 +85,13 @@ def main() -> None:
     pooch.get_logger().setLevel("WARNING")  # one log line per member would be measured too
 
     def pooch_fetch_and_validate() -> None:
-        files = pooch.retrieve(url, known_hash=onnx_corpus.WHEEL_DIGEST.text,
-                               path=cache, processor=pooch.Unzip(members=sorted(manifest)),
-                               progressbar=False)
+        files = pooch.retrieve(
+            url,
+            known_hash=onnx_corpus.WHEEL_DIGEST.text,
+            path=cache,
+            processor=pooch.Unzip(members=sorted(manifest)),
+            progressbar=False,
+        )
         by_member = {f.split(".whl.unzip/", 1)[1]: f for f in files}
         for member, hexdigest in manifest.items():
             with open(by_member[member], "rb") as f:
@@ -87,10 +104,14 @@ def main() -> None:
 
     shutil.rmtree(work, ignore_errors=True)
     print(f"onnx-node: {len(names)} cases, {len(manifest)} files")
-    print(f"cold  fixture-store fetch {cold_fs:6.2f}s   pooch+validator {cold_pooch:6.2f}s   "
-          f"ratio {cold_pooch / cold_fs:5.2f}x")
-    print(f"warm  fixture-store fetch {warm_fs:6.2f}s   pooch+validator {warm_pooch:6.2f}s   "
-          f"ratio {warm_pooch / warm_fs:5.2f}x")
+    print(
+        f"cold  fixture-store fetch {cold_fs:6.2f}s   pooch+validator {cold_pooch:6.2f}s   "
+        f"ratio {cold_pooch / cold_fs:5.2f}x"
+    )
+    print(
+        f"warm  fixture-store fetch {warm_fs:6.2f}s   pooch+validator {warm_pooch:6.2f}s   "
+        f"ratio {warm_pooch / warm_fs:5.2f}x"
+    )
 
 
 def onnx_corpus_flags() -> list[str]:

@@ -52,8 +52,15 @@ def op_verify(args: list[str]) -> int:
     reg = registry_mod.load(project)
     PHASES["registry load"] = time.perf_counter() - start
     start = time.perf_counter()
-    results = verify_names(Store.at(store), reg, reg.names(), full=mode == "full",
-                           algorithm=Algorithm(algorithm), executor=executor, workers=workers)
+    results = verify_names(
+        Store.at(store),
+        reg,
+        reg.names(),
+        full=mode == "full",
+        algorithm=Algorithm(algorithm),
+        executor=executor,
+        workers=workers,
+    )
     PHASES["verify"] = time.perf_counter() - start
     bad = [r for r in results if not r.ok]
     if bad:
@@ -72,6 +79,7 @@ def op_stat(args: list[str]) -> int:
 
 def op_registry_load(args: list[str]) -> int:
     from fixture_store import registry as registry_mod
+
     return len(registry_mod.load(args[0]).names())
 
 
@@ -80,8 +88,7 @@ def op_pooch(args: list[str]) -> int:
     import pooch
 
     url, known, folder = args[:3]
-    path = pooch.retrieve(url, known_hash=known, path=folder, fname="object",
-                          progressbar=False)
+    path = pooch.retrieve(url, known_hash=known, path=folder, fname="object", progressbar=False)
     return Path(path).stat().st_size
 
 
@@ -113,9 +120,16 @@ def op_extract(args: list[str]) -> int:
 
 
 PHASES: dict[str, float] = {}
-OPS = {"noop": op_noop, "hashlib": op_hashlib, "verify": op_verify, "stat": op_stat,
-       "registry-load": op_registry_load, "extract": op_extract, "pooch": op_pooch,
-       "fs-fetch": op_fs_fetch}
+OPS = {
+    "noop": op_noop,
+    "hashlib": op_hashlib,
+    "verify": op_verify,
+    "stat": op_stat,
+    "registry-load": op_registry_load,
+    "extract": op_extract,
+    "pooch": op_pooch,
+    "fs-fetch": op_fs_fetch,
+}
 
 
 def main() -> None:

@@ -56,15 +56,22 @@ def build_project(root: Path, cases: list[str], family: str = "onnx-node") -> Fi
         if not target.exists():
             shutil.copytree(NODE_DATA / case, target)
         tree = ingest.ingest_folder(store, target)
-        records.append(ingest.build_record(
-            f"{family}/{case}", "onnx-case", tree.digest,
-            {"type": "local", "path": f"cases/{case}"}, members=tree))
+        records.append(
+            ingest.build_record(
+                f"{family}/{case}",
+                "onnx-case",
+                tree.digest,
+                {"type": "local", "path": f"cases/{case}"},
+                members=tree,
+            )
+        )
     write_family(registry, family, records)
     return Fixtures(store, registry_mod.load(root))
 
 
-def run_fixture_store(fixtures: Fixtures, cases: list[str], runtime: str,
-                      jobs: int | None) -> tuple[float, Counter[str]]:
+def run_fixture_store(
+    fixtures: Fixtures, cases: list[str], runtime: str, jobs: int | None
+) -> tuple[float, Counter[str]]:
     start = time.perf_counter()
     report = compare(fixtures, [f"onnx-node/{c}" for c in cases], [runtime], jobs=jobs)
     elapsed = time.perf_counter() - start
@@ -76,6 +83,7 @@ def run_onnx_runner(cases: list[str], runtime: str) -> tuple[float, Counter[str]
         import onnxruntime.backend as backend
     else:
         from onnx.reference import ReferenceEvaluator  # noqa: F401
+
         raise SystemExit("the onnx runner side of this benchmark uses onnxruntime.backend")
     start = time.perf_counter()
     test = onnx.backend.test.BackendTest(backend, __name__)
@@ -87,8 +95,14 @@ def run_onnx_runner(cases: list[str], runtime: str) -> tuple[float, Counter[str]
     with contextlib.redirect_stderr(io.StringIO()):
         result = unittest.TextTestRunner(stream=io.StringIO(), verbosity=0).run(suite)
     elapsed = time.perf_counter() - start
-    counts = Counter({"run": result.testsRun, "failures": len(result.failures),
-                      "errors": len(result.errors), "skipped": len(result.skipped)})
+    counts = Counter(
+        {
+            "run": result.testsRun,
+            "failures": len(result.failures),
+            "errors": len(result.errors),
+            "skipped": len(result.skipped),
+        }
+    )
     return elapsed, counts
 
 
@@ -103,20 +117,22 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         fixtures = build_project(Path(tmp), cases)
         setup = time.perf_counter() - t0
-        print(f"{len(cases)} onnx {onnx.__version__} node cases registered in {setup:.1f} s",
-              file=sys.stderr)
+        print(
+            f"{len(cases)} onnx {onnx.__version__} node cases registered in {setup:.1f} s",
+            file=sys.stderr,
+        )
         onnx_time, onnx_counts = run_onnx_runner(cases, args.runtime)
         cold_time, cold_counts = run_fixture_store(fixtures, cases, args.runtime, args.jobs)
         warm_time, _ = run_fixture_store(fixtures, cases, args.runtime, args.jobs)
     jobs = args.jobs if args.jobs is not None else os.cpu_count()
     print(f"cases: {len(cases)}  runtime: {args.runtime}  fixture-store workers: {jobs}")
-    print(f"onnx backend runner (onnxruntime.backend):  {onnx_time:7.2f} s  "
-          f"{dict(onnx_counts)}")
-    print(f"fixture-store compare, first run (hashes):  {cold_time:7.2f} s  "
-          f"{dict(cold_counts)}")
+    print(f"onnx backend runner (onnxruntime.backend):  {onnx_time:7.2f} s  {dict(onnx_counts)}")
+    print(f"fixture-store compare, first run (hashes):  {cold_time:7.2f} s  {dict(cold_counts)}")
     print(f"fixture-store compare, verified cache warm: {warm_time:7.2f} s")
-    print(f"speed-up vs the onnx runner: {onnx_time / cold_time:.2f}x (first run), "
-          f"{onnx_time / warm_time:.2f}x (warm)")
+    print(
+        f"speed-up vs the onnx runner: {onnx_time / cold_time:.2f}x (first run), "
+        f"{onnx_time / warm_time:.2f}x (warm)"
+    )
     return 0
 
 

@@ -43,8 +43,10 @@ def best_of(repeat: int, fn: Callable[[], object]) -> float:
 
 
 def row(what: str, ours: float, theirs: float, other: str) -> None:
-    print(f"{what:<34} fixture-store {ours * 1000:9.1f} ms   {other:<28} {theirs * 1000:9.1f} ms"
-          f"   ratio {ours / theirs:5.2f}x")
+    print(
+        f"{what:<34} fixture-store {ours * 1000:9.1f} ms   {other:<28} {theirs * 1000:9.1f} ms"
+        f"   ratio {ours / theirs:5.2f}x"
+    )
 
 
 def main() -> None:
@@ -82,8 +84,12 @@ def main() -> None:
                 with tarfile.open(fileobj=reader, mode="r|") as tf:
                     tf.extractall(out, filter="data")
 
-        row("extract .tar.zst", best_of(args.repeat, ours_extract),
-            best_of(args.repeat, tarfile_extract), "tarfile extractall(data)")
+        row(
+            "extract .tar.zst",
+            best_of(args.repeat, ours_extract),
+            best_of(args.repeat, tarfile_extract),
+            "tarfile extractall(data)",
+        )
 
         def tarfile_read() -> None:
             with lz4.frame.open(lz4_path) as f, tarfile.open(fileobj=f, mode="r|") as tf:
@@ -93,17 +99,28 @@ def main() -> None:
                         while r.read(1 << 20):
                             pass
 
-        row("scan .tar.lz4 (read all members)",
+        row(
+            "scan .tar.lz4 (read all members)",
             best_of(args.repeat, lambda: archives.scan(lz4_path, manifest=manifest)),
-            best_of(args.repeat, tarfile_read), "tarfile read")
+            best_of(args.repeat, tarfile_read),
+            "tarfile read",
+        )
 
         arr = rng.standard_normal((args.mib * (1 << 20) // 8 // 1024, 1024))
         npy = tmp / "a.npy"
         np.save(npy, arr)
-        row("read .npy (then sum)", best_of(args.repeat, lambda: arrays.read_npy(npy).sum()),
-            best_of(args.repeat, lambda: np.load(npy).sum()), "numpy.load")
-        row("open .npy (header only, mmap)", best_of(args.repeat, lambda: arrays.read_npy(npy)),
-            best_of(args.repeat, lambda: np.load(npy, mmap_mode="r")), "numpy.load(mmap_mode=r)")
+        row(
+            "read .npy (then sum)",
+            best_of(args.repeat, lambda: arrays.read_npy(npy).sum()),
+            best_of(args.repeat, lambda: np.load(npy).sum()),
+            "numpy.load",
+        )
+        row(
+            "open .npy (header only, mmap)",
+            best_of(args.repeat, lambda: arrays.read_npy(npy)),
+            best_of(args.repeat, lambda: np.load(npy, mmap_mode="r")),
+            "numpy.load(mmap_mode=r)",
+        )
 
         npz = tmp / "a.npz"
         parts = {f"t{i}": arr[i::8] for i in range(8)}
@@ -115,10 +132,12 @@ def main() -> None:
                 for k in z.files:
                     z[k]
 
-        row("read .npz (8 arrays)",
+        row(
+            "read .npz (8 arrays)",
             best_of(args.repeat, lambda: arrays.read_npz(npz, manifest=spec)),
-            best_of(args.repeat, numpy_npz), "numpy.load")
-
+            best_of(args.repeat, numpy_npz),
+            "numpy.load",
+        )
 
 
 if __name__ == "__main__":

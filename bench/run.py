@@ -92,9 +92,7 @@ class Bench:
         self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         self.env["DVC_NO_ANALYTICS"] = "1"
         self._warm_up()
-        self.baseline_kib = statistics.median(
-            self.child(["noop"]).rss_kib for _ in range(3)
-        )
+        self.baseline_kib = statistics.median(self.child(["noop"]).rss_kib for _ in range(3))
 
     def _warm_up(self) -> None:
         """Write the bytecode caches of fixture-store and dvc before anything is timed."""
@@ -104,23 +102,45 @@ class Bench:
         self.spawn([sys.executable, "-m", "dvc", "add", "-q", "x.bin"], cwd=repo)
         proj = project(scratch / "proj")
         (proj / "x.bin").write_bytes(b"x")
-        self.spawn(self.fs("--store", str(scratch / "store"), "--registry", str(proj), "add",
-                           str(proj / "x.bin"), "--name", "warm/x", "--kind", "fixture"))
+        self.spawn(
+            self.fs(
+                "--store",
+                str(scratch / "store"),
+                "--registry",
+                str(proj),
+                "add",
+                str(proj / "x.bin"),
+                "--name",
+                "warm/x",
+                "--kind",
+                "fixture",
+            )
+        )
         self.spawn([sys.executable, "-c", "import pooch, bench.child"], cwd=REPO)
         _rmtree(scratch)
 
     # -- running contenders -------------------------------------------------------------------
     def spawn(self, cmd: Sequence[str], cwd: Path | None = None) -> tuple[float, int, str]:
         """Run ``cmd`` under the launcher; return (wall seconds, peak RSS KiB, stdout)."""
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-                tempfile.NamedTemporaryFile("r") as usage:
-            proc = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, usage.name, *cmd],
-                                  stdout=out, stderr=err, cwd=cwd, env=self.env, check=False)
+        with (
+            tempfile.TemporaryFile() as out,
+            tempfile.TemporaryFile() as err,
+            tempfile.NamedTemporaryFile("r") as usage,
+        ):
+            proc = subprocess.run(
+                [sys.executable, "-S", "-c", LAUNCHER, usage.name, *cmd],
+                stdout=out,
+                stderr=err,
+                cwd=cwd,
+                env=self.env,
+                check=False,
+            )
             out.seek(0)
             err.seek(0)
             if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
-                                   f"{err.read().decode()[-2000:]}")
+                raise RuntimeError(
+                    f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.read().decode()[-2000:]}"
+                )
             wall, rss = usage.read().split()
             return float(wall), int(rss), out.read().decode()
 
@@ -134,8 +154,15 @@ class Bench:
         return Sample(wall, rss)
 
     def measure(
-        self, case: str, contender: str, nbytes: int, run: Callable[[int], Sample], *,
-        anchor: str | None = None, target: float | None = None, note: str = "",
+        self,
+        case: str,
+        contender: str,
+        nbytes: int,
+        run: Callable[[int], Sample],
+        *,
+        anchor: str | None = None,
+        target: float | None = None,
+        note: str = "",
         prepare: Callable[[int], None] | None = None,
     ) -> Row:
         samples = []
@@ -154,7 +181,9 @@ class Bench:
         return row
 
     def measure_together(
-        self, case: str, nbytes: int,
+        self,
+        case: str,
+        nbytes: int,
         entries: Sequence[tuple[str, Callable[[int], Sample], str | None, float | None]],
     ) -> list[Row]:
         """Measure several (contender, run, anchor, target) round-robin: each repeat runs every
@@ -175,22 +204,34 @@ class Bench:
             rows.append(row)
         return rows
 
-    def phase(self, row: Row, phase: str, contender: str, *, anchor: str | None = None,
-              target: float | None = None) -> Row:
+    def phase(
+        self,
+        row: Row,
+        phase: str,
+        contender: str,
+        *,
+        anchor: str | None = None,
+        target: float | None = None,
+    ) -> Row:
         """A row for one timed phase of another row's runs (e.g. verify without the registry
         load, as a test session that loaded the registry once sees it)."""
         samples = [Sample(s.phases[phase], s.rss_kib) for s in row.samples]
-        new = Row(row.case, contender, samples, row.nbytes, anchor, target,
-                  f"phase of {row.contender}")
+        new = Row(
+            row.case, contender, samples, row.nbytes, anchor, target, f"phase of {row.contender}"
+        )
         self.rows.append(new)
         self._report(new)
         return new
 
     def _report(self, row: Row) -> None:
         case, contender = row.case, row.contender
-        print(f"  {case:7s} {contender:46s} {row.median:8.3f} s  "
-              f"({row.spread[0]:.3f}-{row.spread[1]:.3f})  "
-              f"rss +{self.above(row) / 1024:6.1f} MiB", file=sys.stderr, flush=True)
+        print(
+            f"  {case:7s} {contender:46s} {row.median:8.3f} s  "
+            f"({row.spread[0]:.3f}-{row.spread[1]:.3f})  "
+            f"rss +{self.above(row) / 1024:6.1f} MiB",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def above(self, row: Row) -> float:
         return max(0.0, row.peak_rss_kib - self.baseline_kib)
@@ -238,8 +279,12 @@ def project(path: Path) -> Path:
 
 def dvc_repo(path: Path) -> Path:
     path.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "dvc", "init", "--no-scm", "-q"], cwd=path,
-                   check=True, env={**os.environ, "DVC_NO_ANALYTICS": "1"})
+    subprocess.run(
+        [sys.executable, "-m", "dvc", "init", "--no-scm", "-q"],
+        cwd=path,
+        check=True,
+        env={**os.environ, "DVC_NO_ANALYTICS": "1"},
+    )
     return path
 
 
@@ -250,8 +295,9 @@ def free_port() -> int:
 
 
 # -- cases ------------------------------------------------------------------------------------
-def case_single(b: Bench, case: str, size: int, writer: Callable[[Path, int], None],
-                fetch: bool) -> None:
+def case_single(
+    b: Bench, case: str, size: int, writer: Callable[[Path, int], None], fetch: bool
+) -> None:
     """One large object: full verify, BLAKE3 verify, warm verify, ingest, fetch-verify."""
     root = b.work / case
     data = root / "proj" / "data" / ("object.bin" if case == "big" else "tensor.npy")
@@ -262,22 +308,54 @@ def case_single(b: Bench, case: str, size: int, writer: Callable[[Path, int], No
     listing.write_text(f"{data}\n")
     proj = project(root / "proj")
     store = root / "store"
-    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(data),
-                 "--name", f"bench/{case}", "--kind", "fixture"))
+    b.spawn(
+        b.fs(
+            "--store",
+            str(store),
+            "--registry",
+            str(proj),
+            "add",
+            str(data),
+            "--name",
+            f"bench/{case}",
+            "--kind",
+            "fixture",
+        )
+    )
 
-    b.measure(case, "hashlib sha256 (1 core)", nbytes,
-              lambda _i: b.child(["hashlib", str(listing)]))
-    b.measure(case, "sha256sum (coreutils)", nbytes,
-              lambda _i: b.external(["sha256sum", str(data)]), anchor="hashlib sha256 (1 core)")
-    b.measure(case, "fixture-store verify --full sha256", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "full", "sha256", "thread"]),
-              anchor="hashlib sha256 (1 core)", target=0.95)
-    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
-              anchor="hashlib sha256 (1 core)", target=3.0)
-    b.measure(case, "fixture-store verify (warm)", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
-              anchor="fixture-store verify --full sha256")
+    b.measure(
+        case, "hashlib sha256 (1 core)", nbytes, lambda _i: b.child(["hashlib", str(listing)])
+    )
+    b.measure(
+        case,
+        "sha256sum (coreutils)",
+        nbytes,
+        lambda _i: b.external(["sha256sum", str(data)]),
+        anchor="hashlib sha256 (1 core)",
+    )
+    b.measure(
+        case,
+        "fixture-store verify --full sha256",
+        nbytes,
+        lambda _i: b.child(["verify", str(store), str(proj), "full", "sha256", "thread"]),
+        anchor="hashlib sha256 (1 core)",
+        target=0.95,
+    )
+    b.measure(
+        case,
+        "fixture-store verify --full (blake3)",
+        nbytes,
+        lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
+        anchor="hashlib sha256 (1 core)",
+        target=3.0,
+    )
+    b.measure(
+        case,
+        "fixture-store verify (warm)",
+        nbytes,
+        lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
+        anchor="fixture-store verify --full sha256",
+    )
 
     # Ingest: fresh store and registry for each run; dvc gets a fresh repo with its own copy.
     fresh: dict[str, Path] = {}
@@ -286,18 +364,63 @@ def case_single(b: Bench, case: str, size: int, writer: Callable[[Path, int], No
         fresh["store"] = root / f"ingest-store-{i}"
         (proj / "provenance" / "bench.json").unlink(missing_ok=True)
 
-    b.measure(case, "dvc add", nbytes, lambda i: b.external(
-        [sys.executable, "-m", "dvc", "add", "-q", data.name], cwd=fresh["dvc"]),
+    b.measure(
+        case,
+        "dvc add",
+        nbytes,
+        lambda i: b.external(
+            [sys.executable, "-m", "dvc", "add", "-q", data.name], cwd=fresh["dvc"]
+        ),
         prepare=lambda i: _dvc_copy(fresh, root / f"dvc-{i}", data),
-        note="CLI wall time")
-    b.measure(case, "fixture-store add", nbytes, lambda i: b.external(b.fs(
-        "--store", str(fresh["store"]), "--registry", str(proj), "add", str(data),
-        "--name", f"bench/{case}", "--kind", "fixture")),
-        prepare=prep_fs, anchor="dvc add", target=5.0, note="CLI wall time")
-    b.measure(case, "fixture-store add --link", nbytes, lambda i: b.external(b.fs(
-        "--store", str(fresh["store"]), "--registry", str(proj), "add", str(data),
-        "--name", f"bench/{case}", "--kind", "fixture", "--link")),
-        prepare=prep_fs, anchor="dvc add", target=5.0, note="CLI wall time; a hard link")
+        note="CLI wall time",
+    )
+    b.measure(
+        case,
+        "fixture-store add",
+        nbytes,
+        lambda i: b.external(
+            b.fs(
+                "--store",
+                str(fresh["store"]),
+                "--registry",
+                str(proj),
+                "add",
+                str(data),
+                "--name",
+                f"bench/{case}",
+                "--kind",
+                "fixture",
+            )
+        ),
+        prepare=prep_fs,
+        anchor="dvc add",
+        target=5.0,
+        note="CLI wall time",
+    )
+    b.measure(
+        case,
+        "fixture-store add --link",
+        nbytes,
+        lambda i: b.external(
+            b.fs(
+                "--store",
+                str(fresh["store"]),
+                "--registry",
+                str(proj),
+                "add",
+                str(data),
+                "--name",
+                f"bench/{case}",
+                "--kind",
+                "fixture",
+                "--link",
+            )
+        ),
+        prepare=prep_fs,
+        anchor="dvc add",
+        target=5.0,
+        note="CLI wall time; a hard link",
+    )
 
     if fetch:
         _fetch_case(b, case, data, nbytes)
@@ -315,11 +438,23 @@ def _dvc_copy(fresh: dict[str, Path], repo: Path, data: Path) -> None:
 
 def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
     from fixture_store.objects import digests
+
     digest = digests.of_file(data)
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-         "--directory", str(data.parent)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "http.server",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(data.parent),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = f"http://127.0.0.1:{port}/{data.name}"
         for _ in range(100):
@@ -329,35 +464,55 @@ def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
             except OSError:
                 time.sleep(0.05)
         dest = b.work / case / "fetch"
-        b.measure(case, "pooch.retrieve (loopback mirror)", nbytes,
-                  lambda i: b.child(["pooch", url, digest.text, str(dest / f"pooch-{i}")]))
-        b.measure(case, "fixture-store fetch-verify", nbytes,
-                  lambda i: b.child(["fs-fetch", url, digest.text, str(digest.size),
-                                     str(dest / f"store-{i}")]),
-                  anchor="pooch.retrieve (loopback mirror)")
+        b.measure(
+            case,
+            "pooch.retrieve (loopback mirror)",
+            nbytes,
+            lambda i: b.child(["pooch", url, digest.text, str(dest / f"pooch-{i}")]),
+        )
+        b.measure(
+            case,
+            "fixture-store fetch-verify",
+            nbytes,
+            lambda i: b.child(
+                ["fs-fetch", url, digest.text, str(digest.size), str(dest / f"store-{i}")]
+            ),
+            anchor="pooch.retrieve (loopback mirror)",
+        )
         _rmtree(dest)
     finally:
         server.terminate()
         server.wait()
 
 
-def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int,
-                   listing: Path) -> None:
+def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int, listing: Path) -> None:
     """Full SHA-256 verify across objects against one-core hashlib: the default, and each way of
     running it forced, measured round-robin with the anchor."""
     anchor = "hashlib sha256 (1 core)"
     entries: list[tuple[str, Callable[[int], Sample], str | None, float | None]] = [
         (anchor, lambda _i: b.child(["hashlib", str(listing)]), None, None),
-        ("fixture-store verify --full sha256",
-         lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]), anchor, 1.8),
+        (
+            "fixture-store verify --full sha256",
+            lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]),
+            anchor,
+            1.8,
+        ),
     ]
-    for label, executor, workers in (("2 threads", "thread", "2"),
-                                     ("2 processes", "process", "2"),
-                                     ("1 thread", "thread", "1")):
-        entries.append((f"  forced: {label}",
-                        lambda _i, ex=executor, w=workers: b.child(  # type: ignore[misc]
-                            ["verify", store, proj, "full", "sha256", ex, w]),
-                        anchor, None))
+    for label, executor, workers in (
+        ("2 threads", "thread", "2"),
+        ("2 processes", "process", "2"),
+        ("1 thread", "thread", "1"),
+    ):
+        entries.append(
+            (
+                f"  forced: {label}",
+                lambda _i, ex=executor, w=workers: b.child(  # type: ignore[misc]
+                    ["verify", store, proj, "full", "sha256", ex, w]
+                ),
+                anchor,
+                None,
+            )
+        )
     b.measure_together(case, nbytes, entries)
 
 
@@ -372,9 +527,14 @@ def case_many(b: Bench, size: int, count: int = 64) -> None:
         write_random(folder / f"o{i:03d}.bin", size // count)
     _files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
     _executor_rows(b, case, str(store), str(proj), nbytes, listing)
-    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
-              anchor="hashlib sha256 (1 core)", target=3.0)
+    b.measure(
+        case,
+        "fixture-store verify --full (blake3)",
+        nbytes,
+        lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
+        anchor="hashlib sha256 (1 core)",
+        target=3.0,
+    )
 
 
 def _ingested_tree(
@@ -387,8 +547,20 @@ def _ingested_tree(
     listing.write_text("\n".join(files) + "\n")
     nbytes = sum(os.path.getsize(p) for p in files)
     store = root / "store"
-    b.spawn(b.fs("--store", str(store), "--registry", str(proj), "add", str(folder),
-                 "--name", f"bench/{case}", "--kind", "tree"))
+    b.spawn(
+        b.fs(
+            "--store",
+            str(store),
+            "--registry",
+            str(proj),
+            "add",
+            str(folder),
+            "--name",
+            f"bench/{case}",
+            "--kind",
+            "tree",
+        )
+    )
     return files, listing, nbytes, store
 
 
@@ -402,14 +574,27 @@ def case_small(b: Bench, count: int) -> None:
     files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
 
     _executor_rows(b, case, str(store), str(proj), nbytes, listing)
-    b.measure(case, "sha256sum (coreutils)", nbytes,
-              lambda _i: b.external(["sha256sum", *files]), anchor="hashlib sha256 (1 core)")
-    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
-              anchor="hashlib sha256 (1 core)")
-    b.measure(case, "fixture-store verify (warm)", nbytes,
-              lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
-              anchor="fixture-store verify --full sha256")
+    b.measure(
+        case,
+        "sha256sum (coreutils)",
+        nbytes,
+        lambda _i: b.external(["sha256sum", *files]),
+        anchor="hashlib sha256 (1 core)",
+    )
+    b.measure(
+        case,
+        "fixture-store verify --full (blake3)",
+        nbytes,
+        lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
+        anchor="hashlib sha256 (1 core)",
+    )
+    b.measure(
+        case,
+        "fixture-store verify (warm)",
+        nbytes,
+        lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
+        anchor="fixture-store verify --full sha256",
+    )
 
     fresh: dict[str, Path] = {}
 
@@ -422,19 +607,63 @@ def case_small(b: Bench, count: int) -> None:
         fresh["store"] = root / f"ingest-store-{i}"
         (proj / "provenance" / "bench.json").unlink(missing_ok=True)
 
-    b.measure(case, "dvc add (folder)", nbytes, lambda _i: b.external(
-        [sys.executable, "-m", "dvc", "add", "-q", "files"], cwd=fresh["dvc"]),
-        prepare=prep_dvc, note="CLI wall time, fresh repo each run")
-    b.measure(case, "fixture-store add (tree)", nbytes, lambda _i: b.external(b.fs(
-        "--store", str(fresh["store"]), "--registry", str(proj), "add", str(folder),
-        "--name", "bench/small", "--kind", "tree")),
-        prepare=prep_fs, anchor="dvc add (folder)", target=5.0,
-        note="CLI wall time, fresh store each run")
-    b.measure(case, "fixture-store add --link (tree)", nbytes, lambda _i: b.external(b.fs(
-        "--store", str(fresh["store"]), "--registry", str(proj), "add", str(folder),
-        "--name", "bench/small", "--kind", "tree", "--link")),
-        prepare=prep_fs, anchor="dvc add (folder)", target=5.0,
-        note="CLI wall time, fresh store each run; hard links, no copy")
+    b.measure(
+        case,
+        "dvc add (folder)",
+        nbytes,
+        lambda _i: b.external(
+            [sys.executable, "-m", "dvc", "add", "-q", "files"], cwd=fresh["dvc"]
+        ),
+        prepare=prep_dvc,
+        note="CLI wall time, fresh repo each run",
+    )
+    b.measure(
+        case,
+        "fixture-store add (tree)",
+        nbytes,
+        lambda _i: b.external(
+            b.fs(
+                "--store",
+                str(fresh["store"]),
+                "--registry",
+                str(proj),
+                "add",
+                str(folder),
+                "--name",
+                "bench/small",
+                "--kind",
+                "tree",
+            )
+        ),
+        prepare=prep_fs,
+        anchor="dvc add (folder)",
+        target=5.0,
+        note="CLI wall time, fresh store each run",
+    )
+    b.measure(
+        case,
+        "fixture-store add --link (tree)",
+        nbytes,
+        lambda _i: b.external(
+            b.fs(
+                "--store",
+                str(fresh["store"]),
+                "--registry",
+                str(proj),
+                "add",
+                str(folder),
+                "--name",
+                "bench/small",
+                "--kind",
+                "tree",
+                "--link",
+            )
+        ),
+        prepare=prep_fs,
+        anchor="dvc add (folder)",
+        target=5.0,
+        note="CLI wall time, fresh store each run; hard links, no copy",
+    )
     for p in root.glob("ingest-store-*"):
         _rmtree(p)
     for p in root.glob("dvc-*"):
@@ -471,10 +700,18 @@ def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
         base = paths[0].parent
         tree = trees.Tree({p.relative_to(base).as_posix(): stored[p].digest for p in paths})
         store.put_bytes(tree.canonical_bytes(), tree.digest)
-        rec = build_record(f"corpus/test_case_{r:04d}", "onnx-case", tree.digest,
-                           {"type": "local", "path": f"src/{base.name}"}, members=tree)
-        recs.append(with_blake3(rec, None, {p.relative_to(base).as_posix(): stored[p].blake3
-                                            for p in paths}))
+        rec = build_record(
+            f"corpus/test_case_{r:04d}",
+            "onnx-case",
+            tree.digest,
+            {"type": "local", "path": f"src/{base.name}"},
+            members=tree,
+        )
+        recs.append(
+            with_blake3(
+                rec, None, {p.relative_to(base).as_posix(): stored[p].blake3 for p in paths}
+            )
+        )
     registry_mod.write_family(registry_mod.load(proj), "corpus", recs)
     nbytes = sum(p.stat().st_size for p in flat)
     s = str(store.root)
@@ -482,23 +719,42 @@ def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
 
 
 def _corpus_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> None:
-    full = b.measure(case, "fixture-store verify --full sha256", nbytes,
-                     lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]))
-    b.measure(case, "fixture-store verify --full (blake3)", nbytes,
-              lambda _i: b.child(["verify", store, proj, "full", "auto", "thread"]),
-              anchor="fixture-store verify --full sha256")
-    warm = b.measure(case, "fixture-store verify (warm)", nbytes,
-                     lambda _i: b.child(["verify", store, proj, "warm", "auto", "thread"]),
-                     anchor="fixture-store verify --full sha256", target=20.0)
+    full = b.measure(
+        case,
+        "fixture-store verify --full sha256",
+        nbytes,
+        lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]),
+    )
+    b.measure(
+        case,
+        "fixture-store verify --full (blake3)",
+        nbytes,
+        lambda _i: b.child(["verify", store, proj, "full", "auto", "thread"]),
+        anchor="fixture-store verify --full sha256",
+    )
+    warm = b.measure(
+        case,
+        "fixture-store verify (warm)",
+        nbytes,
+        lambda _i: b.child(["verify", store, proj, "warm", "auto", "thread"]),
+        anchor="fixture-store verify --full sha256",
+        target=20.0,
+    )
     b.phase(full, "registry load", "  registry load (part of each verify)")
     b.phase(full, "verify", "  verify phase --full sha256")
-    b.phase(warm, "verify", "  verify phase (warm)", anchor="  verify phase --full sha256",
-            target=20.0)
+    b.phase(
+        warm, "verify", "  verify phase (warm)", anchor="  verify phase --full sha256", target=20.0
+    )
     listing = Path(proj) / "objects.txt"
     listing.write_text("".join(f"{p}\n" for p in _object_paths(store, proj)))
-    b.measure(case, "  stat floor: os.stat of each object", nbytes,
-              lambda _i: b.child(["stat", str(listing)]), anchor="  verify phase --full sha256",
-              note="the least any per-file warm check costs: the ceiling of the warm ratio")
+    b.measure(
+        case,
+        "  stat floor: os.stat of each object",
+        nbytes,
+        lambda _i: b.child(["stat", str(listing)]),
+        anchor="  verify phase --full sha256",
+        note="the least any per-file warm check costs: the ceiling of the warm ratio",
+    )
 
 
 def _object_paths(store: str, proj: str) -> list[str]:
@@ -532,8 +788,9 @@ def case_archive(b: Bench, size: int, count: int = 16) -> None:
         # the tar itself still comes from write_tar, so its layout is the reproducible one.
         plain = root / "data.tar"
         archives.write_tar({p.name: p for p in src.iterdir()}, plain, "none")
-        subprocess.run(["zstd", "-q", "-1", "-T0", "--rm", str(plain), "-o", str(archive)],
-                       check=True)
+        subprocess.run(
+            ["zstd", "-q", "-1", "-T0", "--rm", str(plain), "-o", str(archive)], check=True
+        )
     else:
         archives.write_tar({p.name: p for p in src.iterdir()}, archive, "zstd")
     tree = archives.scan(archive, GIB_1)
@@ -542,16 +799,20 @@ def case_archive(b: Bench, size: int, count: int = 16) -> None:
     _rmtree(src)
     nbytes = tree.total_size
     if shutil.which("tar") and shutil.which("zstd"):
+
         def tar_run(i: int) -> Sample:
             dest = root / f"tar-{i}"
             dest.mkdir()
             return b.external(["tar", "--zstd", "-xf", str(archive), "-C", str(dest)])
 
         b.measure(case, "tar --zstd -xf (unchecked)", nbytes, tar_run)
-    b.measure(case, "fixture-store extract (checked, 1GiB profile)", nbytes,
-              lambda i: b.child(["extract", str(archive), str(manifest),
-                                 str(root / f"store-{i}")]),
-              anchor="tar --zstd -xf (unchecked)")
+    b.measure(
+        case,
+        "fixture-store extract (checked, 1GiB profile)",
+        nbytes,
+        lambda i: b.child(["extract", str(archive), str(manifest), str(root / f"store-{i}")]),
+        anchor="tar --zstd -xf (unchecked)",
+    )
     for p in [*root.glob("tar-*"), *root.glob("store-*")]:
         _rmtree(p)
 
@@ -581,8 +842,10 @@ def case_onnx(b: Bench) -> None:
     results = verify_names(store, reg, names)
     missing = [r for r in results if not r.ok and r.status.value != "gap"]
     if missing:
-        b.skipped["onnx"] = (f"{len(missing)} of {len(names)} node cases are not verified in "
-                             f"{store.root} (run 'fixture-store fetch --family onnx-node')")
+        b.skipped["onnx"] = (
+            f"{len(missing)} of {len(names)} node cases are not verified in "
+            f"{store.root} (run 'fixture-store fetch --family onnx-node')"
+        )
         return
     record_blake3(store, reg, names)
     nbytes = sum(
@@ -610,8 +873,10 @@ def finish(b: Bench) -> list[Row]:
 
 
 def table(b: Bench) -> str:
-    head = (f"{'case':7s} {'contender':46s} {'median s':>9s} {'spread s':>15s} {'MB/s':>8s} "
-            f"{'ratio':>7s} {'target':>7s} {'RSS+MiB':>8s}")
+    head = (
+        f"{'case':7s} {'contender':46s} {'median s':>9s} {'spread s':>15s} {'MB/s':>8s} "
+        f"{'ratio':>7s} {'target':>7s} {'RSS+MiB':>8s}"
+    )
     lines = [head, "-" * len(head)]
     for r in b.rows:
         lo, hi = r.spread
@@ -624,9 +889,11 @@ def table(b: Bench) -> str:
             f"{r.nbytes / r.median / 1e6:8.0f} {ratio:>7s} {target:>10s} "
             f"{b.above(r) / 1024:8.1f}"
         )
-    lines.append("ratio = anchor median / this median (higher is faster); "
-                 f"RSS above a {b.baseline_kib / 1024:.0f} MiB baseline child; "
-                 f"{b.repeat} runs each")
+    lines.append(
+        "ratio = anchor median / this median (higher is faster); "
+        f"RSS above a {b.baseline_kib / 1024:.0f} MiB baseline child; "
+        f"{b.repeat} runs each"
+    )
     for case, why in b.skipped.items():
         lines.append(f"skipped {case}: {why}")
     return "\n".join(lines)
@@ -665,10 +932,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(table(b))
         if args.json:
             doc = {
-                "baseline_rss_kib": b.baseline_kib, "repeat": b.repeat,
-                "size_mib": args.size_mib, "small": args.small, "skipped": b.skipped,
-                "rows": [{**asdict(r), "median": r.median, "spread": r.spread,
-                          "rss_above_baseline_kib": b.above(r)} for r in b.rows],
+                "baseline_rss_kib": b.baseline_kib,
+                "repeat": b.repeat,
+                "size_mib": args.size_mib,
+                "small": args.small,
+                "skipped": b.skipped,
+                "rows": [
+                    {
+                        **asdict(r),
+                        "median": r.median,
+                        "spread": r.spread,
+                        "rss_above_baseline_kib": b.above(r),
+                    }
+                    for r in b.rows
+                ],
             }
             args.json.write_text(json.dumps(doc, indent=2) + "\n")
     finally:

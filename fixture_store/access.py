@@ -61,8 +61,14 @@ class Fixtures:
             cached = self._results.get(name)
         if cached is not None:
             return cached
-        result = verify_names(self.store, self.registry, [name], workers=1,
-                              verifier=self._verifier, flush=not self.batch_cache_writes)[0]
+        result = verify_names(
+            self.store,
+            self.registry,
+            [name],
+            workers=1,
+            verifier=self._verifier,
+            flush=not self.batch_cache_writes,
+        )[0]
         with self._lock:
             self._results[name] = result
         return result

@@ -46,8 +46,14 @@ class FetchResult:
         return self.outcome in (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "outcome": str(self.outcome), "source": self.source,
-                "message": self.message, "fix": self.fix, "size": self.size}
+        return {
+            "name": self.name,
+            "outcome": str(self.outcome),
+            "source": self.source,
+            "message": self.message,
+            "fix": self.fix,
+            "size": self.size,
+        }
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,9 @@ class FetchReport:
         for r in self.results:
             fam = families[family_of(r.name)]
             fam["artifacts"] += 1
-            fam["verified" if r.outcome in (Outcome.PRESENT, Outcome.FETCHED) else
-                str(r.outcome)] += 1
+            fam[
+                "verified" if r.outcome in (Outcome.PRESENT, Outcome.FETCHED) else str(r.outcome)
+            ] += 1
             fam["bytes"] += r.size
             if r.outcome in (Outcome.PRESENT, Outcome.FETCHED):
                 fields = registry.get(r.name).source.to_json()
@@ -103,15 +110,22 @@ def fetch_names(
     def one(name: str) -> FetchResult:
         if name in invalid:
             err = invalid[name]
-            return FetchResult(name, Outcome.INVALID_RECORD, message=err.message,
-                               fix=err.fix or "edit the record so it validates")
+            return FetchResult(
+                name,
+                Outcome.INVALID_RECORD,
+                message=err.message,
+                fix=err.fix or "edit the record so it validates",
+            )
         try:
             record = registry.get(name)
         except ArtifactError as e:
             return FetchResult(name, Outcome.UNKNOWN, message=e.message, fix=e.fix)
         source = record.source.describe()
-        size = record.members.total_size if record.members is not None and record.is_tree else (
-            record.digest.size if record.digest else 0)
+        size = (
+            record.members.total_size
+            if record.members is not None and record.is_tree
+            else (record.digest.size if record.digest else 0)
+        )
         if record.is_gap and record.digest is None:
             return FetchResult(name, Outcome.GAP, source, record.gap or "")
         if ctx.verifier.verify(record).ok:
@@ -122,8 +136,14 @@ def fetch_names(
             return FetchResult(name, Outcome.FAILED, source, e.message, e.fix, size)
         after = ctx.verifier.verify(record)
         if not after.ok:
-            return FetchResult(name, Outcome.FAILED, source,
-                               f"fetched but does not verify: {after.message}", after.fix, size)
+            return FetchResult(
+                name,
+                Outcome.FAILED,
+                source,
+                f"fetched but does not verify: {after.message}",
+                after.fix,
+                size,
+            )
         return FetchResult(name, Outcome.FETCHED, source, size=size)
 
     results: list[FetchResult] = []
@@ -136,4 +156,3 @@ def fetch_names(
     finally:
         ctx.verifier.cache.flush()
     return FetchReport(results, ctx.downloaded, ctx.downloads)
-

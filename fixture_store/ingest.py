@@ -74,8 +74,7 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
         assert record.digest is not None
         pairs = [(os.fspath(path), record.digest.hex)]
     objects = os.fspath(store.objects_dir)
-    return [p for p, h in pairs
-            if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
+    return [p for p, h in pairs if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
 
 
 def build_record(
@@ -90,8 +89,12 @@ def build_record(
     file: str = "<new record>",
 ) -> Record:
     """Validate a new record through the same parser the registry uses."""
-    raw: dict[str, Any] = {"kind": kind, "source": dict(source), "digest": digest.text,
-                           "size": digest.size}
+    raw: dict[str, Any] = {
+        "kind": kind,
+        "source": dict(source),
+        "digest": digest.text,
+        "size": digest.size,
+    }
     if members is not None:
         raw["members"] = trees.to_json(members)
     if media_type:
@@ -139,16 +142,29 @@ def add(
         if kind not in registry_mod.records.TREE_KINDS:
             raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
         tree, member_b3 = ingest_folder_stored(store, p, link=link)
-        record = build_record(name, kind, tree.digest, source, members=tree, extra=extra,
-                              file=f"provenance/{family}.json")
+        record = build_record(
+            name,
+            kind,
+            tree.digest,
+            source,
+            members=tree,
+            extra=extra,
+            file=f"provenance/{family}.json",
+        )
         record = with_blake3(record, None, member_b3)
     else:
         if kind in registry_mod.records.TREE_KINDS:
             raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
         stored = store.write_file(p, link=link)
-        record = build_record(name, kind, stored.digest, source,
-                              media_type=MEDIA_TYPES.get(p.suffix.lower()), extra=extra,
-                              file=f"provenance/{family}.json")
+        record = build_record(
+            name,
+            kind,
+            stored.digest,
+            source,
+            media_type=MEDIA_TYPES.get(p.suffix.lower()),
+            extra=extra,
+            file=f"provenance/{family}.json",
+        )
         record = with_blake3(record, stored.blake3, {})
     records = dict(existing_file.records) if existing_file else {}
     if existing_file and name in existing_file.invalid and not replace:

@@ -112,9 +112,7 @@ def tighten(base: Limits, **overrides: int) -> Limits:
     """A copy of ``base`` with some limits lowered; raising any limit is refused."""
     for key, value in overrides.items():
         if key not in LIMIT_FIELDS:
-            raise UsageError(
-                f"unknown limit {key!r}", fix=f"one of: {', '.join(LIMIT_FIELDS)}"
-            )
+            raise UsageError(f"unknown limit {key!r}", fix=f"one of: {', '.join(LIMIT_FIELDS)}")
         current = getattr(base, key)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise UsageError(f"limit {key} must be a positive integer, got {value!r}")

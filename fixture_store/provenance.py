@@ -77,14 +77,19 @@ def _source_dependency(record: Record) -> dict[str, Any] | None:
     if src.type == "package":
         name, _, ver = str(f["requirement"]).partition("==")
         hexd = str(f["file_digest"]).removeprefix("sha256:")
-        return {"uri": f"pkg:pypi/{name.lower()}@{ver}#{f['file']}", "name": str(f["file"]),
-                "digest": {"sha256": hexd},
-                "annotations": {"path": f["path"], "requirement": f["requirement"]}}
+        return {
+            "uri": f"pkg:pypi/{name.lower()}@{ver}#{f['file']}",
+            "name": str(f["file"]),
+            "digest": {"sha256": hexd},
+            "annotations": {"path": f["path"], "requirement": f["requirement"]},
+        }
     if src.type == "hub":
         kind = f.get("repo_type", "model")
-        return {"uri": f"hf://{'' if kind == 'model' else kind + 's/'}{f['repo_id']}"
-                       f"@{f['revision']}/{f['path']}",
-                "digest": {"gitCommit": f["revision"]}}
+        return {
+            "uri": f"hf://{'' if kind == 'model' else kind + 's/'}{f['repo_id']}"
+            f"@{f['revision']}/{f['path']}",
+            "digest": {"gitCommit": f["revision"]},
+        }
     if src.type == "url":
         assert record.digest is not None
         return {"uri": str(f["url"]), "digest": _digest_set(record.digest)}
@@ -117,8 +122,10 @@ def in_toto_statement(registry: Registry, name: str, *, members: bool = True) ->
         deps.append(dep)
     fields = dict(record.source.fields)
     environment = fields.pop("environment", None)
-    external: dict[str, Any] = {"source": record.source.type, **{
-        k: v for k, v in fields.items() if k != "params"}}
+    external: dict[str, Any] = {
+        "source": record.source.type,
+        **{k: v for k, v in fields.items() if k != "params"},
+    }
     if "params" in fields:
         external["params"] = fields["params"]
     internal: dict[str, Any] = {"kind": record.kind}
@@ -135,16 +142,23 @@ def in_toto_statement(registry: Registry, name: str, *, members: bool = True) ->
         },
         "runDetails": {
             "builder": {
-                "id": "urn:fixture-store:builder:" + (
-                    f"regenerate:{fields['stage']}" if record.source.type == "generator"
-                    else f"{record.source.type}-source"),
+                "id": "urn:fixture-store:builder:"
+                + (
+                    f"regenerate:{fields['stage']}"
+                    if record.source.type == "generator"
+                    else f"{record.source.type}-source"
+                ),
                 "version": {"fixture-store": version("fixture-store")},
             },
             "metadata": {"invocationId": f"{name}@{record.digest.text}"},
         },
     }
-    return {"_type": STATEMENT_TYPE, "subject": subjects, "predicateType": PREDICATE_TYPE,
-            "predicate": _plain(predicate)}
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": subjects,
+        "predicateType": PREDICATE_TYPE,
+        "predicate": _plain(predicate),
+    }
 
 
 def _plain(value: Any) -> Any:

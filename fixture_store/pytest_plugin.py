@@ -47,19 +47,39 @@ _current: PluginState | None = None
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fixture-store", "verified fixtures (fixture-store)")
-    group.addoption("--fixture-store-dir", metavar="DIR", default=None,
-                    help="Object store (default: $FIXTURE_STORE_DIR, else the per-user cache).")
-    group.addoption("--fixture-store-registry", metavar="DIR", default=None,
-                    help="Project folder holding provenance/ (default: "
-                         "$FIXTURE_STORE_REGISTRY, else the rootdir's provenance/).")
-    group.addoption("--fixture-store-require", action="store_true", default=False,
-                    help="A missing object fails the test instead of skipping it (also "
-                         f"{REQUIRE_ENV}=1; only the exact value 1 counts).")
-    group.addoption("--fixture-store-complete", action="store_true", default=False,
-                    help="Check that every registry family is consumed by a collected test or "
-                         "declared a gap, and that no gap is stale.")
-    parser.addini("fixture_store_gaps", type="linelist", default=[],
-                  help="Families declared as gaps, one 'family: reason' per line.")
+    group.addoption(
+        "--fixture-store-dir",
+        metavar="DIR",
+        default=None,
+        help="Object store (default: $FIXTURE_STORE_DIR, else the per-user cache).",
+    )
+    group.addoption(
+        "--fixture-store-registry",
+        metavar="DIR",
+        default=None,
+        help="Project folder holding provenance/ (default: "
+        "$FIXTURE_STORE_REGISTRY, else the rootdir's provenance/).",
+    )
+    group.addoption(
+        "--fixture-store-require",
+        action="store_true",
+        default=False,
+        help="A missing object fails the test instead of skipping it (also "
+        f"{REQUIRE_ENV}=1; only the exact value 1 counts).",
+    )
+    group.addoption(
+        "--fixture-store-complete",
+        action="store_true",
+        default=False,
+        help="Check that every registry family is consumed by a collected test or "
+        "declared a gap, and that no gap is stale.",
+    )
+    parser.addini(
+        "fixture_store_gaps",
+        type="linelist",
+        default=[],
+        help="Families declared as gaps, one 'family: reason' per line.",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -96,7 +116,8 @@ class PluginState:
     @property
     def require(self) -> bool:
         return bool(self.config.getoption("fixture_store_require")) or (
-            os.environ.get(REQUIRE_ENV) == "1")
+            os.environ.get(REQUIRE_ENV) == "1"
+        )
 
     def store(self) -> Store:
         return Store.at(self.config.getoption("fixture_store_dir"))
@@ -149,8 +170,10 @@ class PluginState:
         if result.status is Status.MISSING:
             how = f"{result.message}; fetch it: {result.fix}"
             if self.require:
-                message = (f"{name}: missing object (required by --fixture-store-require or "
-                           f"{REQUIRE_ENV}=1): {how}")
+                message = (
+                    f"{name}: missing object (required by --fixture-store-require or "
+                    f"{REQUIRE_ENV}=1): {how}"
+                )
                 if item is None:
                     pytest.fail(message, pytrace=False)
                 item.stash.setdefault(_REQUIRED_MISSING, []).append(message)
@@ -206,6 +229,7 @@ class VerifiedFixtures:
         """
         from fixture_store import limits
         from fixture_store.readers import npy as arrays_mod
+
         self._state.enforce(name)
         record = self.fixtures.verified(name)
         path = self.fixtures.path(name)
@@ -245,10 +269,14 @@ def fixture_store_cases(family: str, kind: str | None = None) -> list[Any]:
     Reads registry records only.
     """
     if _current is None:
-        raise UsageError("fixture_store_cases() needs the fixture-store pytest plugin to be "
-                         "active (it is when fixture-store is installed)")
-    return [pytest.param(n, id=n.split("/", 1)[1], marks=pytest.mark.fixture_store(n))
-            for n in _current.names_of(family, kind)]
+        raise UsageError(
+            "fixture_store_cases() needs the fixture-store pytest plugin to be "
+            "active (it is when fixture-store is installed)"
+        )
+    return [
+        pytest.param(n, id=n.split("/", 1)[1], marks=pytest.mark.fixture_store(n))
+        for n in _current.names_of(family, kind)
+    ]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -315,8 +343,9 @@ def parse_gaps(lines: list[str]) -> dict[str, str]:
     return gaps
 
 
-def completeness_problems(registry: Registry, store: Store, consumed: set[str],
-                          declared_gaps: Mapping[str, str]) -> list[str]:
+def completeness_problems(
+    registry: Registry, store: Store, consumed: set[str], declared_gaps: Mapping[str, str]
+) -> list[str]:
     """Families nobody consumes, and stale gaps. Looks at presence only, never reads bytes."""
     problems = []
     for family, fam in sorted(registry.families.items()):
@@ -325,7 +354,8 @@ def completeness_problems(registry: Registry, store: Store, consumed: set[str],
             if r.is_gap and r.digest is not None and _present(store, r):
                 problems.append(
                     f"{r.name}: declared gap ({r.gap}) but its object is in the store; "
-                    f"remove the gap from the record in {fam.path.name}")
+                    f"remove the gap from the record in {fam.path.name}"
+                )
         if not records and not fam.invalid:
             continue  # nothing to consume (e.g. a file holding only known failures)
         all_gaps = all(r.is_gap for r in records) and not fam.invalid
@@ -333,12 +363,14 @@ def completeness_problems(registry: Registry, store: Store, consumed: set[str],
             problems.append(
                 f"family {family!r}: declared a gap in fixture_store_gaps "
                 f"({declared_gaps[family]}) but a collected test now consumes it; remove "
-                "the gap")
+                "the gap"
+            )
         elif family not in consumed and family not in declared_gaps and not all_gaps:
             problems.append(
                 f"family {family!r}: no collected test consumes it; mark a test with "
                 f"@pytest.mark.fixture_store(family={family!r}) or declare it in the ini "
-                "option fixture_store_gaps")
+                "option fixture_store_gaps"
+            )
     return problems
 
 
@@ -360,11 +392,11 @@ class CompletenessItem(pytest.Item):
         if self.problems:
             raise CompletenessError(self.problems)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, CompletenessError):
             return "fixture-store completeness:\n" + "\n".join(
-                f"  - {p}" for p in excinfo.value.problems)
+                f"  - {p}" for p in excinfo.value.problems
+            )
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[Path, int, str]:
@@ -377,16 +409,19 @@ class CompletenessError(Exception):
         self.problems = problems
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
-                                  items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     if not config.getoption("fixture_store_complete"):
         return
     state = _state(config)
     consumed = consumed_families(items) | state.consumed
-    problems = completeness_problems(state.registry(), state.store(), consumed,
-                                     parse_gaps(config.getini("fixture_store_gaps")))
-    items.append(CompletenessItem.from_parent(session, name="fixture-store-completeness",
-                                              problems=problems))
+    problems = completeness_problems(
+        state.registry(), state.store(), consumed, parse_gaps(config.getini("fixture_store_gaps"))
+    )
+    items.append(
+        CompletenessItem.from_parent(session, name="fixture-store-completeness", problems=problems)
+    )
 
 
 @pytest.hookimpl(wrapper=True)

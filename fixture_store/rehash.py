@@ -43,8 +43,9 @@ def record_blake3(
     again only after SHA-256 matched). Records that fail the SHA-256 check are left untouched.
     """
     verifier = Verifier(store, record_blake3=True)
-    results = verify_names(store, registry, names, workers=workers, on_result=on_result,
-                           verifier=verifier)
+    results = verify_names(
+        store, registry, names, workers=workers, on_result=on_result, verifier=verifier
+    )
     seen = verifier.seen_blake3
     updated: dict[str, list[Record]] = {}
     changed: list[str] = []

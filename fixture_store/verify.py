@@ -197,7 +197,8 @@ class Verifier:
         return (None, left[0][1]) if left else (checks[key], None)
 
     def sweep(
-        self, expected_of: dict[ObjectKey, tuple[Digest, str | None]],
+        self,
+        expected_of: dict[ObjectKey, tuple[Digest, str | None]],
         checks: dict[ObjectKey, ObjectCheck],
     ) -> list[tuple[ObjectKey, os.stat_result]]:
         """:meth:`quick` over many objects, settling into ``checks`` the missing ones and those
@@ -245,9 +246,13 @@ class Verifier:
             self.cache.forget(expected.hex)
             if actual == expected:
                 return ObjectCheck(
-                    Status.MISMATCH, actual, hashed.size + actual.size,
-                    note=(f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
-                          f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"),
+                    Status.MISMATCH,
+                    actual,
+                    hashed.size + actual.size,
+                    note=(
+                        f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
+                        f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"
+                    ),
                 )
             return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
         if actual != expected:
@@ -263,12 +268,10 @@ class Verifier:
         if quick is not None:
             return quick
         assert st is not None
-        return self.judge(expected, blake3, st,
-                          hash_path(*self.job(expected, blake3, st.st_size)))
+        return self.judge(expected, blake3, st, hash_path(*self.job(expected, blake3, st.st_size)))
 
     def verify(self, record: Record) -> Result:
-        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3),
-                        full=self.full)
+        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3), full=self.full)
 
 
 def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
@@ -294,8 +297,11 @@ def repair_command(record: Record) -> str:
 
 
 def assemble(
-    record: Record, store: Store, check: Callable[[Digest, str | None], ObjectCheck],
-    *, full: bool = False,
+    record: Record,
+    store: Store,
+    check: Callable[[Digest, str | None], ObjectCheck],
+    *,
+    full: bool = False,
 ) -> Result:
     """One record's Result from the checks of its objects (see :func:`objects_of`), then the
     content check of records that need one (archives, arrays)."""
@@ -317,16 +323,35 @@ def assemble(
         if failure is not None:
             # The error's message names the artifact already; Result.error() adds it back.
             message = failure.message.removeprefix(f"{name}: ")
-            return Result(name, Status.UNSAFE, message, expected=record.digest,
-                          actual=record.digest, fix=failure.fix, kind=record.kind,
-                          hashed_bytes=hashed)
-    return Result(name, Status.VERIFIED, expected=record.digest, actual=record.digest,
-                  hashed_bytes=hashed, cached=all_cached, kind=record.kind)
+            return Result(
+                name,
+                Status.UNSAFE,
+                message,
+                expected=record.digest,
+                actual=record.digest,
+                fix=failure.fix,
+                kind=record.kind,
+                hashed_bytes=hashed,
+            )
+    return Result(
+        name,
+        Status.VERIFIED,
+        expected=record.digest,
+        actual=record.digest,
+        hashed_bytes=hashed,
+        cached=all_cached,
+        kind=record.kind,
+    )
 
 
 def _failure(
-    record: Record, store: Store, check: ObjectCheck, member: str | None, expected: Digest,
-    fetch: str, hashed: int,
+    record: Record,
+    store: Store,
+    check: ObjectCheck,
+    member: str | None,
+    expected: Digest,
+    fetch: str,
+    hashed: int,
 ) -> Result:
     what = f"member {member!r}" if member else "object"
     if record.is_tree and member is None:
@@ -334,22 +359,47 @@ def _failure(
     if check.status is Status.MISSING:
         msg = f"{what} {expected.text} is not in the store {store.root}"
         if record.is_gap:
-            return Result(record.name, Status.GAP, record.gap or "", expected=expected,
-                          kind=record.kind)
-        return Result(record.name, Status.MISSING, msg, expected=expected, member=member,
-                      fix=fetch, hashed_bytes=hashed, kind=record.kind)
+            return Result(
+                record.name, Status.GAP, record.gap or "", expected=expected, kind=record.kind
+            )
+        return Result(
+            record.name,
+            Status.MISSING,
+            msg,
+            expected=expected,
+            member=member,
+            fix=fetch,
+            hashed_bytes=hashed,
+            kind=record.kind,
+        )
     if check.note is not None:
-        return Result(record.name, Status.MISMATCH, f"{what}: {check.note}", expected=expected,
-                      actual=check.actual, member=member, kind=record.kind, hashed_bytes=hashed,
-                      fix=f"fixture-store rehash {record.name}  (rewrites the record's BLAKE3 "
-                          "after a SHA-256 check)")
+        return Result(
+            record.name,
+            Status.MISMATCH,
+            f"{what}: {check.note}",
+            expected=expected,
+            actual=check.actual,
+            member=member,
+            kind=record.kind,
+            hashed_bytes=hashed,
+            fix=f"fixture-store rehash {record.name}  (rewrites the record's BLAKE3 "
+            "after a SHA-256 check)",
+        )
     msg = (
         f"{what} does not match its record: expected {expected}, "
         f"got {check.actual if check.actual else 'unreadable bytes'}"
     )
-    return Result(record.name, Status.MISMATCH, msg, expected=expected, actual=check.actual,
-                  member=member, fix=f"{fetch}  (re-fetches and replaces the damaged object)",
-                  hashed_bytes=hashed, kind=record.kind)
+    return Result(
+        record.name,
+        Status.MISMATCH,
+        msg,
+        expected=expected,
+        actual=check.actual,
+        member=member,
+        fix=f"{fetch}  (re-fetches and replaces the damaged object)",
+        hashed_bytes=hashed,
+        kind=record.kind,
+    )
 
 
 def _hash_quiet(path: Path) -> Digest | None:
@@ -405,8 +455,12 @@ def verify_names(
     for i, name in enumerate(names):
         if name in invalid:
             err = invalid[name]
-            results[i] = Result(name, Status.INVALID_RECORD, err.message,
-                                fix=err.fix or "edit the record so it validates")
+            results[i] = Result(
+                name,
+                Status.INVALID_RECORD,
+                err.message,
+                fix=err.fix or "edit the record so it validates",
+            )
             continue
         try:
             record = registry.get(name)
@@ -431,11 +485,16 @@ def verify_names(
         own = [checks[k] for k in keys]
         if all(c.status is Status.VERIFIED for c in own) and not content.needs_check(record):
             # Every object verified (the warm path): the result needs no second walk.
-            return Result(record.name, Status.VERIFIED, expected=record.digest,
-                          actual=record.digest, hashed_bytes=sum(c.hashed for c in own),
-                          cached=all(c.cached for c in own), kind=record.kind)
-        return assemble(record, store, lambda d, b3: checks[object_key(d, b3)],
-                        full=verifier.full)
+            return Result(
+                record.name,
+                Status.VERIFIED,
+                expected=record.digest,
+                actual=record.digest,
+                hashed_bytes=sum(c.hashed for c in own),
+                cached=all(c.cached for c in own),
+                kind=record.kind,
+            )
+        return assemble(record, store, lambda d, b3: checks[object_key(d, b3)], full=verifier.full)
 
     waiting: dict[ObjectKey, list[int]] = {}
     remaining: dict[int, int] = {}
@@ -469,8 +528,10 @@ def verify_names(
         to_hash.sort(key=_largest_first)
         jobs = [verifier.job(*expected_of[key], st.st_size) for key, st in to_hash]
         pool_size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-        if workers is None and to_hash and (
-            sum(st.st_size for _, st in to_hash) < len(to_hash) * SMALL_OBJECT
+        if (
+            workers is None
+            and to_hash
+            and (sum(st.st_size for _, st in to_hash) < len(to_hash) * SMALL_OBJECT)
         ):
             pool_size = 1  # measured: for tiny objects a pool costs more than it saves
         if pool_size == 1 or len(jobs) <= 1:
@@ -481,8 +542,13 @@ def verify_names(
             spawn = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=pool_size, mp_context=spawn) as ppool:
                 chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
-                _consume(to_hash, ppool.map(_hash_job, jobs, chunksize=chunk), verifier, done,
-                         expected_of)
+                _consume(
+                    to_hash,
+                    ppool.map(_hash_job, jobs, chunksize=chunk),
+                    verifier,
+                    done,
+                    expected_of,
+                )
         else:
             with ThreadPoolExecutor(max_workers=pool_size) as tpool:
                 _consume(to_hash, tpool.map(_hash_job, jobs), verifier, done, expected_of)
@@ -515,4 +581,3 @@ def _consume(
 
 def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
     raise AssertionError("a record without objects has nothing to check")
-

@@ -46,22 +46,36 @@ def info(record: Record) -> VideoInfo:
         raise UsageError(f"{record.name} is a {record.kind}, not a video")
     meta: Mapping[str, Any] = record.metadata or {}
     try:
-        vi = VideoInfo(int(meta["frames"]), int(meta["height"]), int(meta["width"]),
-                       int(meta["channels"]), float(meta["fps"]), int(meta["header_bytes"]),
-                       tuple(str(d) for d in meta["frame_digests"]))
+        vi = VideoInfo(
+            int(meta["frames"]),
+            int(meta["height"]),
+            int(meta["width"]),
+            int(meta["channels"]),
+            float(meta["fps"]),
+            int(meta["header_bytes"]),
+            tuple(str(d) for d in meta["frame_digests"]),
+        )
     except (KeyError, TypeError, ValueError) as e:
-        raise RegistryError(f"video metadata is incomplete or malformed ({e})",
-                            record=record.name, field="metadata") from e
+        raise RegistryError(
+            f"video metadata is incomplete or malformed ({e})", record=record.name, field="metadata"
+        ) from e
     if len(vi.frame_digests) != vi.frames:
-        raise RegistryError(f"{vi.frames} frames but {len(vi.frame_digests)} frame digests",
-                            record=record.name, field="metadata.frame_digests")
+        raise RegistryError(
+            f"{vi.frames} frames but {len(vi.frame_digests)} frame digests",
+            record=record.name,
+            field="metadata.frame_digests",
+        )
     if meta.get("dtype", "uint8") != "uint8":
-        raise RegistryError("only uint8 frames are supported", record=record.name,
-                            field="metadata.dtype")
+        raise RegistryError(
+            "only uint8 frames are supported", record=record.name, field="metadata.dtype"
+        )
     assert record.digest is not None
     if record.digest.size != vi.header_bytes + vi.frames * vi.frame_bytes:
-        raise RegistryError("size does not match frames x height x width x channels + header",
-                            record=record.name, field="metadata")
+        raise RegistryError(
+            "size does not match frames x height x width x channels + header",
+            record=record.name,
+            field="metadata",
+        )
     return vi
 
 
@@ -70,7 +84,7 @@ def corrupted_frames(data: bytes, vi: VideoInfo) -> list[int]:
     bad = []
     for i, expected in enumerate(vi.frame_digests):
         start = vi.header_bytes + i * vi.frame_bytes
-        chunk = data[start:start + vi.frame_bytes]
+        chunk = data[start : start + vi.frame_bytes]
         if "sha256:" + hashlib.sha256(chunk).hexdigest() != expected:
             bad.append(i)
     return bad
@@ -87,8 +101,10 @@ def frames(fixtures: Fixtures, name: str) -> Iterator[np.ndarray[Any, Any]]:
         if bad:
             shown = ", ".join(str(i) for i in bad[:10]) + (" …" if len(bad) > 10 else "")
             raise DigestMismatchError(
-                name, f"{len(bad)} corrupted frame(s) of {vi.frames}: {shown}; {result.message}",
-                fix=result.fix)
+                name,
+                f"{len(bad)} corrupted frame(s) of {vi.frames}: {shown}; {result.message}",
+                fix=result.fix,
+            )
     result.raise_for_status()
     return _read(fixtures, name, vi)
 
@@ -101,12 +117,17 @@ def _read(fixtures: Fixtures, name: str, vi: VideoInfo) -> Iterator[np.ndarray[A
             raise UsageError(f"{name}: npy format {version} is not the recorded 1.0 layout")
         shape, fortran, dtype = np.lib.format.read_array_header_1_0(header)
         if shape != (vi.frames, *vi.shape) or fortran or dtype != np.uint8:
-            raise UsageError(f"{name}: the npy header says {shape} {dtype}, the record "
-                             f"{(vi.frames, *vi.shape)} uint8")
+            raise UsageError(
+                f"{name}: the npy header says {shape} {dtype}, the record "
+                f"{(vi.frames, *vi.shape)} uint8"
+            )
         for i, expected in enumerate(vi.frame_digests):
             chunk = f.read(vi.frame_bytes)
             # Verified a moment ago; a frame changed since then is still named, never handed out.
             if "sha256:" + hashlib.sha256(chunk).hexdigest() != expected:
-                raise DigestMismatchError(name, f"frame {i} changed after verification",
-                                          fix=f"fixture-store regenerate {name} --fetch")
+                raise DigestMismatchError(
+                    name,
+                    f"frame {i} changed after verification",
+                    fix=f"fixture-store regenerate {name} --fetch",
+                )
             yield np.frombuffer(chunk, dtype=np.uint8).reshape(vi.shape)

@@ -29,8 +29,7 @@ MAX_MEMBERS = 64
 
 def npy_bytes(array: np.ndarray[Any, Any]) -> bytes:
     buf = io.BytesIO()
-    np.lib.format.write_array(buf, np.ascontiguousarray(array), version=(1, 0),
-                              allow_pickle=False)
+    np.lib.format.write_array(buf, np.ascontiguousarray(array), version=(1, 0), allow_pickle=False)
     return buf.getvalue()
 
 
@@ -49,9 +48,13 @@ def tar_bytes(tensors: Mapping[str, np.ndarray[Any, Any]], metadata: Mapping[str
     """The uncompressed archive; ``metadata`` gains the tensor manifest."""
     blobs = {name: npy_bytes(tensors[name]) for name in sorted(tensors)}
     manifest = {
-        name: {"member": f"tensors/{name}.npy", "dtype": str(tensors[name].dtype),
-               "shape": list(tensors[name].shape),
-               "sha256": hashlib.sha256(blob).hexdigest(), "size": len(blob)}
+        name: {
+            "member": f"tensors/{name}.npy",
+            "dtype": str(tensors[name].dtype),
+            "shape": list(tensors[name].shape),
+            "sha256": hashlib.sha256(blob).hexdigest(),
+            "size": len(blob),
+        }
         for name, blob in blobs.items()
     }
     meta = {**metadata, "format": FORMAT, "tensors": manifest}
@@ -66,11 +69,13 @@ def tar_bytes(tensors: Mapping[str, np.ndarray[Any, Any]], metadata: Mapping[str
 
 def compress(raw: bytes, codec: str) -> bytes:
     if codec == "zst":
-        return zstandard.ZstdCompressor(level=ZSTD_LEVEL, write_content_size=True,
-                                        write_checksum=True, threads=0).compress(raw)
+        return zstandard.ZstdCompressor(
+            level=ZSTD_LEVEL, write_content_size=True, write_checksum=True, threads=0
+        ).compress(raw)
     if codec == "lz4":
-        return lz4.frame.compress(raw, compression_level=LZ4_LEVEL, content_checksum=True,
-                                  store_size=True)
+        return lz4.frame.compress(
+            raw, compression_level=LZ4_LEVEL, content_checksum=True, store_size=True
+        )
     raise ValueError(f"unknown codec {codec!r}")
 
 
@@ -93,8 +98,11 @@ def read(data: bytes, codec: str) -> tuple[dict[str, Any], dict[str, np.ndarray[
         for i, info in enumerate(tar):
             if i >= MAX_MEMBERS:
                 raise CheckpointError("too many members")
-            if not info.isreg() or info.name in seen or info.name.startswith("/") or (
-                ".." in info.name.split("/")
+            if (
+                not info.isreg()
+                or info.name in seen
+                or info.name.startswith("/")
+                or (".." in info.name.split("/"))
             ):
                 raise CheckpointError(f"member {info.name!r} is not a plain, unique file")
             seen.add(info.name)

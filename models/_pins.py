@@ -68,12 +68,21 @@ def parser(
     """The arguments every generator takes; a generator adds its own, then calls :func:`checked`."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--out", type=Path, required=True, help="Folder to write the candidates to.")
-    p.add_argument("--inputs", type=Path, required=inputs_required,
-                   help="JSON list of the verified inputs (name and path of each).")
-    p.add_argument("--require", action="append", default=[],
-                   help="Exact pins of the environment (name==version); refused otherwise.")
-    p.add_argument("--without", action="append", default=[],
-                   help="Packages that must not be installed.")
+    p.add_argument(
+        "--inputs",
+        type=Path,
+        required=inputs_required,
+        help="JSON list of the verified inputs (name and path of each).",
+    )
+    p.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        help="Exact pins of the environment (name==version); refused otherwise.",
+    )
+    p.add_argument(
+        "--without", action="append", default=[], help="Packages that must not be installed."
+    )
     p.add_argument("--family", default=family, help="Family of the records.")
     return p
 

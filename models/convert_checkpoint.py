@@ -76,14 +76,23 @@ def main() -> int:
         for codec in ("zst", "lz4"):
             rel = f"{case}.tar.{codec}"
             (args.out / rel).write_bytes(ckpt.compress(raw, codec))
-            outputs.append({
-                "name": f"{args.family}/{rel}", "kind": "checkpoint", "path": rel,
-                "parents": [item["name"]],
-                "media_type": "application/zstd" if codec == "zst" else "application/x-lz4",
-                "metadata": {**metadata, "archive": f"tar.{codec}",
-                             "tensors": {n: {"dtype": str(a.dtype), "shape": list(a.shape)}
-                                         for n, a in sorted(state.items())}},
-            })
+            outputs.append(
+                {
+                    "name": f"{args.family}/{rel}",
+                    "kind": "checkpoint",
+                    "path": rel,
+                    "parents": [item["name"]],
+                    "media_type": "application/zstd" if codec == "zst" else "application/x-lz4",
+                    "metadata": {
+                        **metadata,
+                        "archive": f"tar.{codec}",
+                        "tensors": {
+                            n: {"dtype": str(a.dtype), "shape": list(a.shape)}
+                            for n, a in sorted(state.items())
+                        },
+                    },
+                }
+            )
     (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
     _pins.write_environment(args.out, {"stage": STAGE, "converter_version": CONVERTER_VERSION})
     sys.stderr.write(f"{len(outputs)} archives\n")

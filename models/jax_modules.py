@@ -23,7 +23,8 @@ def linear(state: Mapping[str, Array], config: Mapping[str, Any], x: Array) -> A
 def conv2d(state: Mapping[str, Array], config: Mapping[str, Any], x: Array) -> Array:
     top, left, bottom, right = config["pads"]
     y = jax.lax.conv_general_dilated(
-        x, jnp.asarray(state["weight"]),
+        x,
+        jnp.asarray(state["weight"]),
         window_strides=tuple(config["strides"]),
         padding=((top, bottom), (left, right)),
         rhs_dilation=tuple(config["dilations"]),
@@ -53,8 +54,9 @@ MODULES: Mapping[str, Callable[[Mapping[str, Array], Mapping[str, Any], Array], 
 }
 
 
-def apply(module_type: str, state: Mapping[str, Array], config: Mapping[str, Any],
-          x: Array) -> Array:
+def apply(
+    module_type: str, state: Mapping[str, Array], config: Mapping[str, Any], x: Array
+) -> Array:
     try:
         fn = MODULES[module_type]
     except KeyError:

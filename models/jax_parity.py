@@ -47,8 +47,9 @@ def main() -> int:
     outputs, failures = [], []
     for upstream in cases:
         case = upstream.rsplit("/", 1)[1]
-        archives = {codec: items[f"{args.checkpoints}/{case}.tar.{codec}"] for codec in
-                    ("zst", "lz4")}
+        archives = {
+            codec: items[f"{args.checkpoints}/{case}.tar.{codec}"] for codec in ("zst", "lz4")
+        }
         loaded = {c: ckpt.read(Path(a["path"]).read_bytes(), c) for c, a in archives.items()}
         meta, state = loaded["zst"]
         if loaded["lz4"][0] != meta or any(
@@ -57,37 +58,50 @@ def main() -> int:
             failures.append(f"{case}: the .tar.lz4 and .tar.zst archives differ")
             continue
         if meta["parent"]["digest"] != items[upstream]["digest"]:
-            failures.append(f"{case}: archive was converted from {meta['parent']['digest']}, "
-                            f"not the verified upstream {items[upstream]['digest']}")
+            failures.append(
+                f"{case}: archive was converted from {meta['parent']['digest']}, "
+                f"not the verified upstream {items[upstream]['digest']}"
+            )
             continue
         data = Path(items[upstream]["path"]) / "test_data_set_0"
         x, expected = read_pb(data / "input_0.pb"), read_pb(data / "output_0.pb")
-        y = np.asarray(jax_modules.apply(meta["module"]["type"], state,
-                                         meta["module"]["config"], x))
+        y = np.asarray(
+            jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"], x)
+        )
         diff = np.abs(y.astype(np.float64) - expected.astype(np.float64))
         scale = np.abs(expected.astype(np.float64))
         parity = {
             "reference": f"{upstream}:test_data_set_0/output_0.pb (PyTorch)",
-            "max_abs": float(diff.max()), "mean_abs": float(diff.mean()),
+            "max_abs": float(diff.max()),
+            "mean_abs": float(diff.mean()),
             "max_rel": float((diff / np.maximum(scale, 1e-30)).max()),
-            "rtol": args.rtol, "atol": args.atol,
+            "rtol": args.rtol,
+            "atol": args.atol,
             "within": bool(np.all(diff <= args.atol + args.rtol * scale)),
         }
         if y.shape != expected.shape or y.dtype != expected.dtype or not parity["within"]:
-            failures.append(f"{case}: JAX {meta['module']['type']} differs from PyTorch: "
-                            f"max abs {parity['max_abs']:.3g}, max rel {parity['max_rel']:.3g}")
+            failures.append(
+                f"{case}: JAX {meta['module']['type']} differs from PyTorch: "
+                f"max abs {parity['max_abs']:.3g}, max rel {parity['max_rel']:.3g}"
+            )
         rel = f"{case}/output_0.npy"
         (args.out / case).mkdir(exist_ok=True)
         (args.out / rel).write_bytes(ckpt.npy_bytes(y))
-        outputs.append({
-            "name": f"{args.family}/{case}/output_0.npy", "kind": "fixture", "path": rel,
-            "parents": [f"{args.checkpoints}/{case}.tar.zst", upstream],
-            "arrays": {"output_0": {"dtype": str(y.dtype), "shape": list(y.shape)}},
-            "tolerance": {"metric": "allclose", "rtol": args.rtol, "atol": args.atol},
-            "metadata": {"module": meta["module"]["type"], "parity": parity},
-        })
-        sys.stderr.write(f"{case}: {meta['module']['type']} max abs {parity['max_abs']:.3g} "
-                         f"max rel {parity['max_rel']:.3g}\n")
+        outputs.append(
+            {
+                "name": f"{args.family}/{case}/output_0.npy",
+                "kind": "fixture",
+                "path": rel,
+                "parents": [f"{args.checkpoints}/{case}.tar.zst", upstream],
+                "arrays": {"output_0": {"dtype": str(y.dtype), "shape": list(y.shape)}},
+                "tolerance": {"metric": "allclose", "rtol": args.rtol, "atol": args.atol},
+                "metadata": {"module": meta["module"]["type"], "parity": parity},
+            }
+        )
+        sys.stderr.write(
+            f"{case}: {meta['module']['type']} max abs {parity['max_abs']:.3g} "
+            f"max rel {parity['max_rel']:.3g}\n"
+        )
     if failures:
         sys.stderr.write("error: " + "\nerror: ".join(failures) + "\n")
         return 1

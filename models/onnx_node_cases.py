@@ -32,19 +32,21 @@ def main() -> int:
         shutil.rmtree(out)
     (out / "node").mkdir(parents=True)
     started = time.perf_counter()
-    cmd_tools.generate_data(argparse.Namespace(output=str(out), clean=False, diff=False,
-                                               op_type=args.op_type))
+    cmd_tools.generate_data(
+        argparse.Namespace(output=str(out), clean=False, diff=False, op_type=args.op_type)
+    )
     # generate-data also writes the model-zoo pointers and simple model cases; this stage owns
     # the node cases only.
     for child in out.iterdir():
         if child.name != "node":
             shutil.rmtree(child)
     cases = sorted(p.name for p in (out / "node").iterdir())
-    _pins.write_environment(out, {"stage": STAGE, "upstream": list(UPSTREAM),
-                                  "cases": len(cases)})
+    _pins.write_environment(out, {"stage": STAGE, "upstream": list(UPSTREAM), "cases": len(cases)})
     sys.stderr.write(f"{len(cases)} node cases in {time.perf_counter() - started:.1f} s\n")
-    outputs = [{"name": f"{args.family}/{case}", "kind": "onnx-case", "path": f"node/{case}"}
-               for case in cases]
+    outputs = [
+        {"name": f"{args.family}/{case}", "kind": "onnx-case", "path": f"node/{case}"}
+        for case in cases
+    ]
     (out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
     return 0
 

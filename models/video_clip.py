@@ -43,7 +43,7 @@ def main() -> int:
     for i in range(args.frames):
         cy = int((args.height - side) * (0.5 + 0.5 * np.sin(2 * np.pi * i / args.frames)))
         cx = int((args.width - side) * (0.5 + 0.5 * np.sin(4 * np.pi * i / args.frames + 1)))
-        clip[i, cy:cy + side, cx:cx + side, :] = 255.0
+        clip[i, cy : cy + side, cx : cx + side, :] = 255.0
     clip += rng.normal(0.0, args.noise, size=clip.shape)
     frames = np.clip(np.rint(clip), 0, 255).astype(np.uint8)
 
@@ -55,15 +55,27 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / rel).write_bytes(data)
     metadata = {
-        "frames": args.frames, "height": args.height, "width": args.width, "channels": 3,
-        "fps": args.fps, "dtype": "uint8", "layout": "npy [frames, height, width, channels]",
-        "seed": args.seed, "header_bytes": header,
+        "frames": args.frames,
+        "height": args.height,
+        "width": args.width,
+        "channels": 3,
+        "fps": args.fps,
+        "dtype": "uint8",
+        "layout": "npy [frames, height, width, channels]",
+        "seed": args.seed,
+        "header_bytes": header,
         "frame_digests": ["sha256:" + hashlib.sha256(f.tobytes()).hexdigest() for f in frames],
     }
-    outputs = [{"name": f"{args.family}/{rel}", "kind": "video", "path": rel,
-                "metadata": metadata,
-                "arrays": {"frames": {"dtype": "uint8", "shape": list(frames.shape)}},
-                "tolerance": {"metric": "exact"}}]
+    outputs = [
+        {
+            "name": f"{args.family}/{rel}",
+            "kind": "video",
+            "path": rel,
+            "metadata": metadata,
+            "arrays": {"frames": {"dtype": "uint8", "shape": list(frames.shape)}},
+            "tolerance": {"metric": "exact"},
+        }
+    ]
     (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
     _pins.write_environment(args.out, {"stage": STAGE})
     sys.stderr.write(f"{args.frames} frames {args.width}x{args.height} @ {args.fps} fps\n")

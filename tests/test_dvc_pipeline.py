@@ -20,7 +20,7 @@ FS = str(Path(sys.executable).parent / "fixture-store")
 def _stage(name: str) -> dict[str, object]:
     return {
         "cmd": f"{FS} regenerate {name} --fetch --python {sys.executable} "
-               f"--scratch out/{name} --report reports/{name}.json",
+        f"--scratch out/{name} --report reports/{name}.json",
         "deps": ["models/toy.py", "models/_pins.py"],
         "params": [f"regenerate.{name}"],
         "outs": [{f"reports/{name}.json": {"cache": False}}],
@@ -36,22 +36,27 @@ def run(cwd: Path, *args: str, env: dict[str, str]) -> str:
 @pytest.mark.slow
 def test_repro_runs_once_and_tracks_params(tmp_path: Path) -> None:
     root = make_project(tmp_path / "proj", stages=("alpha", "beta"))
-    env = {**os.environ, "FIXTURE_STORE_DIR": str(tmp_path / "store"),
-           "FIXTURE_STORE_REGISTRY": str(root)}
+    env = {
+        **os.environ,
+        "FIXTURE_STORE_DIR": str(tmp_path / "store"),
+        "FIXTURE_STORE_REGISTRY": str(root),
+    }
     dvc = (sys.executable, "-m", "dvc")
     run(root, "git", "init", "-q", env=env)
     run(root, *dvc, "init", "-q", env=env)
     run(root, *dvc, "config", "core.analytics", "false", env=env)
-    pipeline = {"stages": {
-        "alpha": _stage("alpha"),
-        "beta": _stage("beta"),
-        "verify": {
-            "cmd": f"{FS} regenerate-summary reports/alpha.json reports/beta.json "
-                   "--metrics metrics.json --plots plots",
-            "deps": ["reports/alpha.json", "reports/beta.json"],
-            "metrics": [{"metrics.json": {"cache": False}}],
-        },
-    }}
+    pipeline = {
+        "stages": {
+            "alpha": _stage("alpha"),
+            "beta": _stage("beta"),
+            "verify": {
+                "cmd": f"{FS} regenerate-summary reports/alpha.json reports/beta.json "
+                "--metrics metrics.json --plots plots",
+                "deps": ["reports/alpha.json", "reports/beta.json"],
+                "metrics": [{"metrics.json": {"cache": False}}],
+            },
+        }
+    }
     (root / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
 
     first = run(root, *dvc, "repro", env=env)

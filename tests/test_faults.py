@@ -48,35 +48,48 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if size < 2_000_000:
             members[f"m/{i}.bin"] = data
     archives.write_tar(members, folder / "archive.tar.zst", "zstd")
-    (folder / "manifest.json").write_text(json.dumps(
-        {k: {"digest": digests.of_bytes(v).text, "size": len(v)} for k, v in members.items()}))
+    (folder / "manifest.json").write_text(
+        json.dumps(
+            {k: {"digest": digests.of_bytes(v).text, "size": len(v)} for k, v in members.items()}
+        )
+    )
     # What the fetch phase brings in through the local source: two files and a tree.
     fetched: dict[str, dict[str, object]] = {}
     for i, size in enumerate([200_000, 2_000_000]):
         data = rng.randbytes(size)
         (folder / f"fetch-{i}").write_bytes(data)
         d = digests.of_bytes(data)
-        fetched[f"fetched/file-{i}"] = {"kind": "fixture", "digest": d.text, "size": d.size,
-                                        "source": {"type": "local", "path": f"fetch-{i}"}}
+        fetched[f"fetched/file-{i}"] = {
+            "kind": "fixture",
+            "digest": d.text,
+            "size": d.size,
+            "source": {"type": "local", "path": f"fetch-{i}"},
+        }
     tree_dir = folder / "tree-src"
     tree_dir.mkdir()
     for i in range(3):
         (tree_dir / f"t{i}.bin").write_bytes(rng.randbytes(100_000 * (i + 1)))
     tree, _ = trees.hash_folder(tree_dir)
-    fetched["fetched/tree"] = {"kind": "tree", "digest": tree.digest.text,
-                               "size": tree.digest.size, "members": trees.to_json(tree),
-                               "source": {"type": "local", "path": "tree-src"}}
+    fetched["fetched/tree"] = {
+        "kind": "tree",
+        "digest": tree.digest.text,
+        "size": tree.digest.size,
+        "members": trees.to_json(tree),
+        "source": {"type": "local", "path": "tree-src"},
+    }
     (folder / "provenance").mkdir()
-    (folder / "provenance" / "fetched.json").write_text(registry_mod.dumps(
-        {"format_version": 1, "records": fetched}))
+    (folder / "provenance" / "fetched.json").write_text(
+        registry_mod.dumps({"format_version": 1, "records": fetched})
+    )
     return folder
 
 
 def _child(store: Path, work: Path, *extra: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "tests.support.crash_child", str(store), str(work), *extra]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            cwd=ROOT, env=env)
+    return subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env
+    )
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 300) -> tuple[str, str]:
@@ -98,25 +111,36 @@ def _registry(root: Path, work: Path) -> registry_mod.Registry:
     records = {}
     for blob in [*sorted(work.glob("blob-*")), work / "archive.tar.zst"]:
         d = digests.of_file(blob)
-        records[f"crash/{blob.name}"] = {"kind": "fixture", "digest": d.text, "size": d.size,
-                                         "source": {"type": "local", "path": blob.name}}
+        records[f"crash/{blob.name}"] = {
+            "kind": "fixture",
+            "digest": d.text,
+            "size": d.size,
+            "source": {"type": "local", "path": blob.name},
+        }
     (root / "provenance").mkdir(parents=True, exist_ok=True)
-    (root / "provenance" / "crash.json").write_text(registry_mod.dumps(
-        {"format_version": 1, "records": records}))
+    (root / "provenance" / "crash.json").write_text(
+        registry_mod.dumps({"format_version": 1, "records": records})
+    )
     shutil.copyfile(work / "provenance" / "fetched.json", root / "provenance" / "fetched.json")
     return registry_mod.load(root)
 
 
 def _expected_objects(work: Path) -> set[str]:
-    files = [*work.glob("blob-*"), *work.glob("fetch-*"), *(work / "tree-src").iterdir(),
-             work / "archive.tar.zst"]
+    files = [
+        *work.glob("blob-*"),
+        *work.glob("fetch-*"),
+        *(work / "tree-src").iterdir(),
+        work / "archive.tar.zst",
+    ]
     tree, _ = trees.hash_folder(work / "tree-src")
     return {digests.of_file(p).hex for p in files} | {tree.digest.hex}
 
 
 def _manifest(work: Path) -> dict[str, digests.Digest]:
-    return {k: digests.parse(v["digest"], v["size"])
-            for k, v in json.loads((work / "manifest.json").read_text()).items()}
+    return {
+        k: digests.parse(v["digest"], v["size"])
+        for k, v in json.loads((work / "manifest.json").read_text()).items()
+    }
 
 
 def check_store_clean(store: Store, work: Path, project: Path) -> None:
@@ -128,8 +152,9 @@ def check_store_clean(store: Store, work: Path, project: Path) -> None:
     if folder.exists():
         # A visible extraction is complete, or it is detected and refused (never trusted).
         with contextlib.suppress(Exception):
-            archives.check_extraction(store, work / "archive.tar.zst", _manifest(work),
-                                      archive_digest=archive_digest)
+            archives.check_extraction(
+                store, work / "archive.tar.zst", _manifest(work), archive_digest=archive_digest
+            )
     # No lock the dead writer held blocks anyone (flock dies with its holder).
     for lock_path in (store.root / "locks").glob("*.lock"):
         lock = FileLock(str(lock_path), timeout=5)
@@ -137,8 +162,9 @@ def check_store_clean(store: Store, work: Path, project: Path) -> None:
         lock.release()
     # The next writer completes the interrupted work (pytest-timeout bounds it).
     crash_child.run(store, work)
-    archives.check_extraction(store, work / "archive.tar.zst", _manifest(work),
-                              archive_digest=archive_digest)
+    archives.check_extraction(
+        store, work / "archive.tar.zst", _manifest(work), archive_digest=archive_digest
+    )
     registry = _registry(project, work)
     results = verify_names(store, registry, registry.names(), full=True, workers=2)
     assert [r.status for r in results] == [Status.VERIFIED] * len(results), results
@@ -193,8 +219,9 @@ def test_sigkill_during_put_and_extract_leaves_the_store_clean(
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_sigkill_trials_slow(tmp_path: Path, work: Path,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_sigkill_trials_slow(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     phases = _kill_trials(tmp_path, work, SLOW_TRIALS, seed=2)
     with capsys.disabled():
         print(f"\ncrash trials: {SLOW_TRIALS}, kills by phase: {dict(phases)}")
@@ -209,8 +236,9 @@ def test_eight_concurrent_writers_all_succeed_with_one_copy_each(
 
 
 @pytest.mark.slow
-def test_eight_concurrent_writers_repeated(tmp_path: Path, work: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_eight_concurrent_writers_repeated(
+    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     runs = int(os.environ.get("FIXTURE_STORE_CONCURRENCY_RUNS", "5"))
     for run in range(runs):
         _eight_writers(tmp_path / f"run-{run}", work)
@@ -240,11 +268,16 @@ def _eight_writers(tmp_path: Path, work: Path) -> None:
 @contextlib.contextmanager
 def small_tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
     path.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
-        pytest.skip(f"disk-full test needs a small tmpfs and mounting one failed "
-                    f"(needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+        pytest.skip(
+            f"disk-full test needs a small tmpfs and mounting one failed "
+            f"(needs root or CAP_SYS_ADMIN): {done.stderr.strip()}"
+        )
     try:
         yield path
     finally:

@@ -16,8 +16,13 @@ from fixture_store.limits import DEFAULT, GIB_1, LIMIT_FIELDS, GiB, MiB
 def test_1gib_profile_is_exactly_as_specified() -> None:
     p = limits.profile("1GiB")
     assert p is GIB_1
-    for name in ("archive_bytes", "member_bytes", "expanded_bytes", "tensor_bytes",
-                 "total_array_bytes"):
+    for name in (
+        "archive_bytes",
+        "member_bytes",
+        "expanded_bytes",
+        "tensor_bytes",
+        "total_array_bytes",
+    ):
         assert getattr(p, name) == GiB
     assert p.metadata_bytes == MiB
     assert p.tensor_count == 10_000

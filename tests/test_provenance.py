@@ -31,18 +31,31 @@ def test_statement_has_subjects_dependencies_and_environment(tmp_path: Path) -> 
     assert st["predicateType"] == "https://slsa.dev/provenance/v1"
     subjects = {s["name"]: s["digest"]["sha256"] for s in st["subject"]}
     assert subjects["toy/case"] == case.digest.hex  # type: ignore[union-attr]
-    assert subjects["toy/case/output_0.npy"] == (
-        case.members.members["output_0.npy"].hex)  # type: ignore[union-attr]
+    assert subjects["toy/case/output_0.npy"] == (case.members.members["output_0.npy"].hex)  # type: ignore[union-attr]
     bd = st["predicate"]["buildDefinition"]
     (dep,) = bd["resolvedDependencies"]
-    assert dep == {"digest": {"sha256": values.digest.hex},  # type: ignore[union-attr]
-                   "name": "toy/values.npy", "uri": "fixture-store:toy/values.npy"}
+    assert dep == {
+        "digest": {"sha256": values.digest.hex},  # type: ignore[union-attr]
+        "name": "toy/values.npy",
+        "uri": "fixture-store:toy/values.npy",
+    }
     assert bd["internalParameters"]["environment"]["packages"]["numpy"]
     assert bd["externalParameters"]["params"]["scale"] == 1.0
     json.dumps(st)  # plain JSON all the way down
 
-    result = CliRunner().invoke(main, ["--store", str(store.root), "--registry", str(root),
-                                       "provenance", "toy/case", "--format", "in-toto"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--store",
+            str(store.root),
+            "--registry",
+            str(root),
+            "provenance",
+            "toy/case",
+            "--format",
+            "in-toto",
+        ],
+    )
     assert result.exit_code == 0 and json.loads(result.output) == st
 
 
@@ -50,8 +63,9 @@ def test_lineage_walks_parents(tmp_path: Path) -> None:
     root, store = _project(tmp_path)
     steps = list(provenance.lineage(load(root), "toy/case"))
     assert [(s.depth, s.name) for s in steps] == [(0, "toy/case"), (1, "toy/values.npy")]
-    result = CliRunner().invoke(main, ["--store", str(store.root), "--registry", str(root),
-                                       "show", "toy/case", "--lineage"])
+    result = CliRunner().invoke(
+        main, ["--store", str(store.root), "--registry", str(root), "show", "toy/case", "--lineage"]
+    )
     assert result.exit_code == 0
     assert result.output.splitlines()[1].lstrip().startswith("<- toy/values.npy")
 
@@ -60,11 +74,27 @@ def test_package_source_becomes_a_purl_dependency(tmp_path: Path) -> None:
     root = tmp_path / "p"
     (root / "provenance").mkdir(parents=True)
     digest = "sha256:" + "ab" * 32
-    (root / "provenance" / "up.json").write_text(json.dumps({"format_version": 1, "records": {
-        "up/x.pb": {"kind": "fixture", "digest": "sha256:" + "cd" * 32, "size": 3,
-                    "source": {"type": "package", "requirement": "onnx==1.22.0",
-                               "file": "onnx-1.22.0-cp311-abi3-manylinux.whl",
-                               "file_digest": digest, "path": "onnx/x.pb"}}}}))
+    (root / "provenance" / "up.json").write_text(
+        json.dumps(
+            {
+                "format_version": 1,
+                "records": {
+                    "up/x.pb": {
+                        "kind": "fixture",
+                        "digest": "sha256:" + "cd" * 32,
+                        "size": 3,
+                        "source": {
+                            "type": "package",
+                            "requirement": "onnx==1.22.0",
+                            "file": "onnx-1.22.0-cp311-abi3-manylinux.whl",
+                            "file_digest": digest,
+                            "path": "onnx/x.pb",
+                        },
+                    }
+                },
+            }
+        )
+    )
     st = provenance.in_toto_statement(load(root), "up/x.pb")
     (dep,) = st["predicate"]["buildDefinition"]["resolvedDependencies"]
     assert dep["uri"] == "pkg:pypi/onnx@1.22.0#onnx-1.22.0-cp311-abi3-manylinux.whl"

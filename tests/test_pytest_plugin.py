@@ -26,22 +26,30 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     monkeypatch.setenv("FIXTURE_STORE_DIR", str(store.root))
     for case in ("test_abs", "test_add"):
         shutil.copytree(NODE_DATA / case, root / "cases" / case)
-        ingest.add(store, registry_mod.load(root), root / "cases" / case,
-                   name=f"onnx-node/{case}", kind="onnx-case")
+        ingest.add(
+            store,
+            registry_mod.load(root),
+            root / "cases" / case,
+            name=f"onnx-node/{case}",
+            kind="onnx-case",
+        )
     (root / "blob.bin").write_bytes(b"reference bytes")
-    ingest.add(store, registry_mod.load(root), root / "blob.bin", name="misc/blob",
-               kind="fixture")
+    ingest.add(store, registry_mod.load(root), root / "blob.bin", name="misc/blob", kind="fixture")
     return pytester
 
 
 def _gap(root: Path, name: str, reason: str, *, digest_of: Path | None = None) -> None:
     registry = registry_mod.load(root)
     family = name.split("/")[0]
-    raw: dict[str, object] = {"kind": "fixture", "source": {"type": "local", "path": "later"},
-                              "gap": {"reason": reason}}
+    raw: dict[str, object] = {
+        "kind": "fixture",
+        "source": {"type": "local", "path": "later"},
+        "gap": {"reason": reason},
+    }
     if digest_of is not None:
-        record = ingest.add(Store.at(root / "store"), registry, digest_of, name=name,
-                            kind="fixture")
+        record = ingest.add(
+            Store.at(root / "store"), registry, digest_of, name=name, kind="fixture"
+        )
         raw = {**record.to_json(), "gap": {"reason": reason}}
         registry = registry_mod.load(root)
     fam = registry.families.get(family)
@@ -51,7 +59,8 @@ def _gap(root: Path, name: str, reason: str, *, digest_of: Path | None = None) -
 
 
 def test_verified_accessors_and_family_parametrization(inner: pytest.Pytester) -> None:
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         import pytest
         from fixture_store.pytest_plugin import fixture_store_cases
 
@@ -67,14 +76,16 @@ def test_verified_accessors_and_family_parametrization(inner: pytest.Pytester) -
         @pytest.mark.parametrize("name", fixture_store_cases("onnx-node", kind="onnx-case"))
         def test_helper(fixture_store, name):
             assert fixture_store.onnx_case(name).name == name
-    """)
+    """
+    )
     result = inner.runpytest("-v")
     result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(["*test_cases?test_abs?*PASSED*", "*test_helper?test_add?*"])
 
 
 def test_collection_never_reads_object_bytes(inner: pytest.Pytester) -> None:
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         import pytest
         from fixture_store.pytest_plugin import fixture_store_cases
 
@@ -85,40 +96,50 @@ def test_collection_never_reads_object_bytes(inner: pytest.Pytester) -> None:
         @pytest.mark.parametrize("name", fixture_store_cases("onnx-node"))
         def test_helper(name):
             pass
-    """)
+    """
+    )
     # With the store gone, only the registry text can have produced the items.
     shutil.rmtree(inner.path / "store")
     result = inner.runpytest("--collect-only", "-q")
-    result.stdout.fnmatch_lines(["*test_cases?test_abs?*", "*test_helper?test_add?*",
-                                 "4 tests collected*"])
+    result.stdout.fnmatch_lines(
+        ["*test_cases?test_abs?*", "*test_helper?test_add?*", "4 tests collected*"]
+    )
     assert not (inner.path / "store").exists()
 
 
 def test_digest_mismatch_is_an_error(inner: pytest.Pytester) -> None:
     fixtures = Fixtures(Store.at(inner.path / "store"), registry_mod.load(inner.path))
     tamper(fixtures.store, fixtures, "onnx-node/test_abs", "test_data_set_0/output_0.pb")
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         import pytest
 
         @pytest.mark.fixture_store("onnx-node/test_abs")
         def test_needs_abs(fixture_store):
             raise AssertionError("must not run")
-    """)
+    """
+    )
     result = inner.runpytest()
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*fixture-store refused: onnx-node/test_abs: member "
-                                 "'test_data_set_0/output_0.pb' does not match its record*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*fixture-store refused: onnx-node/test_abs: member "
+            "'test_data_set_0/output_0.pb' does not match its record*"
+        ]
+    )
     assert "must not run" not in result.stdout.str()
 
 
 def test_unknown_artifact_is_an_error(inner: pytest.Pytester) -> None:
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         import pytest
 
         @pytest.mark.fixture_store("onnx-node/test_nonexistent")
         def test_unknown():
             pass
-    """)
+    """
+    )
     result = inner.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*onnx-node/test_nonexistent: no record in the registry*"])
@@ -127,13 +148,15 @@ def test_unknown_artifact_is_an_error(inner: pytest.Pytester) -> None:
 def test_invalid_record_is_an_error(inner: pytest.Pytester) -> None:
     path = inner.path / "provenance" / "misc.json"
     path.write_text(path.read_text().replace('"kind": "fixture"', '"kind": "bogus"'))
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         import pytest
 
         @pytest.mark.fixture_store("misc/blob")
         def test_blob():
             pass
-    """)
+    """
+    )
     result = inner.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*misc/blob*unknown kind 'bogus'*"])
@@ -157,21 +180,24 @@ def _remove_object(inner: pytest.Pytester, name: str) -> None:
     path.unlink()
 
 
-def test_missing_object_skips_with_the_fetch_command(inner: pytest.Pytester,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_object_skips_with_the_fetch_command(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _remove_object(inner, "onnx-node/test_add")
     inner.makepyfile(test_inner=_NEEDS_ADD)
     # Only the exact value 1 turns require mode on.
     monkeypatch.setenv("FIXTURE_STORE_REQUIRE", "true")
     result = inner.runpytest("-rs")
     result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*onnx-node/test_add: missing object*fetch it: "
-                                 "fixture-store fetch onnx-node/test_add*"])
+    result.stdout.fnmatch_lines(
+        ["*onnx-node/test_add: missing object*fetch it: fixture-store fetch onnx-node/test_add*"]
+    )
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
-def test_missing_object_fails_in_require_mode(inner: pytest.Pytester,
-                                              monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+def test_missing_object_fails_in_require_mode(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
     _remove_object(inner, "onnx-node/test_add")
     inner.makepyfile(test_inner=_NEEDS_ADD)
     args = ["--fixture-store-require"] if how == "flag" else []
@@ -179,32 +205,41 @@ def test_missing_object_fails_in_require_mode(inner: pytest.Pytester,
         monkeypatch.setenv("FIXTURE_STORE_REQUIRE", "1")
     result = inner.runpytest(*args)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*missing object (required by --fixture-store-require*"
-                                 "fixture-store fetch onnx-node/test_add*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*missing object (required by --fixture-store-require*"
+            "fixture-store fetch onnx-node/test_add*"
+        ]
+    )
 
 
 def test_declared_gap_is_an_xfail_with_its_reason(inner: pytest.Pytester) -> None:
     _gap(inner.path, "misc/upstream-weights", "upstream has not published the weights")
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         import pytest
 
         @pytest.mark.fixture_store("misc/upstream-weights")
         def test_weights(fixture_store):
             raise AssertionError("must not run")
-    """)
+    """
+    )
     result = inner.runpytest("-rx")
     result.assert_outcomes(xfailed=1)
-    result.stdout.fnmatch_lines(["*misc/upstream-weights: declared gap: upstream has not "
-                                 "published the weights*"])
+    result.stdout.fnmatch_lines(
+        ["*misc/upstream-weights: declared gap: upstream has not published the weights*"]
+    )
 
 
 def test_accessor_in_the_body_applies_the_same_semantics(inner: pytest.Pytester) -> None:
     _remove_object(inner, "onnx-node/test_add")
-    inner.makepyfile(test_inner="""
+    inner.makepyfile(
+        test_inner="""
         def test_body(fixture_store):
             fixture_store.onnx_case("onnx-node/test_add")
             raise AssertionError("must not get here")
-    """)
+    """
+    )
     inner.runpytest().assert_outcomes(skipped=1)
     inner.runpytest("--fixture-store-require").assert_outcomes(failed=1)
 
@@ -229,8 +264,10 @@ def test_completeness_catches_a_family_with_no_consumer(inner: pytest.Pytester) 
 
 def test_completeness_passes_when_consumed_or_declared_a_gap(inner: pytest.Pytester) -> None:
     inner.makepyfile(test_inner=_CONSUMES_ONNX)
-    inner.makeini("[pytest]\nfixture_store_gaps =\n    video: no clips licensed yet\n"
-                  "    misc: consumed by the docs build, not by tests\n")
+    inner.makeini(
+        "[pytest]\nfixture_store_gaps =\n    video: no clips licensed yet\n"
+        "    misc: consumed by the docs build, not by tests\n"
+    )
     inner.runpytest("--fixture-store-complete").assert_outcomes(passed=3)
 
 
@@ -241,19 +278,24 @@ def test_completeness_catches_stale_gaps(inner: pytest.Pytester) -> None:
     _gap(inner.path, "misc/weights", "not published", digest_of=extra)
     inner.makepyfile(test_inner=_CONSUMES_ONNX)
     # An ini gap for a family a test now consumes is stale too.
-    inner.makeini("[pytest]\nfixture_store_gaps =\n    misc: consumed elsewhere\n"
-                  "    onnx-node: waiting for upstream\n")
+    inner.makeini(
+        "[pytest]\nfixture_store_gaps =\n    misc: consumed elsewhere\n"
+        "    onnx-node: waiting for upstream\n"
+    )
     result = inner.runpytest("--fixture-store-complete")
     result.assert_outcomes(passed=2, failed=1)
-    result.stdout.fnmatch_lines([
-        "*misc/weights: declared gap (not published) but its object is in the store*",
-        "*family 'onnx-node': declared a gap in fixture_store_gaps (waiting for upstream) but "
-        "a collected test now consumes it*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*misc/weights: declared gap (not published) but its object is in the store*",
+            "*family 'onnx-node': declared a gap in fixture_store_gaps (waiting for upstream) but "
+            "a collected test now consumes it*",
+        ]
+    )
 
 
-def _add_arrays(root: Path, name: str, filename: str, arrays_manifest: dict[str, object],
-                write: object) -> None:
+def _add_arrays(
+    root: Path, name: str, filename: str, arrays_manifest: dict[str, object], write: object
+) -> None:
     path = root / filename
     write(path)  # type: ignore[operator]
     store = Store.at(root / "store")
@@ -262,25 +304,40 @@ def _add_arrays(root: Path, name: str, filename: str, arrays_manifest: dict[str,
     fam = registry.families[name.split("/")[0]]
     records = dict(fam.records)
     records[name] = registry_mod.parse_record(
-        name, {**record.to_json(), "arrays": arrays_manifest}, file="t")
+        name, {**record.to_json(), "arrays": arrays_manifest}, file="t"
+    )
     write_family(registry, name.split("/")[0], records.values())
 
 
 def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
-        inner: pytest.Pytester) -> None:
+    inner: pytest.Pytester,
+) -> None:
     import numpy as np
 
-    _add_arrays(inner.path, "misc/ref-npz", "ref.npz",
-                {"a": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int64", "shape": [4]}},
-                lambda p: np.savez(p, a=np.ones((2, 3), np.float32), b=np.arange(4)))
-    _add_arrays(inner.path, "misc/ref-npy", "ref.npy",
-                {"ref": {"dtype": "float32", "shape": [3]}},
-                lambda p: np.save(p, np.zeros(3, np.float32)))
+    _add_arrays(
+        inner.path,
+        "misc/ref-npz",
+        "ref.npz",
+        {"a": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int64", "shape": [4]}},
+        lambda p: np.savez(p, a=np.ones((2, 3), np.float32), b=np.arange(4)),
+    )
+    _add_arrays(
+        inner.path,
+        "misc/ref-npy",
+        "ref.npy",
+        {"ref": {"dtype": "float32", "shape": [3]}},
+        lambda p: np.save(p, np.zeros(3, np.float32)),
+    )
     # The manifest says float64 but the file holds float32: unsafe content, an error.
-    _add_arrays(inner.path, "misc/lying", "lying.npy",
-                {"lying": {"dtype": "float64", "shape": [3]}},
-                lambda p: np.save(p, np.zeros(3, np.float32)))
-    inner.makepyfile(test_inner="""
+    _add_arrays(
+        inner.path,
+        "misc/lying",
+        "lying.npy",
+        {"lying": {"dtype": "float64", "shape": [3]}},
+        lambda p: np.save(p, np.zeros(3, np.float32)),
+    )
+    inner.makepyfile(
+        test_inner="""
         import numpy as np
         import pytest
 
@@ -292,8 +349,10 @@ def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
 
         def test_lying(fixture_store):
             fixture_store.arrays("misc/lying")
-    """)
+    """
+    )
     result = inner.runpytest()
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*fixture-store refused: misc/lying*differs from the "
-                                 "manifest's 'float64'*"])
+    result.stdout.fnmatch_lines(
+        ["*fixture-store refused: misc/lying*differs from the manifest's 'float64'*"]
+    )

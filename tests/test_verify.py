@@ -114,9 +114,10 @@ def test_missing_object_and_gap_statuses(project: Path, store: Store) -> None:
         Fixtures(store, reg).path("fam/w")
 
     fam = project / "provenance" / "fam.json"
-    text = fam.read_text().replace('"kind": "checkpoint"',
-                                   '"gap": {"reason": "weights not public yet"},\n'
-                                   '      "kind": "checkpoint"')
+    text = fam.read_text().replace(
+        '"kind": "checkpoint"',
+        '"gap": {"reason": "weights not public yet"},\n      "kind": "checkpoint"',
+    )
     fam.write_text(text)
     reg = registry_mod.load(project)
     [r] = verify_names(store, reg, ["fam/w"])
@@ -146,8 +147,9 @@ def test_unregistered_bytes_in_the_store_are_never_trusted(project: Path, store:
 
 
 @pytest.mark.parametrize("enabled", [True, False])
-def test_verify_leaves_the_cyclic_gc_as_it_found_it(project: Path, store: Store,
-                                                    enabled: bool) -> None:
+def test_verify_leaves_the_cyclic_gc_as_it_found_it(
+    project: Path, store: Store, enabled: bool
+) -> None:
     import gc
 
     make_project(project, store)
@@ -155,8 +157,9 @@ def test_verify_leaves_the_cyclic_gc_as_it_found_it(project: Path, store: Store,
     seen = []
     (gc.enable if enabled else gc.disable)()
     try:
-        results = verify_names(store, reg, reg.names(),
-                               on_result=lambda r: seen.append(gc.isenabled()))
+        results = verify_names(
+            store, reg, reg.names(), on_result=lambda r: seen.append(gc.isenabled())
+        )
         assert all(r.ok for r in results)
         assert seen and not any(seen)  # paused while verifying
         assert gc.isenabled() is enabled

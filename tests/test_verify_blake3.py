@@ -166,15 +166,13 @@ def test_parallel_verify_checks_each_shared_object_once(
     _add_tree(store, root, "fx/t1", {**shared, "a.bin": b"a" * 9000})
     _add_tree(store, root, "fx/t2", {**shared, "b.bin": b"b" * 7000})
     reg = _load(root)
-    results = verify_names(store, reg, ["fx/t2", "fx/t1"], full=True, workers=2,
-                           executor=executor)
+    results = verify_names(store, reg, ["fx/t2", "fx/t1"], full=True, workers=2, executor=executor)
     assert [r.name for r in results] == ["fx/t2", "fx/t1"]
     assert all(r.ok for r in results)
     record = reg.get("fx/t1")
     assert record.members is not None
     _flip_byte(store.object_path(record.members.members["a.bin"]))
-    results = verify_names(store, reg, ["fx/t1", "fx/t2"], full=True, workers=2,
-                           executor=executor)
+    results = verify_names(store, reg, ["fx/t1", "fx/t2"], full=True, workers=2, executor=executor)
     assert results[0].status is Status.MISMATCH and results[0].member == "a.bin"
     assert results[1].ok
 
@@ -182,6 +180,7 @@ def test_parallel_verify_checks_each_shared_object_once(
 @pytest.mark.parametrize("size", [0, 1, (1 << 20) - 1, 1 << 20, (1 << 20) + 1, (5 << 20) + 7])
 def test_file_hashes_match_across_chunk_boundaries(tmp_path: Path, size: int) -> None:
     from fixture_store.objects import digests
+
     data = os.urandom(size)
     p = tmp_path / "f"
     p.write_bytes(data)

@@ -28,9 +28,15 @@ def clip(tmp_path: Path) -> tuple[Path, Store]:
     (root / "provenance").mkdir()
     for f in ("_pins.py", "video_clip.py"):
         shutil.copyfile(MODELS / f, root / "models" / f)
-    params = {"regenerate": {"video": {
-        "generator": "models/video_clip.py", "requirements": [numpy_pin()],
-        "args": {"seed": 7, "frames": 48, "height": 24, "width": 32, "fps": 24}}}}
+    params = {
+        "regenerate": {
+            "video": {
+                "generator": "models/video_clip.py",
+                "requirements": [numpy_pin()],
+                "args": {"seed": 7, "frames": 48, "height": 24, "width": 32, "fps": 24},
+            }
+        }
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     store = Store.at(tmp_path / "store").ensure()
     report = regenerate(root, store, "video", scratch=tmp_path / "s", accept=True, python=PYTHON)

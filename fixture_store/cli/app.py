@@ -108,11 +108,20 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--store", "store_flag", metavar="DIR", envvar=None,
-              help=f"Object store location (default: ${ENV_VAR}, else a per-user cache dir).")
-@click.option("--registry", "registry_flag", metavar="DIR",
-              help="Project folder holding provenance/ (default: nearest parent with one, "
-                   "or $FIXTURE_STORE_REGISTRY).")
+@click.option(
+    "--store",
+    "store_flag",
+    metavar="DIR",
+    envvar=None,
+    help=f"Object store location (default: ${ENV_VAR}, else a per-user cache dir).",
+)
+@click.option(
+    "--registry",
+    "registry_flag",
+    metavar="DIR",
+    help="Project folder holding provenance/ (default: nearest parent with one, "
+    "or $FIXTURE_STORE_REGISTRY).",
+)
 @click.version_option(package_name="fixture-store")
 @click.pass_context
 def main(ctx: click.Context, store_flag: str | None, registry_flag: str | None) -> None:
@@ -147,50 +156,88 @@ def parse_source(text: str | None) -> dict[str, Any] | None:
     if text.startswith("https://") or text.startswith("http://"):
         return {"type": "url", "url": text}
     if text.startswith("hf://"):
-        rest = text[len("hf://"):]
+        rest = text[len("hf://") :]
         repo_type = "model"
         for prefix, kind in (("datasets/", "dataset"), ("spaces/", "space")):
             if rest.startswith(prefix):
-                repo_type, rest = kind, rest[len(prefix):]
+                repo_type, rest = kind, rest[len(prefix) :]
         if "@" not in rest:
             raise UsageError(f"hub source {text!r} needs @REVISION: hf://REPO@<40-hex>/PATH")
         head, _, tail = rest.partition("@")
         rev, _, path = tail.partition("/")
-        return {"type": "hub", "repo_id": head, "repo_type": repo_type, "revision": rev,
-                "path": path}
-    raise UsageError(f"unknown --source {text!r}",
-                     fix="use https://..., hf://REPO@REVISION/PATH, or omit it for a local file")
+        return {
+            "type": "hub",
+            "repo_id": head,
+            "repo_type": repo_type,
+            "revision": rev,
+            "path": path,
+        }
+    raise UsageError(
+        f"unknown --source {text!r}",
+        fix="use https://..., hf://REPO@REVISION/PATH, or omit it for a local file",
+    )
 
 
 @main.command()
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", required=True, help="Artifact name, 'family/...'.")
-@click.option("--kind", required=True, type=click.Choice(registry_mod.records.KINDS),
-              help="What the artifact is; folders are 'tree' or 'onnx-case'.")
-@click.option("--source", "source_text", metavar="SOURCE",
-              help="Pinned source: https://URL, hf://REPO@REV/PATH; default: local path.")
+@click.option(
+    "--kind",
+    required=True,
+    type=click.Choice(registry_mod.records.KINDS),
+    help="What the artifact is; folders are 'tree' or 'onnx-case'.",
+)
+@click.option(
+    "--source",
+    "source_text",
+    metavar="SOURCE",
+    help="Pinned source: https://URL, hf://REPO@REV/PATH; default: local path.",
+)
 @click.option("--license", "license_", help="License of the bytes (SPDX id).")
 @click.option("--replace", is_flag=True, help="Rewrite an existing record whose bytes changed.")
-@click.option("--link", is_flag=True,
-              help="Hard-link the files into the store instead of copying them (no second "
-                   "copy, no bytes written). They become read-only and share their bytes with "
-                   "the store: replace them, never edit them in place. Files on another "
-                   "filesystem or owned by someone else are copied, and named.")
+@click.option(
+    "--link",
+    is_flag=True,
+    help="Hard-link the files into the store instead of copying them (no second "
+    "copy, no bytes written). They become read-only and share their bytes with "
+    "the store: replace them, never edit them in place. Files on another "
+    "filesystem or owned by someone else are copied, and named.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
 @click.pass_obj
 @handle_errors
-def add(obj: Context, path: Path, name: str, kind: str, source_text: str | None,
-        license_: str | None, replace: bool, link: bool, as_json: bool) -> None:
+def add(
+    obj: Context,
+    path: Path,
+    name: str,
+    kind: str,
+    source_text: str | None,
+    license_: str | None,
+    replace: bool,
+    link: bool,
+    as_json: bool,
+) -> None:
     """Register a local file or folder PATH as NAME and ingest its bytes."""
     registry = obj.registry()
     extra = {"license": license_} if license_ else None
-    record = ingest.add(obj.store, registry, path, name=name, kind=kind,
-                        source=parse_source(source_text), extra=extra, replace=replace,
-                        link=link)
+    record = ingest.add(
+        obj.store,
+        registry,
+        path,
+        name=name,
+        kind=kind,
+        source=parse_source(source_text),
+        extra=extra,
+        replace=replace,
+        link=link,
+    )
     copied = ingest.copied_not_linked(obj.store, path, record) if link else []
     if copied:
-        err.print(f"note: {len(copied)} file(s) copied, not linked (another filesystem, not "
-                  f"yours, or the store had the bytes already), e.g. {copied[0]}", markup=False)
+        err.print(
+            f"note: {len(copied)} file(s) copied, not linked (another filesystem, not "
+            f"yours, or the store had the bytes already), e.g. {copied[0]}",
+            markup=False,
+        )
     if as_json:
         out.print_json(json.dumps({"name": record.name, **record.to_json()}))
     else:
@@ -204,8 +251,12 @@ def _names(registry: Registry, names: Iterable[str], families: Iterable[str]) ->
 
 
 STATUS_STYLE = {
-    Status.VERIFIED: "green", Status.MISSING: "yellow", Status.GAP: "cyan",
-    Status.MISMATCH: "bold red", Status.INVALID_RECORD: "bold red", Status.UNSAFE: "bold red",
+    Status.VERIFIED: "green",
+    Status.MISSING: "yellow",
+    Status.GAP: "cyan",
+    Status.MISMATCH: "bold red",
+    Status.INVALID_RECORD: "bold red",
+    Status.UNSAFE: "bold red",
     Status.UNKNOWN: "bold red",
 }
 
@@ -235,9 +286,14 @@ def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN)
     failures = all_failures[:limit]
     shown_ok = [r for r in results if r.ok][: max(0, limit - len(failures))]
     for r in [*failures, *shown_ok]:
-        detail = r.message if not r.ok else (
-            f"{r.expected.short}… {r.expected.size:,} B" + (" (cached)" if r.cached else "")
-            if r.expected else ""
+        detail = (
+            r.message
+            if not r.ok
+            else (
+                f"{r.expected.short}… {r.expected.size:,} B" + (" (cached)" if r.cached else "")
+                if r.expected
+                else ""
+            )
         )
         if r.fix and not r.ok:
             detail += f"\nfix: {r.fix}"
@@ -246,9 +302,11 @@ def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN)
     hidden = len(results) - len(failures) - len(shown_ok)
     if hidden > 0:
         more_failed = len(all_failures) - len(failures)
-        table.caption = (f"… and {hidden:,} more"
-                         + (f", {more_failed:,} of them not verified" if more_failed else "")
-                         + " (use --json for all)")
+        table.caption = (
+            f"… and {hidden:,} more"
+            + (f", {more_failed:,} of them not verified" if more_failed else "")
+            + " (use --json for all)"
+        )
     out.print(table)
     summary = ", ".join(f"{counts[s]} {s}" for s in Status if counts[s])
     out.print(f"{len(results)} artifacts: {summary or 'none'}")
@@ -259,16 +317,32 @@ def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN)
 @click.option("--family", "families", multiple=True, help="Verify every artifact of FAMILY.")
 @click.option("--full", is_flag=True, help="Re-hash everything; ignore the verified-state cache.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
-@click.option("--workers", type=click.IntRange(1, 64), default=None,
-              help="Parallel hashing workers (default: number of CPUs).")
-@click.option("--digest", "algorithm", type=click.Choice([a.value for a in Algorithm]),
-              default=Algorithm.AUTO.value, show_default=True,
-              help="Hash to re-verify with: 'auto' uses the record's BLAKE3 where it has one "
-                   "(several times faster), 'sha256' forces the identity hash.")
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Parallel hashing workers (default: number of CPUs).",
+)
+@click.option(
+    "--digest",
+    "algorithm",
+    type=click.Choice([a.value for a in Algorithm]),
+    default=Algorithm.AUTO.value,
+    show_default=True,
+    help="Hash to re-verify with: 'auto' uses the record's BLAKE3 where it has one "
+    "(several times faster), 'sha256' forces the identity hash.",
+)
 @click.pass_obj
 @handle_errors
-def verify(obj: Context, names: tuple[str, ...], families: tuple[str, ...], full: bool,
-           as_json: bool, workers: int | None, algorithm: str) -> None:
+def verify(
+    obj: Context,
+    names: tuple[str, ...],
+    families: tuple[str, ...],
+    full: bool,
+    as_json: bool,
+    workers: int | None,
+    algorithm: str,
+) -> None:
     """Verify artifacts (default: all) against their records.
 
     Exit 0 if all verified (declared gaps allowed), 1 if any is missing or mismatched, 2 on
@@ -279,16 +353,30 @@ def verify(obj: Context, names: tuple[str, ...], families: tuple[str, ...], full
     chosen = _names(registry, names, families)
     with progress(len(chosen), "verifying", enabled=not as_json) as bar:
         task = bar.add_task("verify", total=len(chosen))
-        results = verify_names(obj.store, registry, chosen, full=full, workers=workers,
-                               algorithm=Algorithm(algorithm),
-                               on_result=lambda _r: bar.advance(task))
+        results = verify_names(
+            obj.store,
+            registry,
+            chosen,
+            full=full,
+            workers=workers,
+            algorithm=Algorithm(algorithm),
+            on_result=lambda _r: bar.advance(task),
+        )
     if as_json:
         counts = Counter(str(r.status) for r in results)
-        click.echo(json.dumps({"store": str(obj.store.root), "full": full,
-                               "digest": algorithm,
-                               "hashed_bytes": sum(r.hashed_bytes for r in results),
-                               "counts": dict(sorted(counts.items())),
-                               "results": [r.to_json() for r in results]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "store": str(obj.store.root),
+                    "full": full,
+                    "digest": algorithm,
+                    "hashed_bytes": sum(r.hashed_bytes for r in results),
+                    "counts": dict(sorted(counts.items())),
+                    "results": [r.to_json() for r in results],
+                },
+                indent=2,
+            )
+        )
     else:
         print_results(results, title=f"verify ({'full' if full else 'cached'})")
     report_failures(results)
@@ -308,15 +396,28 @@ def report_failures(results: Iterable[Result], limit: int = 20) -> None:
 @main.command()
 @click.argument("names", nargs=-1)
 @click.option("--family", "families", multiple=True, help="Every artifact of FAMILY.")
-@click.option("--replace", is_flag=True,
-              help="Also rewrite a BLAKE3 already in a record (after SHA-256 matched).")
-@click.option("--workers", type=click.IntRange(1, 64), default=None,
-              help="Parallel hashing workers (default: number of CPUs).")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Also rewrite a BLAKE3 already in a record (after SHA-256 matched).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Parallel hashing workers (default: number of CPUs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_obj
 @handle_errors
-def rehash(obj: Context, names: tuple[str, ...], families: tuple[str, ...], replace: bool,
-           workers: int | None, as_json: bool) -> None:
+def rehash(
+    obj: Context,
+    names: tuple[str, ...],
+    families: tuple[str, ...],
+    replace: bool,
+    workers: int | None,
+    as_json: bool,
+) -> None:
     """Record BLAKE3 beside SHA-256 for artifacts (default: all) whose SHA-256 verifies.
 
     Reads every object once, hashing it with SHA-256 and BLAKE3; records whose bytes match
@@ -330,15 +431,30 @@ def rehash(obj: Context, names: tuple[str, ...], families: tuple[str, ...], repl
     chosen = _names(registry, names, families)
     with progress(len(chosen), "hashing", enabled=not as_json) as bar:
         task = bar.add_task("rehash", total=len(chosen))
-        report = record_blake3(obj.store, registry, chosen, replace=replace, workers=workers,
-                               on_result=lambda _r: bar.advance(task))
+        report = record_blake3(
+            obj.store,
+            registry,
+            chosen,
+            replace=replace,
+            workers=workers,
+            on_result=lambda _r: bar.advance(task),
+        )
     if as_json:
-        click.echo(json.dumps({"updated": list(report.updated),
-                               "unchanged": list(report.unchanged),
-                               "failed": [r.to_json() for r in report.failed]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "updated": list(report.updated),
+                    "unchanged": list(report.unchanged),
+                    "failed": [r.to_json() for r in report.failed],
+                },
+                indent=2,
+            )
+        )
     else:
-        out.print(f"recorded BLAKE3 for {len(report.updated)} artifacts; "
-                  f"{len(report.unchanged)} already had it; {len(report.failed)} failed")
+        out.print(
+            f"recorded BLAKE3 for {len(report.updated)} artifacts; "
+            f"{len(report.unchanged)} already had it; {len(report.failed)} failed"
+        )
     for r in report.failed:
         err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
     sys.exit(exit_code_for(report.failed) if report.failed else EXIT_OK)
@@ -358,14 +474,28 @@ def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
     rows: list[dict[str, Any]] = []
     for name in names:
         if name in invalid:
-            rows.append({"name": name, "kind": None, "size": None, "digest": None,
-                         "source": None, "invalid": invalid[name].message})
+            rows.append(
+                {
+                    "name": name,
+                    "kind": None,
+                    "size": None,
+                    "digest": None,
+                    "source": None,
+                    "invalid": invalid[name].message,
+                }
+            )
             continue
         r = registry.get(name)
-        rows.append({"name": name, "kind": r.kind,
-                     "size": r.digest.size if r.digest else None,
-                     "digest": r.digest.text if r.digest else None,
-                     "source": r.source.describe(), "gap": r.gap})
+        rows.append(
+            {
+                "name": name,
+                "kind": r.kind,
+                "size": r.digest.size if r.digest else None,
+                "digest": r.digest.text if r.digest else None,
+                "source": r.source.describe(),
+                "gap": r.gap,
+            }
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -373,17 +503,24 @@ def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
     for col in ("artifact", "kind", "size", "digest", "source"):
         table.add_column(col, overflow="fold")
     for row in rows:
-        table.add_row(row["name"], row["kind"] or "[red]invalid[/]",
-                      f"{row['size']:,}" if row["size"] is not None else "",
-                      (row["digest"] or "")[7:19], row["source"] or row.get("invalid", ""))
+        table.add_row(
+            row["name"],
+            row["kind"] or "[red]invalid[/]",
+            f"{row['size']:,}" if row["size"] is not None else "",
+            (row["digest"] or "")[7:19],
+            row["source"] or row.get("invalid", ""),
+        )
     out.print(table)
 
 
 @main.command()
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-@click.option("--lineage", is_flag=True,
-              help="Print the chain of parents (upstream case -> archive -> fixture).")
+@click.option(
+    "--lineage",
+    is_flag=True,
+    help="Print the chain of parents (upstream case -> archive -> fixture).",
+)
 @click.pass_obj
 @handle_errors
 def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
@@ -457,10 +594,17 @@ def status(obj: Context, as_json: bool) -> None:
         per_family[fam_name] = c
     objects = sum(1 for _ in store.iter_objects())
     if as_json:
-        click.echo(json.dumps({"store": str(store.root), "registry": str(registry.directory),
-                               "objects": objects,
-                               "families": {k: dict(v) for k, v in per_family.items()}},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "store": str(store.root),
+                    "registry": str(registry.directory),
+                    "objects": objects,
+                    "families": {k: dict(v) for k, v in per_family.items()},
+                },
+                indent=2,
+            )
+        )
         return
     out.print(f"registry: {registry.directory}")
     out.print(f"store:    {store.root} ({objects:,} objects)")
@@ -489,17 +633,30 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
     if invalid and yes:
         raise UsageError(
             f"{len(invalid)} record(s) are invalid, so their objects cannot be told apart from "
-            "garbage; refusing to delete", fix="fixture-store verify, fix the records, rerun gc")
+            "garbage; refusing to delete",
+            fix="fixture-store verify, fix the records, rerun gc",
+        )
     garbage = gc_mod.find_garbage(obj.store, [registry])
     removed = gc_mod.collect(obj.store, garbage) if yes else 0
     removed_tmp = obj.store.clean_tmp() if yes else 0
     total = sum(g.size for g in garbage)
     if as_json:
-        click.echo(json.dumps({"dry_run": not yes, "unreferenced": len(garbage), "bytes": total,
-                               "removed": removed, "removed_tmp": removed_tmp,
-                               "objects": [g.hex for g in garbage]}, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "dry_run": not yes,
+                    "unreferenced": len(garbage),
+                    "bytes": total,
+                    "removed": removed,
+                    "removed_tmp": removed_tmp,
+                    "objects": [g.hex for g in garbage],
+                },
+                indent=2,
+            )
+        )
         return
     verb = "removed" if yes else "would remove"
-    out.print(f"{verb} {len(garbage)} unreferenced objects ({total:,} bytes)"
-              + ("" if yes else "; rerun with --yes to delete"))
-
+    out.print(
+        f"{verb} {len(garbage)} unreferenced objects ({total:,} bytes)"
+        + ("" if yes else "; rerun with --yes to delete")
+    )

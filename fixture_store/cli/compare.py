@@ -16,40 +16,86 @@ from fixture_store.parity.results import CaseResult, Outcome
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
 
 OUTCOME_STYLE = {
-    Outcome.PASS: "green", Outcome.KNOWN_FAILURE: "cyan", Outcome.GAP: "cyan",
-    Outcome.MISMATCH: "bold red", Outcome.NOT_IMPLEMENTED: "yellow", Outcome.ERROR: "red",
-    Outcome.REFUSED: "bold red", Outcome.TIMEOUT: "red", Outcome.CRASH: "bold red",
+    Outcome.PASS: "green",
+    Outcome.KNOWN_FAILURE: "cyan",
+    Outcome.GAP: "cyan",
+    Outcome.MISMATCH: "bold red",
+    Outcome.NOT_IMPLEMENTED: "yellow",
+    Outcome.ERROR: "red",
+    Outcome.REFUSED: "bold red",
+    Outcome.TIMEOUT: "red",
+    Outcome.CRASH: "bold red",
 }
 
 
 @click.command(name="compare")
 @click.argument("names", nargs=-1)
 @click.option("--family", "families", multiple=True, help="Every onnx case of FAMILY.")
-@click.option("--runtime", "runtimes", multiple=True, default=("ort", "reference"),
-              show_default=True,
-              help="ort (ONNX Runtime, CPU), reference (onnx ReferenceEvaluator), or "
-                   "package.module:prepare. Repeat for several.")
+@click.option(
+    "--runtime",
+    "runtimes",
+    multiple=True,
+    default=("ort", "reference"),
+    show_default=True,
+    help="ort (ONNX Runtime, CPU), reference (onnx ReferenceEvaluator), or "
+    "package.module:prepare. Repeat for several.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write a static HTML report (pass matrix per operator, error histograms).")
-@click.option("--output", "output_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the JSON report to this file, without timings or the store's "
-                   "location, so equal results give equal files (for DVC).")
-@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write outcome counts per runtime to this JSON file (DVC metrics).")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write per-operator pass counts per runtime to this CSV file (DVC plots).")
-@click.option("--jobs", type=click.IntRange(0, 256), default=None,
-              help="Worker processes (default: one per CPU; 0 runs in this process).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT,
-              show_default=True, help="Seconds one case may take before it is killed.")
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a static HTML report (pass matrix per operator, error histograms).",
+)
+@click.option(
+    "--output",
+    "output_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the JSON report to this file, without timings or the store's "
+    "location, so equal results give equal files (for DVC).",
+)
+@click.option(
+    "--metrics",
+    "metrics_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write outcome counts per runtime to this JSON file (DVC metrics).",
+)
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write per-operator pass counts per runtime to this CSV file (DVC plots).",
+)
+@click.option(
+    "--jobs",
+    type=click.IntRange(0, 256),
+    default=None,
+    help="Worker processes (default: one per CPU; 0 runs in this process).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=DEFAULT_TIMEOUT,
+    show_default=True,
+    help="Seconds one case may take before it is killed.",
+)
 @click.option("--full", is_flag=True, help="Re-hash every file; ignore the verified-state cache.")
 @click.pass_obj
 @handle_errors
-def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
-                runtimes: tuple[str, ...], as_json: bool, report_path: Path | None,
-                output_path: Path | None, metrics_path: Path | None, plot_path: Path | None,
-                jobs: int | None, timeout: float, full: bool) -> None:
+def compare_cmd(
+    obj: Context,
+    names: tuple[str, ...],
+    families: tuple[str, ...],
+    runtimes: tuple[str, ...],
+    as_json: bool,
+    report_path: Path | None,
+    output_path: Path | None,
+    metrics_path: Path | None,
+    plot_path: Path | None,
+    jobs: int | None,
+    timeout: float,
+    full: bool,
+) -> None:
     """Run verified ONNX cases with each runtime and compare with the expected outputs.
 
     Cases are chosen by NAMES (glob patterns allowed) and --family; every case is verified
@@ -66,8 +112,14 @@ def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
     total = len(chosen) * len(set(runtimes))
     with progress(total, "comparing", enabled=not as_json) as bar:
         task = bar.add_task("compare", total=total)
-        report = compare(fixtures, chosen, runtimes, jobs=jobs, timeout=timeout,
-                         on_result=lambda _r: bar.advance(task))
+        report = compare(
+            fixtures,
+            chosen,
+            runtimes,
+            jobs=jobs,
+            timeout=timeout,
+            on_result=lambda _r: bar.advance(task),
+        )
     if report_path is not None:
         from fixture_store.parity.report_html import write_report
 
@@ -75,10 +127,12 @@ def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
         write_report(report.stable(str(obj.store.root)), report_path)
     if output_path is not None:
         output_path.parent.mkdir(parents=True, exist_ok=True)
-        output_path.write_text(json.dumps(report.stable(str(obj.store.root)).to_json(),
-                                          indent=2) + "\n")
+        output_path.write_text(
+            json.dumps(report.stable(str(obj.store.root)).to_json(), indent=2) + "\n"
+        )
     if metrics_path is not None or plot_path is not None:
         from fixture_store.parity import report_metrics as compare_metrics
+
         compare_metrics.write(report, metrics_path, plot_path)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
@@ -88,29 +142,37 @@ def compare_cmd(obj: Context, names: tuple[str, ...], families: tuple[str, ...],
             out.print(f"HTML report: {report_path}", markup=False)
     for r in report.results:
         if r.now_passing:
-            err.print(f"known failure now passes: {r.runtime} {r.name} ({r.known_reason}); "
-                      f"fix: {r.fix}", markup=False)
+            err.print(
+                f"known failure now passes: {r.runtime} {r.name} ({r.known_reason}); fix: {r.fix}",
+                markup=False,
+            )
     for r in report.inactive:
-        err.print(f"known failure inactive here ({r.inactive_condition} does not hold): "
-                  f"{r.runtime} {r.name}: {r.outcome}", markup=False)
+        err.print(
+            f"known failure inactive here ({r.inactive_condition} does not hold): "
+            f"{r.runtime} {r.name}: {r.outcome}",
+            markup=False,
+        )
     sys.exit(report.exit_code)
 
 
 def print_report(report: Report, *, limit: int = 60) -> None:
     failing = [r for r in report.results if r.failing]
     if failing:
-        table = Table(title=f"{len(failing)} failing results"
-                      + (f" (first {limit})" if len(failing) > limit else ""))
+        table = Table(
+            title=f"{len(failing)} failing results"
+            + (f" (first {limit})" if len(failing) > limit else "")
+        )
         for col in ("case", "runtime", "outcome", "detail"):
             table.add_column(col, overflow="fold")
         for r in failing[:limit]:
             table.add_row(r.name, r.runtime, _styled(r), _detail(r))
         out.print(table)
-    summary = Table(title=f"compare: {len({r.name for r in report.results})} cases in "
-                          f"{report.wall_seconds:.1f} s")
+    summary = Table(
+        title=f"compare: {len({r.name for r in report.results})} cases in "
+        f"{report.wall_seconds:.1f} s"
+    )
     summary.add_column("runtime")
-    outcomes = [o for o in Outcome
-                if any(str(o) in c for c in report.counts().values())]
+    outcomes = [o for o in Outcome if any(str(o) in c for c in report.counts().values())]
     for o in outcomes:
         summary.add_column(str(o), justify="right")
     for rt, counts in report.counts().items():

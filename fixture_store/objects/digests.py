@@ -72,8 +72,7 @@ def parse_hex(text: object) -> str:
     if _HEX.fullmatch(hexpart) is None:
         if _HEX.fullmatch(hexpart.lower()) is not None:
             raise DigestFormatError(
-                f"digest {text!r} is upper case; write it in lower case: "
-                f"{PREFIX}{hexpart.lower()}"
+                f"digest {text!r} is upper case; write it in lower case: {PREFIX}{hexpart.lower()}"
             )
         raise DigestFormatError(f"digest {text!r} contains non-hex characters")
     return hexpart

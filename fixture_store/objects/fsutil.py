@@ -21,8 +21,15 @@ FSYNC_WORKERS = 8
 # A filesystem sync costs about what a few fsyncs cost, so below this many files fsync each.
 SYNCFS_MIN = 16
 # Errors that mean "this kernel or filesystem pair cannot copy in-kernel": fall back to read/write.
-_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP,
-                   errno.EBADF, errno.EPERM}
+_NO_KERNEL_COPY = {
+    errno.EXDEV,
+    errno.ENOSYS,
+    errno.EINVAL,
+    errno.EOPNOTSUPP,
+    errno.ENOTSUP,
+    errno.EBADF,
+    errno.EPERM,
+}
 
 
 def fsync_path(path: Path) -> None:

@@ -196,8 +196,12 @@ class Store:
         return self.write_file(path, expected, replace=replace).digest
 
     def write_file(
-        self, path: str | os.PathLike[str], expected: Digest | None = None, *,
-        replace: bool = False, link: bool = False,
+        self,
+        path: str | os.PathLike[str],
+        expected: Digest | None = None,
+        *,
+        replace: bool = False,
+        link: bool = False,
     ) -> Stored:
         """:meth:`put_file` that also returns the BLAKE3. With ``link`` the file is hard-linked
         into the store instead of copied, where it can be (see :meth:`_link_temp`)."""
@@ -230,8 +234,11 @@ class Store:
             raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             return None
-        tmp = Path(os.path.join(
-            self.tmp_dir, f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"))
+        tmp = Path(
+            os.path.join(
+                self.tmp_dir, f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"
+            )
+        )
         try:
             os.link(real, tmp)
         except OSError as e:
@@ -280,8 +287,9 @@ class Store:
                     with _open_source(path) as f:
                         written.append(self._write_temp(f, None, sync=False))
                 batch.settle([tmp for tmp, _ in written])
-                self._commit_many([(tmp, st.digest) for tmp, st in written], replace=False,
-                                  batch=batch)
+                self._commit_many(
+                    [(tmp, st.digest) for tmp, st in written], replace=False, batch=batch
+                )
             return [st for _, st in written]
         except OSError as e:
             raise _io_error(e, self.root) from e
@@ -296,7 +304,10 @@ class Store:
         return self.put_stream(io.BytesIO(data), expected, replace=replace)
 
     def _commit_many(
-        self, items: Iterable[tuple[Path, Digest]], *, replace: bool,
+        self,
+        items: Iterable[tuple[Path, Digest]],
+        *,
+        replace: bool,
         batch: fsutil.SyncBatch | None = None,
     ) -> None:
         """Rename complete, durable temp files into place, one lock per shard, and make the
@@ -317,8 +328,7 @@ class Store:
             created = [self._commit_shard(entries, replace) for entries in shards.values()]
         else:
             with ThreadPoolExecutor(max_workers=min(fsutil.FSYNC_WORKERS, len(shards))) as pool:
-                created = list(pool.map(lambda e: self._commit_shard(e, replace),
-                                        shards.values()))
+                created = list(pool.map(lambda e: self._commit_shard(e, replace), shards.values()))
         if any(created):
             fsutil.fsync_path(self.objects_dir)
 

@@ -108,13 +108,16 @@ def compare_arrays(
     act = np.asarray(actual)
     if exp.dtype != act.dtype:
         return ArrayComparison(
-            name, Outcome.DRIFT,
+            name,
+            Outcome.DRIFT,
             reason=f"dtype {dtype_name(act.dtype)} where {dtype_name(exp.dtype)} is expected",
             tolerance=tol,
         )
     if exp.shape != act.shape:
         return ArrayComparison(
-            name, Outcome.DRIFT, reason=f"shape {act.shape} where {exp.shape} is expected",
+            name,
+            Outcome.DRIFT,
+            reason=f"shape {act.shape} where {exp.shape} is expected",
             tolerance=tol,
         )
     low_precision = _is_low_precision(exp.dtype)
@@ -128,7 +131,9 @@ def compare_arrays(
         if equal is True:
             return ArrayComparison(name, Outcome.IDENTICAL, tolerance=tol)
         return ArrayComparison(
-            name, Outcome.DRIFT, worst_index=equal or None,
+            name,
+            Outcome.DRIFT,
+            worst_index=equal or None,
             reason="values differ (compared exactly: strings, objects and booleans)",
             tolerance=tol,
         )
@@ -147,15 +152,19 @@ def compare_arrays(
         diff = np.where(matched, 0.0, np.abs(a - e))
         diff = np.where(np.isnan(diff), np.inf, diff)
         scale = np.abs(e)
-        rel = np.where(diff == 0, 0.0, np.divide(diff, scale, out=np.full_like(diff, np.inf),
-                                                 where=scale != 0))
+        rel = np.where(
+            diff == 0, 0.0, np.divide(diff, scale, out=np.full_like(diff, np.inf), where=scale != 0)
+        )
     max_abs = float(diff.max()) if diff.size else 0.0
     mean_abs = float(diff.mean()) if diff.size else 0.0
     max_rel = float(rel.max()) if rel.size else 0.0
     finite_rel = rel[np.isfinite(rel)]
     mean_rel = float(finite_rel.mean()) if finite_rel.size else (0.0 if not rel.size else max_rel)
-    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape)) if (
-        diff.size) else None
+    worst = (
+        tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+        if (diff.size)
+        else None
+    )
     if tol.metric == "exact":
         outcome, reason = Outcome.DRIFT, "values differ and the tolerance is 'exact'"
     else:
@@ -166,11 +175,16 @@ def compare_arrays(
         else:
             count = int(np.count_nonzero(~(inside | matched)))
             outcome = Outcome.DRIFT
-            reason = (
-                f"{count} of {diff.size} elements outside atol={tol.atol:g} rtol={rtol:g}"
-            )
+            reason = f"{count} of {diff.size} elements outside atol={tol.atol:g} rtol={rtol:g}"
     return ArrayComparison(
-        name, outcome, max_abs, mean_abs, max_rel, mean_rel, worst, reason,
+        name,
+        outcome,
+        max_abs,
+        mean_abs,
+        max_rel,
+        mean_rel,
+        worst,
+        reason,
         Tolerance(tol.metric, tol.atol, rtol),
     )
 

@@ -36,8 +36,10 @@ class Report:
         per: dict[str, Counter[str]] = {rt: Counter() for rt in self.runtimes}
         for r in self.results:
             per[r.runtime][str(r.outcome)] += 1
-        return {rt: {str(o): per[rt][str(o)] for o in Outcome if per[rt][str(o)]}
-                for rt in self.runtimes}
+        return {
+            rt: {str(o): per[rt][str(o)] for o in Outcome if per[rt][str(o)]}
+            for rt in self.runtimes
+        }
 
     @property
     def now_passing(self) -> list[CaseResult]:
@@ -57,6 +59,7 @@ class Report:
         store's location (a runtime's message may name the checked-out model), and the numbers
         of known mismatches (random operators such as Bernoulli draw new values every run; the
         registered reason is what the report vouches for)."""
+
         def plain(r: CaseResult) -> CaseResult:
             detail = r.detail.replace(store_root, "$FIXTURE_STORE_DIR")
             if r.outcome is Outcome.KNOWN_FAILURE and r.underlying is Outcome.MISMATCH:
@@ -71,17 +74,26 @@ class Report:
             "cases": len({r.name for r in self.results}),
             "wall_seconds": round(self.wall_seconds, 3),
             "counts": self.counts(),
-            "now_passing": [{"name": r.name, "runtime": r.runtime, "known_reason": r.known_reason}
-                            for r in self.now_passing],
+            "now_passing": [
+                {"name": r.name, "runtime": r.runtime, "known_reason": r.known_reason}
+                for r in self.now_passing
+            ],
             "inactive_known_failures": [
-                {"name": r.name, "runtime": r.runtime, "outcome": str(r.outcome),
-                 "condition": r.inactive_condition} for r in self.inactive],
+                {
+                    "name": r.name,
+                    "runtime": r.runtime,
+                    "outcome": str(r.outcome),
+                    "condition": r.inactive_condition,
+                }
+                for r in self.inactive
+            ],
             "results": [r.to_json() for r in self.results],
         }
 
 
-def select_cases(fixtures: Fixtures, names: Iterable[str] = (),
-                 families: Iterable[str] = ()) -> list[str]:
+def select_cases(
+    fixtures: Fixtures, names: Iterable[str] = (), families: Iterable[str] = ()
+) -> list[str]:
     """The onnx-case names chosen by explicit names/patterns and families (all cases if none)."""
     names, families = list(names), list(families)
     chosen = fixtures.registry.select(names, families)
@@ -96,11 +108,15 @@ def select_cases(fixtures: Fixtures, names: Iterable[str] = (),
         if kind == CASE_KIND:
             cases.append(name)
         elif name in explicit:
-            raise UsageError(f"{name} is a {kind!r} artifact; compare runs onnx-case artifacts",
-                             fix="fixture-store list  (shows each artifact's kind)")
+            raise UsageError(
+                f"{name} is a {kind!r} artifact; compare runs onnx-case artifacts",
+                fix="fixture-store list  (shows each artifact's kind)",
+            )
     if not cases:
-        raise UsageError("no onnx-case artifacts selected",
-                         fix="name cases or pass --family with a family of onnx cases")
+        raise UsageError(
+            "no onnx-case artifacts selected",
+            fix="name cases or pass --family with a family of onnx cases",
+        )
     return cases
 
 
@@ -117,21 +133,32 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
     if entry is None:
         return result
     if not entry.active():
-        note = (f"the known failure {entry.pattern!r} ({entry.runtime}) applies only where "
-                f"{entry.condition} holds, which it does not here")
+        note = (
+            f"the known failure {entry.pattern!r} ({entry.runtime}) applies only where "
+            f"{entry.condition} holds, which it does not here"
+        )
         return dataclasses.replace(
-            result, known_reason=entry.reason, inactive_condition=entry.condition,
-            detail=f"{result.detail} ({note})" if result.outcome is not Outcome.PASS else note)
+            result,
+            known_reason=entry.reason,
+            inactive_condition=entry.condition,
+            detail=f"{result.detail} ({note})" if result.outcome is not Outcome.PASS else note,
+        )
     if result.outcome is Outcome.PASS:
-        return dataclasses.replace(result, known_reason=entry.reason, now_passing=True,
-                                   fix=f"remove the known failure {entry.pattern!r} "
-                                       f"({entry.runtime}) from the registry")
+        return dataclasses.replace(
+            result,
+            known_reason=entry.reason,
+            now_passing=True,
+            fix=f"remove the known failure {entry.pattern!r} ({entry.runtime}) from the registry",
+        )
     if entry.outcome is not None and entry.outcome != str(result.outcome):
         return dataclasses.replace(
-            result, detail=f"{result.detail} (a known failure matches but is registered as "
-                           f"{entry.outcome!r}: {entry.reason})")
-    return dataclasses.replace(result, outcome=Outcome.KNOWN_FAILURE, underlying=result.outcome,
-                               known_reason=entry.reason)
+            result,
+            detail=f"{result.detail} (a known failure matches but is registered as "
+            f"{entry.outcome!r}: {entry.reason})",
+        )
+    return dataclasses.replace(
+        result, outcome=Outcome.KNOWN_FAILURE, underlying=result.outcome, known_reason=entry.reason
+    )
 
 
 def compare(
@@ -162,7 +189,9 @@ def compare(
 
 
 def _verified_tasks(
-    fixtures: Fixtures, names: Sequence[str], runtimes: Sequence[str],
+    fixtures: Fixtures,
+    names: Sequence[str],
+    runtimes: Sequence[str],
     on_result: Callable[[CaseResult], None] | None,
 ) -> tuple[list[Task], dict[str, list[CaseResult]]]:
     """Tasks for the verified cases; refused/gap results for the others (never dispatched)."""
@@ -172,8 +201,9 @@ def _verified_tasks(
     for check in verified:
         if not check.ok:
             outcome = Outcome.GAP if check.status is Status.GAP else Outcome.REFUSED
-            detail = check.message if outcome is Outcome.GAP else (
-                f"{check.status}: {check.message}")
+            detail = (
+                check.message if outcome is Outcome.GAP else (f"{check.status}: {check.message}")
+            )
             for rt in runtimes:
                 refused = CaseResult(check.name, rt, outcome, detail, fix=check.fix)
                 by_name[check.name].append(refused)

@@ -17,9 +17,15 @@ from fixture_store.parity.cases import Report
 from fixture_store.parity.results import CaseResult, Outcome
 
 _COLORS = {
-    Outcome.PASS: "#2e7d32", Outcome.KNOWN_FAILURE: "#00838f", Outcome.GAP: "#00838f",
-    Outcome.MISMATCH: "#c62828", Outcome.NOT_IMPLEMENTED: "#ef6c00", Outcome.ERROR: "#ad1457",
-    Outcome.REFUSED: "#b71c1c", Outcome.TIMEOUT: "#6a1b9a", Outcome.CRASH: "#4e342e",
+    Outcome.PASS: "#2e7d32",
+    Outcome.KNOWN_FAILURE: "#00838f",
+    Outcome.GAP: "#00838f",
+    Outcome.MISMATCH: "#c62828",
+    Outcome.NOT_IMPLEMENTED: "#ef6c00",
+    Outcome.ERROR: "#ad1457",
+    Outcome.REFUSED: "#b71c1c",
+    Outcome.TIMEOUT: "#6a1b9a",
+    Outcome.CRASH: "#4e342e",
 }
 # Error histogram buckets: exact zero, then decades up to >= 1.
 _DECADES = list(range(-12, 1))
@@ -83,48 +89,75 @@ def _histogram(values: Iterable[float]) -> str:
             label = "exact"
         elif b.startswith("1e"):
             label = f"[{b}, 1e{int(b[2:]) + 1})"
-        rows.append(f"<tr><td>{html.escape(label)}</td><td class='n'>{n}</td>"
-                    f"<td><span class='bar' style='width:{width}px'></span></td></tr>")
-    return "<table><tr><th>max error in</th><th>arrays</th><th></th></tr>" + "".join(rows) + (
-        "</table>")
+        rows.append(
+            f"<tr><td>{html.escape(label)}</td><td class='n'>{n}</td>"
+            f"<td><span class='bar' style='width:{width}px'></span></td></tr>"
+        )
+    return (
+        "<table><tr><th>max error in</th><th>arrays</th><th></th></tr>"
+        + "".join(rows)
+        + ("</table>")
+    )
 
 
 def render(report: Report) -> str:
     e = html.escape
     operators = {r.name: r.operators for r in report.results if r.operators}
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>fixture-store compare"
-             f"</title><style>{_STYLE}</style></head><body>",
-             "<h1>fixture-store compare</h1>",
-             f"<p>{len({r.name for r in report.results})} cases · runtimes "
-             f"{', '.join(e(r) for r in report.runtimes)}"
-             + (f" · {report.wall_seconds:.1f} s" if report.wall_seconds else "") + "</p>"]
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>fixture-store compare"
+        f"</title><style>{_STYLE}</style></head><body>",
+        "<h1>fixture-store compare</h1>",
+        f"<p>{len({r.name for r in report.results})} cases · runtimes "
+        f"{', '.join(e(r) for r in report.runtimes)}"
+        + (f" · {report.wall_seconds:.1f} s" if report.wall_seconds else "")
+        + "</p>",
+    ]
 
     counts = report.counts()
     outcomes = [o for o in Outcome if any(str(o) in c for c in counts.values())]
-    parts.append("<h2>Outcomes</h2><table><tr><th>runtime</th>" + "".join(
-        f"<th><span class='dot' style='background:{_COLORS[o]}'></span>{e(str(o))}</th>"
-        for o in outcomes) + "</tr>")
+    parts.append(
+        "<h2>Outcomes</h2><table><tr><th>runtime</th>"
+        + "".join(
+            f"<th><span class='dot' style='background:{_COLORS[o]}'></span>{e(str(o))}</th>"
+            for o in outcomes
+        )
+        + "</tr>"
+    )
     for rt, c in counts.items():
-        parts.append(f"<tr><td>{e(rt)}</td>" + "".join(
-            f"<td class='n'>{c.get(str(o), 0)}</td>" for o in outcomes) + "</tr>")
+        parts.append(
+            f"<tr><td>{e(rt)}</td>"
+            + "".join(f"<td class='n'>{c.get(str(o), 0)}</td>" for o in outcomes)
+            + "</tr>"
+        )
     parts.append("</table>")
     if report.now_passing:
-        parts.append("<p><b>Known failures that now pass</b> (remove them from the registry): "
-                     + ", ".join(f"<code>{e(r.runtime)} {e(r.name)}</code>"
-                                 for r in report.now_passing) + "</p>")
+        parts.append(
+            "<p><b>Known failures that now pass</b> (remove them from the registry): "
+            + ", ".join(f"<code>{e(r.runtime)} {e(r.name)}</code>" for r in report.now_passing)
+            + "</p>"
+        )
     if report.inactive:
-        parts.append("<p><b>Known failures inactive on this machine</b> (their condition does "
-                     "not hold here, so they excuse nothing): " + ", ".join(
-                         f"<code>{e(r.runtime)} {e(r.name)}</code> ({e(r.inactive_condition or '')}"
-                         f": {e(str(r.outcome))})" for r in report.inactive) + "</p>")
+        parts.append(
+            "<p><b>Known failures inactive on this machine</b> (their condition does "
+            "not hold here, so they excuse nothing): "
+            + ", ".join(
+                f"<code>{e(r.runtime)} {e(r.name)}</code> ({e(r.inactive_condition or '')}"
+                f": {e(str(r.outcome))})"
+                for r in report.inactive
+            )
+            + "</p>"
+        )
 
     matrix: dict[str, dict[str, Counter[Outcome]]] = defaultdict(lambda: defaultdict(Counter))
     for r in report.results:
         matrix[case_operator(r.name, operators)][r.runtime][r.outcome] += 1
-    parts.append("<h2>Pass matrix per operator</h2><p class='muted'>passed / cases; "
-                 "hover a cell for its outcomes. Known failures count as not passed.</p>"
-                 "<table><tr><th>operator</th>"
-                 + "".join(f"<th>{e(rt)}</th>" for rt in report.runtimes) + "</tr>")
+    parts.append(
+        "<h2>Pass matrix per operator</h2><p class='muted'>passed / cases; "
+        "hover a cell for its outcomes. Known failures count as not passed.</p>"
+        "<table><tr><th>operator</th>"
+        + "".join(f"<th>{e(rt)}</th>" for rt in report.runtimes)
+        + "</tr>"
+    )
     for op in sorted(matrix, key=str.lower):
         cells = []
         for rt in report.runtimes:
@@ -137,21 +170,29 @@ def render(report: Report) -> str:
         parts.append(f"<tr><td>{e(op)}</td>{''.join(cells)}</tr>")
     parts.append("</table>")
 
-    parts.append("<h2>Error histograms</h2><p class='muted'>maximum absolute and relative "
-                 "error of every compared array (passing and mismatching cases)</p>")
+    parts.append(
+        "<h2>Error histograms</h2><p class='muted'>maximum absolute and relative "
+        "error of every compared array (passing and mismatching cases)</p>"
+    )
     for rt in report.runtimes:
-        arrays = [a for r in report.results if r.runtime == rt for a in r.arrays
-                  if a.reason == "" or "elements outside" in a.reason]
-        parts.append(f"<h3>{e(rt)}</h3><table><tr><th>max absolute error</th>"
-                     f"<th>max relative error</th></tr><tr><td>"
-                     f"{_histogram(a.max_abs for a in arrays)}</td><td>"
-                     f"{_histogram(a.max_rel for a in arrays)}</td></tr></table>")
+        arrays = [
+            a
+            for r in report.results
+            if r.runtime == rt
+            for a in r.arrays
+            if a.reason == "" or "elements outside" in a.reason
+        ]
+        parts.append(
+            f"<h3>{e(rt)}</h3><table><tr><th>max absolute error</th>"
+            f"<th>max relative error</th></tr><tr><td>"
+            f"{_histogram(a.max_abs for a in arrays)}</td><td>"
+            f"{_histogram(a.max_rel for a in arrays)}</td></tr></table>"
+        )
 
     failing = [r for r in report.results if r.outcome is not Outcome.PASS or r.now_passing]
     parts.append(f"<h2>Results other than pass ({len(failing)})</h2>")
     if failing:
-        parts.append("<table><tr><th>case</th><th>runtime</th><th>outcome</th>"
-                     "<th>detail</th></tr>")
+        parts.append("<table><tr><th>case</th><th>runtime</th><th>outcome</th><th>detail</th></tr>")
         for r in failing:
             outcome = "known failure now passes" if r.now_passing else str(r.outcome)
             if r.underlying:
@@ -164,12 +205,16 @@ def render(report: Report) -> str:
             worst = [a for a in r.arrays if not a.ok]
             if worst:
                 a = worst[0]
-                detail += (f"<br><code>{e(a.name)}: max abs {a.max_abs:.3g}, mean abs "
-                           f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, worst index "
-                           f"{e(str(a.worst_index))}</code>")
-            parts.append(f"<tr><td><code>{e(r.name)}</code></td><td>{e(r.runtime)}</td>"
-                         f"<td style='color:{_COLORS[r.outcome]}'>{e(outcome)}</td>"
-                         f"<td>{detail}</td></tr>")
+                detail += (
+                    f"<br><code>{e(a.name)}: max abs {a.max_abs:.3g}, mean abs "
+                    f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, worst index "
+                    f"{e(str(a.worst_index))}</code>"
+                )
+            parts.append(
+                f"<tr><td><code>{e(r.name)}</code></td><td>{e(r.runtime)}</td>"
+                f"<td style='color:{_COLORS[r.outcome]}'>{e(outcome)}</td>"
+                f"<td>{detail}</td></tr>"
+            )
         parts.append("</table>")
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -17,8 +17,9 @@ def metrics(report: Report) -> dict[str, Any]:
     return {
         "ok": report.exit_code == 0,
         "cases": len({r.name for r in report.results}),
-        "runtimes": {rt: {o.replace("-", "_"): n for o, n in c.items()}
-                     for rt, c in report.counts().items()},
+        "runtimes": {
+            rt: {o.replace("-", "_"): n for o, n in c.items()} for rt, c in report.counts().items()
+        },
         "now_passing": len(report.now_passing),
         "inactive_known_failures": len(report.inactive),
     }
@@ -34,9 +35,16 @@ def operator_rows(report: Report) -> list[dict[str, Any]]:
         cell["passed"] += r.outcome is Outcome.PASS and not r.now_passing
         cell["known_failure"] += r.outcome is Outcome.KNOWN_FAILURE
         cell["failing"] += r.failing
-    return [{"operator": op, "runtime": rt, "key": f"{op} ({rt})", **c,
-             "pass_rate": round(c["passed"] / c["cases"], 4)}
-            for (op, rt), c in sorted(cells.items(), key=lambda kv: (kv[0][0].lower(), kv[0][1]))]
+    return [
+        {
+            "operator": op,
+            "runtime": rt,
+            "key": f"{op} ({rt})",
+            **c,
+            "pass_rate": round(c["passed"] / c["cases"], 4),
+        }
+        for (op, rt), c in sorted(cells.items(), key=lambda kv: (kv[0][0].lower(), kv[0][1]))
+    ]
 
 
 def write(report: Report, metrics_path: Path | None, plot_path: Path | None) -> None:
@@ -45,8 +53,16 @@ def write(report: Report, metrics_path: Path | None, plot_path: Path | None) -> 
         metrics_path.write_text(json.dumps(metrics(report), indent=2, sort_keys=True) + "\n")
     if plot_path is not None:
         plot_path.parent.mkdir(parents=True, exist_ok=True)
-        cols = ("key", "operator", "runtime", "cases", "passed", "known_failure", "failing",
-                "pass_rate")
+        cols = (
+            "key",
+            "operator",
+            "runtime",
+            "cases",
+            "passed",
+            "known_failure",
+            "failing",
+            "pass_rate",
+        )
         with open(plot_path, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(cols))
             w.writeheader()

@@ -23,8 +23,16 @@ class Outcome(StrEnum):
 
 
 # Outcomes that fail a compare run (exit code 1); a known failure that now passes also does.
-FAILING = frozenset({Outcome.MISMATCH, Outcome.NOT_IMPLEMENTED, Outcome.ERROR, Outcome.REFUSED,
-                     Outcome.TIMEOUT, Outcome.CRASH})
+FAILING = frozenset(
+    {
+        Outcome.MISMATCH,
+        Outcome.NOT_IMPLEMENTED,
+        Outcome.ERROR,
+        Outcome.REFUSED,
+        Outcome.TIMEOUT,
+        Outcome.CRASH,
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -67,12 +67,20 @@ def _fail(artifact: str, rule: str, message: str) -> UnsafeArchiveError:
 
 def detect_format(path: str | os.PathLike[str]) -> Format:
     name = Path(path).name.lower()
-    for suffix, fmt in ((".tar.lz4", "tar.lz4"), (".tar.zst", "tar.zst"), (".tar", "tar"),
-                        (".zip", "zip"), (".npz", "zip")):
+    for suffix, fmt in (
+        (".tar.lz4", "tar.lz4"),
+        (".tar.zst", "tar.zst"),
+        (".tar", "tar"),
+        (".zip", "zip"),
+        (".npz", "zip"),
+    ):
         if name.endswith(suffix):
             return fmt  # type: ignore[return-value]
-    raise _fail(str(path), "format",
-                "unknown archive format; expected .tar, .tar.lz4, .tar.zst, .zip or .npz")
+    raise _fail(
+        str(path),
+        "format",
+        "unknown archive format; expected .tar, .tar.lz4, .tar.zst, .zip or .npz",
+    )
 
 
 def _manifest_members(manifest: ManifestLike | None) -> Mapping[str, Digest] | None:
@@ -96,20 +104,30 @@ class _Budget:
     def add_raw(self, n: int) -> None:
         self.raw += n
         if self.raw > self.limits.archive_bytes:
-            raise _fail(self.artifact, "archive-bytes",
-                        f"archive is larger than the profile's {self.limits.archive_bytes} bytes")
+            raise _fail(
+                self.artifact,
+                "archive-bytes",
+                f"archive is larger than the profile's {self.limits.archive_bytes} bytes",
+            )
 
     def add_decoded(self, n: int) -> None:
         self.decoded += n
         if self.decoded > self.limits.expanded_bytes:
-            raise _fail(self.artifact, "expanded-bytes",
-                        f"archive expands past the profile's {self.limits.expanded_bytes} bytes "
-                        "(decompression bomb)")
-        if (self.decoded > RATIO_FLOOR
-                and self.decoded > self.limits.compression_ratio * max(self.raw, 1)):
-            raise _fail(self.artifact, "compression-ratio",
-                        f"archive expands {self.decoded} bytes from {self.raw}: more than "
-                        f"{self.limits.compression_ratio}x (decompression bomb)")
+            raise _fail(
+                self.artifact,
+                "expanded-bytes",
+                f"archive expands past the profile's {self.limits.expanded_bytes} bytes "
+                "(decompression bomb)",
+            )
+        if self.decoded > RATIO_FLOOR and self.decoded > self.limits.compression_ratio * max(
+            self.raw, 1
+        ):
+            raise _fail(
+                self.artifact,
+                "compression-ratio",
+                f"archive expands {self.decoded} bytes from {self.raw}: more than "
+                f"{self.limits.compression_ratio}x (decompression bomb)",
+            )
 
 
 def _raw_chunks(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
@@ -142,8 +160,11 @@ def _decode_zstd(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
                     pending = rest  # the next frame's magic is split across reads
                     break
                 if not rest.startswith(_ZSTD_MAGIC):
-                    raise _fail(budget.artifact, "trailing-garbage",
-                                "bytes after the end of the zstd stream")
+                    raise _fail(
+                        budget.artifact,
+                        "trailing-garbage",
+                        "bytes after the end of the zstd stream",
+                    )
                 obj = dctx.decompressobj()
                 view = memoryview(rest)
             piece, view = view[:_ZSTD_SLICE], view[_ZSTD_SLICE:]
@@ -180,8 +201,9 @@ def _decode_lz4(f: BinaryIO, budget: _Budget) -> Iterator[bytes]:
             if dec.eof:
                 rest = dec.unused_data + data
                 if not rest.startswith(_LZ4_MAGIC[: len(rest)]):
-                    raise _fail(budget.artifact, "trailing-garbage",
-                                "bytes after the end of the lz4 stream")
+                    raise _fail(
+                        budget.artifact, "trailing-garbage", "bytes after the end of the lz4 stream"
+                    )
                 if len(rest) < len(_LZ4_MAGIC):
                     pending = rest
                     data = b""
@@ -267,23 +289,35 @@ class _Checker:
     def admit(self, name: str, size: int) -> str:
         self.count += 1
         if self.count > self.limits.member_count:
-            raise _fail(self.artifact, "member-count",
-                        f"more than the profile's {self.limits.member_count} members")
+            raise _fail(
+                self.artifact,
+                "member-count",
+                f"more than the profile's {self.limits.member_count} members",
+            )
         path = self.check_path(name)
         if path in self.seen:
             raise _fail(self.artifact, "duplicate", f"member {path!r} appears twice")
         if size < 0 or size > self.limits.member_bytes:
-            raise _fail(self.artifact, "member-bytes",
-                        f"member {path!r} declares {size} bytes; the profile allows "
-                        f"{self.limits.member_bytes}")
+            raise _fail(
+                self.artifact,
+                "member-bytes",
+                f"member {path!r} declares {size} bytes; the profile allows "
+                f"{self.limits.member_bytes}",
+            )
         if self.manifest is not None:
             want = self.manifest.get(path)
             if want is None:
-                raise _fail(self.artifact, "extra-member",
-                            f"member {path!r} is not in the record's manifest")
+                raise _fail(
+                    self.artifact,
+                    "extra-member",
+                    f"member {path!r} is not in the record's manifest",
+                )
             if want.size != size:
-                raise _fail(self.artifact, "size-lie",
-                            f"member {path!r} declares {size} bytes, the manifest {want.size}")
+                raise _fail(
+                    self.artifact,
+                    "size-lie",
+                    f"member {path!r} declares {size} bytes, the manifest {want.size}",
+                )
         return path
 
     def check_path(self, name: str) -> str:
@@ -298,8 +332,11 @@ class _Checker:
         if len(name.encode()) > _PATH_MAX or any(
             len(seg.encode()) > _NAME_MAX for seg in name.split("/")
         ):
-            raise _fail(self.artifact, "member-path",
-                        f"member path {name[:64]!r}... is longer than a filesystem allows")
+            raise _fail(
+                self.artifact,
+                "member-path",
+                f"member path {name[:64]!r}... is longer than a filesystem allows",
+            )
         try:
             return trees.check_member_path(name)
         except trees.TreePathError as e:
@@ -309,21 +346,28 @@ class _Checker:
         if self.manifest is not None:
             want = self.manifest[path]
             if actual.size != want.size:
-                raise _fail(self.artifact, "size-lie",
-                            f"member {path!r} holds {actual.size} bytes, the manifest "
-                            f"{want.size}")
+                raise _fail(
+                    self.artifact,
+                    "size-lie",
+                    f"member {path!r} holds {actual.size} bytes, the manifest {want.size}",
+                )
             if actual != want:
-                raise _fail(self.artifact, "member-digest",
-                            f"member {path!r} is {actual}, the manifest says {want}")
+                raise _fail(
+                    self.artifact,
+                    "member-digest",
+                    f"member {path!r} is {actual}, the manifest says {want}",
+                )
         self.seen[path] = actual
 
     def finish(self) -> trees.Tree:
         if self.manifest is not None:
             missing = sorted(set(self.manifest) - set(self.seen))
             if missing:
-                raise _fail(self.artifact, "missing-member",
-                            f"{len(missing)} manifest member(s) not in the archive, "
-                            f"first {missing[0]!r}")
+                raise _fail(
+                    self.artifact,
+                    "missing-member",
+                    f"{len(missing)} manifest member(s) not in the archive, first {missing[0]!r}",
+                )
         try:
             return trees.Tree(self.seen)
         except trees.TreePathError as e:
@@ -368,8 +412,11 @@ def _tar_members(
                     # Holes expand outside the decoded-byte count: a cheap bomb, never needed.
                     raise _fail(artifact, "sparse", f"member {info.name!r} is a sparse file")
                 if not info.isreg():
-                    raise _fail(artifact, "member-type",
-                                f"member {info.name!r} has unsupported type {info.type!r}")
+                    raise _fail(
+                        artifact,
+                        "member-type",
+                        f"member {info.name!r} has unsupported type {info.type!r}",
+                    )
                 path = checker.admit(info.name, info.size)
                 reader = tf.extractfile(info)
                 assert reader is not None
@@ -380,8 +427,9 @@ def _tar_members(
         raise _fail(artifact, "truncated", f"archive ends early: {e}") from None
     stream.drain()
     if stream.last_nonzero_end > end:
-        raise _fail(artifact, "trailing-garbage",
-                    "non-zero bytes after the tar end-of-archive marker")
+        raise _fail(
+            artifact, "trailing-garbage", "non-zero bytes after the tar end-of-archive marker"
+        )
     if stream.position - end < 2 * tarfile.BLOCKSIZE:
         raise _fail(artifact, "truncated", "tar stream lacks its end-of-archive marker")
 
@@ -412,14 +460,25 @@ def open_zip(
     label = artifact or str(path)
     size = path.stat().st_size
     if size > limits.archive_bytes:
-        raise _fail(label, "archive-bytes",
-                    f"archive of {size} bytes exceeds the profile's {limits.archive_bytes}")
+        raise _fail(
+            label,
+            "archive-bytes",
+            f"archive of {size} bytes exceeds the profile's {limits.archive_bytes}",
+        )
     with open(path, "rb") as f:
         _check_zip_end(f, size, label)
         try:
             zf = zipfile.ZipFile(f)
-        except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, struct.error,
-                OverflowError, IndexError, KeyError) as e:
+        except (
+            zipfile.BadZipFile,
+            OSError,
+            ValueError,
+            NotImplementedError,
+            struct.error,
+            OverflowError,
+            IndexError,
+            KeyError,
+        ) as e:
             raise _fail(label, "corrupt", f"not a readable zip: {e}") from None
         with zf:
             infos = _check_zip_layout(zf, f, size, limits, label)
@@ -443,8 +502,11 @@ def _check_zip_layout(
 ) -> list[zipfile.ZipInfo]:
     infos = sorted(zf.infolist(), key=lambda i: i.header_offset)
     if len(infos) > limits.member_count:
-        raise _fail(label, "member-count",
-                    f"{len(infos)} members exceed the profile's {limits.member_count}")
+        raise _fail(
+            label,
+            "member-count",
+            f"{len(infos)} members exceed the profile's {limits.member_count}",
+        )
     expected_offset = 0
     declared = 0
     files: list[zipfile.ZipInfo] = []
@@ -452,9 +514,12 @@ def _check_zip_layout(
     for info in infos:
         if info.header_offset != expected_offset:
             rule = "overlap" if info.header_offset < expected_offset else "gap"
-            raise _fail(label, rule,
-                        f"member {info.filename!r} starts at {info.header_offset}, expected "
-                        f"{expected_offset} (hidden or overlapping data)")
+            raise _fail(
+                label,
+                rule,
+                f"member {info.filename!r} starts at {info.header_offset}, expected "
+                f"{expected_offset} (hidden or overlapping data)",
+            )
         f.seek(info.header_offset)
         local = f.read(30)
         if len(local) < 30 or local[:4] != _ZIP_LOCAL:
@@ -475,17 +540,25 @@ def _check_zip_layout(
         if (info.flag_bits | flags) & _ZIP_ENCRYPTED:
             raise _fail(label, "encrypted", f"member {info.filename!r} is encrypted")
         if (info.flag_bits | flags) & ~_ZIP_FLAGS_OK:
-            raise _fail(label, "corrupt",
-                        f"member {info.filename!r} uses unsupported zip flags {flags:#x}")
+            raise _fail(
+                label, "corrupt", f"member {info.filename!r} uses unsupported zip flags {flags:#x}"
+            )
         if info.compress_type not in _ZIP_METHODS or method != info.compress_type:
-            raise _fail(label, "method",
-                        f"member {info.filename!r} uses compression method {info.compress_type}")
-        if not flags & 0x8 and (csize, usize) != (0xFFFFFFFF, 0xFFFFFFFF) and (
-            csize != info.compress_size or usize != info.file_size
+            raise _fail(
+                label,
+                "method",
+                f"member {info.filename!r} uses compression method {info.compress_type}",
+            )
+        if (
+            not flags & 0x8
+            and (csize, usize) != (0xFFFFFFFF, 0xFFFFFFFF)
+            and (csize != info.compress_size or usize != info.file_size)
         ):
-            raise _fail(label, "size-lie",
-                        f"member {info.filename!r}: local header sizes differ from the "
-                        "central directory")
+            raise _fail(
+                label,
+                "size-lie",
+                f"member {info.filename!r}: local header sizes differ from the central directory",
+            )
         end = info.header_offset + 30 + nlen + xlen + info.compress_size
         if flags & 0x8:
             f.seek(end)
@@ -496,27 +569,37 @@ def _check_zip_layout(
             end += desc
         expected_offset = end
         if info.file_size > limits.member_bytes:
-            raise _fail(label, "member-bytes",
-                        f"member {info.filename!r} declares {info.file_size} bytes; the profile "
-                        f"allows {limits.member_bytes}")
+            raise _fail(
+                label,
+                "member-bytes",
+                f"member {info.filename!r} declares {info.file_size} bytes; the profile "
+                f"allows {limits.member_bytes}",
+            )
         declared += info.file_size
         if declared > limits.expanded_bytes:
-            raise _fail(label, "expanded-bytes",
-                        f"members declare more than the profile's {limits.expanded_bytes} bytes")
+            raise _fail(
+                label,
+                "expanded-bytes",
+                f"members declare more than the profile's {limits.expanded_bytes} bytes",
+            )
         if info.is_dir():
             if info.file_size:
                 raise _fail(label, "corrupt", f"directory {info.filename!r} has content")
             continue
         files.append(info)
     if expected_offset > zf.start_dir:
-        raise _fail(label, "size-lie",
-                    "the last member's declared size runs into the central directory")
+        raise _fail(
+            label, "size-lie", "the last member's declared size runs into the central directory"
+        )
     if expected_offset < zf.start_dir:
         raise _fail(label, "gap", "hidden bytes between the last member and the central directory")
     if declared > RATIO_FLOOR and declared > limits.compression_ratio * max(size, 1):
-        raise _fail(label, "compression-ratio",
-                    f"members declare {declared} bytes from {size}: more than "
-                    f"{limits.compression_ratio}x (decompression bomb)")
+        raise _fail(
+            label,
+            "compression-ratio",
+            f"members declare {declared} bytes from {size}: more than "
+            f"{limits.compression_ratio}x (decompression bomb)",
+        )
     return files
 
 
@@ -539,12 +622,21 @@ def _zip_chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, artifact: str) -> It
                 yield chunk
     except EOFError as e:
         raise _fail(artifact, "truncated", f"member {info.filename!r} is truncated: {e}") from None
-    except (zipfile.BadZipFile, zlib.error, ValueError, NotImplementedError, struct.error,
-            OverflowError) as e:
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        ValueError,
+        NotImplementedError,
+        struct.error,
+        OverflowError,
+    ) as e:
         raise _fail(artifact, "corrupt", f"member {info.filename!r}: {e}") from None
     if got != info.file_size:
-        raise _fail(artifact, "size-lie",
-                    f"member {info.filename!r} declares {info.file_size} bytes, holds {got}")
+        raise _fail(
+            artifact,
+            "size-lie",
+            f"member {info.filename!r} declares {info.file_size} bytes, holds {got}",
+        )
 
 
 def _zip_members(path: Path, limits: Limits, checker: _Checker, sink: MemberSink) -> None:
@@ -607,8 +699,9 @@ def extract(
     label = artifact or str(p)
     actual_archive = digests.of_file(p)
     if archive_digest is not None and actual_archive != archive_digest:
-        raise _fail(label, "archive-digest",
-                    f"archive is {actual_archive}, expected {archive_digest}")
+        raise _fail(
+            label, "archive-digest", f"archive is {actual_archive}, expected {archive_digest}"
+        )
     final = extraction_path(store, actual_archive)
     tree = trees.Tree(dict(_manifest_members(manifest) or {}))
     if final.is_dir():
@@ -622,9 +715,13 @@ def extract(
     try:
         sink = _writer(staging / MEMBERS)
         scan(p, limits, tree, artifact=label, fmt=fmt, sink=sink)
-        sentinel = {"format": SENTINEL_FORMAT, "archive": actual_archive.text,
-                    "archive_size": actual_archive.size, "tree": tree.digest.text,
-                    "tree_size": tree.digest.size}
+        sentinel = {
+            "format": SENTINEL_FORMAT,
+            "archive": actual_archive.text,
+            "archive_size": actual_archive.size,
+            "tree": tree.digest.text,
+            "tree_size": tree.digest.size,
+        }
         fsutil.write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
         fsutil.fsync_path(staging)
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -632,12 +729,12 @@ def extract(
             if final.exists():
                 try:
                     # Another process finished the same extraction first: keep theirs.
-                    return check_extraction(store, None, tree, archive_digest=actual_archive,
-                                            artifact=label)
+                    return check_extraction(
+                        store, None, tree, archive_digest=actual_archive, artifact=label
+                    )
                 except UnsafeArchiveError:
                     # A damaged one is moved aside in one rename, so no reader sees it half gone.
-                    os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-"))
-                              / "x")
+                    os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-")) / "x")
             os.rename(staging, final)
             fsutil.fsync_path(final.parent)
     except OSError as e:
@@ -688,26 +785,38 @@ def check_extraction(
     try:
         sentinel = json.loads((folder / SENTINEL).read_bytes())
     except (OSError, ValueError) as e:
-        raise _fail(artifact, "extraction-sentinel", f"extraction has no valid sentinel: {e}") \
-            from None
-    if (not isinstance(sentinel, dict) or sentinel.get("format") != SENTINEL_FORMAT
-            or sentinel.get("archive") != archive_digest.text
-            or sentinel.get("tree") != tree.digest.text):
-        raise _fail(artifact, "extraction-sentinel",
-                    "extraction sentinel is bound to another archive or manifest")
+        raise _fail(
+            artifact, "extraction-sentinel", f"extraction has no valid sentinel: {e}"
+        ) from None
+    if (
+        not isinstance(sentinel, dict)
+        or sentinel.get("format") != SENTINEL_FORMAT
+        or sentinel.get("archive") != archive_digest.text
+        or sentinel.get("tree") != tree.digest.text
+    ):
+        raise _fail(
+            artifact,
+            "extraction-sentinel",
+            "extraction sentinel is bound to another archive or manifest",
+        )
     if path is not None:
         actual = digests.of_file(Path(path))
         if actual != archive_digest:
-            raise _fail(artifact, "archive-digest",
-                        f"archive was edited: it is {actual}, the extraction is of "
-                        f"{archive_digest}")
+            raise _fail(
+                artifact,
+                "archive-digest",
+                f"archive was edited: it is {actual}, the extraction is of {archive_digest}",
+            )
     try:
         found = trees.scan_folder(folder / MEMBERS) if (folder / MEMBERS).is_dir() else {}
     except trees.TreePathError as e:
         raise _fail(artifact, "extraction-tampered", e.message) from None
     if set(found) != set(tree.members):
-        raise _fail(artifact, "extraction-tampered",
-                    "extracted files differ from the manifest (added or removed files)")
+        raise _fail(
+            artifact,
+            "extraction-tampered",
+            "extracted files differ from the manifest (added or removed files)",
+        )
     for member, want in tree:
         if digests.of_file(found[member]) != want:
             raise _fail(artifact, "extraction-tampered", f"extracted member {member!r} changed")

@@ -53,10 +53,17 @@ def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> lim
 def _key(record: Record, profile: limits.Limits) -> str:
     assert record.digest is not None
     manifest = trees.to_json(record.members) if record.members is not None else None
-    arrays_ = {k: {"dtype": v["dtype"], "shape": list(v["shape"])}
-               for k, v in (record.arrays or {}).items()}
-    doc = {"digest": record.digest.text, "kind": record.kind, "members": manifest,
-           "arrays": arrays_, "profile": {**profile.as_dict(), "name": None}}
+    arrays_ = {
+        k: {"dtype": v["dtype"], "shape": list(v["shape"])}
+        for k, v in (record.arrays or {}).items()
+    }
+    doc = {
+        "digest": record.digest.text,
+        "kind": record.kind,
+        "members": manifest,
+        "arrays": arrays_,
+        "profile": {**profile.as_dict(), "name": None},
+    }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -89,6 +96,7 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
     # so a verify of plain objects (and every CLI start) does not pay for them.
     from fixture_store.readers import archives
     from fixture_store.readers import npy as arrays
+
     assert record.digest is not None
     path = store.object_path(record.digest)
     fmt = sniff(path)
@@ -98,37 +106,53 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
             if record.arrays is not None:
                 if len(record.arrays) != 1:
                     raise UnsafeContentError(
-                        record.name, f"an NPY holds one array; the manifest lists "
-                        f"{len(record.arrays)}", fix="list exactly one array in 'arrays'")
+                        record.name,
+                        f"an NPY holds one array; the manifest lists {len(record.arrays)}",
+                        fix="list exactly one array in 'arrays'",
+                    )
                 spec = next(iter(record.arrays.values()))
             arrays.read_npy(path, profile, spec, artifact=record.name)
         elif fmt == "zip":
             arrays.read_npz(path, profile, record.arrays, artifact=record.name)
         else:
-            raise UnsafeContentError(record.name, "an array record's object is not NPY or NPZ",
-                                     fix="register .npy or .npz bytes as kind 'array'")
+            raise UnsafeContentError(
+                record.name,
+                "an array record's object is not NPY or NPZ",
+                fix="register .npy or .npz bytes as kind 'array'",
+            )
         return
     if record.members is None:
         raise UnsafeContentError(
-            record.name, "an archive record needs its member manifest ('members')",
-            fix="record the manifest that fixture_store.readers.archives.scan(path) returns")
+            record.name,
+            "an archive record needs its member manifest ('members')",
+            fix="record the manifest that fixture_store.readers.archives.scan(path) returns",
+        )
     if fmt not in ("zip", "tar", "tar.lz4", "tar.zst"):
-        raise UnsafeContentError(record.name, "the object is not a tar, tar.lz4, tar.zst or zip",
-                                 fix="register a supported archive format")
-    archives.scan(path, profile, record.members, artifact=record.name,
-                  fmt=fmt)  # type: ignore[arg-type]
+        raise UnsafeContentError(
+            record.name,
+            "the object is not a tar, tar.lz4, tar.zst or zip",
+            fix="register a supported archive format",
+        )
+    archives.scan(path, profile, record.members, artifact=record.name, fmt=fmt)  # type: ignore[arg-type]
 
 
 def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = None) -> Path:
     """Extract a verified archive record into the store; return the members folder."""
     from fixture_store.readers import archives
+
     if record.kind != "archive" or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
     path = store.object_path(record.digest)
     fmt = sniff(path)
-    return archives.extract(store, path, record.members, profile_for(record, tighten),
-                            archive_digest=record.digest, artifact=record.name,
-                            fmt=fmt)  # type: ignore[arg-type]
+    return archives.extract(
+        store,
+        path,
+        record.members,
+        profile_for(record, tighten),
+        archive_digest=record.digest,
+        artifact=record.name,
+        fmt=fmt,
+    )  # type: ignore[arg-type]
 
 
 __all__ = ["CONTENT_KINDS", "check", "extract", "needs_check", "sniff"]

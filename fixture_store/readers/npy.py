@@ -50,7 +50,9 @@ class NpyHeader:
 
 def _fail(artifact: str, rule: str, message: str) -> UnsafeArrayError:
     return UnsafeArrayError(
-        artifact, rule, message,
+        artifact,
+        rule,
+        message,
         fix="regenerate or re-fetch the artifact; the bytes do not satisfy its limits profile",
     )
 
@@ -70,15 +72,20 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
         raise _fail(artifact, "npy-magic", "not an NPY file (bad magic bytes)")
     version = (prefix[6], prefix[7])
     if version not in ((1, 0), (2, 0), (3, 0)):
-        raise _fail(artifact, "npy-version",
-                    f"NPY format version {version[0]}.{version[1]} is not 1.0, 2.0 or 3.0")
+        raise _fail(
+            artifact,
+            "npy-version",
+            f"NPY format version {version[0]}.{version[1]} is not 1.0, 2.0 or 3.0",
+        )
     len_size = 2 if version == (1, 0) else 4
     raw_len = _read_exact(stream, len_size, artifact, "NPY header length")
     (header_len,) = struct.unpack("<H" if len_size == 2 else "<I", raw_len)
     if header_len > limits.tensor_header_bytes:
-        raise _fail(artifact, "npy-header-size",
-                    f"NPY header of {header_len} bytes exceeds the profile's "
-                    f"{limits.tensor_header_bytes}")
+        raise _fail(
+            artifact,
+            "npy-header-size",
+            f"NPY header of {header_len} bytes exceeds the profile's {limits.tensor_header_bytes}",
+        )
     raw = _read_exact(stream, header_len, artifact, "NPY header")
     try:
         text = raw.decode("utf-8" if version == (3, 0) else "latin1")
@@ -87,12 +94,21 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             header = ast.literal_eval(text)
-    except (UnicodeDecodeError, ValueError, SyntaxError, TypeError, MemoryError,
-            RecursionError) as e:
+    except (
+        UnicodeDecodeError,
+        ValueError,
+        SyntaxError,
+        TypeError,
+        MemoryError,
+        RecursionError,
+    ) as e:
         raise _fail(artifact, "npy-header", f"NPY header is not a Python literal: {e}") from None
     if not isinstance(header, dict) or set(header) != _HEADER_KEYS:
-        raise _fail(artifact, "npy-header",
-                    "NPY header must be a dict with exactly descr, fortran_order and shape")
+        raise _fail(
+            artifact,
+            "npy-header",
+            "NPY header must be a dict with exactly descr, fortran_order and shape",
+        )
     dtype = _check_dtype(header["descr"], artifact)
     fortran = header["fortran_order"]
     if not isinstance(fortran, bool):
@@ -100,8 +116,11 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
     shape = _check_shape(header["shape"], limits, artifact)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > limits.tensor_bytes:
-        raise _fail(artifact, "tensor-bytes",
-                    f"tensor of {nbytes} bytes exceeds the profile's {limits.tensor_bytes}")
+        raise _fail(
+            artifact,
+            "tensor-bytes",
+            f"tensor of {nbytes} bytes exceeds the profile's {limits.tensor_bytes}",
+        )
     return NpyHeader(version, dtype, shape, fortran, _PREFIX + len_size + header_len)
 
 
@@ -131,14 +150,18 @@ def _check_shape(shape: object, limits: Limits, artifact: str) -> tuple[int, ...
     ):
         raise _fail(artifact, "npy-header", f"shape {shape!r} is not a tuple of integers")
     if len(shape) > limits.tensor_rank:
-        raise _fail(artifact, "tensor-rank",
-                    f"rank {len(shape)} exceeds the profile's {limits.tensor_rank}")
+        raise _fail(
+            artifact, "tensor-rank", f"rank {len(shape)} exceeds the profile's {limits.tensor_rank}"
+        )
     for d in shape:
         if d < 0:
             raise _fail(artifact, "npy-header", f"shape {shape!r} has a negative dimension")
         if d > limits.tensor_dimension:
-            raise _fail(artifact, "tensor-dimension",
-                        f"dimension {d} exceeds the profile's {limits.tensor_dimension}")
+            raise _fail(
+                artifact,
+                "tensor-dimension",
+                f"dimension {d} exceeds the profile's {limits.tensor_dimension}",
+            )
     return shape
 
 
@@ -154,8 +177,12 @@ def _from_buffer(header: NpyHeader, data: bytes | bytearray) -> np.ndarray[Any, 
 
 
 def read_npy_stream(
-    stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<npy>",
-    expected: Mapping[str, Any] | None = None, *, allow_trailing: bool = False,
+    stream: BinaryIO,
+    limits: Limits = DEFAULT,
+    artifact: str = "<npy>",
+    expected: Mapping[str, Any] | None = None,
+    *,
+    allow_trailing: bool = False,
 ) -> np.ndarray[Any, Any]:
     """Read one NPY from a stream; the whole remaining stream must be exactly its payload."""
     header = read_header(stream, limits, artifact)
@@ -163,8 +190,9 @@ def read_npy_stream(
         _check_spec(header.dtype, header.shape, expected, artifact)
     data = _read_exact(stream, header.nbytes, artifact, "NPY payload")
     if not allow_trailing and stream.read(1):
-        raise _fail(artifact, "trailing-data",
-                    f"data after the NPY payload of {header.nbytes} bytes")
+        raise _fail(
+            artifact, "trailing-data", f"data after the NPY payload of {header.nbytes} bytes"
+        )
     return _from_buffer(header, data)
 
 
@@ -190,16 +218,26 @@ def read_npy(
         _check_spec(header.dtype, header.shape, expected, label)
     payload = size - header.data_offset
     if payload < header.nbytes:
-        raise _fail(label, "truncated",
-                    f"NPY payload is truncated: header declares {header.nbytes} bytes, "
-                    f"file holds {payload}")
+        raise _fail(
+            label,
+            "truncated",
+            f"NPY payload is truncated: header declares {header.nbytes} bytes, "
+            f"file holds {payload}",
+        )
     if payload > header.nbytes:
-        raise _fail(label, "trailing-data",
-                    f"{payload - header.nbytes} bytes of data after the NPY payload")
+        raise _fail(
+            label, "trailing-data", f"{payload - header.nbytes} bytes of data after the NPY payload"
+        )
     if header.nbytes == 0:
         return _from_buffer(header, b"")
-    mm = np.memmap(path, dtype=header.dtype, mode="r", offset=header.data_offset,
-                   shape=header.shape, order="F" if header.fortran_order else "C")
+    mm = np.memmap(
+        path,
+        dtype=header.dtype,
+        mode="r",
+        offset=header.data_offset,
+        shape=header.shape,
+        order="F" if header.fortran_order else "C",
+    )
     return np.asarray(mm)
 
 
@@ -224,12 +262,16 @@ def read_npz(
     total = 0
     with open_zip(p, limits, label) as (zf, infos):
         if len(infos) > limits.tensor_count:
-            raise _fail(label, "tensor-count",
-                        f"{len(infos)} tensors exceed the profile's {limits.tensor_count}")
+            raise _fail(
+                label,
+                "tensor-count",
+                f"{len(infos)} tensors exceed the profile's {limits.tensor_count}",
+            )
         for info in infos:
             if not info.filename.endswith(".npy") or "/" in info.filename:
-                raise _fail(label, "npz-member",
-                            f"member {info.filename!r} is not a top-level '<name>.npy'")
+                raise _fail(
+                    label, "npz-member", f"member {info.filename!r} is not a top-level '<name>.npy'"
+                )
             name = info.filename[: -len(".npy")]
             member_label = f"{label}:{info.filename}"
             data = read_zip_member(zf, info, limits, label)
@@ -239,9 +281,11 @@ def read_npz(
             arr = read_npy_stream(io.BytesIO(data), limits, member_label, spec)
             total += arr.nbytes
             if total > limits.total_array_bytes:
-                raise _fail(label, "total-array-bytes",
-                            f"arrays total more than the profile's {limits.total_array_bytes} "
-                            "bytes")
+                raise _fail(
+                    label,
+                    "total-array-bytes",
+                    f"arrays total more than the profile's {limits.total_array_bytes} bytes",
+                )
             arrays[name] = arr
     if manifest is not None:
         check_manifest(arrays, manifest, artifact=label)
@@ -254,16 +298,22 @@ def _check_spec(
     try:
         want_dtype = np.dtype(spec["dtype"])
     except (TypeError, ValueError, KeyError) as e:
-        raise _fail(artifact, "manifest", f"manifest dtype {spec.get('dtype')!r} is invalid: "
-                    f"{e}") from None
+        raise _fail(
+            artifact, "manifest", f"manifest dtype {spec.get('dtype')!r} is invalid: {e}"
+        ) from None
     if dtype != want_dtype:
-        raise _fail(artifact, "manifest-dtype",
-                    f"dtype {dtype.str} ({dtype.name}) differs from the manifest's "
-                    f"{spec['dtype']!r}")
+        raise _fail(
+            artifact,
+            "manifest-dtype",
+            f"dtype {dtype.str} ({dtype.name}) differs from the manifest's {spec['dtype']!r}",
+        )
     want_shape = tuple(spec.get("shape", ()))
     if shape != want_shape:
-        raise _fail(artifact, "manifest-shape",
-                    f"shape {list(shape)} differs from the manifest's {list(want_shape)}")
+        raise _fail(
+            artifact,
+            "manifest-shape",
+            f"shape {list(shape)} differs from the manifest's {list(want_shape)}",
+        )
 
 
 def check_manifest(
@@ -298,27 +348,35 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def read_metadata(
-    source: bytes | str | os.PathLike[str], limits: Limits = DEFAULT,
-    *, artifact: str | None = None,
+    source: bytes | str | os.PathLike[str],
+    limits: Limits = DEFAULT,
+    *,
+    artifact: str | None = None,
 ) -> Any:
     """Parse tensor metadata JSON: size-limited before reading, duplicate keys refused."""
     if isinstance(source, bytes):
         label = artifact or "<metadata>"
         if len(source) > limits.metadata_bytes:
-            raise _fail(label, "metadata-size",
-                        f"metadata of {len(source)} bytes exceeds the profile's "
-                        f"{limits.metadata_bytes}")
+            raise _fail(
+                label,
+                "metadata-size",
+                f"metadata of {len(source)} bytes exceeds the profile's {limits.metadata_bytes}",
+            )
         data = source
     else:
         label = artifact or str(source)
         with open(source, "rb") as f:
             data = f.read(limits.metadata_bytes + 1)
         if len(data) > limits.metadata_bytes:
-            raise _fail(label, "metadata-size",
-                        f"metadata exceeds the profile's {limits.metadata_bytes} bytes")
+            raise _fail(
+                label,
+                "metadata-size",
+                f"metadata exceeds the profile's {limits.metadata_bytes} bytes",
+            )
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=_no_duplicates,
-                          parse_constant=_refuse_constant)
+        return json.loads(
+            data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant
+        )
     except _DuplicateKey as e:
         raise _fail(label, "metadata-duplicate-key", f"duplicate key {e.args[0]!r}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:

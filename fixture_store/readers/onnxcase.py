@@ -118,13 +118,15 @@ def _load_dataset(model: onnx.ModelProto, folder: Path, index: int, name: str) -
             )
         if len(positions) > len(graph_io[role]):
             raise UnsafeContentError(
-                name, f"{folder.name}: {len(positions)} {role} files but the graph declares "
+                name,
+                f"{folder.name}: {len(positions)} {role} files but the graph declares "
                 f"{len(graph_io[role])} {role}s",
             )
         for i in positions:
             value_info = graph_io[role][i]
-            loaded[role].append((value_info.name,
-                                 read_value(found[role][i], value_info.type, name)))
+            loaded[role].append(
+                (value_info.name, read_value(found[role][i], value_info.type, name))
+            )
     return DataSet(index, tuple(loaded["input"]), tuple(loaded["output"]))
 
 
@@ -179,18 +181,21 @@ def check_external_data(model: onnx.ModelProto, root: Path, name: str) -> None:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), None)
         if location is None:
-            raise UnsafeContentError(name, f"tensor {tensor.name!r} has external data without a "
-                                     "location")
+            raise UnsafeContentError(
+                name, f"tensor {tensor.name!r} has external data without a location"
+            )
         try:
             check_member_path(location)
         except TreePathError as e:
             raise UnsafeContentError(
-                name, f"tensor {tensor.name!r}: external data location {location!r} is not "
-                f"inside the verified tree ({e.message})"
+                name,
+                f"tensor {tensor.name!r}: external data location {location!r} is not "
+                f"inside the verified tree ({e.message})",
             ) from e
         target = root / location
         if target.is_symlink() or not target.is_file():
             raise UnsafeContentError(
-                name, f"tensor {tensor.name!r}: external data {location!r} is not a member of "
-                "the verified tree"
+                name,
+                f"tensor {tensor.name!r}: external data {location!r} is not a member of "
+                "the verified tree",
             )

@@ -150,18 +150,31 @@ def compare_file(
     suffix = Path(member).suffix.lower()
     reader = READERS.get(suffix)
     if reader is None:
-        return MemberComparison(member, Verdict.DRIFT,
-                                reason=f"bytes differ ({suffix or 'this file'} compares as bytes)",
-                                candidate=candidate, registered=registered)
+        return MemberComparison(
+            member,
+            Verdict.DRIFT,
+            reason=f"bytes differ ({suffix or 'this file'} compares as bytes)",
+            candidate=candidate,
+            registered=registered,
+        )
     cand_bytes, reg_bytes = candidate.read_bytes(), registered.read_bytes()
     cand, reg = reader(cand_bytes, suffix), reader(reg_bytes, suffix)
     if cand is None or reg is None:
-        return MemberComparison(member, Verdict.DRIFT, reason="bytes differ and do not parse "
-                                f"as {suffix} arrays", candidate=candidate, registered=registered)
+        return MemberComparison(
+            member,
+            Verdict.DRIFT,
+            reason=f"bytes differ and do not parse as {suffix} arrays",
+            candidate=candidate,
+            registered=registered,
+        )
     if set(cand) != set(reg):
-        return MemberComparison(member, Verdict.DRIFT,
-                                reason=f"arrays {sorted(cand)} where {sorted(reg)} are registered",
-                                candidate=candidate, registered=registered)
+        return MemberComparison(
+            member,
+            Verdict.DRIFT,
+            reason=f"arrays {sorted(cand)} where {sorted(reg)} are registered",
+            candidate=candidate,
+            registered=registered,
+        )
     results = []
     for key in sorted(reg):
         aname = member + (f":{key}" if key else "")
@@ -171,8 +184,11 @@ def compare_file(
     outcomes = {r.outcome for r in results}
     if Outcome.DRIFT in outcomes:
         verdict = Verdict.DRIFT
-        reason = "; ".join(f"{r.name.removeprefix(member).lstrip(':') or 'values'}: {r.reason}"
-                           for r in results if not r.ok)
+        reason = "; ".join(
+            f"{r.name.removeprefix(member).lstrip(':') or 'values'}: {r.reason}"
+            for r in results
+            if not r.ok
+        )
     elif Outcome.WITHIN in outcomes:
         verdict, reason = Verdict.WITHIN, ""
     else:
@@ -201,36 +217,50 @@ def compare(
     ref_members: Mapping[str, Digest] = (
         reference.members.members if reference.members is not None else {"": reference.digest}
     )
-    common = dict(reference=reference.label, candidate_digest=cand_digest,
-                  registered_digest=reference.digest, files=len(cand_members))
+    common = dict(
+        reference=reference.label,
+        candidate_digest=cand_digest,
+        registered_digest=reference.digest,
+        files=len(cand_members),
+    )
     if cand_digest == reference.digest:
         return ArtifactComparison(name, kind, Verdict.IDENTICAL, **common)  # type: ignore[arg-type]
     results: list[MemberComparison] = []
     for member in sorted(set(cand_members) | set(ref_members)):
         label = member or Path(name).name
         if member not in ref_members:
-            results.append(MemberComparison(label, Verdict.DRIFT, reason="not in the reference",
-                                            candidate=paths[member]))
+            results.append(
+                MemberComparison(
+                    label, Verdict.DRIFT, reason="not in the reference", candidate=paths[member]
+                )
+            )
             continue
         if member not in cand_members:
-            results.append(MemberComparison(label, Verdict.DRIFT,
-                                            reason="in the reference, not regenerated"))
+            results.append(
+                MemberComparison(label, Verdict.DRIFT, reason="in the reference, not regenerated")
+            )
             continue
         if cand_members[member] == ref_members[member]:
             results.append(MemberComparison(label, Verdict.IDENTICAL))
             continue
         registered = reference.locate(ref_members[member])
         if registered is None:
-            results.append(MemberComparison(
-                label, Verdict.UNAVAILABLE, candidate=paths[member],
-                reason=f"registered bytes {ref_members[member].short}… are not in the store"))
+            results.append(
+                MemberComparison(
+                    label,
+                    Verdict.UNAVAILABLE,
+                    candidate=paths[member],
+                    reason=f"registered bytes {ref_members[member].short}… are not in the store",
+                )
+            )
             continue
         kept = _keep(inspect_dir / name / label, paths[member], registered)
         cmp = compare_file(label, kept[0], kept[1], tolerance)
         if cmp.verdict is not Verdict.DRIFT:
             shutil.rmtree(inspect_dir / name / label, ignore_errors=True)
-            cmp = MemberComparison(cmp.path, cmp.verdict, cmp.arrays, cmp.reason,
-                                   paths[member], registered)
+            cmp = MemberComparison(
+                cmp.path, cmp.verdict, cmp.arrays, cmp.reason, paths[member], registered
+            )
         results.append(cmp)
     verdicts = {m.verdict for m in results}
     for worst in (Verdict.UNAVAILABLE, Verdict.DRIFT, Verdict.WITHIN):
@@ -239,10 +269,12 @@ def compare(
             break
     else:
         verdict = Verdict.WITHIN  # only the manifest differs, e.g. a renamed-equal layout
-    reason = "; ".join(f"{m.path}: {m.reason}" for m in results
-                       if m.verdict in (Verdict.DRIFT, Verdict.UNAVAILABLE))
-    return ArtifactComparison(name, kind, verdict, members=tuple(results), reason=reason,
-                              **common)  # type: ignore[arg-type]
+    reason = "; ".join(
+        f"{m.path}: {m.reason}"
+        for m in results
+        if m.verdict in (Verdict.DRIFT, Verdict.UNAVAILABLE)
+    )
+    return ArtifactComparison(name, kind, verdict, members=tuple(results), reason=reason, **common)  # type: ignore[arg-type]
 
 
 def _keep(folder: Path, candidate: Path, registered: Path) -> tuple[Path, Path]:

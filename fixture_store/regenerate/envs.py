@@ -88,13 +88,30 @@ def ensure(env: PinnedEnv, store: Store) -> Path:
         staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{env.key}-"))
         try:
             uv = uv_binary()
-            clean = {k: v for k, v in os.environ.items()
-                     if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+            clean = {
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
+            }
             # Relocatable so the staged folder can be renamed into place.
-            _run([uv, "venv", "--quiet", "--relocatable", "--python", env.python, str(staging)],
-                 clean, env)
-            _run([uv, "pip", "install", "--quiet", "--python", str(staging / "bin" / "python"),
-                  *env.requirements], clean, env)
+            _run(
+                [uv, "venv", "--quiet", "--relocatable", "--python", env.python, str(staging)],
+                clean,
+                env,
+            )
+            _run(
+                [
+                    uv,
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--python",
+                    str(staging / "bin" / "python"),
+                    *env.requirements,
+                ],
+                clean,
+                env,
+            )
             (staging / "requirements.txt").write_text("\n".join(env.requirements) + "\n")
             (staging / ".complete").write_text("")
             if folder.exists():

@@ -105,8 +105,9 @@ class Report:
             "environment": dict(self.environment),
             "accepted": list(self.accepted),
             "fetched": list(self.fetched),
-            "artifacts": [c.to_json() for c in self.comparisons
-                          if c.verdict is not Verdict.IDENTICAL],
+            "artifacts": [
+                c.to_json() for c in self.comparisons if c.verdict is not Verdict.IDENTICAL
+            ],
         }
 
 
@@ -119,8 +120,10 @@ def stage_for(root: Path, target: str, registry: Registry) -> tuple[stages_mod.S
     for stage in all_stages.values():
         if family in stage.families:
             return stage, [target]
-    raise UsageError(f"{target!r} is neither a stage nor an artifact of one",
-                     fix=f"stages: {', '.join(sorted(all_stages)) or '(none)'}")
+    raise UsageError(
+        f"{target!r} is neither a stage nor an artifact of one",
+        fix=f"stages: {', '.join(sorted(all_stages)) or '(none)'}",
+    )
 
 
 def regenerate(
@@ -145,22 +148,30 @@ def regenerate(
 
     inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
     inputs_file = scratch / "inputs.json"
-    inputs_file.write_text(json.dumps(
-        [{"name": n, "path": str(p), "digest": d.text, "size": d.size} for n, p, d in inputs],
-        indent=2) + "\n")
+    inputs_file.write_text(
+        json.dumps(
+            [{"name": n, "path": str(p), "digest": d.text, "size": d.size} for n, p, d in inputs],
+            indent=2,
+        )
+        + "\n"
+    )
     args = ["--inputs", str(inputs_file)]
     for key, value in sorted(stage.args.items()):
         args += [f"--{key.replace('_', '-')}", str(value)]
 
     interpreter = python or str(envs.ensure(stage.env, store))
-    log(f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
-        f" ({', '.join(stage.env.requirements)})")
-    envs.run_generator(interpreter, root / stage.generator, out, stage.env, stage=stage.name,
-                       args=args)
+    log(
+        f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
+        f" ({', '.join(stage.env.requirements)})"
+    )
+    envs.run_generator(
+        interpreter, root / stage.generator, out, stage.env, stage=stage.name, args=args
+    )
     environment = envs.read_environment(out)
     outputs = read_outputs(out)
     if only:
         import fnmatch
+
         outputs = [o for o in outputs if any(fnmatch.fnmatchcase(o.name, p) for p in only)]
         if not outputs:
             raise UnknownArtifactError(only[0], f"stage {stage.name!r} produces no such artifact")
@@ -170,11 +181,15 @@ def regenerate(
     comparisons = []
     for o in outputs:
         reference, record = _reference(store, registry, o.name)
-        tolerance = (record.tolerance if record and record.tolerance else None) or \
-            o.extra.get("tolerance") or stage.tolerance
+        tolerance = (
+            (record.tolerance if record and record.tolerance else None)
+            or o.extra.get("tolerance")
+            or stage.tolerance
+        )
         if reference is None:
-            cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(
-                o.path)
+            cand = (
+                trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
+            )
             comparisons.append(ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None))
             continue
         comparisons.append(compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir))
@@ -182,11 +197,18 @@ def regenerate(
         produced = {o.name for o in outputs}
         for fam in {family_of(o.name) for o in outputs} | {stage.family}:
             f = registry.families.get(fam)
-            for name, rec in (f.records.items() if f else ()):
+            for name, rec in f.records.items() if f else ():
                 if name not in produced:
-                    comparisons.append(ArtifactComparison(
-                        name, rec.kind, Verdict.MISSING, None, rec.digest,
-                        reason=f"registered, but stage {stage.name!r} no longer produces it"))
+                    comparisons.append(
+                        ArtifactComparison(
+                            name,
+                            rec.kind,
+                            Verdict.MISSING,
+                            None,
+                            rec.digest,
+                            reason=f"registered, but stage {stage.name!r} no longer produces it",
+                        )
+                    )
 
     fetched: list[str] = []
     if fetch or accept:
@@ -197,10 +219,16 @@ def regenerate(
                 fetched.append(c.name)
     accepted: list[str] = []
     if accept:
-        accepted = _accept(store, registry, stage, outputs, comparisons, environment,
-                           input_digests)
-    return Report(stage.name, scratch, environment, tuple(comparisons), tuple(accepted),
-                  tuple(fetched), time.perf_counter() - started)
+        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
+    return Report(
+        stage.name,
+        scratch,
+        environment,
+        tuple(comparisons),
+        tuple(accepted),
+        tuple(fetched),
+        time.perf_counter() - started,
+    )
 
 
 def read_outputs(out: Path) -> list[Output]:
@@ -238,8 +266,9 @@ def _resolve_input(store: Store, registry: Registry, name: str) -> tuple[str, Pa
     return name, path, record.digest
 
 
-def _reference(store: Store, registry: Registry, name: str
-               ) -> tuple[Reference | None, Record | None]:
+def _reference(
+    store: Store, registry: Registry, name: str
+) -> tuple[Reference | None, Record | None]:
     """The registered side of a comparison; its bytes are used only after they verify."""
     try:
         record = registry.get(name)
@@ -283,27 +312,44 @@ def _accept(
         for parent in o.parents:
             d = input_digests.get(parent) or produced.get(parent)
             if d is None:
-                raise UsageError(f"{name} names parent {parent!r}, which is neither an input "
-                                 "nor an output of the stage")
+                raise UsageError(
+                    f"{name} names parent {parent!r}, which is neither an input "
+                    "nor an output of the stage"
+                )
             lineage.append(d.text)
-        source = {"type": "generator", "stage": stage.name, "generator": stage.generator,
-                  "environment": dict(environment), "params": stage.params_json()}
+        source = {
+            "type": "generator",
+            "stage": stage.name,
+            "generator": stage.generator,
+            "environment": dict(environment),
+            "params": stage.params_json(),
+        }
         extra: dict[str, Any] = {}
         try:
             old: Record | None = registry.get(name)
         except UnknownArtifactError:
             old = None
         if old is not None:
-            extra = {k: v for k, v in old.to_json().items()
-                     if k not in ("kind", "source", "digest", "size", "members", "media_type")}
+            extra = {
+                k: v
+                for k, v in old.to_json().items()
+                if k not in ("kind", "source", "digest", "size", "members", "media_type")
+            }
         extra.update({k: v for k, v in o.extra.items() if v is not None})
         if lineage:
             extra["lineage"] = lineage
         members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
         media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
         changed[name] = ingest.build_record(
-            name, o.kind, digest, source, members=members, media_type=media, extra=extra,
-            file=f"provenance/{family_of(name)}.json")
+            name,
+            o.kind,
+            digest,
+            source,
+            members=members,
+            media_type=media,
+            extra=extra,
+            file=f"provenance/{family_of(name)}.json",
+        )
     for family in sorted({family_of(n) for n in changed}):
         existing = registry.families.get(family)
         records = dict(existing.records) if existing else {}
@@ -314,4 +360,3 @@ def _accept(
 
 def _suffix(path: Path) -> str:
     return path.suffix.lower()
-

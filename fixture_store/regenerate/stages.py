@@ -89,6 +89,8 @@ def _parse(name: str, spec: Any, path: Path) -> Stage:
 def get(root: Path, name: str) -> Stage:
     stages = load(root)
     if name not in stages:
-        raise UsageError(f"no stage {name!r} in {root / PARAMS_FILE}",
-                         fix=f"one of: {', '.join(sorted(stages)) or '(none)'}")
+        raise UsageError(
+            f"no stage {name!r} in {root / PARAMS_FILE}",
+            fix=f"one of: {', '.join(sorted(stages)) or '(none)'}",
+        )
     return stages[name]

@@ -57,15 +57,23 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"cannot read the regeneration report {path}: {e}",
-                         fix="fixture-store regenerate STAGE --report PATH") from e
+        raise UsageError(
+            f"cannot read the regeneration report {path}: {e}",
+            fix="fixture-store regenerate STAGE --report PATH",
+        ) from e
     if not isinstance(doc, dict) or "stage" not in doc:
         raise UsageError(f"{path} is not a regeneration report")
     return doc
 
 
-def summarise(reports: Iterable[Path], registry: Registry, store: Store, *,
-              everything: bool = False, full: bool = False) -> Summary:
+def summarise(
+    reports: Iterable[Path],
+    registry: Registry,
+    store: Store,
+    *,
+    everything: bool = False,
+    full: bool = False,
+) -> Summary:
     """Summarise the reports and verify the families they cover (``everything``: the registry).
 
     ``full`` re-hashes every object instead of trusting the verified-state cache.
@@ -87,9 +95,16 @@ def summarise(reports: Iterable[Path], registry: Registry, store: Store, *,
                 if m["verdict"] != "within-tolerance":
                     continue
                 for a in m["arrays"]:
-                    within_rows.append({"stage": doc["stage"], "file": f"{art['name']}/{m['path']}",
-                                        "max_abs": a["max_abs"], "mean_abs": a["mean_abs"],
-                                        "max_rel": a["max_rel"], "mean_rel": a["mean_rel"]})
+                    within_rows.append(
+                        {
+                            "stage": doc["stage"],
+                            "file": f"{art['name']}/{m['path']}",
+                            "max_abs": a["max_abs"],
+                            "mean_abs": a["mean_abs"],
+                            "max_rel": a["max_rel"],
+                            "mean_rel": a["mean_rel"],
+                        }
+                    )
     chosen = [n for n in registry.names() if everything or n.split("/", 1)[0] in families]
     results = tuple(verify_names(store, registry, chosen, full=full))
     verify = Counter(str(r.status) for r in results)
@@ -97,11 +112,23 @@ def summarise(reports: Iterable[Path], registry: Registry, store: Store, *,
     for r in registry.records():
         parity = (r.metadata or {}).get("parity")
         if parity:
-            parity_rows.append({"case": r.name, "module": (r.metadata or {}).get("module"),
-                                "max_abs": parity["max_abs"], "mean_abs": parity["mean_abs"],
-                                "max_rel": parity["max_rel"], "within": parity["within"]})
-    return Summary(stages, dict(sorted(verify.items())), results, tuple(within_rows),
-                   tuple(sorted(parity_rows, key=lambda r: r["case"])))
+            parity_rows.append(
+                {
+                    "case": r.name,
+                    "module": (r.metadata or {}).get("module"),
+                    "max_abs": parity["max_abs"],
+                    "mean_abs": parity["mean_abs"],
+                    "max_rel": parity["max_rel"],
+                    "within": parity["within"],
+                }
+            )
+    return Summary(
+        stages,
+        dict(sorted(verify.items())),
+        results,
+        tuple(within_rows),
+        tuple(sorted(parity_rows, key=lambda r: r["case"])),
+    )
 
 
 def write(summary: Summary, metrics: Path, plots: Path | None) -> None:
@@ -111,10 +138,16 @@ def write(summary: Summary, metrics: Path, plots: Path | None) -> None:
         return
     plots.mkdir(parents=True, exist_ok=True)
     for name, rows, cols in (
-        ("within-tolerance.csv", summary.within_rows,
-         ("file", "stage", "max_abs", "mean_abs", "max_rel", "mean_rel")),
-        ("parity.csv", summary.parity_rows,
-         ("case", "module", "max_abs", "mean_abs", "max_rel", "within")),
+        (
+            "within-tolerance.csv",
+            summary.within_rows,
+            ("file", "stage", "max_abs", "mean_abs", "max_rel", "mean_rel"),
+        ),
+        (
+            "parity.csv",
+            summary.parity_rows,
+            ("case", "module", "max_abs", "mean_abs", "max_rel", "within"),
+        ),
     ):
         with open(plots / name, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(cols), extrasaction="ignore")

@@ -34,8 +34,10 @@ def parse(condition: str) -> tuple[str, str]:
     """``(kind, argument)`` of a condition, or a UsageError naming the kinds there are."""
     kind, sep, argument = condition.partition(":")
     if not sep or not argument or kind not in KINDS:
-        raise UsageError(f"unknown condition {condition!r}",
-                         fix=f"write KIND:ARGUMENT with KIND one of: {', '.join(sorted(KINDS))}")
+        raise UsageError(
+            f"unknown condition {condition!r}",
+            fix=f"write KIND:ARGUMENT with KIND one of: {', '.join(sorted(KINDS))}",
+        )
     return kind, argument
 
 

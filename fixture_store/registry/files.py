@@ -93,8 +93,9 @@ def _first_duplicate(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] |
 
 def _duplicate_error(dup: tuple[str, ...], file: str) -> RegistryError:
     if len(dup) >= 3 and dup[0] == "records":
-        return RegistryError(f"duplicate key {dup[-1]!r}", file=file, record=dup[1],
-                             field=".".join(dup[2:]))
+        return RegistryError(
+            f"duplicate key {dup[-1]!r}", file=file, record=dup[1], field=".".join(dup[2:])
+        )
     return RegistryError(f"duplicate key {dup[-1]!r}", file=file, field=".".join(dup))
 
 
@@ -149,8 +150,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     try:
         doc = _parse_unique(text)
     except json.JSONDecodeError as e:
-        raise RegistryError(f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}",
-                            file=shown) from e
+        raise RegistryError(
+            f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", file=shown
+        ) from e
     if doc is None:  # a duplicate key somewhere: parse again, remembering where
         dup = _first_duplicate(json.loads(text, object_pairs_hook=_keep_duplicates))
         assert dup is not None
@@ -161,7 +163,8 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     if version != FORMAT_VERSION:
         raise RegistryError(
             f"unknown format_version {version!r}; this fixture-store reads {FORMAT_VERSION}",
-            file=shown, field="format_version",
+            file=shown,
+            field="format_version",
             fix="upgrade fixture-store, or fix the file's format_version",
         )
     extra = set(doc) - {"format_version", "records", "known_failures", "description"}
@@ -180,7 +183,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
             if isinstance(name, str) and family_of(name) != family:
                 raise RegistryError(
                     f"belongs to family {family_of(name)!r} but is in {p.name}",
-                    file=shown, record=name, field="name",
+                    file=shown,
+                    record=name,
+                    field="name",
                     fix=f"move it to {DIRNAME}/{family_of(name)}.json",
                 )
             record = parse_record(name, raw, file=shown)
@@ -199,17 +204,20 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         ):
             raise RegistryError(
                 "each known failure needs non-empty runtime, pattern and reason",
-                file=shown, field=f"known_failures[{i}]",
+                file=shown,
+                field=f"known_failures[{i}]",
             )
         condition = kf.get("condition")
         if condition is not None:
             try:
                 conditions.parse(condition if isinstance(condition, str) else "")
             except UsageError as e:
-                raise RegistryError(e.message, file=shown, field=f"known_failures[{i}].condition",
-                                    fix=e.fix) from e
-        known.append(KnownFailure(kf["runtime"], kf["pattern"], kf["reason"], kf.get("outcome"),
-                                  condition))
+                raise RegistryError(
+                    e.message, file=shown, field=f"known_failures[{i}].condition", fix=e.fix
+                ) from e
+        known.append(
+            KnownFailure(kf["runtime"], kf["pattern"], kf["reason"], kf.get("outcome"), condition)
+        )
     return FamilyFile(p, family, records, invalid, tuple(known), doc.get("description"))
 
 
@@ -276,8 +284,7 @@ def _record_validator() -> Any:
     source = defs["source"]
     branches = source.pop("oneOf")
     source["allOf"] = [
-        {"if": {"properties": {"type": {"const": b["properties"]["type"]["const"]}}},
-         "then": b}
+        {"if": {"properties": {"type": {"const": b["properties"]["type"]["const"]}}}, "then": b}
         for b in branches
     ]
     import jsonschema  # importing it costs more than loading an unchanged registry
@@ -288,16 +295,25 @@ def _record_validator() -> Any:
 def _check_member_keys(members: dict[str, Any], file: str, name: str) -> None:
     for path, entry in members.items():
         if not isinstance(entry, dict):
-            raise RegistryError("must be an object {digest, size}", file=file, record=name,
-                                field=f"members.{path}")
+            raise RegistryError(
+                "must be an object {digest, size}", file=file, record=name, field=f"members.{path}"
+            )
         extra = set(entry) - _MEMBER_KEYS
         if extra:
-            raise RegistryError(f"unknown field {sorted(extra)[0]!r}", file=file, record=name,
-                                field=f"members.{path}")
+            raise RegistryError(
+                f"unknown field {sorted(extra)[0]!r}",
+                file=file,
+                record=name,
+                field=f"members.{path}",
+            )
         for key in ("digest", "size"):
             if key not in entry:
-                raise RegistryError(f"'{key}' is a required property", file=file, record=name,
-                                    field=f"members.{path}")
+                raise RegistryError(
+                    f"'{key}' is a required property",
+                    file=file,
+                    record=name,
+                    field=f"members.{path}",
+                )
 
 
 @dataclass(frozen=True)
@@ -320,9 +336,7 @@ class Registry:
             yield from fam.invalid.items()
 
     def names(self) -> list[str]:
-        return sorted(
-            n for fam in self.families.values() for n in (*fam.records, *fam.invalid)
-        )
+        return sorted(n for fam in self.families.values() for n in (*fam.records, *fam.invalid))
 
     def known_failures(self) -> Iterator[KnownFailure]:
         for fam in self.families.values():
@@ -345,9 +359,7 @@ class Registry:
             fix=f"register it: fixture-store add PATH --name {name} --kind KIND",
         )
 
-    def select(
-        self, names: Iterable[str] = (), families: Iterable[str] = ()
-    ) -> list[str]:
+    def select(self, names: Iterable[str] = (), families: Iterable[str] = ()) -> list[str]:
         """Names matching the explicit names (glob patterns allowed) and families; all if none."""
         names, families = list(names), list(families)
         every = self.names()
@@ -365,8 +377,9 @@ class Registry:
             if any(ch in pattern for ch in "*?["):
                 hits = fnmatch.filter(every, pattern)
                 if not hits:
-                    raise UnknownArtifactError(pattern, "matches no record in the registry",
-                                               fix="fixture-store list")
+                    raise UnknownArtifactError(
+                        pattern, "matches no record in the registry", fix="fixture-store list"
+                    )
                 chosen.update(hits)
             else:
                 if pattern not in every:
@@ -421,14 +434,24 @@ def write_family(
     desc = description if description is not None else (existing.description if existing else None)
     if desc:
         doc["description"] = desc
-    kfs = list(known_failures) if known_failures is not None else (
-        list(existing.known_failures) if existing else []
+    kfs = (
+        list(known_failures)
+        if known_failures is not None
+        else (list(existing.known_failures) if existing else [])
     )
     if kfs:
         doc["known_failures"] = [
-            {k: v for k, v in (("runtime", kf.runtime), ("pattern", kf.pattern),
-                               ("reason", kf.reason), ("outcome", kf.outcome),
-                               ("condition", kf.condition)) if v is not None}
+            {
+                k: v
+                for k, v in (
+                    ("runtime", kf.runtime),
+                    ("pattern", kf.pattern),
+                    ("reason", kf.reason),
+                    ("outcome", kf.outcome),
+                    ("condition", kf.condition),
+                )
+                if v is not None
+            }
             for kf in kfs
         ]
     doc["records"] = {r.name: r.to_json() for r in sorted(records, key=lambda r: r.name)}

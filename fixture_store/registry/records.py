@@ -142,7 +142,6 @@ class Record:
             out.pop("size", None)
         return out
 
-
     def _members_json(self) -> dict[str, dict[str, object]] | None:
         if self.members is None:
             return None
@@ -204,8 +203,10 @@ def _check_source(raw: Any, c: _Checker) -> Source:
     if extra:
         raise c.fail(f"source.{sorted(extra)[0]}", f"unknown field for a {stype} source")
     for key in sorted(required | optional):
-        if key in raw and key not in ("environment", "params", "file_size") and (
-            not isinstance(raw[key], str) or not raw[key]
+        if (
+            key in raw
+            and key not in ("environment", "params", "file_size")
+            and (not isinstance(raw[key], str) or not raw[key])
         ):
             raise c.fail(f"source.{key}", "must be a non-empty string")
     if stype == "hub":
@@ -237,7 +238,8 @@ def _check_source(raw: Any, c: _Checker) -> Source:
         except DigestFormatError as e:
             raise c.fail("source.file_digest", e.message) from e
         if "file_size" in raw and (
-            not isinstance(raw["file_size"], int) or isinstance(raw["file_size"], bool)
+            not isinstance(raw["file_size"], int)
+            or isinstance(raw["file_size"], bool)
             or raw["file_size"] < 0
         ):
             raise c.fail("source.file_size", "must be a non-negative integer")

@@ -52,12 +52,18 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     where = record.source.describe()
     if _COMMIT.fullmatch(revision) is None:
         # The registry refuses such records already; a fetch never trusts that it ran.
-        raise SourceError(record.name, f"revision {revision!r} is not a full 40-hex commit; "
-                          "refusing to download a moving reference",
-                          fix="pin the record's source.revision to the full commit sha")
+        raise SourceError(
+            record.name,
+            f"revision {revision!r} is not a full 40-hex commit; "
+            "refusing to download a moving reference",
+            fix="pin the record's source.revision to the full commit sha",
+        )
     if record.is_tree:
-        raise SourceError(record.name, "a hub source delivers one file, not a tree",
-                          fix="register each file of the repo as its own record")
+        raise SourceError(
+            record.name,
+            "a hub source delivers one file, not a tree",
+            fix="register each file of the repo as its own record",
+        )
     if not ctx.needs(record.digest):
         return
     ctx.require_online(record, "the object")
@@ -70,18 +76,28 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     try:
         meta = get_hf_file_metadata(url, timeout=timeout, endpoint=endpoint())
     except Exception as e:
-        raise SourceError(record.name, f"{where}: metadata request failed: {_describe(e)}",
-                          fix=_fix(record)) from e
+        raise SourceError(
+            record.name, f"{where}: metadata request failed: {_describe(e)}", fix=_fix(record)
+        ) from e
     if meta.commit_hash != revision:
-        raise SourceError(record.name, f"{where}: the server answered for commit "
-                          f"{meta.commit_hash!r}, not the pinned {revision}; nothing was stored")
+        raise SourceError(
+            record.name,
+            f"{where}: the server answered for commit "
+            f"{meta.commit_hash!r}, not the pinned {revision}; nothing was stored",
+        )
     if meta.size is not None and meta.size != record.digest.size:
-        raise SourceError(record.name, f"{where}: the server announces {meta.size} bytes, the "
-                          f"record expects {record.digest}; nothing was downloaded")
+        raise SourceError(
+            record.name,
+            f"{where}: the server announces {meta.size} bytes, the "
+            f"record expects {record.digest}; nothing was downloaded",
+        )
     etag = (meta.etag or "").lower()
     if _SHA256.fullmatch(etag) and etag != record.digest.hex:
-        raise SourceError(record.name, f"{where}: the server's LFS sha256 is {etag}, the record "
-                          f"expects {record.digest}; nothing was downloaded")
+        raise SourceError(
+            record.name,
+            f"{where}: the server's LFS sha256 is {etag}, the record "
+            f"expects {record.digest}; nothing was downloaded",
+        )
 
     headers = build_hf_headers()
     if urlsplit(meta.location).netloc != urlsplit(url).netloc:
@@ -92,12 +108,20 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     try:
         try:
             with os.fdopen(fd, "wb") as out:
-                file_download.http_get(meta.location, out, headers=headers,
-                                       expected_size=record.digest.size,
-                                       displayed_filename=path, tqdm_class=_quiet_tqdm())
+                file_download.http_get(
+                    meta.location,
+                    out,
+                    headers=headers,
+                    expected_size=record.digest.size,
+                    displayed_filename=path,
+                    tqdm_class=_quiet_tqdm(),
+                )
         except Exception as e:
-            raise SourceError(record.name, f"{where}: download failed: {_describe(e)}; "
-                              "nothing was stored", fix=_fix(record)) from e
+            raise SourceError(
+                record.name,
+                f"{where}: download failed: {_describe(e)}; nothing was stored",
+                fix=_fix(record),
+            ) from e
         ctx.count_download(tmp.stat().st_size)
         with open(tmp, "rb") as stream:
             put_object(ctx, record, stream, record.digest)
@@ -112,5 +136,7 @@ def _describe(e: BaseException) -> str:
 
 
 def _fix(record: Record) -> str:
-    return (f"check HF_ENDPOINT, your token (HF_TOKEN) and network access, then: "
-            f"fixture-store fetch {record.name}")
+    return (
+        f"check HF_ENDPOINT, your token (HF_TOKEN) and network access, then: "
+        f"fixture-store fetch {record.name}"
+    )

@@ -36,9 +36,11 @@ def fetch(ctx: FetchContext, record: Record) -> None:
         def open_member(member: str) -> BinaryIO:
             member_path = resolve(path, member, record)
             if not member_path.is_file():
-                raise SourceError(record.name,
-                                  f"member {member!r} is missing from local source {relpath!r}",
-                                  fix=fix)
+                raise SourceError(
+                    record.name,
+                    f"member {member!r} is missing from local source {relpath!r}",
+                    fix=fix,
+                )
             return open(member_path, "rb")
 
         put_tree(ctx, record, open_member)

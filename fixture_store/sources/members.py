@@ -67,8 +67,9 @@ class SafeArchive:
         raise NotImplementedError
 
 
-def _refuse_or_add(entries: dict[str, Entry], refused: dict[str, str], name: str,
-                   size: int, problem: str | None) -> None:
+def _refuse_or_add(
+    entries: dict[str, Entry], refused: dict[str, str], name: str, size: int, problem: str | None
+) -> None:
     if name in entries or name in refused:
         entries.pop(name, None)
         refused[name] = "appears more than once in the archive"

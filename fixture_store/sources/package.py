@@ -51,7 +51,7 @@ def selection_flags(filename: str) -> list[str]:
     pytag, abi, platform = parts[-3:]
     pytag = pytag.split(".")[0]
     impl = "".join(ch for ch in pytag if ch.isalpha())
-    version = pytag[len(impl):]
+    version = pytag[len(impl) :]
     flags = ["--only-binary", ":all:", "--implementation", impl, "--abi", abi]
     if version:
         flags += ["--python-version", version[0] + ("." + version[1:] if version[1:] else "")]
@@ -62,20 +62,34 @@ def selection_flags(filename: str) -> list[str]:
 
 def download(requirement: str, filename: str, dest: Path) -> Path:
     """Run the package tool to download exactly ``filename`` of ``requirement`` into ``dest``."""
-    cmd = [*pip_command(), "download", "--no-deps", "--disable-pip-version-check",
-           "--progress-bar", "off", "--dest", str(dest), *selection_flags(filename), requirement]
+    cmd = [
+        *pip_command(),
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "--progress-bar",
+        "off",
+        "--dest",
+        str(dest),
+        *selection_flags(filename),
+        requirement,
+    ]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     except FileNotFoundError as e:
-        raise UsageError(f"cannot run the package tool {cmd[0]!r}: {e.strerror}",
-                         fix=f"install pip, or set ${PIP_ENV_VAR} to a pip command") from e
+        raise UsageError(
+            f"cannot run the package tool {cmd[0]!r}: {e.strerror}",
+            fix=f"install pip, or set ${PIP_ENV_VAR} to a pip command",
+        ) from e
     except subprocess.TimeoutExpired as e:
         raise UsageError(f"downloading {requirement} took longer than {TIMEOUT_S}s") from e
     if proc.returncode != 0:
         tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
         if "No module named pip" in proc.stderr:
-            raise UsageError(f"{sys.executable} has no pip to download {requirement}",
-                             fix=f"uv sync (pip is a dependency), or set ${PIP_ENV_VAR}")
+            raise UsageError(
+                f"{sys.executable} has no pip to download {requirement}",
+                fix=f"uv sync (pip is a dependency), or set ${PIP_ENV_VAR}",
+            )
         raise UsageError(
             f"the package tool could not download {requirement} ({filename}):\n    {tail}",
             fix="check network access and the package index configuration (pip config list)",
@@ -110,8 +124,14 @@ def ensure_distribution(ctx: FetchContext, record: Record) -> SafeArchive:
         return archive
 
 
-def _load(ctx: FetchContext, record: Record, requirement: str, filename: str, hexpart: str,
-          size: int | None) -> SafeArchive:
+def _load(
+    ctx: FetchContext,
+    record: Record,
+    requirement: str,
+    filename: str,
+    hexpart: str,
+    size: int | None,
+) -> SafeArchive:
     present = size is not None and not ctx.needs(Digest(hexpart, size))
     if not present and size is None and ctx.store.object_path(hexpart).is_file():
         present = digests.of_file(ctx.store.object_path(hexpart)).hex == hexpart
@@ -137,8 +157,9 @@ def _load(ctx: FetchContext, record: Record, requirement: str, filename: str, he
     try:
         return open_archive(ctx.store.object_path(hexpart), filename)
     except UsageError as e:
-        raise SourceError(record.name, f"cannot read the distribution {filename}: {e.message}") \
-            from e
+        raise SourceError(
+            record.name, f"cannot read the distribution {filename}: {e.message}"
+        ) from e
 
 
 def member_name(base: str, member: str | None) -> str:
@@ -153,8 +174,9 @@ def fetch(ctx: FetchContext, record: Record) -> None:
         try:
             return archive.open(name, size)
         except UsageError as e:
-            raise SourceError(record.name, e.message,
-                              fix="review the record's source path and members") from e
+            raise SourceError(
+                record.name, e.message, fix="review the record's source path and members"
+            ) from e
 
     if record.is_tree and record.members is not None:
         sizes = dict(record.members.members)
@@ -164,4 +186,3 @@ def fetch(ctx: FetchContext, record: Record) -> None:
     if ctx.needs(record.digest):
         with open_member(base, record.digest.size) as stream:
             put_object(ctx, record, stream, record.digest)
-

@@ -83,20 +83,28 @@ class _Guarded:
             raise TransientError(f"connection failed after {self.read_so_far} bytes: {e}") from e
         if not n and self.read_so_far < self.cap:
             # A short body is a cut transfer as far as anyone can tell: worth another attempt.
-            raise TransientError(
-                f"connection closed after {self.read_so_far} of {self.cap} bytes")
+            raise TransientError(f"connection closed after {self.read_so_far} of {self.cap} bytes")
         self.read_so_far += n or 0
         return n or 0
 
 
-def fetch(ctx: FetchContext, record: Record, opener: Opener | None = None,
-          *, attempts: int = ATTEMPTS, backoff: float | None = None,
-          timeout: float = TIMEOUT_S) -> None:
+def fetch(
+    ctx: FetchContext,
+    record: Record,
+    opener: Opener | None = None,
+    *,
+    attempts: int = ATTEMPTS,
+    backoff: float | None = None,
+    timeout: float = TIMEOUT_S,
+) -> None:
     assert record.digest is not None
     pause = BACKOFF_S if backoff is None else backoff
     if record.is_tree:
-        raise SourceError(record.name, "a url source delivers one file, not a tree",
-                          fix="register the archive itself, or each file with its own url")
+        raise SourceError(
+            record.name,
+            "a url source delivers one file, not a tree",
+            fix="register the archive itself, or each file with its own url",
+        )
     if not ctx.needs(record.digest):
         return
     url = str(record.source.fields["url"])
@@ -121,5 +129,8 @@ def fetch(ctx: FetchContext, record: Record, opener: Opener | None = None,
                 time.sleep(pause * 2 ** (attempt - 1))
         except SourceFailure as e:
             raise SourceError(record.name, f"{url}: {e}") from e
-    raise SourceError(record.name, f"{url}: gave up after {attempts} attempts: {last}",
-                      fix=f"check the network, then: fixture-store fetch {record.name}")
+    raise SourceError(
+        record.name,
+        f"{url}: gave up after {attempts} attempts: {last}",
+        fix=f"check the network, then: fixture-store fetch {record.name}",
+    )

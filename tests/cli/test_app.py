@@ -39,11 +39,10 @@ def test_verify_json_is_machine_readable(project: Path, store: Store) -> None:
     assert {r["name"] for r in doc["results"]} == {"fam/a", "fam/case"}
 
 
-def test_a_tampered_object_exits_1_naming_artifact_and_digests(project: Path,
-                                                               store: Store) -> None:
+def test_a_tampered_object_exits_1_naming_artifact_and_digests(project: Path, store: Store) -> None:
     setup(project)
     expected = json.loads(run("show", "fam/a", "--json")[1])["digest"]
-    path = store.object_path(expected[len("sha256:"):])
+    path = store.object_path(expected[len("sha256:") :])
     os.chmod(path, 0o644)
     path.write_bytes(b"alphA" + b"alpha" * 99)
     code, out, err = run("verify", "--full")
@@ -55,7 +54,7 @@ def test_a_tampered_object_exits_1_naming_artifact_and_digests(project: Path,
 def test_missing_object_exits_1_with_the_fetch_command(project: Path, store: Store) -> None:
     setup(project)
     expected = json.loads(run("show", "fam/a", "--json")[1])["digest"]
-    store.remove(expected[len("sha256:"):])
+    store.remove(expected[len("sha256:") :])
     code, _, err = run("verify", "fam/a")
     assert code == 1 and "missing: fam/a" in err
 
@@ -86,8 +85,16 @@ def test_add_refuses_to_overwrite_a_record_silently(project: Path, store: Store)
 
 def test_add_with_a_branch_revision_is_refused(project: Path, store: Store) -> None:
     (project / "w.bin").write_bytes(b"w")
-    code, _, err = run("add", "w.bin", "--name", "fam/w", "--kind", "checkpoint",
-                       "--source", "hf://org/model@main/w.bin")
+    code, _, err = run(
+        "add",
+        "w.bin",
+        "--name",
+        "fam/w",
+        "--kind",
+        "checkpoint",
+        "--source",
+        "hf://org/model@main/w.bin",
+    )
     assert code == 2 and "'main' is a branch" in err
     assert not (project / "provenance" / "fam.json").exists()
 
@@ -148,16 +155,19 @@ def test_many_failures_are_summarised_not_flooded(project: Path, store: Store) -
     assert len(json.loads(run("verify", "--json")[1])["results"]) == 25
 
 
-def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path,
-                                                              store: Store) -> None:
+def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path, store: Store) -> None:
     from fixture_store import registry as registry_mod
     from fixture_store.verify import repair_command
 
     (project / "v.npy").write_bytes(b"v")
     assert run("add", "v.npy", "--name", "video/clip", "--kind", "video")[0] == 0
     fam = project / "provenance" / "video.json"
-    fam.write_text(fam.read_text().replace('"path": "v.npy",\n        "type": "local"',
-                                           '"stage": "video",\n        "type": "generator"'))
+    fam.write_text(
+        fam.read_text().replace(
+            '"path": "v.npy",\n        "type": "local"',
+            '"stage": "video",\n        "type": "generator"',
+        )
+    )
     record = registry_mod.load(project).get("video/clip")
     assert record.source.type == "generator"
     assert repair_command(record) == "fixture-store regenerate video --fetch"

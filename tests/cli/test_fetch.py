@@ -19,17 +19,25 @@ def project(tmp_path: Path) -> Path:
     (root / "data").mkdir(parents=True)
     for i in range(3):
         (root / "data" / f"{i}.bin").write_bytes(bytes([i]) * 100)
-    make_registry(root, {
-        f"loc/f{i}": file_record({"type": "local", "path": f"data/{i}.bin"}, bytes([i]) * 100)
-        for i in range(3)
-    } | {"other/hub": file_record(
-        {"type": "hub", "repo_id": "org/x", "revision": "a" * 40, "path": "w.bin"}, b"w")})
+    make_registry(
+        root,
+        {
+            f"loc/f{i}": file_record({"type": "local", "path": f"data/{i}.bin"}, bytes([i]) * 100)
+            for i in range(3)
+        }
+        | {
+            "other/hub": file_record(
+                {"type": "hub", "repo_id": "org/x", "revision": "a" * 40, "path": "w.bin"}, b"w"
+            )
+        },
+    )
     return root
 
 
 def run(project: Path, tmp_path: Path, *args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     return CliRunner().invoke(
-        main, ["--store", str(tmp_path / "store"), "--registry", str(project), *args], env=env)
+        main, ["--store", str(tmp_path / "store"), "--registry", str(project), *args], env=env
+    )
 
 
 def test_fetch_family_then_nothing_to_download_and_json(project: Path, tmp_path: Path) -> None:
@@ -43,8 +51,9 @@ def test_fetch_family_then_nothing_to_download_and_json(project: Path, tmp_path:
     assert [r["name"] for r in doc["results"]] == ["loc/f0", "loc/f1", "loc/f2"]
 
 
-def test_damaged_object_fails_full_verify_and_fetch_repairs_it(project: Path,
-                                                               tmp_path: Path) -> None:
+def test_damaged_object_fails_full_verify_and_fetch_repairs_it(
+    project: Path, tmp_path: Path
+) -> None:
     assert run(project, tmp_path, "fetch", "loc/*").exit_code == 0
     store = Store.at(tmp_path / "store")
     obj = next(p for _, p in store.iter_objects() if p.read_bytes() == bytes([1]) * 100)
@@ -80,12 +89,14 @@ def test_invalid_record_exits_2(project: Path, tmp_path: Path) -> None:
     assert "invalid-record: other/hub" in result.output
 
 
-def test_report_is_the_same_whether_fetched_or_already_present(project: Path,
-                                                               tmp_path: Path) -> None:
+def test_report_is_the_same_whether_fetched_or_already_present(
+    project: Path, tmp_path: Path
+) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     assert run(project, tmp_path, "fetch", "--family", "loc", "--report", str(first)).exit_code == 0
-    assert run(project, tmp_path, "fetch", "--family", "loc",
-               "--report", str(second)).exit_code == 0
+    assert (
+        run(project, tmp_path, "fetch", "--family", "loc", "--report", str(second)).exit_code == 0
+    )
     assert first.read_bytes() == second.read_bytes()
     doc = json.loads(first.read_text())
     assert doc["ok"] is True

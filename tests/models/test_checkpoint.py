@@ -29,13 +29,28 @@ def convert(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
     items = []
     for case in cases:
         tree, _ = trees.hash_folder(CASES / case)
-        items.append({"name": f"onnx-pytorch-converted/{case}", "path": str(CASES / case),
-                      "digest": tree.digest.text, "size": tree.digest.size})
+        items.append(
+            {
+                "name": f"onnx-pytorch-converted/{case}",
+                "path": str(CASES / case),
+                "digest": tree.digest.text,
+                "size": tree.digest.size,
+            }
+        )
     inputs = tmp_path / f"{out}-inputs.json"
     inputs.write_text(json.dumps(items))
-    subprocess.run([sys.executable, str(MODELS / "convert_checkpoint.py"), "--out",
-                    str(tmp_path / out), "--inputs", str(inputs)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(MODELS / "convert_checkpoint.py"),
+            "--out",
+            str(tmp_path / out),
+            "--inputs",
+            str(inputs),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return tmp_path / out
 
 
@@ -54,16 +69,17 @@ def test_archive_members_are_normalised(tmp_path: Path) -> None:
     assert lz4.frame.decompress((out / "test_Conv2d.tar.lz4").read_bytes()) == raw
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         members = tar.getmembers()
-    assert [m.name for m in members] == ["metadata.json", "tensors/bias.npy",
-                                         "tensors/weight.npy"]
+    assert [m.name for m in members] == ["metadata.json", "tensors/bias.npy", "tensors/weight.npy"]
     for m in members:
         assert (m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) == (0, 0, 0, "", "", 0o644)
     meta, tensors = ckpt.read((out / "test_Conv2d.tar.zst").read_bytes(), "zst")
     tree, _ = trees.hash_folder(CASES / "test_Conv2d")
     assert meta["parent"]["digest"] == tree.digest.text
     assert meta["converter"]["version"] == "1"
-    assert meta["module"] == {"type": "Conv2d", "config": {
-        "strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "groups": 1}}
+    assert meta["module"] == {
+        "type": "Conv2d",
+        "config": {"strides": [1, 1], "pads": [0, 0, 0, 0], "dilations": [1, 1], "groups": 1},
+    }
     assert set(meta["tensors"]) == {"weight", "bias"} and tensors["weight"].shape == (4, 3, 3, 2)
 
 
@@ -102,13 +118,15 @@ def test_jax_matches_pytorch_outputs(tmp_path: Path, case: str) -> None:
         t.ParseFromString((CASES / case / "test_data_set_0" / name).read_bytes())
         return numpy_helper.to_array(t)
 
-    y = np.asarray(jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"],
-                                     pb("input_0.pb")))
+    y = np.asarray(
+        jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"], pb("input_0.pb"))
+    )
     expected = pb("output_0.pb")
     assert y.shape == expected.shape and y.dtype == expected.dtype
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     # And it is a real computation: a perturbed weight no longer matches.
     state["weight"] = state["weight"] * np.float32(1.01)
-    y2 = np.asarray(jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"],
-                                      pb("input_0.pb")))
+    y2 = np.asarray(
+        jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"], pb("input_0.pb"))
+    )
     assert not np.allclose(y2, expected, rtol=1e-5, atol=1e-5)

@@ -15,8 +15,13 @@ from fixture_store.verify import verify_names
 from tests.support.fetchutil import online_env  # noqa: F401 - autouse
 
 PROJECT = Path(__file__).resolve().parents[2]
-FAMILIES = ("onnx-light", "onnx-node", "onnx-pytorch-converted", "onnx-pytorch-operator",
-            "onnx-simple")
+FAMILIES = (
+    "onnx-light",
+    "onnx-node",
+    "onnx-pytorch-converted",
+    "onnx-pytorch-operator",
+    "onnx-simple",
+)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,10 @@ def test_committed_corpus_registry_is_complete_and_valid() -> None:
     assert abs_case.kind == "onnx-case" and abs_case.license == "Apache-2.0"
     assert abs_case.source.fields["requirement"] == "onnx==1.22.0"
     assert set(dict(abs_case.members.members)) == {  # type: ignore[union-attr]
-        "model.onnx", "test_data_set_0/input_0.pb", "test_data_set_0/output_0.pb"}
+        "model.onnx",
+        "test_data_set_0/input_0.pb",
+        "test_data_set_0/output_0.pb",
+    }
     for family in FAMILIES:
         assert (PROJECT / "provenance" / f"{family}.json").stat().st_size < 5 * 2**20
 
@@ -56,9 +64,20 @@ def test_node_family_fetches_verifies_and_refetches_nothing(store: Store) -> Non
 @pytest.mark.network
 def test_generator_reproduces_the_committed_registry(store: Store, tmp_path: Path) -> None:
     (tmp_path / "provenance").mkdir()
-    subprocess.run([sys.executable, str(PROJECT / "models" / "onnx_corpus.py"),
-                    "--project", str(tmp_path), "--store", str(store.root)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [
+            sys.executable,
+            str(PROJECT / "models" / "onnx_corpus.py"),
+            "--project",
+            str(tmp_path),
+            "--store",
+            str(store.root),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     for family in FAMILIES:
         generated = (tmp_path / "provenance" / f"{family}.json").read_bytes()
         assert generated == (PROJECT / "provenance" / f"{family}.json").read_bytes(), family

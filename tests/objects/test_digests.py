@@ -51,8 +51,9 @@ def test_bad_size_is_refused(size: object) -> None:
 
 @pytest.mark.parametrize("size", [0, 5, digests.CHUNK, 3 * digests.CHUNK + 17])
 @pytest.mark.parametrize("read_ahead", [True, False])
-def test_both_digests_of_a_file_match_each_hash_alone(tmp_path, size: int,
-                                                      read_ahead: bool) -> None:
+def test_both_digests_of_a_file_match_each_hash_alone(
+    tmp_path, size: int, read_ahead: bool
+) -> None:
     import hashlib
     import os
 
@@ -75,8 +76,9 @@ def test_read_small_returns_whole_small_files_only(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("use_blake3,want_blake3", [(False, False), (True, False), (False, True)])
-def test_the_small_file_path_hashes_like_the_streaming_one(tmp_path, use_blake3: bool,
-                                                           want_blake3: bool) -> None:
+def test_the_small_file_path_hashes_like_the_streaming_one(
+    tmp_path, use_blake3: bool, want_blake3: bool
+) -> None:
     import os
 
     from fixture_store.verify import hash_path
@@ -87,4 +89,5 @@ def test_the_small_file_path_hashes_like_the_streaming_one(tmp_path, use_blake3:
     streamed = hash_path(str(path), use_blake3, want_blake3, small=False)
     assert fast == streamed
     assert (fast.sha256 is None) == use_blake3 and (fast.blake3 is None) == (
-        not use_blake3 and not want_blake3)
+        not use_blake3 and not want_blake3
+    )

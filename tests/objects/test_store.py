@@ -68,8 +68,9 @@ def test_iter_objects_ignores_stray_names(store: Store) -> None:
     assert [h for h, _ in store.iter_objects()] == [d.hex]
 
 
-def test_location_flag_then_env_then_user_cache(monkeypatch: pytest.MonkeyPatch,
-                                                tmp_path: Path) -> None:
+def test_location_flag_then_env_then_user_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "env"))
     assert default_root(str(tmp_path / "flag")) == tmp_path / "flag"
     assert default_root(None) == tmp_path / "env"

@@ -110,6 +110,7 @@ def test_a_failed_batch_sync_stores_nothing_and_says_so(
     import errno
 
     from fixture_store.objects import fsutil
+
     def failing_syncfs(_fd: int) -> int:
         ctypes.set_errno(errno.EIO)
         return -1
@@ -141,6 +142,7 @@ def test_a_batch_is_durable_before_any_object_is_visible(
     """DESIGN 4 for batches: the bytes are synced (one syncfs, or an fsync each) before the
     first rename, and the renames are synced before write_files returns."""
     from fixture_store.objects import fsutil
+
     store = Store.at(tmp_path / "store")
     seen: list[tuple[str, int]] = []
     real_sync_all, real_fsync = fsutil.SyncBatch.sync_all, fsutil.fsync_path
@@ -150,8 +152,9 @@ def test_a_batch_is_durable_before_any_object_is_visible(
         real_sync_all(self)
 
     def fsync_path(path: Path) -> None:
-        seen.append(("fsync " + ("folder" if path.is_dir() else "file"),
-                     len(list(store.iter_objects()))))
+        seen.append(
+            ("fsync " + ("folder" if path.is_dir() else "file"), len(list(store.iter_objects())))
+        )
         real_fsync(path)
 
     monkeypatch.setattr(fsutil.SyncBatch, "sync_all", sync_all)

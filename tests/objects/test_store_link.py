@@ -77,14 +77,16 @@ def test_a_file_on_another_filesystem_is_copied_and_named(project: Path, store: 
     try:
         link_target = project / "data" / "there.bin"
         link_target.symlink_to(elsewhere)
-        result = CliRunner().invoke(main, ["add", "data/there.bin", "--name", "fam/there",
-                                           "--kind", "fixture", "--link"])
+        result = CliRunner().invoke(
+            main, ["add", "data/there.bin", "--name", "fam/there", "--kind", "fixture", "--link"]
+        )
         assert result.exit_code == 0, result.stderr
         assert "1 file(s) copied, not linked" in result.stderr
         assert str(link_target) in result.stderr or "there.bin" in result.stderr
         assert os.stat(elsewhere).st_nlink == 1  # a copy, not a link
-        result = CliRunner().invoke(main, ["add", "data/here.bin", "--name", "fam/here",
-                                           "--kind", "fixture", "--link"])
+        result = CliRunner().invoke(
+            main, ["add", "data/here.bin", "--name", "fam/here", "--kind", "fixture", "--link"]
+        )
         assert result.exit_code == 0, result.stderr
         assert "copied, not linked" not in result.stderr
         assert os.stat(local).st_nlink == 2
@@ -92,14 +94,11 @@ def test_a_file_on_another_filesystem_is_copied_and_named(project: Path, store: 
         elsewhere.unlink()
 
 
-def test_an_in_place_edit_of_a_linked_file_is_caught_by_verify(
-    project: Path, store: Store
-) -> None:
+def test_an_in_place_edit_of_a_linked_file_is_caught_by_verify(project: Path, store: Store) -> None:
     (project / "data").mkdir()
     src = project / "data" / "w.bin"
     src.write_bytes(os.urandom(1 << 20))
-    ingest.add(store, registry_mod.load(project), src, name="fam/w", kind="checkpoint",
-               link=True)
+    ingest.add(store, registry_mod.load(project), src, name="fam/w", kind="checkpoint", link=True)
     reg = registry_mod.load(project)
     assert verify_names(store, reg, ["fam/w"])[0].status is Status.VERIFIED  # cache now warm
     os.chmod(src, 0o644)

@@ -13,8 +13,23 @@ D = digests.of_bytes(b"x")
 
 @pytest.mark.parametrize(
     "path",
-    ["/abs", "../up", "a/../b", "a/./b", "./a", "a//b", "a/", "", "a\\b", "C:x", "c:/x",
-     "a/\x00", "a/b\n", "a b", ".."],
+    [
+        "/abs",
+        "../up",
+        "a/../b",
+        "a/./b",
+        "./a",
+        "a//b",
+        "a/",
+        "",
+        "a\\b",
+        "C:x",
+        "c:/x",
+        "a/\x00",
+        "a/b\n",
+        "a b",
+        "..",
+    ],
 )
 def test_unsafe_member_paths_are_refused(path: str) -> None:
     with pytest.raises(TreePathError):

@@ -42,8 +42,7 @@ def _variant(project: Path, store: Store, case: str, suffix: str, change: object
     source = project / "variants" / f"{case}_{suffix}"
     shutil.copytree(NODE_DATA / case, source)
     _rewrite_output(source, change)
-    return register_case(project, store, case, name=f"onnx-node/{case}_{suffix}",
-                         source_dir=source)
+    return register_case(project, store, case, name=f"onnx-node/{case}_{suffix}", source_dir=source)
 
 
 def _reload(fixtures: Fixtures, project: Path) -> Fixtures:
@@ -58,8 +57,12 @@ def _perturbed_abs(
     fixtures = make_project(project, store, ("test_abs",))
     name = _variant(project, store, "test_abs", "perturbed", lambda a: a + np.float32(1))
     registry = registry_mod.load(project)
-    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
-                 known_failures=known_failures(name))
+    write_family(
+        registry,
+        "onnx-node",
+        registry.families["onnx-node"].records.values(),
+        known_failures=known_failures(name),
+    )
     return _reload(fixtures, project), name
 
 
@@ -67,21 +70,22 @@ def by(report: object, name: str, runtime: str) -> object:
     return next(r for r in report.results if r.name == name and r.runtime == runtime)  # type: ignore[attr-defined]
 
 
-def test_real_cases_pass_on_both_runtimes_in_worker_processes(project: Path,
-                                                              store: Store) -> None:
+def test_real_cases_pass_on_both_runtimes_in_worker_processes(project: Path, store: Store) -> None:
     fixtures = make_project(project, store)
     names = select_cases(fixtures, families=["onnx-node"])
     report = compare(fixtures, names, ["ort", "reference"], jobs=2)
     assert {(r.name, r.runtime): r.outcome for r in report.results} == {
-        (n, rt): Outcome.PASS for n in names for rt in ("ort", "reference")}
+        (n, rt): Outcome.PASS for n in names for rt in ("ort", "reference")
+    }
     assert report.exit_code == 0
     bf16 = by(report, "onnx-node/test_cast_FLOAT_to_BFLOAT16", "ort")
     # The bfloat16 output came back through the OrtValue bridge bit for bit.
     assert [str(a.outcome) for a in bf16.arrays] == ["bit-identical"]  # type: ignore[attr-defined]
 
 
-def test_perturbed_expected_output_is_a_mismatch_with_error_stats(project: Path,
-                                                                 store: Store) -> None:
+def test_perturbed_expected_output_is_a_mismatch_with_error_stats(
+    project: Path, store: Store
+) -> None:
     fixtures = make_project(project, store, ("test_abs",))
 
     def bump(a: np.ndarray) -> np.ndarray:
@@ -120,14 +124,16 @@ def test_record_tolerance_and_per_array_override_apply(project: Path, store: Sto
     raw["tolerance"] = {"metric": "allclose", "rtol": 1e-3, "per_array": {"y": {"rtol": 0.05}}}
     records[name] = registry_mod.parse_record(name, raw, file="t")
     write_family(registry, "onnx-node", records.values())
-    result = by(compare(_reload(fixtures, project), [name], ["reference"], jobs=0), name,
-                "reference")
+    result = by(
+        compare(_reload(fixtures, project), [name], ["reference"], jobs=0), name, "reference"
+    )
     assert result.outcome is Outcome.PASS
     assert result.arrays[0].tolerance.rtol == 0.05
 
 
 def test_tampered_case_is_refused_and_the_runtime_is_never_called(
-        project: Path, store: Store) -> None:
+    project: Path, store: Store
+) -> None:
     fixtures = make_project(project, store, ("test_abs", "test_add"))
     tamper(store, fixtures, "onnx-node/test_abs", "test_data_set_0/output_0.pb")
     tamper(store, fixtures, "onnx-node/test_add", "model.onnx")
@@ -137,16 +143,19 @@ def test_tampered_case_is_refused_and_the_runtime_is_never_called(
     names = ["onnx-node/test_abs", "onnx-node/test_add", "onnx-node/test_equal_string"]
     report = compare(_reload(fixtures, project), names, ["tests.support.spy_runtimes:spy"], jobs=2)
     outcomes = {r.name: r.outcome for r in report.results}
-    assert outcomes == {"onnx-node/test_abs": Outcome.REFUSED,
-                        "onnx-node/test_add": Outcome.REFUSED,
-                        "onnx-node/test_equal_string": Outcome.PASS}
+    assert outcomes == {
+        "onnx-node/test_abs": Outcome.REFUSED,
+        "onnx-node/test_add": Outcome.REFUSED,
+        "onnx-node/test_equal_string": Outcome.PASS,
+    }
     assert "mismatch" in by(report, "onnx-node/test_add", "tests.support.spy_runtimes:spy").detail
     # The worker's runtime entry point saw only the verified case.
     assert log.read_text().split() == ["onnx-node/test_equal_string"]
 
 
 def test_refused_in_process_never_reaches_the_runtime(
-        project: Path, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fixtures = make_project(project, store, ("test_abs",))
     tamper(store, fixtures, "onnx-node/test_abs", "model.onnx")
     calls: list[str] = []
@@ -162,11 +171,16 @@ def test_refused_in_process_never_reaches_the_runtime(
 
 
 def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
-        project: Path, store: Store) -> None:
-    fixtures, name = _perturbed_abs(project, store, lambda name: [
-        KnownFailure("ort", "onnx-node/test_abs_*", "expected output edited", "mismatch"),
-        KnownFailure("*", "onnx-node/test_abs", "stale entry: the case passes"),
-    ])
+    project: Path, store: Store
+) -> None:
+    fixtures, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [
+            KnownFailure("ort", "onnx-node/test_abs_*", "expected output edited", "mismatch"),
+            KnownFailure("*", "onnx-node/test_abs", "stale entry: the case passes"),
+        ],
+    )
     report = compare(fixtures, ["onnx-node/test_abs", name], ["ort", "reference"], jobs=0)
     known = by(report, name, "ort")
     assert known.outcome is Outcome.KNOWN_FAILURE
@@ -179,8 +193,9 @@ def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
 
 
 def test_known_failure_for_another_outcome_does_not_excuse(project: Path, store: Store) -> None:
-    fixtures, name = _perturbed_abs(project, store, lambda name: [
-        KnownFailure("ort", name, "ORT lacks it", "not-implemented")])
+    fixtures, name = _perturbed_abs(
+        project, store, lambda name: [KnownFailure("ort", name, "ORT lacks it", "not-implemented")]
+    )
     result = by(compare(fixtures, [name], ["ort"], jobs=0), name, "ort")
     assert result.outcome is Outcome.MISMATCH
     assert "registered as 'not-implemented'" in result.detail
@@ -191,12 +206,17 @@ EVERYWHERE = "locale-missing:C"  # never holds: the C locale always exists
 
 
 def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_nothing(
-        project: Path, store: Store) -> None:
-    fixtures, name = _perturbed_abs(project, store, lambda name: [
-        KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error", EVERYWHERE),
-        KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
-        KnownFailure("reference", name, "fails without a locale", "mismatch", NOWHERE),
-    ])
+    project: Path, store: Store
+) -> None:
+    fixtures, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [
+            KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error", EVERYWHERE),
+            KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
+            KnownFailure("reference", name, "fails without a locale", "mismatch", NOWHERE),
+        ],
+    )
 
     passing = compare(fixtures, ["onnx-node/test_abs"], ["ort"], jobs=0)
     result = by(passing, "onnx-node/test_abs", "ort")
@@ -205,8 +225,8 @@ def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_n
     assert result.inactive_condition == EVERYWHERE and "applies only where" in result.detail
     assert passing.exit_code == 0
     assert passing.to_json()["inactive_known_failures"] == [
-        {"name": "onnx-node/test_abs", "runtime": "ort", "outcome": "pass",
-         "condition": EVERYWHERE}]
+        {"name": "onnx-node/test_abs", "runtime": "ort", "outcome": "pass", "condition": EVERYWHERE}
+    ]
 
     failing = compare(fixtures, [name], ["ort", "reference"], jobs=0)
     inactive = by(failing, name, "ort")
@@ -223,25 +243,33 @@ def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_n
 
 @pytest.mark.slow
 def test_the_string_normalizer_entry_gives_the_same_exit_code_with_and_without_the_locale(
-        project: Path, store: Store, tmp_path: Path) -> None:
+    project: Path, store: Store, tmp_path: Path
+) -> None:
     locales = tmp_path / "locales"
     locales.mkdir()
     localedef = shutil.which("localedef")
-    built = localedef and subprocess.run([localedef, "-i", "en_US", "-f", "UTF-8",
-                                          str(locales / "en_US.UTF-8")],
-                                         capture_output=True, check=False)
+    built = localedef and subprocess.run(
+        [localedef, "-i", "en_US", "-f", "UTF-8", str(locales / "en_US.UTF-8")],
+        capture_output=True,
+        check=False,
+    )
     if not built or built.returncode > 1:  # 1 means warnings; the locale is still written
         pytest.skip("needs glibc's localedef with locale sources to build en_US.UTF-8 privately")
     case = "test_strnormalizer_export_monday_casesensintive_upper"
     make_project(project, store, (case,))
     # The project's own registry entry, as committed.
     repo = Path(__file__).resolve().parents[2]
-    entries = [k for k in registry_mod.load(repo).known_failures()
-               if k.matches("ort", f"onnx-node/{case}")]
+    entries = [
+        k for k in registry_mod.load(repo).known_failures() if k.matches("ort", f"onnx-node/{case}")
+    ]
     assert [k.condition for k in entries] == ["locale-missing:en_US.UTF-8"]
     registry = registry_mod.load(project)
-    write_family(registry, "onnx-node", registry.families["onnx-node"].records.values(),
-                 known_failures=entries)
+    write_family(
+        registry,
+        "onnx-node",
+        registry.families["onnx-node"].records.values(),
+        known_failures=entries,
+    )
 
     def run(locpath: Path | None) -> tuple[int, dict[str, Any]]:
         # A process of its own: the comparator's fork server keeps the environment it started
@@ -250,9 +278,25 @@ def test_the_string_normalizer_entry_gives_the_same_exit_code_with_and_without_t
         if locpath is not None:
             env["LOCPATH"] = str(locpath)
         proc = subprocess.run(
-            [sys.executable, "-m", "fixture_store.cli", "--store", str(store.root),
-             "--registry", str(project), "compare", f"onnx-node/{case}", "--runtime", "ort",
-             "--json"], env=env, capture_output=True, text=True, check=False)
+            [
+                sys.executable,
+                "-m",
+                "fixture_store.cli",
+                "--store",
+                str(store.root),
+                "--registry",
+                str(project),
+                "compare",
+                f"onnx-node/{case}",
+                "--runtime",
+                "ort",
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         return proc.returncode, json.loads(proc.stdout)["results"][0]
 
     code_here, here = run(None)
@@ -279,23 +323,27 @@ def test_a_crash_is_classified_and_the_run_goes_on(project: Path, store: Store) 
 
 def test_a_hang_times_out_and_the_run_goes_on(project: Path, store: Store) -> None:
     fixtures = make_project(project, store, ("test_abs", "test_add"))
-    report = compare(fixtures, ["onnx-node/test_abs", "onnx-node/test_add"],
-                     ["tests.support.spy_runtimes:hang"], jobs=1, timeout=3)
+    report = compare(
+        fixtures,
+        ["onnx-node/test_abs", "onnx-node/test_add"],
+        ["tests.support.spy_runtimes:hang"],
+        jobs=1,
+        timeout=3,
+    )
     outcomes = {r.name: r.outcome for r in report.results}
-    assert outcomes == {"onnx-node/test_abs": Outcome.TIMEOUT,
-                        "onnx-node/test_add": Outcome.PASS}
+    assert outcomes == {"onnx-node/test_abs": Outcome.TIMEOUT, "onnx-node/test_add": Outcome.PASS}
 
 
 def test_not_implemented_is_classified(project: Path, store: Store) -> None:
     fixtures = make_project(project, store, ("test_cast_FLOAT_to_FLOAT4E2M1",))
-    result = compare(fixtures, ["onnx-node/test_cast_FLOAT_to_FLOAT4E2M1"], ["ort"],
-                     jobs=0).results[0]
+    result = compare(
+        fixtures, ["onnx-node/test_cast_FLOAT_to_FLOAT4E2M1"], ["ort"], jobs=0
+    ).results[0]
     assert result.outcome is Outcome.NOT_IMPLEMENTED
     assert "Cast" in result.detail
 
 
-@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "int4", "uint4",
-                                   "float4_e2m1fn"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "int4", "uint4", "float4_e2m1fn"])
 def test_ortvalue_bridge_round_trips_ml_dtypes(dtype: str) -> None:
     import ml_dtypes
 
@@ -312,12 +360,12 @@ def test_cli_compare_json_and_html_report(project: Path, store: Store, tmp_path:
     fixtures = make_project(project, store, ("test_abs", "test_cast_FLOAT_to_FLOAT4E2M1"))
     del fixtures
     html = tmp_path / "report.html"
-    result = CliRunner().invoke(main, ["compare", "--family", "onnx-node", "--json",
-                                       "--report", str(html), "--jobs", "0"])
+    result = CliRunner().invoke(
+        main, ["compare", "--family", "onnx-node", "--json", "--report", str(html), "--jobs", "0"]
+    )
     assert result.exit_code == 1, result.output
     doc = json.loads(result.stdout)
-    assert doc["counts"] == {"ort": {"pass": 1, "not-implemented": 1},
-                             "reference": {"pass": 2}}
+    assert doc["counts"] == {"ort": {"pass": 1, "not-implemented": 1}, "reference": {"pass": 2}}
     page = html.read_text()
     assert "<script" not in page and "http" not in page
     assert ">Abs</td>" in page and ">Cast</td>" in page
@@ -325,15 +373,30 @@ def test_cli_compare_json_and_html_report(project: Path, store: Store, tmp_path:
 
 
 def test_cli_compare_files_for_dvc_are_stable_metrics_and_plot(
-        project: Path, store: Store, tmp_path: Path) -> None:
+    project: Path, store: Store, tmp_path: Path
+) -> None:
     make_project(project, store, ("test_abs", "test_cast_FLOAT_to_FLOAT4E2M1"))
     runs = []
     for i in range(2):
         out = tmp_path / f"run{i}"
-        result = CliRunner().invoke(main, [
-            "compare", "--family", "onnx-node", "--jobs", "0",
-            "--output", str(out / "compare.json"), "--report", str(out / "compare.html"),
-            "--metrics", str(out / "metrics.json"), "--plot", str(out / "ops.csv")])
+        result = CliRunner().invoke(
+            main,
+            [
+                "compare",
+                "--family",
+                "onnx-node",
+                "--jobs",
+                "0",
+                "--output",
+                str(out / "compare.json"),
+                "--report",
+                str(out / "compare.html"),
+                "--metrics",
+                str(out / "metrics.json"),
+                "--plot",
+                str(out / "ops.csv"),
+            ],
+        )
         assert result.exit_code == 1, result.output
         runs.append(out)
     for f in ("compare.json", "compare.html", "metrics.json", "ops.csv"):
@@ -342,9 +405,13 @@ def test_cli_compare_files_for_dvc_are_stable_metrics_and_plot(
     doc = json.loads((runs[0] / "compare.json").read_text())
     assert doc["wall_seconds"] == 0 and all(r["seconds"] == 0 for r in doc["results"])
     metrics = json.loads((runs[0] / "metrics.json").read_text())
-    assert metrics == {"ok": False, "cases": 2, "now_passing": 0, "inactive_known_failures": 0,
-                       "runtimes": {"ort": {"pass": 1, "not_implemented": 1},
-                                    "reference": {"pass": 2}}}
+    assert metrics == {
+        "ok": False,
+        "cases": 2,
+        "now_passing": 0,
+        "inactive_known_failures": 0,
+        "runtimes": {"ort": {"pass": 1, "not_implemented": 1}, "reference": {"pass": 2}},
+    }
     rows = (runs[0] / "ops.csv").read_text().splitlines()
     assert rows[0] == "key,operator,runtime,cases,passed,known_failure,failing,pass_rate"
     assert "Abs (ort),Abs,ort,1,1,0,0,1.0" in rows
@@ -359,8 +426,9 @@ def test_cli_compare_table_and_usage_errors(project: Path, store: Store) -> None
     unknown = CliRunner().invoke(main, ["compare", "onnx-node/test_nope"])
     assert unknown.exit_code == 2
     assert "no record" in unknown.stderr
-    bad_runtime = CliRunner().invoke(main, ["compare", "onnx-node/test_abs",
-                                            "--runtime", "tensorflow"])
+    bad_runtime = CliRunner().invoke(
+        main, ["compare", "onnx-node/test_abs", "--runtime", "tensorflow"]
+    )
     assert bad_runtime.exit_code == 2 and "unknown runtime" in bad_runtime.stderr
 
 
@@ -368,9 +436,12 @@ def test_select_cases_rejects_a_named_non_case(project: Path, store: Store) -> N
     fixtures = make_project(project, store, ("test_abs",))
     (project / "blob.bin").write_bytes(b"x")
     from fixture_store import ingest
-    ingest.add(store, fixtures.registry, project / "blob.bin", name="onnx-node/blob",
-               kind="fixture")
+
+    ingest.add(
+        store, fixtures.registry, project / "blob.bin", name="onnx-node/blob", kind="fixture"
+    )
     with pytest.raises(UsageError, match="onnx-case"):
         select_cases(_reload(fixtures, project), ["onnx-node/blob"])
     assert select_cases(_reload(fixtures, project), families=["onnx-node"]) == [
-        "onnx-node/test_abs"]
+        "onnx-node/test_abs"
+    ]

@@ -77,23 +77,31 @@ def _tar_cases(fmt: str) -> list[Case]:
     return [
         Case("absolute", fmt, z(_tar_with((tar_info("/tmp/evil", 4), b"evil"))), "absolute-path"),
         Case("dotdot", fmt, z(_tar_with((tar_info("../evil", 4), b"evil"))), "traversal"),
-        Case("dotdot-deep", fmt, z(_tar_with((tar_info("data/../../../evil", 4), b"evil"))),
-             "traversal"),
+        Case(
+            "dotdot-deep",
+            fmt,
+            z(_tar_with((tar_info("data/../../../evil", 4), b"evil"))),
+            "traversal",
+        ),
         Case("backslash", fmt, z(_tar_with((tar_info("..\\evil", 4), b"evil"))), "backslash"),
         Case("drive", fmt, z(_tar_with((tar_info("C:/evil", 4), b"evil"))), "drive-letter"),
         Case("bad-char", fmt, z(_tar_with((tar_info("a\nb", 4), b"evil"))), "member-path"),
         Case("long-name", fmt, z(_tar_with((tar_info("a" * 300, 4), b"evil"))), "member-path"),
         Case("sparse", fmt, z(_sparse_tar()), "sparse"),
-        Case("symlink", fmt,
-             z(_tar_with((tar_info("link", kind=tarfile.SYMTYPE, linkname="/etc/passwd"), b""))),
-             "symlink"),
-        Case("hardlink", fmt,
-             z(_tar_with((tar_info("hard", kind=tarfile.LNKTYPE, linkname="b.txt"), b""))),
-             "hardlink"),
-        Case("chardev", fmt, z(_tar_with((tar_info("dev", kind=tarfile.CHRTYPE), b""))),
-             "device"),
-        Case("blockdev", fmt, z(_tar_with((tar_info("blk", kind=tarfile.BLKTYPE), b""))),
-             "device"),
+        Case(
+            "symlink",
+            fmt,
+            z(_tar_with((tar_info("link", kind=tarfile.SYMTYPE, linkname="/etc/passwd"), b""))),
+            "symlink",
+        ),
+        Case(
+            "hardlink",
+            fmt,
+            z(_tar_with((tar_info("hard", kind=tarfile.LNKTYPE, linkname="b.txt"), b""))),
+            "hardlink",
+        ),
+        Case("chardev", fmt, z(_tar_with((tar_info("dev", kind=tarfile.CHRTYPE), b""))), "device"),
+        Case("blockdev", fmt, z(_tar_with((tar_info("blk", kind=tarfile.BLKTYPE), b""))), "device"),
         Case("fifo", fmt, z(_tar_with((tar_info("fifo", kind=tarfile.FIFOTYPE), b""))), "fifo"),
         Case("duplicate", fmt, z(_tar_with((tar_info("b.txt", 6), b"bravo\n"))), "duplicate"),
         Case("extra", fmt, z(_tar_with((tar_info("extra.bin", 3), b"xyz"))), "extra-member"),
@@ -104,20 +112,48 @@ def _tar_cases(fmt: str) -> list[Case]:
         Case("no-end-marker", fmt, z(good[: len(good.rstrip(b"\0")) + 511 & ~511]), "truncated"),
         Case("trailing-garbage", fmt, z(good + b"garbage"), "trailing-garbage"),
         Case("not-a-tar", fmt, z(b"\x01" * 4096), "corrupt"),
-        Case("member-count", fmt, z(good), "member-count",
-             profile=limits.tighten(DEFAULT, member_count=1)),
-        Case("member-bytes", fmt, z(good), "member-bytes",
-             profile=limits.tighten(DEFAULT, member_bytes=100)),
-        Case("expanded-bytes", fmt, z(regular_tar({"big.bin": bytes(2 * MiB)})),
-             "expanded-bytes", manifest(
-                 {"big.bin": bytes(2 * MiB)}), limits.tighten(DEFAULT, expanded_bytes=MiB)),
-        Case("archive-bytes", fmt, z(good), "archive-bytes",
-             profile=limits.tighten(DEFAULT, archive_bytes=100)),
-        *([Case("bomb-ratio", fmt, z(regular_tar(zeros)), "compression-ratio", manifest(zeros))]
-          if fmt != "tar" else []),
-        *([Case("truncated-stream", fmt, z(good)[:-6], "truncated"),
-           Case("garbage-after-frame", fmt, z(good) + b"\x00junk", "trailing-garbage")]
-          if fmt != "tar" else []),
+        Case(
+            "member-count",
+            fmt,
+            z(good),
+            "member-count",
+            profile=limits.tighten(DEFAULT, member_count=1),
+        ),
+        Case(
+            "member-bytes",
+            fmt,
+            z(good),
+            "member-bytes",
+            profile=limits.tighten(DEFAULT, member_bytes=100),
+        ),
+        Case(
+            "expanded-bytes",
+            fmt,
+            z(regular_tar({"big.bin": bytes(2 * MiB)})),
+            "expanded-bytes",
+            manifest({"big.bin": bytes(2 * MiB)}),
+            limits.tighten(DEFAULT, expanded_bytes=MiB),
+        ),
+        Case(
+            "archive-bytes",
+            fmt,
+            z(good),
+            "archive-bytes",
+            profile=limits.tighten(DEFAULT, archive_bytes=100),
+        ),
+        *(
+            [Case("bomb-ratio", fmt, z(regular_tar(zeros)), "compression-ratio", manifest(zeros))]
+            if fmt != "tar"
+            else []
+        ),
+        *(
+            [
+                Case("truncated-stream", fmt, z(good)[:-6], "truncated"),
+                Case("garbage-after-frame", fmt, z(good) + b"\x00junk", "trailing-garbage"),
+            ]
+            if fmt != "tar"
+            else []
+        ),
     ]
 
 
@@ -130,13 +166,18 @@ def _zip_cases() -> list[Case]:
     two = zip_bytes({"b.txt": GOOD["b.txt"], "c.txt": b"charlie"})
     overlap = patch(two, zip_central(two, "c.txt") + 42, "<I", zip_local(two, "b.txt"))
     lie = patch(good, zip_central(good, "b.txt") + 24, "<I", 60)
-    both_lie = patch(patch(lie, zip_local(good, "b.txt") + 22, "<I", 60),
-                     zip_central(good, "b.txt") + 20, "<I", 60)
+    both_lie = patch(
+        patch(lie, zip_local(good, "b.txt") + 22, "<I", 60),
+        zip_central(good, "b.txt") + 20,
+        "<I",
+        60,
+    )
     both_lie = patch(both_lie, zip_local(good, "b.txt") + 18, "<I", 60)
     body = zip_local(good, "b.txt") + 30 + len("b.txt")
     crc = good[:body] + b"X" + good[body + 1 :]
-    enc = patch(patch(good, zip_central(good, "b.txt") + 8, "<H", 1),
-                zip_local(good, "b.txt") + 6, "<H", 1)
+    enc = patch(
+        patch(good, zip_central(good, "b.txt") + 8, "<H", 1), zip_local(good, "b.txt") + 6, "<H", 1
+    )
     zeros = {"zeros.bin": bytes(8 * MiB)}
     buf = io.BytesIO()
     with warnings.catch_warnings(), zipfile.ZipFile(buf, "w") as zf:
@@ -158,21 +199,46 @@ def _zip_cases() -> list[Case]:
         Case("digest", "zip", zip_bytes({**GOOD, "b.txt": b"BRAVO\n"}), "member-digest"),
         Case("trailing-garbage", "zip", good + b"garbage", "trailing-garbage"),
         Case("prepended-data", "zip", b"#!/bin/sh\n" + good, "gap"),
-        Case("overlap", "zip", overlap, "overlap",
-             manifest({"b.txt": GOOD["b.txt"], "c.txt": b"charlie"})),
+        Case(
+            "overlap",
+            "zip",
+            overlap,
+            "overlap",
+            manifest({"b.txt": GOOD["b.txt"], "c.txt": b"charlie"}),
+        ),
         Case("size-lie-headers", "zip", lie, "size-lie"),
         Case("size-lie-content", "zip", both_lie, "size-lie"),
         Case("bad-crc", "zip", crc, "corrupt"),
         Case("encrypted", "zip", enc, "encrypted"),
         Case("method", "zip", zip_bytes(GOOD, method=zipfile.ZIP_BZIP2), "method"),
-        Case("bomb-ratio", "zip", zip_bytes(zeros, method=zipfile.ZIP_DEFLATED),
-             "compression-ratio", manifest(zeros)),
-        Case("expanded-bytes", "zip", zip_bytes(GOOD), "expanded-bytes",
-             profile=limits.tighten(DEFAULT, expanded_bytes=100)),
-        Case("member-count", "zip", zip_bytes(GOOD), "member-count",
-             profile=limits.tighten(DEFAULT, member_count=1)),
-        Case("archive-bytes", "zip", zip_bytes(GOOD), "archive-bytes",
-             profile=limits.tighten(DEFAULT, archive_bytes=100)),
+        Case(
+            "bomb-ratio",
+            "zip",
+            zip_bytes(zeros, method=zipfile.ZIP_DEFLATED),
+            "compression-ratio",
+            manifest(zeros),
+        ),
+        Case(
+            "expanded-bytes",
+            "zip",
+            zip_bytes(GOOD),
+            "expanded-bytes",
+            profile=limits.tighten(DEFAULT, expanded_bytes=100),
+        ),
+        Case(
+            "member-count",
+            "zip",
+            zip_bytes(GOOD),
+            "member-count",
+            profile=limits.tighten(DEFAULT, member_count=1),
+        ),
+        Case(
+            "archive-bytes",
+            "zip",
+            zip_bytes(GOOD),
+            "archive-bytes",
+            profile=limits.tighten(DEFAULT, archive_bytes=100),
+        ),
         Case("truncated", "zip", good[:-30], "corrupt"),
         Case("not-a-zip", "zip", b"PK" + b"\x00" * 100, "corrupt"),
     ]
@@ -188,14 +254,14 @@ def test_hostile_archive_is_refused_and_nothing_is_written(tmp_path: Path, case:
     store = Store.at(tmp_path / "a" / "b" / "store").ensure()
     before = files_under(tmp_path)
     with pytest.raises(UnsafeArchiveError) as info:
-        archives.extract(store, archive, case.manifest, case.profile,
-                         artifact=f"hostile/{case.name}")
+        archives.extract(
+            store, archive, case.manifest, case.profile, artifact=f"hostile/{case.name}"
+        )
     assert info.value.rule == case.rule, str(info.value)
     assert f"hostile/{case.name}" in str(info.value)
     assert files_under(tmp_path) == before
     assert list(store.tmp_dir.iterdir()) == []
-    assert not (store.root / "extracted").exists() or not any(
-        (store.root / "extracted").iterdir())
+    assert not (store.root / "extracted").exists() or not any((store.root / "extracted").iterdir())
     # The scanning reader refuses it the same way.
     with pytest.raises(UnsafeArchiveError) as again:
         archives.scan(archive, case.profile, case.manifest)
@@ -204,11 +270,31 @@ def test_hostile_archive_is_refused_and_nothing_is_written(tmp_path: Path, case:
 
 def test_every_documented_rule_has_a_case() -> None:
     rules = {c.rule for c in CASES}
-    for rule in ("absolute-path", "traversal", "sparse", "member-path", "backslash",
-                 "drive-letter", "symlink", "hardlink",
-                 "device", "fifo", "duplicate", "extra-member", "missing-member", "truncated",
-                 "trailing-garbage", "size-lie", "compression-ratio", "expanded-bytes",
-                 "member-count", "member-bytes", "archive-bytes", "overlap", "gap"):
+    for rule in (
+        "absolute-path",
+        "traversal",
+        "sparse",
+        "member-path",
+        "backslash",
+        "drive-letter",
+        "symlink",
+        "hardlink",
+        "device",
+        "fifo",
+        "duplicate",
+        "extra-member",
+        "missing-member",
+        "truncated",
+        "trailing-garbage",
+        "size-lie",
+        "compression-ratio",
+        "expanded-bytes",
+        "member-count",
+        "member-bytes",
+        "archive-bytes",
+        "overlap",
+        "gap",
+    ):
         assert rule in rules, rule
 
 
@@ -271,8 +357,9 @@ def test_tampered_extraction_is_detected_and_repaired(tmp_path: Path, tamper: st
         (folder.parent / archives.SENTINEL).write_text('{"format": "x"}')
     with pytest.raises(UnsafeArchiveError) as info:
         archives.check_extraction(store, archive, man, archive_digest=digest)
-    assert info.value.rule == ("extraction-sentinel" if tamper == "sentinel"
-                               else "extraction-tampered")
+    assert info.value.rule == (
+        "extraction-sentinel" if tamper == "sentinel" else "extraction-tampered"
+    )
     repaired = archives.extract(store, archive, man, archive_digest=digest)
     assert repaired == folder
     assert target.read_bytes() == GOOD["b.txt"]
@@ -297,8 +384,9 @@ def test_write_tar_is_byte_identical_and_normalised(tmp_path: Path, compression:
     suffix = {"none": ".tar", "lz4": ".tar.lz4", "zstd": ".tar.zst"}[compression]
     one = archives.write_tar(members, tmp_path / f"one{suffix}", compression)  # type: ignore[arg-type]
     os.utime(src, (12345, 12345))
-    two = archives.write_tar(dict(reversed(members.items())), tmp_path / f"two{suffix}",
-                             compression)  # type: ignore[arg-type]
+    two = archives.write_tar(
+        dict(reversed(members.items())), tmp_path / f"two{suffix}", compression
+    )  # type: ignore[arg-type]
     assert one == two
     expected = {"z/last.bin": b"z", "a.bin": b"a", "m/src.bin": b"from a file"}
     tree = archives.scan(tmp_path / f"one{suffix}", DEFAULT, manifest(expected))
@@ -307,15 +395,24 @@ def test_write_tar_is_byte_identical_and_normalised(tmp_path: Path, compression:
         with tarfile.open(tmp_path / "one.tar") as tf:
             infos = tf.getmembers()
         assert [i.name for i in infos] == sorted(expected)
-        assert all(i.mtime == 0 and i.uid == 0 and i.gid == 0 and i.mode == 0o644
-                   and i.uname == "" and i.gname == "" for i in infos)
+        assert all(
+            i.mtime == 0
+            and i.uid == 0
+            and i.gid == 0
+            and i.mode == 0o644
+            and i.uname == ""
+            and i.gname == ""
+            for i in infos
+        )
 
 
 # -- properties --------------------------------------------------------------------------------
-_NAMES = st.from_regex(r"[a-z0-9_][a-z0-9_.-]{0,8}(/[a-z0-9_][a-z0-9_.-]{0,8}){0,2}",
-                       fullmatch=True)
+_NAMES = st.from_regex(
+    r"[a-z0-9_][a-z0-9_.-]{0,8}(/[a-z0-9_][a-z0-9_.-]{0,8}){0,2}", fullmatch=True
+)
 _MEMBERS = st.dictionaries(_NAMES, st.binary(max_size=2000), min_size=1, max_size=6).filter(
-    lambda m: not any(a != b and b.startswith(a + "/") for a in m for b in m))
+    lambda m: not any(a != b and b.startswith(a + "/") for a in m for b in m)
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -337,7 +434,9 @@ def test_any_written_archive_scans_back_to_its_manifest(
 @settings(max_examples=60, deadline=None)
 @given(members=_MEMBERS, fmt=st.sampled_from(["tar.lz4", "tar.zst", "zip"]), data=st.data())
 def test_any_truncated_archive_is_refused(
-    tmp_path_factory: pytest.TempPathFactory, members: dict[str, bytes], fmt: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    members: dict[str, bytes],
+    fmt: str,
     data: st.DataObject,
 ) -> None:
     folder = tmp_path_factory.mktemp("trunc")

@@ -24,14 +24,20 @@ GOOD = {"data/a.bin": b"alpha" * 100, "b.txt": b"bravo\n"}
 def _project(tmp_path: Path, records: dict[str, dict[str, Any]]) -> registry_mod.Registry:
     (tmp_path / "provenance").mkdir(exist_ok=True)
     (tmp_path / "provenance" / "fam.json").write_text(
-        registry_mod.dumps({"format_version": 1, "records": records}))
+        registry_mod.dumps({"format_version": 1, "records": records})
+    )
     return registry_mod.load(tmp_path)
 
 
 def _record(store: Store, data: bytes, kind: str, **extra: Any) -> dict[str, Any]:
     d = store.put_bytes(data)
-    return {"kind": kind, "digest": d.text, "size": d.size,
-            "source": {"type": "local", "path": "x"}, **extra}
+    return {
+        "kind": kind,
+        "digest": d.text,
+        "size": d.size,
+        "source": {"type": "local", "path": "x"},
+        **extra,
+    }
 
 
 def _members(m: dict[str, bytes]) -> dict[str, Any]:
@@ -46,35 +52,52 @@ def _npy(arr: np.ndarray[Any, Any], *, pickle: bool = False) -> bytes:
 
 def test_archive_and_array_records_verify_or_are_unsafe(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
-    evil = tar_bytes([(tar_info(n, len(d)), d) for n, d in GOOD.items()]
-                     + [(tar_info("../evil", 4), b"evil")])
+    evil = tar_bytes(
+        [(tar_info(n, len(d)), d) for n, d in GOOD.items()] + [(tar_info("../evil", 4), b"evil")]
+    )
     npz = io.BytesIO()
     np.savez(npz, x=np.zeros((2, 3), np.float32))
     obj = np.empty(1, dtype=object)
     records = {
-        "fam/good-archive": _record(store, compress(regular_tar(GOOD), "tar.zst"), "archive",
-                                    members=_members(GOOD)),
+        "fam/good-archive": _record(
+            store, compress(regular_tar(GOOD), "tar.zst"), "archive", members=_members(GOOD)
+        ),
         "fam/evil-archive": _record(store, evil, "archive", members=_members(GOOD)),
-        "fam/extra-member": _record(store, compress(regular_tar({**GOOD, "c": b"c"}), "tar.lz4"),
-                                    "archive", members=_members(GOOD)),
+        "fam/extra-member": _record(
+            store,
+            compress(regular_tar({**GOOD, "c": b"c"}), "tar.lz4"),
+            "archive",
+            members=_members(GOOD),
+        ),
         "fam/no-manifest": _record(store, regular_tar(GOOD), "archive"),
-        "fam/good-npy": _record(store, _npy(np.arange(3)), "array",
-                                arrays={"a": {"dtype": "int64", "shape": [3]}}),
-        "fam/wrong-shape": _record(store, _npy(np.arange(3)), "array",
-                                   arrays={"a": {"dtype": "int64", "shape": [4]}}),
+        "fam/good-npy": _record(
+            store, _npy(np.arange(3)), "array", arrays={"a": {"dtype": "int64", "shape": [3]}}
+        ),
+        "fam/wrong-shape": _record(
+            store, _npy(np.arange(3)), "array", arrays={"a": {"dtype": "int64", "shape": [4]}}
+        ),
         "fam/pickle": _record(store, _npy(obj, pickle=True), "array"),
-        "fam/good-npz": _record(store, npz.getvalue(), "array", profile="1GiB",
-                                arrays={"x": {"dtype": "float32", "shape": [2, 3]}}),
+        "fam/good-npz": _record(
+            store,
+            npz.getvalue(),
+            "array",
+            profile="1GiB",
+            arrays={"x": {"dtype": "float32", "shape": [2, 3]}},
+        ),
     }
     registry = _project(tmp_path, records)
     assert not dict(registry.invalid())
     results = {r.name: r for r in verify_names(store, registry, registry.names(), workers=1)}
     status = {n: r.status for n, r in results.items()}
     assert status == {
-        "fam/good-archive": Status.VERIFIED, "fam/evil-archive": Status.UNSAFE,
-        "fam/extra-member": Status.UNSAFE, "fam/no-manifest": Status.UNSAFE,
-        "fam/good-npy": Status.VERIFIED, "fam/wrong-shape": Status.UNSAFE,
-        "fam/pickle": Status.UNSAFE, "fam/good-npz": Status.VERIFIED,
+        "fam/good-archive": Status.VERIFIED,
+        "fam/evil-archive": Status.UNSAFE,
+        "fam/extra-member": Status.UNSAFE,
+        "fam/no-manifest": Status.UNSAFE,
+        "fam/good-npy": Status.VERIFIED,
+        "fam/wrong-shape": Status.UNSAFE,
+        "fam/pickle": Status.UNSAFE,
+        "fam/good-npz": Status.VERIFIED,
     }
     assert "[traversal]" in results["fam/evil-archive"].message
     assert "[extra-member]" in results["fam/extra-member"].message
@@ -92,8 +115,9 @@ def test_archive_and_array_records_verify_or_are_unsafe(tmp_path: Path) -> None:
 def test_a_forged_pass_marker_does_not_survive_full_verification(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
     evil = regular_tar({**GOOD, "extra": b"x"})
-    registry = _project(tmp_path, {"fam/a": _record(store, evil, "archive",
-                                                    members=_members(GOOD))})
+    registry = _project(
+        tmp_path, {"fam/a": _record(store, evil, "archive", members=_members(GOOD))}
+    )
     record = registry.get("fam/a")
     assert content.check(store, record) is not None
     marker = content._marker(store, record)
@@ -107,21 +131,24 @@ def test_a_forged_pass_marker_does_not_survive_full_verification(tmp_path: Path)
 def test_a_pass_is_remembered_per_digest_manifest_and_profile(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
     data = regular_tar(GOOD)
-    registry = _project(tmp_path, {"fam/a": _record(store, data, "archive",
-                                                    members=_members(GOOD))})
+    registry = _project(
+        tmp_path, {"fam/a": _record(store, data, "archive", members=_members(GOOD))}
+    )
     record = registry.get("fam/a")
     assert content.check(store, record) is None
     assert content._marker(store, record).exists()
-    other = _project(tmp_path, {"fam/a": _record(store, data, "archive", profile="1GiB",
-                                                 members=_members(GOOD))}).get("fam/a")
+    other = _project(
+        tmp_path, {"fam/a": _record(store, data, "archive", profile="1GiB", members=_members(GOOD))}
+    ).get("fam/a")
     assert content._marker(store, other) != content._marker(store, record)
 
 
 def test_archive_record_digest_is_the_archives_not_the_manifests(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
     data = regular_tar(GOOD)
-    registry = _project(tmp_path, {"fam/a": _record(store, data, "archive",
-                                                    members=_members(GOOD))})
+    registry = _project(
+        tmp_path, {"fam/a": _record(store, data, "archive", members=_members(GOOD))}
+    )
     record = registry.get("fam/a")
     assert record.digest == digests.of_bytes(data)
     assert not record.is_tree
@@ -135,10 +162,13 @@ def test_cli_verify_reports_unsafe_with_its_rule_and_exit_code_1(tmp_path: Path)
 
     store = Store.at(tmp_path / "store")
     evil = tar_bytes([(tar_info("b.txt", 6), b"bravo\n"), (tar_info("../evil", 4), b"evil")])
-    _project(tmp_path, {"fam/w": _record(store, evil, "archive",
-                                         members=_members({"b.txt": b"bravo\n"}))})
-    result = CliRunner().invoke(main, ["--store", str(store.root), "--registry", str(tmp_path),
-                                       "verify", "fam/w"])
+    _project(
+        tmp_path,
+        {"fam/w": _record(store, evil, "archive", members=_members({"b.txt": b"bravo\n"}))},
+    )
+    result = CliRunner().invoke(
+        main, ["--store", str(store.root), "--registry", str(tmp_path), "verify", "fam/w"]
+    )
     assert result.exit_code == 1
     assert "[traversal]" in result.output
     assert "fam/w: fam/w" not in result.output
@@ -146,8 +176,9 @@ def test_cli_verify_reports_unsafe_with_its_rule_and_exit_code_1(tmp_path: Path)
 
 def test_a_caller_may_tighten_the_records_profile_but_not_loosen_it(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
-    registry = _project(tmp_path, {"fam/a": _record(store, regular_tar(GOOD), "archive",
-                                                    members=_members(GOOD))})
+    registry = _project(
+        tmp_path, {"fam/a": _record(store, regular_tar(GOOD), "archive", members=_members(GOOD))}
+    )
     record = registry.get("fam/a")
     assert content.check(store, record) is None
     tight = content.check(store, record, tighten={"member_bytes": 100})
@@ -164,9 +195,18 @@ def test_an_archive_record_is_fetched_as_one_object_not_a_tree(tmp_path: Path) -
     data = compress(regular_tar(GOOD), "tar.zst")
     (tmp_path / "w.tar.zst").write_bytes(data)
     d = digests.of_bytes(data)
-    registry = _project(tmp_path, {"fam/w": {
-        "kind": "archive", "digest": d.text, "size": d.size, "members": _members(GOOD),
-        "source": {"type": "local", "path": "w.tar.zst"}}})
+    registry = _project(
+        tmp_path,
+        {
+            "fam/w": {
+                "kind": "archive",
+                "digest": d.text,
+                "size": d.size,
+                "members": _members(GOOD),
+                "source": {"type": "local", "path": "w.tar.zst"},
+            }
+        },
+    )
     store = Store.at(tmp_path / "store")
     fetch_record(FetchContext(store, tmp_path), registry.get("fam/w"))
     assert [h for h, _ in store.iter_objects()] == [d.hex]

@@ -22,6 +22,7 @@ def test_seeds_are_accepted(tmp_path: Path, target: str) -> None:
     # The fuzz seeds are valid inputs: the mutations start from something the reader accepts.
     from fixture_store.readers import archives
     from fixture_store.readers import npy as arrays
+
     for data in SEEDS[target]:
         if target == "npy":
             import io
@@ -34,8 +35,11 @@ def test_seeds_are_accepted(tmp_path: Path, target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@settings(max_examples=FAST_EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=FAST_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(seed_index=st.integers(0, 2), rng_seed=st.integers(0, 2**32 - 1))
 def test_mutated_inputs_raise_only_typed_errors(
     tmp_path: Path, target: str, seed_index: int, rng_seed: int
@@ -46,8 +50,11 @@ def test_mutated_inputs_raise_only_typed_errors(
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@settings(max_examples=FAST_EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=FAST_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(data=st.binary(max_size=4096))
 def test_arbitrary_bytes_raise_only_typed_errors(tmp_path: Path, target: str, data: bytes) -> None:
     fuzzing.targets(tmp_path)[target](data)

@@ -34,33 +34,56 @@ NPY_CASES: list[tuple[str, bytes, str, limits.Limits]] = [
     ("bad-magic", b"\x93NUMPX\x01\x00" + b"\0" * 70, "npy-magic", DEFAULT),
     ("version-4", npy_bytes(header(), b"\0" * 8, version=(4, 0)), "npy-version", DEFAULT),
     ("version-0", npy_bytes(header(), b"\0" * 8, version=(0, 9)), "npy-version", DEFAULT),
-    ("header-too-large", npy_bytes(header() + " " * 200, b"\0" * 8), "npy-header-size",
-     TIGHT_HEADER),
+    (
+        "header-too-large",
+        npy_bytes(header() + " " * 200, b"\0" * 8),
+        "npy-header-size",
+        TIGHT_HEADER,
+    ),
     ("header-code", npy_bytes("__import__('os').system('true')"), "npy-header", DEFAULT),
     ("header-not-dict", npy_bytes("('<f4', False, (2,))"), "npy-header", DEFAULT),
-    ("header-extra-key",
-     npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", b"\0" * 8),
-     "npy-header", DEFAULT),
-    ("header-missing-key", npy_bytes("{'descr': '<f4', 'shape': (2,)}", b"\0" * 8),
-     "npy-header", DEFAULT),
+    (
+        "header-extra-key",
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", b"\0" * 8),
+        "npy-header",
+        DEFAULT,
+    ),
+    (
+        "header-missing-key",
+        npy_bytes("{'descr': '<f4', 'shape': (2,)}", b"\0" * 8),
+        "npy-header",
+        DEFAULT,
+    ),
     ("header-nested", npy_bytes("(" * 300 + ")" * 300), "npy-header", DEFAULT),
     ("fortran-not-bool", npy_bytes(header(fortran="1"), b"\0" * 8), "npy-header", DEFAULT),
     ("shape-not-ints", npy_bytes(header(shape="(2.0,)"), b"\0" * 8), "npy-header", DEFAULT),
     ("shape-negative", npy_bytes(header(shape="(-2,)")), "npy-header", DEFAULT),
     ("object-dtype", npy_bytes(header(descr="'|O'"), b"\0" * 16), "npy-object", DEFAULT),
-    ("structured-dtype", npy_bytes(header(descr="[('a', '<f4'), ('b', '|O')]"), b"\0" * 24),
-     "npy-dtype", DEFAULT),
+    (
+        "structured-dtype",
+        npy_bytes(header(descr="[('a', '<f4'), ('b', '|O')]"), b"\0" * 24),
+        "npy-dtype",
+        DEFAULT,
+    ),
     ("structured-string", npy_bytes(header(descr="'f4,f4'"), b"\0" * 16), "npy-dtype", DEFAULT),
     ("subarray-dtype", npy_bytes(header(descr="'(2,)<f4'"), b"\0" * 16), "npy-dtype", DEFAULT),
     ("void-dtype", npy_bytes(header(descr="'|V8'"), b"\0" * 16), "npy-dtype", DEFAULT),
     ("unknown-dtype", npy_bytes(header(descr="'<q99'"), b"\0" * 16), "npy-dtype", DEFAULT),
     ("deprecated-dtype", npy_bytes(header(descr="'|a2'"), b"\0" * 4), "npy-dtype", DEFAULT),
     ("rank-9", npy_bytes(header(shape="(" + "1," * 9 + ")"), b"\0" * 4), "tensor-rank", DEFAULT),
-    ("dimension", npy_bytes(header(shape="(65537,)"), b"\0" * 4 * 65537), "tensor-dimension",
-     DEFAULT),
+    (
+        "dimension",
+        npy_bytes(header(shape="(65537,)"), b"\0" * 4 * 65537),
+        "tensor-dimension",
+        DEFAULT,
+    ),
     # 32 GiB declared: refused from the header alone, nothing allocated.
-    ("tensor-bytes", npy_bytes(header(descr="'<f8'", shape="(65536, 65536)")), "tensor-bytes",
-     DEFAULT),
+    (
+        "tensor-bytes",
+        npy_bytes(header(descr="'<f8'", shape="(65536, 65536)")),
+        "tensor-bytes",
+        DEFAULT,
+    ),
     ("truncated-header", npy_bytes(header(), b"", header_len=500), "truncated", DEFAULT),
     ("truncated-payload", npy_bytes(header(shape="(4,)"), b"\0" * 15), "truncated", DEFAULT),
     ("trailing-data", npy_bytes(header(shape="(4,)"), b"\0" * 17), "trailing-data", DEFAULT),
@@ -68,8 +91,9 @@ NPY_CASES: list[tuple[str, bytes, str, limits.Limits]] = [
 ]
 
 
-@pytest.mark.parametrize(("case", "data", "rule", "profile"), NPY_CASES,
-                         ids=[c[0] for c in NPY_CASES])
+@pytest.mark.parametrize(
+    ("case", "data", "rule", "profile"), NPY_CASES, ids=[c[0] for c in NPY_CASES]
+)
 def test_hostile_npy_is_refused_from_a_file(
     tmp_path: Path, case: str, data: bytes, rule: str, profile: limits.Limits
 ) -> None:
@@ -82,8 +106,9 @@ def test_hostile_npy_is_refused_from_a_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
-@pytest.mark.parametrize(("case", "data", "rule", "profile"), NPY_CASES,
-                         ids=[c[0] for c in NPY_CASES])
+@pytest.mark.parametrize(
+    ("case", "data", "rule", "profile"), NPY_CASES, ids=[c[0] for c in NPY_CASES]
+)
 def test_hostile_npy_is_refused_from_a_stream(
     case: str, data: bytes, rule: str, profile: limits.Limits
 ) -> None:
@@ -135,12 +160,15 @@ def test_versions_1_to_3_are_read(version: tuple[int, int]) -> None:
     np.testing.assert_array_equal(arrays.read_npy(io.BytesIO(data)), [1, 2, 3])
 
 
-@pytest.mark.parametrize(("spec", "rule"), [
-    ({"dtype": "float64", "shape": [2, 2]}, "manifest-dtype"),
-    ({"dtype": "float32", "shape": [4]}, "manifest-shape"),
-    ({"dtype": "float32", "shape": [2, 2, 1]}, "manifest-shape"),
-    ({"dtype": "no-such-type", "shape": [2, 2]}, "manifest"),
-])
+@pytest.mark.parametrize(
+    ("spec", "rule"),
+    [
+        ({"dtype": "float64", "shape": [2, 2]}, "manifest-dtype"),
+        ({"dtype": "float32", "shape": [4]}, "manifest-shape"),
+        ({"dtype": "float32", "shape": [2, 2, 1]}, "manifest-shape"),
+        ({"dtype": "no-such-type", "shape": [2, 2]}, "manifest"),
+    ],
+)
 def test_expected_dtype_and_shape_are_exact(
     tmp_path: Path, spec: dict[str, Any], rule: str
 ) -> None:
@@ -162,38 +190,77 @@ def _npz(path: Path, members: dict[str, bytes], method: int = zipfile.ZIP_STORED
 def test_npz_round_trip_with_manifest(tmp_path: Path) -> None:
     path = tmp_path / "a.npz"
     np.savez_compressed(path, x=np.ones((2, 3), np.float32), y=np.arange(4))
-    manifest = {"x": {"dtype": "float32", "shape": [2, 3]},
-                "y": {"dtype": "int64", "shape": [4]}}
+    manifest = {"x": {"dtype": "float32", "shape": [2, 3]}, "y": {"dtype": "int64", "shape": [4]}}
     got = arrays.read_npz(path, manifest=manifest)
     assert sorted(got) == ["x", "y"]
     np.testing.assert_array_equal(got["y"], np.arange(4))
 
 
 NPZ_CASES: list[tuple[str, dict[str, bytes], str, limits.Limits, Any]] = [
-    ("tensor-count", {f"a{i}.npy": _npy(np.zeros(1)) for i in range(3)}, "tensor-count",
-     limits.tighten(DEFAULT, tensor_count=2), None),
-    ("total-array-bytes", {"a.npy": _npy(np.zeros(100)), "b.npy": _npy(np.zeros(100))},
-     "total-array-bytes", limits.tighten(DEFAULT, total_array_bytes=1000), None),
-    ("not-npy-member", {"a.npy": _npy(np.zeros(1)), "notes.txt": b"hi"}, "npz-member",
-     DEFAULT, None),
+    (
+        "tensor-count",
+        {f"a{i}.npy": _npy(np.zeros(1)) for i in range(3)},
+        "tensor-count",
+        limits.tighten(DEFAULT, tensor_count=2),
+        None,
+    ),
+    (
+        "total-array-bytes",
+        {"a.npy": _npy(np.zeros(100)), "b.npy": _npy(np.zeros(100))},
+        "total-array-bytes",
+        limits.tighten(DEFAULT, total_array_bytes=1000),
+        None,
+    ),
+    (
+        "not-npy-member",
+        {"a.npy": _npy(np.zeros(1)), "notes.txt": b"hi"},
+        "npz-member",
+        DEFAULT,
+        None,
+    ),
     ("nested-member", {"sub/a.npy": _npy(np.zeros(1))}, "npz-member", DEFAULT, None),
-    ("object-member", {"a.npy": npy_bytes(header(descr="'|O'"), b"\0" * 16)}, "npy-object",
-     DEFAULT, None),
+    (
+        "object-member",
+        {"a.npy": npy_bytes(header(descr="'|O'"), b"\0" * 16)},
+        "npy-object",
+        DEFAULT,
+        None,
+    ),
     ("trailing-in-member", {"a.npy": _npy(np.zeros(2)) + b"x"}, "trailing-data", DEFAULT, None),
     ("truncated-member", {"a.npy": _npy(np.zeros(2))[:-1]}, "truncated", DEFAULT, None),
-    ("manifest-extra", {"a.npy": _npy(np.zeros(1)), "b.npy": _npy(np.zeros(1))},
-     "manifest-extra", DEFAULT, {"a": {"dtype": "float64", "shape": [1]}}),
-    ("manifest-missing", {"a.npy": _npy(np.zeros(1))}, "manifest-missing", DEFAULT,
-     {"a": {"dtype": "float64", "shape": [1]}, "b": {"dtype": "float64", "shape": [1]}}),
-    ("manifest-shape", {"a.npy": _npy(np.zeros(1))}, "manifest-shape", DEFAULT,
-     {"a": {"dtype": "float64", "shape": [2]}}),
+    (
+        "manifest-extra",
+        {"a.npy": _npy(np.zeros(1)), "b.npy": _npy(np.zeros(1))},
+        "manifest-extra",
+        DEFAULT,
+        {"a": {"dtype": "float64", "shape": [1]}},
+    ),
+    (
+        "manifest-missing",
+        {"a.npy": _npy(np.zeros(1))},
+        "manifest-missing",
+        DEFAULT,
+        {"a": {"dtype": "float64", "shape": [1]}, "b": {"dtype": "float64", "shape": [1]}},
+    ),
+    (
+        "manifest-shape",
+        {"a.npy": _npy(np.zeros(1))},
+        "manifest-shape",
+        DEFAULT,
+        {"a": {"dtype": "float64", "shape": [2]}},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("case", "members", "rule", "profile", "manifest"), NPZ_CASES,
-                         ids=[c[0] for c in NPZ_CASES])
+@pytest.mark.parametrize(
+    ("case", "members", "rule", "profile", "manifest"), NPZ_CASES, ids=[c[0] for c in NPZ_CASES]
+)
 def test_hostile_npz_is_refused(
-    tmp_path: Path, case: str, members: dict[str, bytes], rule: str, profile: limits.Limits,
+    tmp_path: Path,
+    case: str,
+    members: dict[str, bytes],
+    rule: str,
+    profile: limits.Limits,
     manifest: Any,
 ) -> None:
     path = _npz(tmp_path / f"{case}.npz", members)
@@ -204,14 +271,17 @@ def test_hostile_npz_is_refused(
 
 
 # -- metadata JSON -----------------------------------------------------------------------------
-@pytest.mark.parametrize(("data", "rule"), [
-    (b'{"a": 1, "a": 2}', "metadata-duplicate-key"),
-    (b'{"outer": {"k": 1, "k": 1}}', "metadata-duplicate-key"),
-    (b'{"a": NaN}', "metadata-json"),
-    (b'{"a": ', "metadata-json"),
-    (b'\xff\xfe{}', "metadata-json"),
-    (b"[" * 100_000 + b"]" * 100_000, "metadata-size"),
-])
+@pytest.mark.parametrize(
+    ("data", "rule"),
+    [
+        (b'{"a": 1, "a": 2}', "metadata-duplicate-key"),
+        (b'{"outer": {"k": 1, "k": 1}}', "metadata-duplicate-key"),
+        (b'{"a": NaN}', "metadata-json"),
+        (b'{"a": ', "metadata-json"),
+        (b"\xff\xfe{}", "metadata-json"),
+        (b"[" * 100_000 + b"]" * 100_000, "metadata-size"),
+    ],
+)
 def test_hostile_metadata_is_refused(tmp_path: Path, data: bytes, rule: str) -> None:
     with pytest.raises(UnsafeArrayError) as info:
         arrays.read_metadata(data, limits.tighten(DEFAULT, metadata_bytes=64 * 1024))
@@ -225,22 +295,32 @@ def test_hostile_metadata_is_refused(tmp_path: Path, data: bytes, rule: str) -> 
 
 def test_metadata_within_limits_is_parsed() -> None:
     assert arrays.read_metadata(b'{"b": [1, 2], "a": {"c": null}}') == {
-        "b": [1, 2], "a": {"c": None}}
+        "b": [1, 2],
+        "a": {"c": None},
+    }
 
 
 def test_deeply_nested_metadata_is_a_typed_error() -> None:
     with pytest.raises(UnsafeArrayError) as info:
-        arrays.read_metadata(b"[" * 200_000 + b"]" * 200_000,
-                             limits.tighten(DEFAULT, metadata_bytes=1 << 20)
-                             if DEFAULT.metadata_bytes > 1 << 20 else DEFAULT)
+        arrays.read_metadata(
+            b"[" * 200_000 + b"]" * 200_000,
+            limits.tighten(DEFAULT, metadata_bytes=1 << 20)
+            if DEFAULT.metadata_bytes > 1 << 20
+            else DEFAULT,
+        )
     assert info.value.rule in {"metadata-json", "metadata-size"}
 
 
 # -- properties --------------------------------------------------------------------------------
-_PLAIN = st.one_of(hnp.integer_dtypes(), hnp.unsigned_integer_dtypes(), hnp.floating_dtypes(),
-                   hnp.complex_number_dtypes(), hnp.boolean_dtypes(),
-                   hnp.byte_string_dtypes(min_len=1, max_len=4),
-                   hnp.unicode_string_dtypes(min_len=1, max_len=4))
+_PLAIN = st.one_of(
+    hnp.integer_dtypes(),
+    hnp.unsigned_integer_dtypes(),
+    hnp.floating_dtypes(),
+    hnp.complex_number_dtypes(),
+    hnp.boolean_dtypes(),
+    hnp.byte_string_dtypes(min_len=1, max_len=4),
+    hnp.unicode_string_dtypes(min_len=1, max_len=4),
+)
 _ARRAYS = hnp.arrays(_PLAIN, hnp.array_shapes(min_dims=0, max_dims=4, max_side=5))
 
 
@@ -249,8 +329,9 @@ _ARRAYS = hnp.arrays(_PLAIN, hnp.array_shapes(min_dims=0, max_dims=4, max_side=5
 def test_any_plain_array_round_trips(arr: np.ndarray[Any, Any], fortran: bool) -> None:
     if fortran:
         arr = np.asfortranarray(arr)
-    got = arrays.read_npy(io.BytesIO(_npy(arr)),
-                          expected={"dtype": arr.dtype.str, "shape": list(arr.shape)})
+    got = arrays.read_npy(
+        io.BytesIO(_npy(arr)), expected={"dtype": arr.dtype.str, "shape": list(arr.shape)}
+    )
     assert got.dtype == arr.dtype and got.shape == arr.shape
     np.testing.assert_array_equal(got, arr)
 

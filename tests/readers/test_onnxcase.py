@@ -15,11 +15,12 @@ from tests.support.onnx_helpers import NODE_DATA, make_project, register_case, t
 
 
 def test_loads_tensors_sequences_optionals_and_strings_from_a_verified_tree(
-        project: Path, store: Store) -> None:
+    project: Path, store: Store
+) -> None:
     fixtures = make_project(project, store)
     abs_case = load_verified(fixtures, "onnx-node/test_abs")
     assert abs_case.operators == ("Abs",)
-    (name, x), = abs_case.datasets[0].inputs
+    ((name, x),) = abs_case.datasets[0].inputs
     assert name == "x" and x.dtype == np.float32 and x.shape == (3, 4, 5)
     assert abs_case.model_path.parent == fixtures.tree("onnx-node/test_abs")
 
@@ -44,6 +45,7 @@ def test_a_non_case_artifact_is_a_usage_error(project: Path, store: Store) -> No
     fixtures = make_project(project, store, ("test_abs",))
     from fixture_store import ingest
     from fixture_store import registry as registry_mod
+
     (project / "blob.bin").write_bytes(b"x")
     ingest.add(store, fixtures.registry, project / "blob.bin", name="misc/blob", kind="fixture")
     fixtures = type(fixtures)(store, registry_mod.load(project))
@@ -60,15 +62,17 @@ def _model_with_external_data(folder: Path, location: str) -> None:
     weight.external_data.add(key="offset", value="0")
     weight.external_data.add(key="length", value="16")
     graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [weight])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+        [weight],
+    )
     onnx.save(helper.make_model(graph), str(folder / "model.onnx"))
 
 
 @pytest.mark.parametrize("location", ["../outside.bin", "/etc/passwd", "absent.bin"])
-def test_external_data_must_resolve_inside_the_verified_tree(tmp_path: Path,
-                                                             location: str) -> None:
+def test_external_data_must_resolve_inside_the_verified_tree(tmp_path: Path, location: str) -> None:
     case = tmp_path / "case"
     _model_with_external_data(case, location)
     (tmp_path / "outside.bin").write_bytes(np.ones(4, np.float32).tobytes())
@@ -83,6 +87,7 @@ def test_external_data_inside_the_tree_loads(project: Path, store: Store) -> Non
     fixtures = make_project(project, store, ())
     register_case(project, store, "ext", name="onnx-x/ext", source_dir=source)
     from fixture_store import registry as registry_mod
+
     fixtures = type(fixtures)(store, registry_mod.load(project))
     case = load_verified(fixtures, "onnx-x/ext")
     assert case.datasets == ()

@@ -63,18 +63,32 @@ def test_tree_names_missing_and_extra_members(tmp_path: Path) -> None:
     (cand / "extra.txt").write_text("y")
     tree, paths = trees.hash_folder(ref)
     by_digest = {d: paths[m] for m, d in tree}
-    result = compare("t/case", "tree", cand, Reference("test", tree.digest, tree, by_digest.get),
-                     TOL, tmp_path / "inspect")
+    result = compare(
+        "t/case",
+        "tree",
+        cand,
+        Reference("test", tree.digest, tree, by_digest.get),
+        TOL,
+        tmp_path / "inspect",
+    )
     assert result.verdict is Verdict.DRIFT
     reasons = {m.path: m.reason for m in result.differing}
-    assert reasons == {"extra.txt": "not in the reference",
-                       "gone.txt": "in the reference, not regenerated"}
+    assert reasons == {
+        "extra.txt": "not in the reference",
+        "gone.txt": "in the reference, not regenerated",
+    }
 
 
 def test_identical_file_needs_no_registered_bytes(tmp_path: Path) -> None:
     f = tmp_path / "x.npy"
     np.save(f, np.arange(4))
     d = digests.of_file(f)
-    result = compare("t/x.npy", "fixture", f, Reference("test", d, None, lambda _d: None), TOL,
-                     tmp_path / "inspect")
+    result = compare(
+        "t/x.npy",
+        "fixture",
+        f,
+        Reference("test", d, None, lambda _d: None),
+        TOL,
+        tmp_path / "inspect",
+    )
     assert result.verdict is Verdict.IDENTICAL

@@ -33,8 +33,12 @@ def test_environment_is_made_once_with_exactly_the_pins(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
     env = envs.PinnedEnv((numpy_pin(),), "3.11")
     python = envs.ensure(env, store)
-    version = subprocess.run([str(python), "-c", "import numpy; print(numpy.__version__)"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+    version = subprocess.run(
+        [str(python), "-c", "import numpy; print(numpy.__version__)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert numpy_pin() == f"numpy=={version}"
     # Nothing else of this project leaks in: the environment is isolated.
     probe = subprocess.run([str(python), "-c", "import fixture_store"], capture_output=True)

@@ -28,14 +28,23 @@ def store(tmp_path: Path) -> Store:
 
 def run_cli(project: Path, store: Store, *args: str) -> tuple[int, str]:
     result = CliRunner().invoke(
-        main, ["--store", str(store.root), "--registry", str(project), "regenerate", *args,
-               "--python", PYTHON])
+        main,
+        [
+            "--store",
+            str(store.root),
+            "--registry",
+            str(project),
+            "regenerate",
+            *args,
+            "--python",
+            PYTHON,
+        ],
+    )
     return result.exit_code, result.output
 
 
 def accepted(project: Path, store: Store, tmp_path: Path) -> bytes:
-    report = regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True,
-                        python=PYTHON)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True, python=PYTHON)
     assert {str(c.verdict) for c in report.comparisons} == {"new"}
     return (project / "provenance" / "toy.json").read_bytes()
 
@@ -48,8 +57,9 @@ def test_new_outputs_are_accepted_with_lineage_and_environment(
     values, case = reg.get("toy/values.npy"), reg.get("toy/case")
     assert case.lineage == (values.digest.text,)  # type: ignore[union-attr]
     env = case.source.fields["environment"]
-    assert env["packages"]["numpy"] and env["python"] and env["packages_digest"].startswith(
-        "sha256:")
+    assert (
+        env["packages"]["numpy"] and env["python"] and env["packages_digest"].startswith("sha256:")
+    )
     assert case.source.fields["params"]["scale"] == 1.0
     assert store.has(case.members.members["output_0.npy"])  # type: ignore[union-attr]
 
@@ -73,7 +83,7 @@ def test_perturbed_output_beyond_tolerance_is_drift(
     scratch = tmp_path / "s2"
     code, output = run_cli(project, store, "toy", "--scratch", str(scratch), "--json")
     assert code == 1
-    doc = json.loads(output[output.index("{"):output.rindex("}") + 1])
+    doc = json.loads(output[output.index("{") : output.rindex("}") + 1])
     assert doc["counts"]["drift"] == 1 and doc["counts"]["bit-identical"] == 1
     (art,) = doc["artifacts"]
     assert art["name"] == "toy/case"
@@ -108,8 +118,7 @@ def test_accept_rewrites_the_record_in_stable_format(
 ) -> None:
     before = accepted(project, store, tmp_path)
     set_scale(project, 2.0)
-    report = regenerate(project, store, "toy", scratch=tmp_path / "s4", accept=True,
-                        python=PYTHON)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s4", accept=True, python=PYTHON)
     assert report.accepted == ("toy/case",)
     after = (project / "provenance" / "toy.json").read_bytes()
     assert after != before
@@ -151,8 +160,7 @@ def test_fetch_stores_identical_candidates_only(
 ) -> None:
     accepted(project, store, tmp_path)
     empty = Store.at(tmp_path / "fresh").ensure()
-    report = regenerate(project, empty, "toy", scratch=tmp_path / "s7", fetch=True,
-                        python=PYTHON)
+    report = regenerate(project, empty, "toy", scratch=tmp_path / "s7", fetch=True, python=PYTHON)
     assert set(report.fetched) == {"toy/case", "toy/values.npy"}
     reg = registry_mod.load(project)
     assert empty.has(reg.get("toy/values.npy").digest)  # type: ignore[arg-type]

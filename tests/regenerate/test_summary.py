@@ -17,8 +17,9 @@ from tests.support.regen_project import PYTHON, make_project
 
 
 def cli(project: Path, store: Store, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, ["--store", str(store.root), "--registry", str(project),
-                                       *args])
+    result = CliRunner().invoke(
+        main, ["--store", str(store.root), "--registry", str(project), *args]
+    )
     return result.exit_code, result.output
 
 
@@ -29,24 +30,61 @@ def test_all_full_verifies_families_outside_the_reports_by_rehashing(tmp_path: P
     blob = project / "blob.bin"
     blob.write_bytes(b"x" * 64)
     ingest.add(store, registry_mod.load(project), blob, name="other/blob.bin", kind="fixture")
-    code, output = cli(project, store, "regenerate", "toy", "--python", PYTHON,
-                       "--report", str(tmp_path / "toy.json"))
+    code, output = cli(
+        project,
+        store,
+        "regenerate",
+        "toy",
+        "--python",
+        PYTHON,
+        "--report",
+        str(tmp_path / "toy.json"),
+    )
     assert code == 0, output
 
     def summary(*flags: str) -> tuple[int, dict[str, object]]:
         metrics = tmp_path / "metrics.json"
-        code, output = cli(project, store, "regenerate-summary", str(tmp_path / "toy.json"),
-                           "--metrics", str(metrics), *flags)
+        code, output = cli(
+            project,
+            store,
+            "regenerate-summary",
+            str(tmp_path / "toy.json"),
+            "--metrics",
+            str(metrics),
+            *flags,
+        )
         assert "files: 3 identical, 0 within tolerance, 0 drift" in output
         return code, json.loads(metrics.read_text())
 
-    assert summary() == (0, {"ok": True, "stages": {"toy": {
-        "ok": True, "artifacts": 2, "files": {"bit_identical": 3, "within_tolerance": 0,
-                                              "drift": 0, "new": 0, "missing": 0,
-                                              "unavailable": 0}}},
-        "total_files": {"bit_identical": 3, "drift": 0, "missing": 0, "new": 0,
-                        "unavailable": 0, "within_tolerance": 0},
-        "verify": {"verified": 2}})
+    assert summary() == (
+        0,
+        {
+            "ok": True,
+            "stages": {
+                "toy": {
+                    "ok": True,
+                    "artifacts": 2,
+                    "files": {
+                        "bit_identical": 3,
+                        "within_tolerance": 0,
+                        "drift": 0,
+                        "new": 0,
+                        "missing": 0,
+                        "unavailable": 0,
+                    },
+                }
+            },
+            "total_files": {
+                "bit_identical": 3,
+                "drift": 0,
+                "missing": 0,
+                "new": 0,
+                "unavailable": 0,
+                "within_tolerance": 0,
+            },
+            "verify": {"verified": 2},
+        },
+    )
     code, doc = summary("--all", "--full")
     assert code == 0 and doc["verify"] == {"verified": 3}
 

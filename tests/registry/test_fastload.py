@@ -21,8 +21,13 @@ def _write(root: Path, records: dict[str, object]) -> Path:
 
 
 def _fixture(**extra: object) -> dict[str, object]:
-    return {"kind": "fixture", "source": {"type": "local", "path": "x.bin"}, "digest": SHA,
-            "size": 3, **extra}
+    return {
+        "kind": "fixture",
+        "source": {"type": "local", "path": "x.bin"},
+        "digest": SHA,
+        "size": 3,
+        **extra,
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -37,19 +42,31 @@ def test_unknown_member_field_is_refused(tmp_path: Path) -> None:
     tree = trees.Tree({"a.bin": Digest("ab" * 32, 3)})
     members = trees.to_json(tree)
     members["a.bin"]["colour"] = "red"
-    _write(tmp_path, {"fx/t": {"kind": "tree", "source": {"type": "local", "path": "t"},
-                               "digest": tree.digest.text, "size": tree.digest.size,
-                               "members": members}})
+    _write(
+        tmp_path,
+        {
+            "fx/t": {
+                "kind": "tree",
+                "source": {"type": "local", "path": "t"},
+                "digest": tree.digest.text,
+                "size": tree.digest.size,
+                "members": members,
+            }
+        },
+    )
     err = dict(registry_mod.load(tmp_path).invalid())["fx/t"]
     assert err.field == "members.a.bin" and "colour" in err.message
 
 
 def test_schema_backstop_still_catches_unknown_fields_and_bad_sources(tmp_path: Path) -> None:
-    _write(tmp_path, {
-        "fx/extra": _fixture(colour="red"),
-        "fx/url": _fixture(source={"type": "url", "url": "https://example.org/x", "x": 1}),
-        "fx/ok": _fixture(),
-    })
+    _write(
+        tmp_path,
+        {
+            "fx/extra": _fixture(colour="red"),
+            "fx/url": _fixture(source={"type": "url", "url": "https://example.org/x", "x": 1}),
+            "fx/ok": _fixture(),
+        },
+    )
     invalid = dict(registry_mod.load(tmp_path).invalid())
     assert set(invalid) == {"fx/extra", "fx/url"}
     assert "colour" in invalid["fx/extra"].message

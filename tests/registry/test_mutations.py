@@ -15,7 +15,9 @@ from fixture_store.errors import RegistryError
 from fixture_store.registry import dumps, load_file
 
 _SETTINGS: dict[str, Any] = {
-    "deadline": None, "suppress_health_check": [HealthCheck.function_scoped_fixture]}
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.function_scoped_fixture],
+}
 FAMILY = "fam"
 NAME = "fam/case-1"
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -23,21 +25,35 @@ HEX = "ab" * 32
 
 BASES: dict[str, dict[str, Any]] = {
     "hub": {
-        "kind": "checkpoint", "digest": f"sha256:{HEX}", "size": 10,
+        "kind": "checkpoint",
+        "digest": f"sha256:{HEX}",
+        "size": 10,
         "source": {"type": "hub", "repo_id": "org/model", "revision": REV, "path": "w.bin"},
-        "license": "apache-2.0", "description": "weights", "media_type": "application/x-npy",
-        "lineage": [f"sha256:{'cd' * 32}"], "tolerance": {"metric": "allclose", "atol": 0.1},
-        "arrays": {"x": {"dtype": "float32", "shape": [2, 3]}}, "metadata": {"k": "v"},
+        "license": "apache-2.0",
+        "description": "weights",
+        "media_type": "application/x-npy",
+        "lineage": [f"sha256:{'cd' * 32}"],
+        "tolerance": {"metric": "allclose", "atol": 0.1},
+        "arrays": {"x": {"dtype": "float32", "shape": [2, 3]}},
+        "metadata": {"k": "v"},
         "profile": "1GiB",
     },
     "package": {
-        "kind": "fixture", "digest": f"sha256:{HEX}", "size": 10,
-        "source": {"type": "package", "requirement": "onnx==1.22.0",
-                   "file": "onnx-1.22.0.whl", "file_digest": f"sha256:{'ef' * 32}",
-                   "path": "onnx/backend/test/data/x.pb"},
+        "kind": "fixture",
+        "digest": f"sha256:{HEX}",
+        "size": 10,
+        "source": {
+            "type": "package",
+            "requirement": "onnx==1.22.0",
+            "file": "onnx-1.22.0.whl",
+            "file_digest": f"sha256:{'ef' * 32}",
+            "path": "onnx/backend/test/data/x.pb",
+        },
     },
     "url": {
-        "kind": "video", "digest": f"sha256:{HEX}", "size": 10,
+        "kind": "video",
+        "digest": f"sha256:{HEX}",
+        "size": 10,
         "source": {"type": "url", "url": "https://example.invalid/clip.mp4"},
     },
 }
@@ -64,8 +80,7 @@ def _get_parent(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], str]:
 
 def _write(tmp: Path, records: dict[str, Any], text: str | None = None) -> Path:
     path = tmp / f"{FAMILY}.json"
-    path.write_text(text if text is not None else dumps(
-        {"format_version": 1, "records": records}))
+    path.write_text(text if text is not None else dumps({"format_version": 1, "records": records}))
     return path
 
 
@@ -91,10 +106,13 @@ def test_the_unmutated_records_are_valid(tmp_path: Path, base: str) -> None:
 
 
 _REMOVABLE = {
-    base: [p for p in _paths(doc)
-           if p in {"kind", "digest", "size", "source"} or (
-               p.startswith("source.") and p.count(".") == 1 and p != "source.repo_type")
-           or p in {"arrays.x.dtype", "arrays.x.shape", "tolerance.metric"}]
+    base: [
+        p
+        for p in _paths(doc)
+        if p in {"kind", "digest", "size", "source"}
+        or (p.startswith("source.") and p.count(".") == 1 and p != "source.repo_type")
+        or p in {"arrays.x.dtype", "arrays.x.shape", "tolerance.metric"}
+    ]
     for base, doc in BASES.items()
 }
 
@@ -129,8 +147,9 @@ def _json_type(v: Any) -> str:
 def test_changing_a_field_type_is_rejected(tmp_path: Path, data: st.DataObject) -> None:
     base = data.draw(st.sampled_from(sorted(BASES)))
     # metadata is free-form by design: only its own type is checked.
-    field = data.draw(st.sampled_from(
-        [p for p in _paths(BASES[base]) if not p.startswith("metadata.")]))
+    field = data.draw(
+        st.sampled_from([p for p in _paths(BASES[base]) if not p.startswith("metadata.")])
+    )
     doc = copy.deepcopy(BASES[base])
     parent, last = _get_parent(doc, field)
     value = data.draw(_VALUES.filter(lambda v: _json_type(v) != _json_type(parent[last])))
@@ -178,10 +197,24 @@ def test_a_duplicate_key_is_rejected(tmp_path: Path, data: st.DataObject) -> Non
     assert f"field '{field}'" in msg, msg
 
 
-@pytest.mark.parametrize("name", [
-    "fam/../x", "fam/a/../../etc", "../fam/x", "fam/./x", "fam/x\n", "fam/x/", "fam//x",
-    "fam/x\x00y", "/fam/x", "fam\\x", "fam/..", "fam/ x", "Fam/x",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fam/../x",
+        "fam/a/../../etc",
+        "../fam/x",
+        "fam/./x",
+        "fam/x\n",
+        "fam/x/",
+        "fam//x",
+        "fam/x\x00y",
+        "/fam/x",
+        "fam\\x",
+        "fam/..",
+        "fam/ x",
+        "Fam/x",
+    ],
+)
 def test_a_name_with_traversal_is_rejected(tmp_path: Path, name: str) -> None:
     msg = _rejection(_write(tmp_path, {name: BASES["url"]}), name)
     assert str(tmp_path / "fam.json") in msg

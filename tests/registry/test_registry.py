@@ -21,13 +21,22 @@ def record(**overrides: Any) -> dict[str, Any]:
         "digest": "sha256:" + HEX,
         "size": 10,
         "media_type": "application/x-npy",
-        "source": {"type": "hub", "repo_id": "org/model", "repo_type": "model",
-                   "revision": REV, "path": "weights/x.npy"},
+        "source": {
+            "type": "hub",
+            "repo_id": "org/model",
+            "repo_type": "model",
+            "revision": REV,
+            "path": "weights/x.npy",
+        },
         "license": "Apache-2.0",
         "lineage": ["sha256:" + "cd" * 32],
         "arrays": {"x": {"dtype": "float32", "shape": [2, 3]}},
-        "tolerance": {"metric": "allclose", "atol": 1e-6, "rtol": 1e-4,
-                      "per_array": {"x": {"atol": 1e-5}}},
+        "tolerance": {
+            "metric": "allclose",
+            "atol": 1e-6,
+            "rtol": 1e-4,
+            "per_array": {"x": {"atol": 1e-5}},
+        },
     }
     base.update(overrides)
     return base
@@ -72,25 +81,55 @@ def test_rewriting_an_unchanged_registry_is_byte_identical(project: Path) -> Non
 @pytest.mark.parametrize(
     ("mutate", "field", "needle"),
     [
-        (lambda r: r["source"].update(revision="main"), "source.revision",
-         "branch, tag or other moving reference"),
+        (
+            lambda r: r["source"].update(revision="main"),
+            "source.revision",
+            "branch, tag or other moving reference",
+        ),
         (lambda r: r["source"].update(revision="v1.0"), "source.revision", "moving reference"),
         (lambda r: r["source"].update(revision=REV[:7]), "source.revision", "short commit sha"),
         (lambda r: r["source"].update(revision=REV.upper()), "source.revision", "upper case"),
-        (lambda r: r.update(source={"type": "package", "requirement": "onnx>=1.22",
-                                    "file": "f.whl", "file_digest": "sha256:" + HEX,
-                                    "path": "a"}),
-         "source.requirement", "not an exact pin"),
-        (lambda r: r.update(source={"type": "package", "requirement": "onnx~=1.22.0",
-                                    "file": "f.whl", "file_digest": "sha256:" + HEX,
-                                    "path": "a"}),
-         "source.requirement", "not an exact pin"),
-        (lambda r: r.update(source={"type": "url", "url": "http://example.org/x"}),
-         "source.url", "not https"),
-        (lambda r: r.update(source={"type": "local", "path": "../outside"}),
-         "source.path", "'..' segment"),
-        (lambda r: r.update(source={"type": "carrier-pigeon"}), "source.type",
-         "unknown source type"),
+        (
+            lambda r: r.update(
+                source={
+                    "type": "package",
+                    "requirement": "onnx>=1.22",
+                    "file": "f.whl",
+                    "file_digest": "sha256:" + HEX,
+                    "path": "a",
+                }
+            ),
+            "source.requirement",
+            "not an exact pin",
+        ),
+        (
+            lambda r: r.update(
+                source={
+                    "type": "package",
+                    "requirement": "onnx~=1.22.0",
+                    "file": "f.whl",
+                    "file_digest": "sha256:" + HEX,
+                    "path": "a",
+                }
+            ),
+            "source.requirement",
+            "not an exact pin",
+        ),
+        (
+            lambda r: r.update(source={"type": "url", "url": "http://example.org/x"}),
+            "source.url",
+            "not https",
+        ),
+        (
+            lambda r: r.update(source={"type": "local", "path": "../outside"}),
+            "source.path",
+            "'..' segment",
+        ),
+        (
+            lambda r: r.update(source={"type": "carrier-pigeon"}),
+            "source.type",
+            "unknown source type",
+        ),
         (lambda r: r.pop("digest"), "digest", "missing required field"),
         (lambda r: r.pop("size"), "size", "missing required field"),
         (lambda r: r.pop("kind"), "kind", "missing required field"),
@@ -103,11 +142,17 @@ def test_rewriting_an_unchanged_registry_is_byte_identical(project: Path) -> Non
         (lambda r: r.update(gap={"reason": ""}), "gap.reason", "needs a non-empty reason"),
         (lambda r: r.update(gap={}), "gap.reason", "needs a non-empty reason"),
         (lambda r: r.update(lineage=["sha256:" + "cd" * 31]), "lineage[0]", "62 hex"),
-        (lambda r: r.update(arrays={"x": {"dtype": "float32", "shape": [-1]}}),
-         "arrays.x.shape", "non-negative"),
+        (
+            lambda r: r.update(arrays={"x": {"dtype": "float32", "shape": [-1]}}),
+            "arrays.x.shape",
+            "non-negative",
+        ),
         (lambda r: r.update(tolerance={"atol": 1}), "tolerance.metric", "missing"),
-        (lambda r: r.update(tolerance={"metric": "allclose", "rtol": -1}), "tolerance.rtol",
-         "non-negative"),
+        (
+            lambda r: r.update(tolerance={"metric": "allclose", "rtol": -1}),
+            "tolerance.rtol",
+            "non-negative",
+        ),
         (lambda r: r.update(colour="blue"), "record", "Additional properties"),
     ],
 )
@@ -142,8 +187,21 @@ def test_a_gap_may_omit_its_digest(project: Path) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["../x", "fam/../x", "fam/a b", "", "fam/x\n", "fam/x\x00", "fam", "fam/", "/fam/x",
-     "fam//x", "Fam/x", "fam/.hidden", "fam/x\\y"],
+    [
+        "../x",
+        "fam/../x",
+        "fam/a b",
+        "",
+        "fam/x\n",
+        "fam/x\x00",
+        "fam",
+        "fam/",
+        "/fam/x",
+        "fam//x",
+        "Fam/x",
+        "fam/.hidden",
+        "fam/x\\y",
+    ],
 )
 def test_names_must_fully_match_the_pattern(project: Path, name: str) -> None:
     write(project, {name: record()})
@@ -192,8 +250,14 @@ def test_tree_members_are_validated_and_bound_to_the_digest(project: Path) -> No
     write(project, {"fam/x": record(kind="onnx-case", members=members)})
     e = only_error(project)
     assert e.field == "digest" and "does not match the member manifest" in str(e)
-    write(project, {"fam/x": record(kind="onnx-case",
-                                    members={"../evil": {"digest": "sha256:" + HEX, "size": 3}})})
+    write(
+        project,
+        {
+            "fam/x": record(
+                kind="onnx-case", members={"../evil": {"digest": "sha256:" + HEX, "size": 3}}
+            )
+        },
+    )
     e = only_error(project)
     assert e.field == "members" and "'..'" in str(e)
     write(project, {"fam/x": record(kind="onnx-case")})
@@ -224,10 +288,14 @@ def test_the_projects_own_registry_is_valid() -> None:
     assert dict(reg.invalid()) == {}
 
 
-def test_a_known_failure_condition_round_trips_and_a_bad_one_fails_the_file(
-        project: Path) -> None:
-    entry = {"runtime": "ort", "pattern": "fam/*", "reason": "needs a locale",
-             "outcome": "error", "condition": "locale-missing:en_US.UTF-8"}
+def test_a_known_failure_condition_round_trips_and_a_bad_one_fails_the_file(project: Path) -> None:
+    entry = {
+        "runtime": "ort",
+        "pattern": "fam/*",
+        "reason": "needs a locale",
+        "outcome": "error",
+        "condition": "locale-missing:en_US.UTF-8",
+    }
     path = write(project, {}, known_failures=[entry])
     import jsonschema
 

@@ -25,8 +25,13 @@ CONFIG = b'{"hidden_size": 8}\n'
 
 
 def hub_src(path: str, repo_type: str = "model", revision: str = COMMIT) -> dict[str, str]:
-    return {"type": "hub", "repo_id": "org/tiny", "repo_type": repo_type,
-            "revision": revision, "path": path}
+    return {
+        "type": "hub",
+        "repo_id": "org/tiny",
+        "repo_type": repo_type,
+        "revision": revision,
+        "path": path,
+    }
 
 
 @pytest.fixture
@@ -60,10 +65,13 @@ def test_pinned_lfs_and_git_files_download_verify_and_are_not_fetched_twice(
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS, lfs=True)
     hub.add("org/tiny", "config.json", CONFIG, lfs=False)
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny-weights": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint"),
-        "ckpt/tiny-config": file_record(hub_src("config.json"), CONFIG),
-    })
+    registry = make_registry(
+        tmp_path,
+        {
+            "ckpt/tiny-weights": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint"),
+            "ckpt/tiny-config": file_record(hub_src("config.json"), CONFIG),
+        },
+    )
     report = fetch_names(store, registry, registry.names())
     assert [r.outcome for r in report.results] == [Outcome.FETCHED, Outcome.FETCHED]
     assert report.downloaded_bytes == len(WEIGHTS) + len(CONFIG)
@@ -82,8 +90,9 @@ def test_dataset_repo_and_token_stays_on_the_hub(
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_loopbacktesttoken")
     hub.add("org/tiny", "clips/a.bin", WEIGHTS, repo_type="dataset")
-    registry = make_registry(tmp_path, {
-        "clips/a": file_record(hub_src("clips/a.bin", "dataset"), WEIGHTS, "video")})
+    registry = make_registry(
+        tmp_path, {"clips/a": file_record(hub_src("clips/a.bin", "dataset"), WEIGHTS, "video")}
+    )
     assert fetch_names(store, registry, ["clips/a"]).results[0].outcome is Outcome.FETCHED
     resolve = [h for m, p, h in hub.requests if p.startswith("/datasets/org/tiny/resolve/")]
     cdn = [h for m, p, h in hub.requests if p.startswith("/cdn/")]
@@ -95,8 +104,9 @@ def test_different_bytes_at_the_pinned_revision_are_refused_before_download(
     hub: HubState, store: Store, tmp_path: Path
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS[::-1])
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")})
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
     result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert result.outcome is Outcome.FAILED
     assert "LFS sha256" in result.message and "nothing was downloaded" in result.message
@@ -108,8 +118,9 @@ def test_server_lying_about_the_digest_is_caught_after_download_and_nothing_is_s
     hub: HubState, store: Store, tmp_path: Path
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS[::-1], fault="lie", announce=WEIGHTS)
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")})
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
     result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert result.outcome is Outcome.FAILED
     assert "does not match the record" in result.message
@@ -121,16 +132,23 @@ def test_moving_revision_is_refused_before_any_request(
     hub: HubState, store: Store, tmp_path: Path
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS)
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny": file_record(hub_src("model.bin", revision="main"), WEIGHTS, "checkpoint")})
+    registry = make_registry(
+        tmp_path,
+        {"ckpt/tiny": file_record(hub_src("model.bin", revision="main"), WEIGHTS, "checkpoint")},
+    )
     result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert result.outcome is Outcome.INVALID_RECORD
     assert "moving reference" in result.message
     # Even a record that skipped registry validation is refused by the source itself.
-    valid = make_registry(tmp_path / "ok", {
-        "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}).get("ckpt/tiny")
-    forged = dataclasses.replace(valid, source=dataclasses.replace(
-        valid.source, fields=MappingProxyType({**valid.source.fields, "revision": "main"})))
+    valid = make_registry(
+        tmp_path / "ok", {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    ).get("ckpt/tiny")
+    forged = dataclasses.replace(
+        valid,
+        source=dataclasses.replace(
+            valid.source, fields=MappingProxyType({**valid.source.fields, "revision": "main"})
+        ),
+    )
     with pytest.raises(SourceError, match="not a full 40-hex commit"):
         hub_source.fetch(FetchContext(store, tmp_path), forged)
     assert hub.requests == []
@@ -140,8 +158,9 @@ def test_offline_mode_fails_clearly_without_a_request_and_serves_what_is_stored(
     hub: HubState, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS)
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")})
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert result.outcome is Outcome.FAILED
@@ -158,8 +177,9 @@ def test_truncated_response_fails_and_stores_nothing(
     hub: HubState, store: Store, tmp_path: Path
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS, fault="truncate")
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")})
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
     result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert result.outcome is Outcome.FAILED
     assert "download failed" in result.message and "nothing was stored" in result.message
@@ -171,8 +191,9 @@ def test_hanging_server_times_out_with_a_clear_error(
     hub: HubState, store: Store, tmp_path: Path, fault: str
 ) -> None:
     hub.add("org/tiny", "model.bin", WEIGHTS, fault=fault)
-    registry = make_registry(tmp_path, {
-        "ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")})
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
     started = time.monotonic()
     result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
     assert time.monotonic() - started < 60

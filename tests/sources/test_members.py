@@ -29,11 +29,14 @@ def hostile_zip(path: Path) -> Path:
 
 def hostile_tar(path: Path) -> Path:
     with tarfile.open(path, "w:gz") as t:
-        def add(name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE,
-                target: str = "") -> None:
+
+        def add(
+            name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, target: str = ""
+        ) -> None:
             info = tarfile.TarInfo(name)
             info.type, info.size, info.linkname = kind, len(data), target
             t.addfile(info, io.BytesIO(data) if data else None)
+
         add("pkg/ok.bin", b"fine")
         add("pkg/../../evil.bin", b"x")
         add("pkg/sym", kind=tarfile.SYMTYPE, target="/etc/passwd")

@@ -21,8 +21,11 @@ from fixture_store.verify import Verifier
 from tests.support.fetchutil import file_record, make_registry, online_env, sha  # noqa: F401 - autouse
 
 WHEEL = "tinypkg-1.0.0-py3-none-any.whl"
-MEMBERS = {"model.onnx": b"\x08\x07onnx-model", "test_data_set_0/input_0.pb": b"in" * 50,
-           "test_data_set_0/output_0.pb": b"out" * 40}
+MEMBERS = {
+    "model.onnx": b"\x08\x07onnx-model",
+    "test_data_set_0/input_0.pb": b"in" * 50,
+    "test_data_set_0/output_0.pb": b"out" * 40,
+}
 
 
 def build_wheel(path: Path, extra: dict[str, bytes] | None = None) -> bytes:
@@ -31,11 +34,14 @@ def build_wheel(path: Path, extra: dict[str, bytes] | None = None) -> bytes:
         for member, data in {**MEMBERS, **(extra or {})}.items():
             z.writestr(f"tinypkg/data/case/{member}", data)
         z.writestr("tinypkg/data/notes.txt", b"notes\n")
-        z.writestr("tinypkg-1.0.0.dist-info/METADATA",
-                   "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0.0\n")
-        z.writestr("tinypkg-1.0.0.dist-info/WHEEL",
-                   "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                   "Tag: py3-none-any\n")
+        z.writestr(
+            "tinypkg-1.0.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0.0\n",
+        )
+        z.writestr(
+            "tinypkg-1.0.0.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         z.writestr("tinypkg-1.0.0.dist-info/RECORD", "")
     return path.read_bytes()
 
@@ -52,22 +58,36 @@ def wheelhouse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def src(path: str, wheel: bytes, **over: Any) -> dict[str, Any]:
-    return {"type": "package", "requirement": "tinypkg==1.0.0", "file": WHEEL,
-            "file_digest": sha(wheel), "file_size": len(wheel), "path": path, **over}
+    return {
+        "type": "package",
+        "requirement": "tinypkg==1.0.0",
+        "file": WHEEL,
+        "file_digest": sha(wheel),
+        "file_size": len(wheel),
+        "path": path,
+        **over,
+    }
 
 
 def tree_record(wheel: bytes, **over: Any) -> dict[str, Any]:
     tree = trees.Tree({m: of_bytes(d) for m, d in MEMBERS.items()})
-    return {"kind": "onnx-case", "source": src("tinypkg/data/case", wheel, **over),
-            "digest": tree.digest.text, "size": tree.digest.size,
-            "members": trees.to_json(tree)}
+    return {
+        "kind": "onnx-case",
+        "source": src("tinypkg/data/case", wheel, **over),
+        "digest": tree.digest.text,
+        "size": tree.digest.size,
+        "members": trees.to_json(tree),
+    }
 
 
 def project(tmp_path: Path, wheel: bytes, **over: Any) -> Registry:
-    return make_registry(tmp_path / "project", {
-        "cases/case": tree_record(wheel, **over),
-        "cases/notes": file_record(src("tinypkg/data/notes.txt", wheel, **over), b"notes\n"),
-    })
+    return make_registry(
+        tmp_path / "project",
+        {
+            "cases/case": tree_record(wheel, **over),
+            "cases/notes": file_record(src("tinypkg/data/notes.txt", wheel, **over), b"notes\n"),
+        },
+    )
 
 
 def test_one_download_serves_every_record_and_a_second_fetch_downloads_nothing(
@@ -144,8 +164,9 @@ def test_member_with_other_bytes_is_refused(wheelhouse: Path, tmp_path: Path) ->
 
 def test_missing_member_names_the_distribution(wheelhouse: Path, tmp_path: Path) -> None:
     wheel = build_wheel(wheelhouse / WHEEL)
-    registry = make_registry(tmp_path / "p", {
-        "cases/gone": file_record(src("tinypkg/data/gone.bin", wheel), b"x")})
+    registry = make_registry(
+        tmp_path / "p", {"cases/gone": file_record(src("tinypkg/data/gone.bin", wheel), b"x")}
+    )
     result = fetch_names(Store.at(tmp_path / "s"), registry, ["cases/gone"]).results[0]
     assert result.outcome is Outcome.FAILED
     assert f"{WHEEL} has no member 'tinypkg/data/gone.bin'" in result.message
@@ -153,17 +174,36 @@ def test_missing_member_names_the_distribution(wheelhouse: Path, tmp_path: Path)
 
 def test_selection_flags_pin_the_wheel_whatever_the_local_platform() -> None:
     flags = selection_flags(
-        "onnx-1.22.0-cp312-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl")
-    assert flags == ["--only-binary", ":all:", "--implementation", "cp", "--abi", "abi3",
-                     "--python-version", "3.12", "--platform", "manylinux_2_27_x86_64",
-                     "--platform", "manylinux_2_28_x86_64"]
-    assert selection_flags(WHEEL)[-6:] == ["--abi", "none", "--python-version", "3",
-                                           "--platform", "any"]
+        "onnx-1.22.0-cp312-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl"
+    )
+    assert flags == [
+        "--only-binary",
+        ":all:",
+        "--implementation",
+        "cp",
+        "--abi",
+        "abi3",
+        "--python-version",
+        "3.12",
+        "--platform",
+        "manylinux_2_27_x86_64",
+        "--platform",
+        "manylinux_2_28_x86_64",
+    ]
+    assert selection_flags(WHEEL)[-6:] == [
+        "--abi",
+        "none",
+        "--python-version",
+        "3",
+        "--platform",
+        "any",
+    ]
     assert selection_flags("onnx-1.22.0.tar.gz") == ["--no-binary", ":all:"]
 
 
 def test_gc_keeps_the_shared_distribution(wheelhouse: Path, tmp_path: Path) -> None:
     from fixture_store import gc
+
     wheel = build_wheel(wheelhouse / WHEEL)
     registry = project(tmp_path, wheel)
     store = Store.at(tmp_path / "store")
@@ -171,18 +211,30 @@ def test_gc_keeps_the_shared_distribution(wheelhouse: Path, tmp_path: Path) -> N
     assert gc.find_garbage(store, [registry]) == []
 
 
-def test_concurrent_fetch_processes_share_one_store_safely(wheelhouse: Path,
-                                                           tmp_path: Path) -> None:
+def test_concurrent_fetch_processes_share_one_store_safely(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
     import subprocess
     import sys
 
     wheel = build_wheel(wheelhouse / WHEEL)
     registry = project(tmp_path, wheel)
     store = tmp_path / "store"
-    cmd = [sys.executable, "-m", "fixture_store.cli", "--store", str(store),
-           "--registry", str(registry.root), "fetch", "--all", "--json"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(3)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fixture_store.cli",
+        "--store",
+        str(store),
+        "--registry",
+        str(registry.root),
+        "fetch",
+        "--all",
+        "--json",
+    ]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)
+    ]
     outputs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [o[1] for o in outputs]
     assert all(Verifier(Store.at(store), full=True).verify(r).ok for r in registry.records())

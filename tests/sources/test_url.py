@@ -32,20 +32,29 @@ def make_cert(folder: Path) -> tuple[Path, Path]:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     cert_path, key_path = folder / "cert.pem", folder / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return cert_path, key_path
 
 
@@ -103,8 +112,10 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
 
 
 def setup(tmp_path: Path, base: str, expected: bytes = DATA) -> tuple[Store, Any]:
-    registry = make_registry(tmp_path / "p", {
-        "clips/a": file_record({"type": "url", "url": f"{base}/a.bin"}, expected, "video")})
+    registry = make_registry(
+        tmp_path / "p",
+        {"clips/a": file_record({"type": "url", "url": f"{base}/a.bin"}, expected, "video")},
+    )
     return Store.at(tmp_path / "store"), registry
 
 
@@ -112,8 +123,9 @@ def fetch_one(store: Store, registry: Any) -> Any:
     return fetch_names(store, registry, ["clips/a"]).results[0]
 
 
-def test_https_download_verifies_and_is_not_repeated(https: tuple[str, Behaviour],
-                                                     tmp_path: Path) -> None:
+def test_https_download_verifies_and_is_not_repeated(
+    https: tuple[str, Behaviour], tmp_path: Path
+) -> None:
     base, behaviour = https
     store, registry = setup(tmp_path, base)
     assert fetch_one(store, registry).outcome is Outcome.FETCHED
@@ -129,8 +141,9 @@ def test_transient_errors_are_retried(https: tuple[str, Behaviour], tmp_path: Pa
     assert len(behaviour.requests) == 3
 
 
-def test_giving_up_names_the_url_and_the_last_error(https: tuple[str, Behaviour],
-                                                    tmp_path: Path) -> None:
+def test_giving_up_names_the_url_and_the_last_error(
+    https: tuple[str, Behaviour], tmp_path: Path
+) -> None:
     base, behaviour = https
     behaviour.fail_first = 99
     store, registry = setup(tmp_path, base)
@@ -160,8 +173,9 @@ def test_longer_body_is_cut_at_the_size_cap(https: tuple[str, Behaviour], tmp_pa
     assert ctx.downloaded == 0 and list(store.iter_objects()) == []
 
 
-def test_untrusted_certificate_fails_without_retry(https: tuple[str, Behaviour], tmp_path: Path,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_untrusted_certificate_fails_without_retry(
+    https: tuple[str, Behaviour], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     base, behaviour = https
     monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "no-such-bundle.pem"))
     monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "no-such-dir"))
@@ -188,8 +202,7 @@ def test_offline_refuses_before_connecting(https: tuple[str, Behaviour], tmp_pat
     assert behaviour.requests == []
 
 
-def test_short_body_is_retried_then_reported(https: tuple[str, Behaviour],
-                                             tmp_path: Path) -> None:
+def test_short_body_is_retried_then_reported(https: tuple[str, Behaviour], tmp_path: Path) -> None:
     base, behaviour = https
     behaviour.body = DATA[:100]
     store, registry = setup(tmp_path, base)

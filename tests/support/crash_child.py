@@ -36,8 +36,10 @@ def run(store: Store, work: Path, phase: Callable[[str], None] = lambda _: None)
     for blob in sorted(work.glob("blob-*")):
         store.put_file(blob)
     phase("extract")
-    manifest = {k: digests.parse(v["digest"], v["size"])
-                for k, v in json.loads((work / "manifest.json").read_text()).items()}
+    manifest = {
+        k: digests.parse(v["digest"], v["size"])
+        for k, v in json.loads((work / "manifest.json").read_text()).items()
+    }
     archive = work / "archive.tar.zst"
     store.put_file(archive)
     archives.extract(store, archive, manifest)

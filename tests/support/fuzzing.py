@@ -31,8 +31,14 @@ from tests.support.hostile import compress, manifest, regular_tar, zip_bytes
 
 # Tight limits keep each iteration small: a mutated size field cannot make it allocate much.
 FUZZ_LIMITS = limits.tighten(
-    limits.DEFAULT, archive_bytes=1 << 20, member_bytes=1 << 20, expanded_bytes=4 << 20,
-    member_count=64, tensor_bytes=1 << 20, total_array_bytes=4 << 20, tensor_header_bytes=4096,
+    limits.DEFAULT,
+    archive_bytes=1 << 20,
+    member_bytes=1 << 20,
+    expanded_bytes=4 << 20,
+    member_count=64,
+    tensor_bytes=1 << 20,
+    total_array_bytes=4 << 20,
+    tensor_header_bytes=4096,
 )
 _MEMBERS = {"a/x.bin": bytes(range(256)) * 3, "b.txt": b"hello\n", "c": b""}
 SEED_MANIFEST = manifest(_MEMBERS)
@@ -53,19 +59,34 @@ def _npz_seed() -> bytes:
 def seeds() -> dict[str, list[bytes]]:
     tar = regular_tar(_MEMBERS)
     return {
-        "npy": [_npy_seed(np.arange(10, dtype="<i4")),
-                _npy_seed(np.asfortranarray(np.ones((3, 2), ">f8"))),
-                _npy_seed(np.array(["ab", "c"]))],
+        "npy": [
+            _npy_seed(np.arange(10, dtype="<i4")),
+            _npy_seed(np.asfortranarray(np.ones((3, 2), ">f8"))),
+            _npy_seed(np.array(["ab", "c"])),
+        ],
         "tar": [tar],
         "tar.lz4": [compress(tar, "tar.lz4")],
         "tar.zst": [compress(tar, "tar.zst")],
-        "zip": [zip_bytes(_MEMBERS), zip_bytes(_MEMBERS, method=zipfile.ZIP_DEFLATED),
-                _npz_seed()],
+        "zip": [zip_bytes(_MEMBERS), zip_bytes(_MEMBERS, method=zipfile.ZIP_DEFLATED), _npz_seed()],
     }
 
 
-_INTERESTING = [b"\x00", b"\xff", b"\x7f", b"\x80", b"\xff\xff\xff\xff", b"\x00\x00\x00\x80",
-                b"/", b"..", b"\\", b"\x93NUMPY", b"PK\x03\x04", b"PK\x05\x06", b"(", b"{"]
+_INTERESTING = [
+    b"\x00",
+    b"\xff",
+    b"\x7f",
+    b"\x80",
+    b"\xff\xff\xff\xff",
+    b"\x00\x00\x00\x80",
+    b"/",
+    b"..",
+    b"\\",
+    b"\x93NUMPY",
+    b"PK\x03\x04",
+    b"PK\x05\x06",
+    b"(",
+    b"{",
+]
 
 
 def mutate(data: bytes, rng: random.Random, rounds: int = 4) -> bytes:
@@ -113,8 +134,7 @@ def target_archive(data: bytes, fmt: str, folder: Path) -> None:
     except FixtureStoreError:
         pass
     else:
-        archives.check_extraction(store, path, SEED_MANIFEST,
-                                  archive_digest=digests.of_file(path))
+        archives.check_extraction(store, path, SEED_MANIFEST, archive_digest=digests.of_file(path))
     leftovers = list(store.tmp_dir.iterdir()) if store.tmp_dir.exists() else []
     assert not leftovers, f"extraction left {leftovers} behind"
 

@@ -16,8 +16,13 @@ from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 
 
-def npy_bytes(header: str, payload: bytes = b"", version: tuple[int, int] = (1, 0),
-              *, header_len: int | None = None) -> bytes:
+def npy_bytes(
+    header: str,
+    payload: bytes = b"",
+    version: tuple[int, int] = (1, 0),
+    *,
+    header_len: int | None = None,
+) -> bytes:
     """An NPY file with exactly this header text (padded with spaces and a newline)."""
     enc = header.encode("utf-8" if version == (3, 0) else "latin1")
     len_size = 2 if version == (1, 0) else 4
@@ -32,8 +37,9 @@ def header(descr: str = "'<f4'", fortran: object = False, shape: str = "(2,)") -
     return f"{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}"
 
 
-def tar_info(name: str, size: int = 0, kind: bytes = tarfile.REGTYPE,
-             linkname: str = "") -> tarfile.TarInfo:
+def tar_info(
+    name: str, size: int = 0, kind: bytes = tarfile.REGTYPE, linkname: str = ""
+) -> tarfile.TarInfo:
     info = tarfile.TarInfo(name)
     info.size = size
     info.type = kind
@@ -43,8 +49,9 @@ def tar_info(name: str, size: int = 0, kind: bytes = tarfile.REGTYPE,
     return info
 
 
-def tar_bytes(entries: Iterable[tuple[tarfile.TarInfo, bytes]],
-              fmt: int = tarfile.PAX_FORMAT) -> bytes:
+def tar_bytes(
+    entries: Iterable[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT
+) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=fmt) as tf:
         for info, data in entries:
@@ -64,8 +71,11 @@ def compress(data: bytes, how: str) -> bytes:
     return data
 
 
-def zip_bytes(members: dict[str, bytes], method: int = zipfile.ZIP_STORED,
-              infos: Iterable[zipfile.ZipInfo] = ()) -> bytes:
+def zip_bytes(
+    members: dict[str, bytes],
+    method: int = zipfile.ZIP_STORED,
+    infos: Iterable[zipfile.ZipInfo] = (),
+) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", compression=method) as zf:
         for name, data in members.items():

@@ -38,8 +38,9 @@ class HubFile:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.announce if self.announce is not None else self.content
-                              ).hexdigest()
+        return hashlib.sha256(
+            self.announce if self.announce is not None else self.content
+        ).hexdigest()
 
     @property
     def size(self) -> int:
@@ -55,8 +56,9 @@ class HubState:
     cdn_base: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add(self, repo_id: str, path: str, content: bytes, *, repo_type: str = "model",
-            **kwargs: Any) -> HubFile:
+    def add(
+        self, repo_id: str, path: str, content: bytes, *, repo_type: str = "model", **kwargs: Any
+    ) -> HubFile:
         f = HubFile(content, **kwargs)
         self.files[(repo_type, repo_id, path)] = f
         return f
@@ -144,8 +146,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("X-Repo-Commit", self.state.commit)
             self.send_header("ETag", f'"{hashlib.sha1(f.content).hexdigest()}"')
         if rng:
-            self.send_header("Content-Range",
-                             f"bytes {start}-{start + len(data) - 1}/{len(f.content)}")
+            self.send_header(
+                "Content-Range", f"bytes {start}-{start + len(data) - 1}/{len(f.content)}"
+            )
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Accept-Ranges", "bytes")
         self.end_headers()

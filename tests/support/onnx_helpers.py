@@ -24,8 +24,14 @@ CASES = (
 )
 
 
-def register_case(project: Path, store: Store, case: str, *, name: str | None = None,
-                  source_dir: Path | None = None) -> str:
+def register_case(
+    project: Path,
+    store: Store,
+    case: str,
+    *,
+    name: str | None = None,
+    source_dir: Path | None = None,
+) -> str:
     """Copy a case into the project and register it as an onnx-case tree."""
     target = project / "cases" / (name or case).rsplit("/", 1)[-1]
     if not target.exists():

@@ -51,20 +51,29 @@ def numpy_pin() -> str:
     return f"numpy=={importlib.metadata.version('numpy')}"
 
 
-def make_project(root: Path, *, scale: float = 1.0, requirements: list[str] | None = None,
-                 stages: tuple[str, ...] = ("toy",)) -> Path:
+def make_project(
+    root: Path,
+    *,
+    scale: float = 1.0,
+    requirements: list[str] | None = None,
+    stages: tuple[str, ...] = ("toy",),
+) -> Path:
     (root / "models").mkdir(parents=True, exist_ok=True)
     (root / "provenance").mkdir(exist_ok=True)
     shutil.copyfile(MODELS / "_pins.py", root / "models" / "_pins.py")
     (root / "models" / "toy.py").write_text(TOY)
-    params = {"regenerate": {
-        name: {
-            "generator": "models/toy.py",
-            "family": name,
-            "requirements": requirements or [numpy_pin()],
-            "args": {"scale": scale, "family": name},
-            "tolerance": {"metric": "allclose", "rtol": 1e-3, "atol": 1e-7},
-        } for name in stages}}
+    params = {
+        "regenerate": {
+            name: {
+                "generator": "models/toy.py",
+                "family": name,
+                "requirements": requirements or [numpy_pin()],
+                "args": {"scale": scale, "family": name},
+                "tolerance": {"metric": "allclose", "rtol": 1e-3, "atol": 1e-7},
+            }
+            for name in stages
+        }
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=True))
     return root
 

@@ -39,4 +39,5 @@ def hang(case: OnnxCase) -> RunFn:
         if "abs" in case.name:
             time.sleep(600)
         return ort.prepare(case)(feeds)
+
     return run

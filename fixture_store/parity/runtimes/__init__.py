@@ -30,8 +30,10 @@ def check_runtime(name: str) -> str:
     """Return ``name`` if it names a built-in runtime or a ``module:attribute`` spec."""
     if name in BUILTIN or (":" in name and all(name.partition(":")[::2])):
         return name
-    raise UsageError(f"unknown runtime {name!r}",
-                     fix=f"use one of {', '.join(BUILTIN)} or package.module:prepare")
+    raise UsageError(
+        f"unknown runtime {name!r}",
+        fix=f"use one of {', '.join(BUILTIN)} or package.module:prepare",
+    )
 
 
 def resolve(name: str) -> Prepare:

@@ -46,10 +46,23 @@ def evaluate(task: Task) -> CaseResult:
     """Load, prepare, run every data set and compare; never raises for a case's own failure."""
     start = time.perf_counter()
 
-    def done(outcome: Outcome, detail: str = "", arrays: Sequence[ArrayComparison] = (),
-             operators: tuple[str, ...] = (), fix: str | None = None) -> CaseResult:
-        return CaseResult(task.name, task.runtime, outcome, detail, tuple(arrays), operators,
-                          time.perf_counter() - start, fix)
+    def done(
+        outcome: Outcome,
+        detail: str = "",
+        arrays: Sequence[ArrayComparison] = (),
+        operators: tuple[str, ...] = (),
+        fix: str | None = None,
+    ) -> CaseResult:
+        return CaseResult(
+            task.name,
+            task.runtime,
+            outcome,
+            detail,
+            tuple(arrays),
+            operators,
+            time.perf_counter() - start,
+            fix,
+        )
 
     try:
         case = load_case(task.folder, name=task.name, tolerance=task.tolerance)
@@ -65,14 +78,11 @@ def evaluate(task: Task) -> CaseResult:
         try:
             outputs = run(dataset.feeds)
         except Exception as e:
-            return done(classify(e), describe(e, f"run data set {dataset.index}"), comparisons,
-                        ops)
-        problem, found = compare_outputs(case, dataset.outputs, outputs,
-                                         prefix=f"{dataset.index}:")
+            return done(classify(e), describe(e, f"run data set {dataset.index}"), comparisons, ops)
+        problem, found = compare_outputs(case, dataset.outputs, outputs, prefix=f"{dataset.index}:")
         comparisons.extend(found)
         if problem:
-            return done(Outcome.MISMATCH, f"data set {dataset.index}: {problem}", comparisons,
-                        ops)
+            return done(Outcome.MISMATCH, f"data set {dataset.index}: {problem}", comparisons, ops)
     return done(Outcome.PASS, arrays=comparisons, operators=ops)
 
 
@@ -89,13 +99,22 @@ def compare_outputs(
     return "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""), found
 
 
-def _compare_value(tolerance: Mapping[str, Any] | None, output: str, label: str, exp: Any,
-                   act: Any, found: list[ArrayComparison], problems: list[str],
-                   prefix: str) -> None:
+def _compare_value(
+    tolerance: Mapping[str, Any] | None,
+    output: str,
+    label: str,
+    exp: Any,
+    act: Any,
+    found: list[ArrayComparison],
+    problems: list[str],
+    prefix: str,
+) -> None:
     if exp is None or act is None:
         if (exp is None) != (act is None):
-            problems.append(f"{label}: {'empty' if act is None else 'a value'} where "
-                            f"{'an empty optional' if exp is None else 'a value'} is expected")
+            problems.append(
+                f"{label}: {'empty' if act is None else 'a value'} where "
+                f"{'an empty optional' if exp is None else 'a value'} is expected"
+            )
         return
     if isinstance(exp, list):
         if not isinstance(act, list | tuple):
@@ -112,8 +131,9 @@ def _compare_value(tolerance: Mapping[str, Any] | None, output: str, label: str,
             problems.append(f"{label}: keys differ from the expected map")
             return
         for key in sorted(exp, key=repr):
-            _compare_value(tolerance, output, f"{label}[{key!r}]", exp[key], act[key], found,
-                           problems, prefix)
+            _compare_value(
+                tolerance, output, f"{label}[{key!r}]", exp[key], act[key], found, problems, prefix
+            )
         return
     if isinstance(act, list | tuple | dict):
         problems.append(f"{label}: {type(act).__name__} where a tensor is expected")
@@ -121,8 +141,9 @@ def _compare_value(tolerance: Mapping[str, Any] | None, output: str, label: str,
     exp_a, act_a = np.asarray(exp), np.asarray(act)
     if exp_a.dtype == object and act_a.dtype.kind in "US":
         act_a = act_a.astype(object)
-    comparison = compare_arrays(prefix + label, exp_a, act_a,
-                                Tolerance.for_array(tolerance, output))
+    comparison = compare_arrays(
+        prefix + label, exp_a, act_a, Tolerance.for_array(tolerance, output)
+    )
     found.append(comparison)
     if comparison.outcome is ArrayOutcome.DRIFT:
         problems.append(f"{label}: {comparison.reason}")

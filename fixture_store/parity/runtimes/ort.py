@@ -39,8 +39,10 @@ def prepare(case: OnnxCase) -> RunFn:
     )
     types = [i.type for i in session.get_inputs()] + [o.type for o in session.get_outputs()]
     if not any(_bridged(t) for t in types):
+
         def run(feeds: Mapping[str, Any]) -> Sequence[Any]:
             return list(session.run(None, dict(feeds)))
+
         return run
 
     def run_bridged(feeds: Mapping[str, Any]) -> Sequence[Any]:
@@ -75,8 +77,10 @@ def to_ortvalue(value: Any) -> Any:
     ortvalue = ort.OrtValue.ortvalue_from_shape_and_type(list(array.shape), onnx_type)
     raw = _pack(array.view(np.uint8).reshape(-1), _packed_bits(onnx_type))
     if raw.nbytes != ortvalue.tensor_size_in_bytes():
-        raise ValueError(f"cannot bridge a {array.dtype} array of shape {array.shape}: "
-                         f"{raw.nbytes} bytes for a tensor of {ortvalue.tensor_size_in_bytes()}")
+        raise ValueError(
+            f"cannot bridge a {array.dtype} array of shape {array.shape}: "
+            f"{raw.nbytes} bytes for a tensor of {ortvalue.tensor_size_in_bytes()}"
+        )
     if raw.nbytes:
         ctypes.memmove(ortvalue.data_ptr(), raw.ctypes.data, raw.nbytes)
     return ortvalue

@@ -32,8 +32,10 @@ _READY = "ready"
 
 
 def default_jobs() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else (os.cpu_count() or 1))
+    return max(
+        1,
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+    )
 
 
 def _worker_main(conn: Connection) -> None:
@@ -70,8 +72,9 @@ class _Worker:
     @classmethod
     def start(cls, ctx: Any) -> _Worker:
         parent, child = ctx.Pipe()
-        process = ctx.Process(target=_worker_main, args=(child,), daemon=True,
-                              name="fixture-store-compare")
+        process = ctx.Process(
+            target=_worker_main, args=(child,), daemon=True, name="fixture-store-compare"
+        )
         process.start()
         child.close()
         return cls(process, parent)
@@ -159,8 +162,9 @@ def run_tasks(
         return pool.run(tasks, timeout=timeout, on_result=on_result)
 
 
-def _run_here(tasks: Sequence[Task],
-              on_result: Callable[[CaseResult], None] | None) -> list[CaseResult]:
+def _run_here(
+    tasks: Sequence[Task], on_result: Callable[[CaseResult], None] | None
+) -> list[CaseResult]:
     from fixture_store.parity.runtimes.evaluate import evaluate
 
     out = []
@@ -172,8 +176,13 @@ def _run_here(tasks: Sequence[Task],
     return out
 
 
-def _run_pool(ctx: Any, workers: list[_Worker], tasks: Sequence[Task], timeout: float,
-              on_result: Callable[[CaseResult], None] | None) -> list[CaseResult]:
+def _run_pool(
+    ctx: Any,
+    workers: list[_Worker],
+    tasks: Sequence[Task],
+    timeout: float,
+    on_result: Callable[[CaseResult], None] | None,
+) -> list[CaseResult]:
     results: list[CaseResult | None] = [None] * len(tasks)
     pending = deque(enumerate(tasks))
 
@@ -196,8 +205,11 @@ def _run_pool(ctx: Any, workers: list[_Worker], tasks: Sequence[Task], timeout: 
                     w.deadline = time.monotonic() + timeout
                 w.jobs.append((index, task))
         now = time.monotonic()
-        deadlines = [w.deadline if w.busy else w.started + STARTUP_TIMEOUT
-                     for w in workers if w.busy or not w.ready]
+        deadlines = [
+            w.deadline if w.busy else w.started + STARTUP_TIMEOUT
+            for w in workers
+            if w.busy or not w.ready
+        ]
         wait_for = max(0.0, min(deadlines) - now) if deadlines else None
         ready = set(wait([w.conn for w in workers if w.busy or not w.ready], wait_for))
         for w in list(workers):
@@ -211,8 +223,15 @@ def _run_pool(ctx: Any, workers: list[_Worker], tasks: Sequence[Task], timeout: 
                             fix="run with --jobs 0 to see the error in this process",
                         ) from None
                     index, task = w.jobs.popleft()
-                    finish(index, CaseResult(task.name, task.runtime, Outcome.CRASH,
-                                             f"{_death(w.process)} while running the case"))
+                    finish(
+                        index,
+                        CaseResult(
+                            task.name,
+                            task.runtime,
+                            Outcome.CRASH,
+                            f"{_death(w.process)} while running the case",
+                        ),
+                    )
                     pending.extendleft(reversed(w.jobs))
                     replace(w, kill=True)
                     continue
@@ -225,13 +244,21 @@ def _run_pool(ctx: Any, workers: list[_Worker], tasks: Sequence[Task], timeout: 
                     finish(index, result)
             elif w.busy and time.monotonic() >= w.deadline:
                 index, task = w.jobs.popleft()
-                finish(index, CaseResult(task.name, task.runtime, Outcome.TIMEOUT,
-                                         f"no result after {timeout:g} s; the worker was "
-                                         "killed", seconds=timeout,
-                                         fix="raise --timeout if the case is just slow"))
+                finish(
+                    index,
+                    CaseResult(
+                        task.name,
+                        task.runtime,
+                        Outcome.TIMEOUT,
+                        f"no result after {timeout:g} s; the worker was killed",
+                        seconds=timeout,
+                        fix="raise --timeout if the case is just slow",
+                    ),
+                )
                 pending.extendleft(reversed(w.jobs))
                 replace(w, kill=True)
             elif not w.ready and time.monotonic() >= w.started + STARTUP_TIMEOUT:
                 raise FixtureStoreError(
-                    f"a compare worker did not start within {STARTUP_TIMEOUT:g} s")
+                    f"a compare worker did not start within {STARTUP_TIMEOUT:g} s"
+                )
     return [r for r in results if r is not None]
