@@ -151,8 +151,8 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
         profile_for(record, tighten),
         archive_digest=record.digest,
         artifact=record.name,
-        fmt=fmt,
-    )  # type: ignore[arg-type]
+        fmt=fmt,  # type: ignore[arg-type]
+    )
 
 
 __all__ = ["CONTENT_KINDS", "check", "extract", "needs_check", "sniff"]

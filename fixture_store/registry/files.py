@@ -233,7 +233,7 @@ class _SchemaPasses:
 
     @classmethod
     def for_text(cls, text: str) -> _SchemaPasses:
-        from fixture_store import __version__
+        from fixture_store._version import __version__
         from fixture_store.objects.store import default_root
 
         h = hashlib.sha256()
