@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import lz4.frame
 import numpy as np
@@ -123,7 +124,7 @@ def main() -> None:
         )
 
         npz = tmp / "a.npz"
-        parts = {f"t{i}": arr[i::8] for i in range(8)}
+        parts: dict[str, Any] = {f"t{i}": arr[i::8] for i in range(8)}
         np.savez(npz, **parts)
         spec = {k: {"dtype": "float64", "shape": list(v.shape)} for k, v in parts.items()}
 

@@ -73,7 +73,7 @@ def compress(raw: bytes, codec: str) -> bytes:
             level=ZSTD_LEVEL, write_content_size=True, write_checksum=True, threads=0
         ).compress(raw)
     if codec == "lz4":
-        return lz4.frame.compress(
+        return lz4.frame.compress(  # type: ignore[no-any-return]
             raw, compression_level=LZ4_LEVEL, content_checksum=True, store_size=True
         )
     raise ValueError(f"unknown codec {codec!r}")

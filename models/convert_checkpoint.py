@@ -43,7 +43,7 @@ def module_of(model: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
         state = {"weight": inits[node.input[1]]}
         if len(node.input) > 2:
             state["bias"] = inits[node.input[2]]
-        config = {k: list(attrs[k]) for k in ("strides", "pads", "dilations")}
+        config: dict[str, Any] = {k: list(attrs[k]) for k in ("strides", "pads", "dilations")}
         config["groups"] = int(attrs.get("group", 1))
         return "Conv2d", config, state
     elif ops == ["BatchNormalization"]:

@@ -38,7 +38,7 @@ def main() -> int:
     args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import jax
 
-    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_platforms", "cpu")  # type: ignore[no-untyped-call]
     import jax_modules
 
     items = {i["name"]: i for i in json.loads(args.inputs.read_text())}

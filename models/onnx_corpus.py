@@ -62,7 +62,7 @@ def source(path: str) -> dict[str, object]:
 def hash_member(archive: SafeArchive, name: str) -> Digest:
     size = archive.entries[name].size
     with archive.open(name, size) as f:
-        return digests.of_stream(f)  # type: ignore[arg-type]
+        return digests.of_stream(f)
 
 
 def case_record(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -38,7 +39,7 @@ def test_no_profile_name_means_default_and_unknown_names_are_refused() -> None:
 
 @pytest.mark.parametrize("field", LIMIT_FIELDS)
 @pytest.mark.parametrize("bad", [0, -1, True, 1.5, "10"])
-def test_every_field_must_be_a_positive_integer(field: str, bad: object) -> None:
+def test_every_field_must_be_a_positive_integer(field: str, bad: Any) -> None:
     with pytest.raises(UsageError, match=field):
         dataclasses.replace(DEFAULT, **{field: bad})
 

@@ -1,4 +1,5 @@
 import io
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ def test_empty_stream_has_the_known_sha256() -> None:
     assert digests.of_stream(io.BytesIO(b"")) == Digest(EMPTY, 0)
 
 
-def test_file_digest_matches_bytes_digest(tmp_path) -> None:
+def test_file_digest_matches_bytes_digest(tmp_path: Path) -> None:
     data = bytes(range(256)) * 9000  # spans several read chunks
     p = tmp_path / "f"
     p.write_bytes(data)
@@ -52,7 +53,7 @@ def test_bad_size_is_refused(size: object) -> None:
 @pytest.mark.parametrize("size", [0, 5, digests.CHUNK, 3 * digests.CHUNK + 17])
 @pytest.mark.parametrize("read_ahead", [True, False])
 def test_both_digests_of_a_file_match_each_hash_alone(
-    tmp_path, size: int, read_ahead: bool
+    tmp_path: Path, size: int, read_ahead: bool
 ) -> None:
     import hashlib
     import os
@@ -67,7 +68,7 @@ def test_both_digests_of_a_file_match_each_hash_alone(
     assert b3 == blake3.blake3(data).hexdigest()
 
 
-def test_read_small_returns_whole_small_files_only(tmp_path) -> None:
+def test_read_small_returns_whole_small_files_only(tmp_path: Path) -> None:
     small, exact = tmp_path / "small", tmp_path / "exact"
     small.write_bytes(b"x" * 99)
     exact.write_bytes(b"y" * 100)
@@ -77,7 +78,7 @@ def test_read_small_returns_whole_small_files_only(tmp_path) -> None:
 
 @pytest.mark.parametrize("use_blake3,want_blake3", [(False, False), (True, False), (False, True)])
 def test_the_small_file_path_hashes_like_the_streaming_one(
-    tmp_path, use_blake3: bool, want_blake3: bool
+    tmp_path: Path, use_blake3: bool, want_blake3: bool
 ) -> None:
     import os
 

@@ -21,8 +21,8 @@ from fixture_store.cli import main
 from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.parity import runtimes as comparators
-from fixture_store.parity.cases import compare, select_cases
-from fixture_store.parity.results import Outcome
+from fixture_store.parity.cases import Report, compare, select_cases
+from fixture_store.parity.results import CaseResult, Outcome
 from fixture_store.parity.runtimes.ort import from_ortvalue, to_ortvalue
 from fixture_store.registry import conditions
 from fixture_store.registry.files import KnownFailure, write_family
@@ -30,7 +30,7 @@ from tests.support.onnx_helpers import NODE_DATA, make_project, register_case, t
 from tests.support.spy_runtimes import spy_log
 
 
-def _rewrite_output(folder: Path, change: object) -> None:
+def _rewrite_output(folder: Path, change: Callable[[np.ndarray], np.ndarray]) -> None:
     pb = folder / "test_data_set_0" / "output_0.pb"
     tensor = onnx.TensorProto()
     tensor.ParseFromString(pb.read_bytes())
@@ -38,7 +38,9 @@ def _rewrite_output(folder: Path, change: object) -> None:
     pb.write_bytes(numpy_helper.from_array(change(array), tensor.name).SerializeToString())
 
 
-def _variant(project: Path, store: Store, case: str, suffix: str, change: object) -> str:
+def _variant(
+    project: Path, store: Store, case: str, suffix: str, change: Callable[[np.ndarray], np.ndarray]
+) -> str:
     source = project / "variants" / f"{case}_{suffix}"
     shutil.copytree(NODE_DATA / case, source)
     _rewrite_output(source, change)
@@ -66,8 +68,8 @@ def _perturbed_abs(
     return _reload(fixtures, project), name
 
 
-def by(report: object, name: str, runtime: str) -> object:
-    return next(r for r in report.results if r.name == name and r.runtime == runtime)  # type: ignore[attr-defined]
+def by(report: Report, name: str, runtime: str) -> CaseResult:
+    return next(r for r in report.results if r.name == name and r.runtime == runtime)
 
 
 def test_real_cases_pass_on_both_runtimes_in_worker_processes(project: Path, store: Store) -> None:
@@ -80,7 +82,7 @@ def test_real_cases_pass_on_both_runtimes_in_worker_processes(project: Path, sto
     assert report.exit_code == 0
     bf16 = by(report, "onnx-node/test_cast_FLOAT_to_BFLOAT16", "ort")
     # The bfloat16 output came back through the OrtValue bridge bit for bit.
-    assert [str(a.outcome) for a in bf16.arrays] == ["bit-identical"]  # type: ignore[attr-defined]
+    assert [str(a.outcome) for a in bf16.arrays] == ["bit-identical"]
 
 
 def test_perturbed_expected_output_is_a_mismatch_with_error_stats(
@@ -128,6 +130,7 @@ def test_record_tolerance_and_per_array_override_apply(project: Path, store: Sto
         compare(_reload(fixtures, project), [name], ["reference"], jobs=0), name, "reference"
     )
     assert result.outcome is Outcome.PASS
+    assert result.arrays[0].tolerance is not None
     assert result.arrays[0].tolerance.rtol == 0.05
 
 

@@ -7,6 +7,7 @@ import os
 import tarfile
 import warnings
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def _sparse_tar() -> bytes:
 
 
 def _tar_cases(fmt: str) -> list[Case]:
-    z = lambda data: compress(data, fmt)  # noqa: E731
+    z: Callable[[bytes], bytes] = lambda data: compress(data, fmt)  # noqa: E731
     good = regular_tar(GOOD)
     zeros = {"zeros.bin": bytes(8 * MiB)}
     cut_in_member = good[: 512 + 100]  # first header and part of its data
@@ -376,17 +377,19 @@ def test_sentinel_is_bound_to_the_manifest(tmp_path: Path) -> None:
 
 # -- deterministic writer ----------------------------------------------------------------------
 @pytest.mark.parametrize("compression", ["none", "lz4", "zstd"])
-def test_write_tar_is_byte_identical_and_normalised(tmp_path: Path, compression: str) -> None:
+def test_write_tar_is_byte_identical_and_normalised(
+    tmp_path: Path, compression: archives.Compression
+) -> None:
     src = tmp_path / "src.bin"
     src.write_bytes(b"from a file")
     os.chmod(src, 0o755)
     members: dict[str, bytes | Path] = {"z/last.bin": b"z", "a.bin": b"a", "m/src.bin": src}
     suffix = {"none": ".tar", "lz4": ".tar.lz4", "zstd": ".tar.zst"}[compression]
-    one = archives.write_tar(members, tmp_path / f"one{suffix}", compression)  # type: ignore[arg-type]
+    one = archives.write_tar(members, tmp_path / f"one{suffix}", compression)
     os.utime(src, (12345, 12345))
     two = archives.write_tar(
         dict(reversed(members.items())), tmp_path / f"two{suffix}", compression
-    )  # type: ignore[arg-type]
+    )
     assert one == two
     expected = {"z/last.bin": b"z", "a.bin": b"a", "m/src.bin": b"from a file"}
     tree = archives.scan(tmp_path / f"one{suffix}", DEFAULT, manifest(expected))
@@ -495,7 +498,7 @@ def test_zip_with_data_descriptors_and_folder_entries_is_accepted(
     tmp_path: Path, method: int
 ) -> None:
     sink = _Unseekable()
-    with zipfile.ZipFile(sink, "w", compression=method) as zf:  # type: ignore[arg-type]
+    with zipfile.ZipFile(sink, "w", compression=method) as zf:
         zf.mkdir("data")
         for name, data in GOOD.items():
             with zf.open(name, "w") as f:

@@ -44,7 +44,7 @@ _MEMBERS = {"a/x.bin": bytes(range(256)) * 3, "b.txt": b"hello\n", "c": b""}
 SEED_MANIFEST = manifest(_MEMBERS)
 
 
-def _npy_seed(arr: np.ndarray) -> bytes:  # type: ignore[type-arg]
+def _npy_seed(arr: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, arr)
     return buf.getvalue()
