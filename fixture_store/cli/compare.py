@@ -103,9 +103,13 @@ def compare_cmd(
     not-implemented, error, known-failure (registered with a reason in the registry's
     known_failures), refused, timeout, crash, gap.
 
+    A known failure excuses only its outcome, and a known mismatch only up to its bounds
+    (max_abs, max_rel); a glob pattern must match the number of cases it expects.
+
     Exit 0 when every case passes or is a registered known failure or gap; 1 when any case
-    fails, is refused, or a known failure now passes (remove it from the registry); 2 on
-    usage or registry errors.
+    fails, is refused, a known mismatch exceeds its bounds, or a known failure now passes
+    (remove it from the registry); 2 on usage or registry errors (such as a known failure
+    matching other cases than it expects).
     """
     fixtures = Fixtures(obj.store, obj.registry(), full=full)
     chosen = select_cases(fixtures, names, families)
@@ -146,6 +150,11 @@ def compare_cmd(
                 f"known failure now passes: {r.runtime} {r.name} ({r.known_reason}); fix: {r.fix}",
                 markup=False,
             )
+    for r in report.beyond_known_bounds:
+        err.print(
+            f"known failure exceeded: {r.runtime} {r.name}: {r.detail}; fix: {r.fix}",
+            markup=False,
+        )
     for r in report.inactive:
         err.print(
             f"known failure inactive here ({r.inactive_condition} does not hold): "

@@ -13,14 +13,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fixture_store.access import Fixtures, checkout
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
-from fixture_store.parity.results import CaseResult, Outcome, Task
+from fixture_store.parity.results import CaseResult, KnownError, Outcome, Task
 from fixture_store.parity.runtimes import check_runtime
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT, WorkerPool, default_jobs
-from fixture_store.registry.files import KnownFailure
+from fixture_store.registry.files import DIRNAME
+from fixture_store.registry.known_failures import KnownFailure, check_counts, suggest_bound
 from fixture_store.verify import Status, verify_names
 
 CASE_KIND = "onnx-case"
@@ -54,11 +56,17 @@ class Report:
     def exit_code(self) -> int:
         return EXIT_FAILED if any(r.failing for r in self.results) else EXIT_OK
 
+    @property
+    def beyond_known_bounds(self) -> list[CaseResult]:
+        """Mismatches a known failure matched whose error is larger than its bounds."""
+        return [r for r in self.results if r.beyond_known_bounds]
+
     def stable(self, store_root: str) -> Report:
         """This report without what differs run to run or machine to machine: timings, the
-        store's location (a runtime's message may name the checked-out model), and the numbers
-        of known mismatches (random operators such as Bernoulli draw new values every run; the
-        registered reason is what the report vouches for)."""
+        store's location (a runtime's message may name the checked-out model), and a known
+        mismatch's detail and per-array statistics (random operators such as Bernoulli draw
+        new values every run). What a known mismatch keeps is its bounded error next to the
+        entry's bounds (``known_error``), so a change in it shows in the report's diff."""
 
         def plain(r: CaseResult) -> CaseResult:
             detail = r.detail.replace(store_root, "$FIXTURE_STORE_DIR")
@@ -77,6 +85,11 @@ class Report:
             "now_passing": [
                 {"name": r.name, "runtime": r.runtime, "known_reason": r.known_reason}
                 for r in self.now_passing
+            ],
+            "beyond_known_bounds": [
+                {"name": r.name, "runtime": r.runtime, **r.known_error.to_json()}
+                for r in self.beyond_known_bounds
+                if r.known_error is not None
             ],
             "inactive_known_failures": [
                 {
@@ -124,8 +137,10 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
     """Mark a failure the registry knows about; flag a known failure whose case now passes.
 
     A refusal or a gap is never excused: a known failure speaks about a runtime on good data.
-    When the entry names an outcome, only that outcome is excused. An entry with a machine
-    condition that does not hold here is inactive: it is reported and excuses nothing.
+    When the entry names an outcome, only that outcome is excused; a mismatch only by a
+    mismatch entry, and only up to its bounds: a larger error fails, with the bound to
+    register if it is understood. An entry with a machine condition that does not hold here is
+    inactive: it is reported and excuses nothing.
     """
     if result.outcome in (Outcome.REFUSED, Outcome.GAP):
         return result
@@ -156,8 +171,45 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
             detail=f"{result.detail} (a known failure matches but is registered as "
             f"{entry.outcome!r}: {entry.reason})",
         )
+    if result.outcome is not Outcome.MISMATCH:
+        return _excused(result, entry)
+    if entry.outcome is None:
+        return dataclasses.replace(
+            result,
+            detail=f"{result.detail} (a known failure matches but names no outcome; a "
+            f"mismatch is excused only by a 'mismatch' entry with bounds: {entry.reason})",
+        )
+    error = KnownError.of(result.arrays, entry)
+    exceeded = error.exceeded()
+    if not exceeded:
+        return _excused(result, entry, error)
+    seen = "; ".join(f"{key} {value:.3g} > bound {bound:g}" for key, value, bound in exceeded)
+    suggested = ", ".join(f"{key} {suggest_bound(value):g}" for key, value, _ in exceeded)
     return dataclasses.replace(
-        result, outcome=Outcome.KNOWN_FAILURE, underlying=result.outcome, known_reason=entry.reason
+        result,
+        known_reason=entry.reason,
+        known_error=error,
+        detail=f"{result.detail} (the known failure {entry.label} excuses a smaller error: {seen})",
+        fix=f"if the larger error is understood, set {suggested} (twice the error seen) on "
+        f"the known failure {entry.label} in {_shown(entry)}; otherwise the "
+        "runtime regressed on this case",
+    )
+
+
+def _shown(entry: KnownFailure) -> str:
+    """The entry's file as the project names it (the report must not name this checkout)."""
+    return f"{DIRNAME}/{Path(entry.file).name}" if entry.file else "the registry"
+
+
+def _excused(
+    result: CaseResult, entry: KnownFailure, error: KnownError | None = None
+) -> CaseResult:
+    return dataclasses.replace(
+        result,
+        outcome=Outcome.KNOWN_FAILURE,
+        underlying=result.outcome,
+        known_reason=entry.reason,
+        known_error=error,
     )
 
 
@@ -174,13 +226,14 @@ def compare(
     runtimes = tuple(dict.fromkeys(check_runtime(r) for r in runtimes))
     if not runtimes:
         raise UsageError("no runtime chosen", fix="pass --runtime ort and/or --runtime reference")
+    known = list(fixtures.registry.known_failures())
+    check_counts(known, fixtures.registry.names())
     start = time.perf_counter()
     jobs = default_jobs() if jobs is None else jobs
     with WorkerPool(min(jobs, len(names) * len(runtimes))) as pool:
         # Workers boot (imports) while this process verifies and checks out the trees.
         tasks, by_name = _verified_tasks(fixtures, names, runtimes, on_result)
         ran = pool.run(tasks, timeout=timeout, on_result=on_result)
-    known = list(fixtures.registry.known_failures())
     for result in ran:
         by_name[result.name].append(apply_known_failures(result, known))
     order = {rt: i for i, rt in enumerate(runtimes)}

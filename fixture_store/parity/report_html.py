@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from fixture_store.parity.cases import Report
-from fixture_store.parity.results import CaseResult, Outcome
+from fixture_store.parity.results import CaseResult, KnownError, Outcome
 
 _COLORS = {
     Outcome.PASS: "#2e7d32",
@@ -202,6 +202,8 @@ def render(report: Report) -> str:
                 detail += f"<br><span class='muted'>known: {e(r.known_reason)}</span>"
             if r.fix:
                 detail += f"<br><span class='muted'>fix: {e(r.fix)}</span>"
+            if r.known_error is not None:
+                detail += f"<br><code>{e(_known_error(r.known_error))}</code>"
             worst = [a for a in r.arrays if not a.ok]
             if worst:
                 a = worst[0]
@@ -218,6 +220,13 @@ def render(report: Report) -> str:
         parts.append("</table>")
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _known_error(error: KnownError) -> str:
+    text = f"max abs {error.max_abs:.3g} (bound {error.max_abs_bound:g})"
+    if error.max_rel is not None and error.max_rel_bound is not None:
+        text += f", max rel {error.max_rel:.3g} (bound {error.max_rel_bound:g})"
+    return text
 
 
 def write_report(report: Report, path: str | os.PathLike[str]) -> Path:

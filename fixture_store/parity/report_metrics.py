@@ -10,7 +10,7 @@ from typing import Any
 
 from fixture_store.parity.cases import Report
 from fixture_store.parity.report_html import case_operator
-from fixture_store.parity.results import Outcome
+from fixture_store.parity.results import KnownError, Outcome
 
 
 def metrics(report: Report) -> dict[str, Any]:
@@ -22,7 +22,33 @@ def metrics(report: Report) -> dict[str, Any]:
         },
         "now_passing": len(report.now_passing),
         "inactive_known_failures": len(report.inactive),
+        "beyond_known_bounds": len(report.beyond_known_bounds),
+        "known_mismatches": known_mismatches(report),
     }
+
+
+def known_mismatches(report: Report) -> dict[str, dict[str, Any]]:
+    """Per known mismatch entry (``"RUNTIME PATTERN"``): its cases, the largest error over
+    them and its bounds, so ``dvc metrics diff`` shows an excused error that grows."""
+    entries: dict[str, dict[str, Any]] = {}
+    for r in report.results:
+        error = r.known_error
+        if error is None:
+            continue
+        key = f"{r.runtime} {error.pattern}"
+        entry = entries.setdefault(key, {"cases": 0, "max_abs": 0.0, **_bounds(error)})
+        entry["cases"] += 1
+        entry["max_abs"] = max(entry["max_abs"], error.max_abs)
+        if error.max_rel is not None:
+            entry["max_rel"] = max(entry.get("max_rel", 0.0), error.max_rel)
+    return dict(sorted(entries.items()))
+
+
+def _bounds(error: KnownError) -> dict[str, float]:
+    bounds = {"max_abs_bound": error.max_abs_bound}
+    if error.max_rel_bound is not None:
+        bounds["max_rel_bound"] = error.max_rel_bound
+    return bounds
 
 
 def operator_rows(report: Report) -> list[dict[str, Any]]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from fixture_store.parity.arrays import ArrayComparison
+from fixture_store.registry.known_failures import KnownFailure
 
 
 class Outcome(StrEnum):
@@ -46,6 +47,58 @@ class Task:
 
 
 @dataclass(frozen=True)
+class KnownError:
+    """A mismatch's error next to the bounds of the known failure that matched it.
+
+    The error is the largest over the arrays that drifted (an array within tolerance is not
+    what the entry excuses). The relative error is kept only where the entry bounds it: it is
+    infinite wherever an expected value is 0, and flips between finite and infinite from run to
+    run for a random operator, and these numbers go into the stable report.
+    """
+
+    pattern: str
+    max_abs: float
+    max_abs_bound: float
+    max_rel: float | None = None
+    max_rel_bound: float | None = None
+
+    @classmethod
+    def of(cls, arrays: Iterable[ArrayComparison], entry: KnownFailure) -> KnownError:
+        drifted = [a for a in arrays if not a.ok]
+        max_rel = max((a.max_rel for a in drifted), default=0.0)
+        return cls(
+            entry.pattern,
+            max((a.max_abs for a in drifted), default=0.0),
+            entry.max_abs if entry.max_abs is not None else 0.0,
+            max_rel if entry.max_rel is not None else None,
+            entry.max_rel,
+        )
+
+    def exceeded(self) -> list[tuple[str, float, float]]:
+        """``(key, error seen, bound)`` for each bound the error exceeds."""
+        pairs = (
+            ("max_abs", self.max_abs, self.max_abs_bound),
+            ("max_rel", self.max_rel, self.max_rel_bound),
+        )
+        # "not seen <= bound" also catches NaN.
+        return [
+            (key, seen, bound)
+            for key, seen, bound in pairs
+            if seen is not None and bound is not None and not seen <= bound
+        ]
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "pattern": self.pattern,
+            "max_abs": self.max_abs,
+            "max_abs_bound": self.max_abs_bound,
+        }
+        if self.max_rel_bound is not None:
+            out.update(max_rel=self.max_rel, max_rel_bound=self.max_rel_bound)
+        return out
+
+
+@dataclass(frozen=True)
 class CaseResult:
     name: str
     runtime: str
@@ -62,10 +115,18 @@ class CaseResult:
     # A known failure matched but its machine condition does not hold here: the entry is
     # reported, and excuses nothing.
     inactive_condition: str | None = None
+    # A mismatch a known failure matched: its error and the entry's bounds (excused when within
+    # them, failing otherwise).
+    known_error: KnownError | None = None
 
     @property
     def failing(self) -> bool:
         return self.outcome in FAILING or self.now_passing
+
+    @property
+    def beyond_known_bounds(self) -> bool:
+        """A known failure matched this mismatch, but its error is larger than the entry's."""
+        return self.known_error is not None and self.outcome is Outcome.MISMATCH
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +139,7 @@ class CaseResult:
             "known_reason": self.known_reason,
             "now_passing": self.now_passing,
             "inactive_condition": self.inactive_condition,
+            "known_error": self.known_error.to_json() if self.known_error else None,
             "operators": list(self.operators),
             "seconds": round(self.seconds, 6),
             "arrays": [a.to_json() for a in self.arrays],

@@ -22,7 +22,8 @@ from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import statecache
-from fixture_store.registry import conditions
+from fixture_store.registry.known_failures import KnownFailure
+from fixture_store.registry.known_failures import parse as parse_known_failure
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
 
 FORMAT_VERSION = 1
@@ -105,25 +106,6 @@ def dumps(doc: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class KnownFailure:
-    """A failure the project knows about, kept as data: which runtime, which cases, why."""
-
-    runtime: str
-    pattern: str
-    reason: str
-    outcome: str | None = None
-    # KIND:ARGUMENT (see fixture_store.registry.conditions): the entry applies only where this
-    # holds.
-    condition: str | None = None
-
-    def active(self) -> bool:
-        return self.condition is None or conditions.holds(self.condition)
-
-    def matches(self, runtime: str, name: str) -> bool:
-        return self.runtime in (runtime, "*") and fnmatch.fnmatchcase(name, self.pattern)
-
-
-@dataclass(frozen=True)
 class FamilyFile:
     """One parsed registry file."""
 
@@ -197,27 +179,10 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
 
     if not invalid:
         passed.remember()
-    known = []
-    for i, kf in enumerate(doc.get("known_failures") or []):
-        if not isinstance(kf, dict) or not all(
-            isinstance(kf.get(k), str) and kf.get(k) for k in ("runtime", "pattern", "reason")
-        ):
-            raise RegistryError(
-                "each known failure needs non-empty runtime, pattern and reason",
-                file=shown,
-                field=f"known_failures[{i}]",
-            )
-        condition = kf.get("condition")
-        if condition is not None:
-            try:
-                conditions.parse(condition if isinstance(condition, str) else "")
-            except UsageError as e:
-                raise RegistryError(
-                    e.message, file=shown, field=f"known_failures[{i}].condition", fix=e.fix
-                ) from e
-        known.append(
-            KnownFailure(kf["runtime"], kf["pattern"], kf["reason"], kf.get("outcome"), condition)
-        )
+    known = [
+        parse_known_failure(kf, file=shown, index=i)
+        for i, kf in enumerate(doc.get("known_failures") or [])
+    ]
     return FamilyFile(p, family, records, invalid, tuple(known), doc.get("description"))
 
 
@@ -440,20 +405,7 @@ def write_family(
         else (list(existing.known_failures) if existing else [])
     )
     if kfs:
-        doc["known_failures"] = [
-            {
-                k: v
-                for k, v in (
-                    ("runtime", kf.runtime),
-                    ("pattern", kf.pattern),
-                    ("reason", kf.reason),
-                    ("outcome", kf.outcome),
-                    ("condition", kf.condition),
-                )
-                if v is not None
-            }
-            for kf in kfs
-        ]
+        doc["known_failures"] = [kf.to_json() for kf in kfs]
     doc["records"] = {r.name: r.to_json() for r in sorted(records, key=lambda r: r.name)}
     for name in doc["records"]:
         if family_of(name) != family:

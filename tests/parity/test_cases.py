@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -18,7 +19,7 @@ from onnx import numpy_helper
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.cli import main
-from fixture_store.errors import UsageError
+from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.parity import runtimes as comparators
 from fixture_store.parity.cases import Report, compare, select_cases
@@ -180,7 +181,14 @@ def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
         project,
         store,
         lambda name: [
-            KnownFailure("ort", "onnx-node/test_abs_*", "expected output edited", "mismatch"),
+            KnownFailure(
+                "ort",
+                "onnx-node/test_abs_*",
+                "expected output edited",
+                "mismatch",
+                expect=1,
+                max_abs=2,
+            ),
             KnownFailure("*", "onnx-node/test_abs", "stale entry: the case passes"),
         ],
     )
@@ -204,6 +212,132 @@ def test_known_failure_for_another_outcome_does_not_excuse(project: Path, store:
     assert "registered as 'not-implemented'" in result.detail
 
 
+def test_a_known_mismatch_is_excused_up_to_its_bound_and_fails_beyond_it(
+    project: Path, store: Store
+) -> None:
+    # The variant's expected output is the real one plus 1: the error is 1 everywhere (a float32
+    # rounding above it, so the suggested bound rounds up to 2.1).
+    fixtures, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [
+            KnownFailure("ort", name, "expected output edited", "mismatch", max_abs=2),
+            KnownFailure("reference", name, "expected output edited", "mismatch", max_abs=0.5),
+        ],
+    )
+    report = compare(fixtures, [name], ["ort", "reference"], jobs=0)
+    within = by(report, name, "ort")
+    assert within.outcome is Outcome.KNOWN_FAILURE and within.underlying is Outcome.MISMATCH
+    assert within.known_error.max_abs == pytest.approx(1.0)
+    assert within.known_error.max_abs_bound == 2 and within.known_error.max_rel is None
+    beyond = by(report, name, "reference")
+    assert beyond.outcome is Outcome.MISMATCH and beyond.beyond_known_bounds
+    assert f"the known failure {name!r} (reference) excuses a smaller error" in beyond.detail
+    assert "max_abs 1 > bound 0.5" in beyond.detail
+    assert beyond.fix is not None and "set max_abs 2.1 (twice the error seen)" in beyond.fix
+    assert "in provenance/onnx-node.json;" in beyond.fix
+    assert report.exit_code == 1
+    (listed,) = report.to_json()["beyond_known_bounds"]
+    assert listed["name"] == name and listed["runtime"] == "reference"
+    assert listed["max_abs_bound"] == 0.5 and listed["max_abs"] == pytest.approx(1.0)
+
+
+def test_a_relative_bound_is_checked_where_the_entry_sets_one(project: Path, store: Store) -> None:
+    fixtures, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [KnownFailure("ort", name, "edited", "mismatch", max_abs=2, max_rel=0.1)],
+    )
+    result = by(compare(fixtures, [name], ["ort"], jobs=0), name, "ort")
+    assert result.outcome is Outcome.MISMATCH
+    assert "max_rel" in result.detail and "max_abs" not in result.detail.split("(the known")[1]
+    assert result.fix is not None and "set max_rel " in result.fix and "max_abs" not in result.fix
+    assert 0.1 < result.known_error.max_rel <= 1
+
+
+def test_a_zero_bound_excuses_a_structural_mismatch_and_no_value_error(
+    project: Path, store: Store
+) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    wrong_dtype = _variant(project, store, "test_abs", "float64", lambda a: a.astype(np.float64))
+    fixtures, wrong_values = _perturbed_abs(
+        project,
+        store,
+        lambda name: [
+            KnownFailure("ort", f"{name[:-9]}*", "structural", "mismatch", expect=2, max_abs=0)
+        ],
+    )
+    report = compare(fixtures, [wrong_dtype, wrong_values], ["ort"], jobs=0)
+    structural = by(report, wrong_dtype, "ort")
+    assert structural.outcome is Outcome.KNOWN_FAILURE and structural.known_error.max_abs == 0
+    values = by(report, wrong_values, "ort")
+    assert values.outcome is Outcome.MISMATCH and "max_abs 1 > bound 0" in values.detail
+
+
+def test_an_entry_without_an_outcome_does_not_excuse_a_mismatch(
+    project: Path, store: Store
+) -> None:
+    fixtures, name = _perturbed_abs(
+        project, store, lambda name: [KnownFailure("ort", name, "something fails")]
+    )
+    result = by(compare(fixtures, [name], ["ort"], jobs=0), name, "ort")
+    assert result.outcome is Outcome.MISMATCH and "names no outcome" in result.detail
+
+
+def test_a_glob_matching_other_cases_than_it_expects_stops_the_compare(
+    project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fixtures, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [KnownFailure("ort", "onnx-node/test_abs*", "r", "error", expect=1)],
+    )
+    monkeypatch.setattr(comparators.ort, "prepare", lambda case: pytest.fail("ran a case"))
+    with pytest.raises(RegistryError) as e:
+        compare(fixtures, [name], ["ort"], jobs=0)
+    assert "'onnx-node/test_abs*' (ort) expects 1 case(s) and matches 2: " in str(e.value)
+    assert f"onnx-node/test_abs, {name}" in str(e.value)
+    assert e.value.exit_code == 2
+
+
+def test_cli_compare_reports_a_known_mismatch_beyond_its_bound_and_its_metrics(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    _, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [
+            KnownFailure("ort", name, "edited", "mismatch", max_abs=2),
+            KnownFailure("reference", name, "edited", "mismatch", max_abs=0.5),
+        ],
+    )
+    metrics_path = tmp_path / "metrics.json"
+    result = CliRunner().invoke(
+        main, ["compare", name, "--jobs", "0", "--metrics", str(metrics_path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert f"known failure exceeded: reference {name}: " in result.stderr
+    assert "max_abs 1 > bound 0.5" in result.stderr and "fix: if the larger error" in result.stderr
+    metrics = json.loads(metrics_path.read_text())
+    assert metrics["beyond_known_bounds"] == 1
+    entries = metrics["known_mismatches"]
+    assert set(entries) == {f"ort {name}", f"reference {name}"}
+    assert entries[f"ort {name}"]["cases"] == 1
+    assert entries[f"ort {name}"]["max_abs"] == pytest.approx(1.0)
+    assert entries[f"ort {name}"]["max_abs_bound"] == 2
+
+    registry = registry_mod.load(project)
+    write_family(
+        registry,
+        "onnx-node",
+        registry.families["onnx-node"].records.values(),
+        known_failures=[KnownFailure("ort", "onnx-node/*", "r", "error", expect=1)],
+    )
+    stale = CliRunner().invoke(main, ["compare", name, "--jobs", "0"])
+    assert stale.exit_code == 2
+    assert "expects 1 case(s) and matches 2" in stale.stderr
+
+
 NOWHERE = "locale-missing:xx_NOWHERE.UTF-8"  # holds on every machine: no such locale
 EVERYWHERE = "locale-missing:C"  # never holds: the C locale always exists
 
@@ -216,8 +350,10 @@ def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_n
         store,
         lambda name: [
             KnownFailure("ort", "onnx-node/test_abs", "needs a locale", "error", EVERYWHERE),
-            KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE),
-            KnownFailure("reference", name, "fails without a locale", "mismatch", NOWHERE),
+            KnownFailure("ort", name, "needs a locale", "mismatch", EVERYWHERE, max_abs=2),
+            KnownFailure(
+                "reference", name, "fails without a locale", "mismatch", NOWHERE, max_abs=2
+            ),
         ],
     )
 
@@ -237,10 +373,13 @@ def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_n
     active = by(failing, name, "reference")
     assert active.outcome is Outcome.KNOWN_FAILURE and active.inactive_condition is None
     assert failing.exit_code == 1
-    # The stable view (DVC's report) keeps a known mismatch's classification, not its numbers.
+    # The stable view (DVC's report) keeps a known mismatch's classification and its bounded
+    # error, not its per-array statistics.
     stable = failing.stable(str(store.root))
     assert by(stable, name, "reference").arrays == () and active.arrays
     assert by(stable, name, "reference").known_reason == "fails without a locale"
+    assert by(stable, name, "reference").known_error == active.known_error
+    assert active.known_error.max_abs == pytest.approx(1.0)
     assert by(stable, name, "ort").arrays == inactive.arrays
 
 
@@ -266,6 +405,8 @@ def test_the_string_normalizer_entry_gives_the_same_exit_code_with_and_without_t
         k for k in registry_mod.load(repo).known_failures() if k.matches("ort", f"onnx-node/{case}")
     ]
     assert [k.condition for k in entries] == ["locale-missing:en_US.UTF-8"]
+    # This project registers the one case: the entry as an exact name.
+    entries = [dataclasses.replace(k, pattern=f"onnx-node/{case}", expect=None) for k in entries]
     registry = registry_mod.load(project)
     write_family(
         registry,
@@ -413,6 +554,8 @@ def test_cli_compare_files_for_dvc_are_stable_metrics_and_plot(
         "cases": 2,
         "now_passing": 0,
         "inactive_known_failures": 0,
+        "beyond_known_bounds": 0,
+        "known_mismatches": {},
         "runtimes": {"ort": {"pass": 1, "not_implemented": 1}, "reference": {"pass": 2}},
     }
     rows = (runs[0] / "ops.csv").read_text().splitlines()

@@ -292,6 +292,7 @@ def test_a_known_failure_condition_round_trips_and_a_bad_one_fails_the_file(proj
     entry = {
         "runtime": "ort",
         "pattern": "fam/*",
+        "expect": 1,
         "reason": "needs a locale",
         "outcome": "error",
         "condition": "locale-missing:en_US.UTF-8",
