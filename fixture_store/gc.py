@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 
@@ -51,3 +52,37 @@ def collect(store: Store, garbage: Iterable[Garbage]) -> int:
         store.remove(g.hex)
         removed += 1
     return removed
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one gc run found and, if it was asked to delete, removed."""
+
+    garbage: list[Garbage]
+    removed: int = 0
+    removed_tmp: int = 0
+
+    @property
+    def size(self) -> int:
+        return sum(g.size for g in self.garbage)
+
+
+def sweep(store: Store, registry: Registry, *, delete: bool) -> Sweep:
+    """The objects ``registry`` does not reference; with ``delete``, remove them and the store's
+    stale temporary files.
+
+    Deleting is refused while a record is invalid: the objects it would reference cannot be
+    told apart from garbage.
+    """
+    invalid = dict(registry.invalid())
+    if invalid and delete:
+        raise UsageError(
+            f"{len(invalid)} record(s) are invalid, so their objects cannot be told apart from "
+            "garbage; refusing to delete",
+            fix="fixture-store verify, fix the records, rerun gc",
+        )
+    garbage = find_garbage(store, [registry])
+    if not delete:
+        return Sweep(garbage)
+    removed = collect(store, garbage)
+    return Sweep(garbage, removed, store.clean_tmp())

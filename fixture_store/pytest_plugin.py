@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +31,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import ArtifactError, UnsafeContentError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Record, Registry, family_of
-from fixture_store.verify import Result, Status
+from fixture_store.verify import Result, Status, present
 
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
@@ -111,7 +111,6 @@ class PluginState:
     config: pytest.Config
     _registry: Registry | None = None
     _fixtures: Fixtures | None = None
-    consumed: set[str] = field(default_factory=set)
 
     @property
     def require(self) -> bool:
@@ -351,7 +350,7 @@ def completeness_problems(
     for family, fam in sorted(registry.families.items()):
         records = list(fam.records.values())
         for r in records:
-            if r.is_gap and r.digest is not None and _present(store, r):
+            if r.is_gap and r.digest is not None and present(store, r):
                 problems.append(
                     f"{r.name}: declared gap ({r.gap}) but its object is in the store; "
                     f"remove the gap from the record in {fam.path.name}"
@@ -372,13 +371,6 @@ def completeness_problems(
                 "option fixture_store_gaps"
             )
     return problems
-
-
-def _present(store: Store, record: Record) -> bool:
-    assert record.digest is not None
-    tree = record.members if record.is_tree else None
-    digests_ = [d for _, d in tree] if tree is not None else []
-    return all(store.has(d) for d in [*digests_, record.digest])
 
 
 class CompletenessItem(pytest.Item):
@@ -415,9 +407,11 @@ def pytest_collection_modifyitems(
     if not config.getoption("fixture_store_complete"):
         return
     state = _state(config)
-    consumed = consumed_families(items) | state.consumed
     problems = completeness_problems(
-        state.registry(), state.store(), consumed, parse_gaps(config.getini("fixture_store_gaps"))
+        state.registry(),
+        state.store(),
+        consumed_families(items),
+        parse_gaps(config.getini("fixture_store_gaps")),
     )
     items.append(
         CompletenessItem.from_parent(session, name="fixture-store-completeness", problems=problems)

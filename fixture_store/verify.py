@@ -10,6 +10,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -581,3 +582,26 @@ def _consume(
 
 def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
     raise AssertionError("a record without objects has nothing to check")
+
+
+# -- presence: which objects are in the store, without hashing any ----------------------------
+def present(store: Store, record: Record) -> bool:
+    """Whether every object verifying ``record`` would read is in the store (nothing is hashed,
+    so present is not verified)."""
+    return all(store.has(digest) for _, digest, _ in objects_of(record))
+
+
+def presence_by_family(store: Store, registry: Registry) -> dict[str, Counter[str]]:
+    """Per family, how many records are ``present``, ``missing``, a ``gap`` (declared, with no
+    object yet) or ``invalid``; ``invalid`` is always counted, the others only when non-zero."""
+    per_family: dict[str, Counter[str]] = {}
+    for family, fam in registry.families.items():
+        counts: Counter[str] = Counter()
+        for record in fam.records.values():
+            if record.is_gap and record.digest is None:
+                counts["gap"] += 1
+            else:
+                counts["present" if present(store, record) else "missing"] += 1
+        counts["invalid"] += len(fam.invalid)
+        per_family[family] = counts
+    return per_family

@@ -182,3 +182,17 @@ def test_a_view_that_batches_cache_writes_saves_them_on_close(
     assert not saved.vouches(w.hex, st)  # not yet written: one transaction per batch
     fx.close()
     assert VerifiedCache.open(store.state_dir).vouches(w.hex, st)
+
+
+def test_presence_counts_objects_without_hashing_them(project: Path, store: Store) -> None:
+    from fixture_store.verify import presence_by_family, present
+
+    reg, w = project_with_weights(project, store)
+    case = reg.get("fam/case")
+    assert case.members is not None and present(store, case)
+    assert dict(presence_by_family(store, reg)["fam"]) == {"present": 2, "invalid": 0}
+    store.remove(next(d for _, d in case.members).hex)
+    tamper(store.object_path(w.hex))
+    assert not present(store, case)
+    assert present(store, reg.get("fam/w"))  # present is not verified
+    assert dict(presence_by_family(store, reg)["fam"]) == {"present": 1, "missing": 1, "invalid": 0}

@@ -1,4 +1,5 @@
-"""The command line: one module per command group."""
+"""The command line: the root group in ``app``, one module per command group, shared parts in
+``_common``."""
 
 from fixture_store.cli.app import main
 

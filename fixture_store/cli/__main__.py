@@ -1,3 +1,3 @@
-from fixture_store.cli.app import main
+from fixture_store.cli import main
 
 main()

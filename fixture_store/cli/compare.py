@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -10,22 +9,19 @@ import click
 from rich.table import Table
 
 from fixture_store.access import Fixtures
-from fixture_store.cli.app import Context, err, handle_errors, out, progress
+from fixture_store.cli._common import (
+    Context,
+    err,
+    handle_errors,
+    out,
+    print_json,
+    progress,
+    styled,
+    write_json,
+)
 from fixture_store.parity.cases import Report, compare, select_cases
 from fixture_store.parity.results import CaseResult, Outcome
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
-
-OUTCOME_STYLE = {
-    Outcome.PASS: "green",
-    Outcome.KNOWN_FAILURE: "cyan",
-    Outcome.GAP: "cyan",
-    Outcome.MISMATCH: "bold red",
-    Outcome.NOT_IMPLEMENTED: "yellow",
-    Outcome.ERROR: "red",
-    Outcome.REFUSED: "bold red",
-    Outcome.TIMEOUT: "red",
-    Outcome.CRASH: "bold red",
-}
 
 
 @click.command(name="compare")
@@ -124,26 +120,40 @@ def compare_cmd(
             timeout=timeout,
             on_result=lambda _r: bar.advance(task),
         )
-    if report_path is not None:
-        from fixture_store.parity.report_html import write_report
-
-        # A shareable page: no timings, no local store path (the summary prints the time).
-        write_report(report.stable(str(obj.store.root)), report_path)
-    if output_path is not None:
-        output_path.parent.mkdir(parents=True, exist_ok=True)
-        output_path.write_text(
-            json.dumps(report.stable(str(obj.store.root)).to_json(), indent=2) + "\n"
-        )
-    if metrics_path is not None or plot_path is not None:
-        from fixture_store.parity import report_metrics as compare_metrics
-
-        compare_metrics.write(report, metrics_path, plot_path)
+    _write_files(report, str(obj.store.root), report_path, output_path, metrics_path, plot_path)
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2))
+        print_json(report.to_json())
     else:
         print_report(report)
         if report_path is not None:
             out.print(f"HTML report: {report_path}", markup=False)
+    _report_known_failures(report)
+    sys.exit(report.exit_code)
+
+
+def _write_files(
+    report: Report,
+    store_root: str,
+    report_path: Path | None,
+    output_path: Path | None,
+    metrics_path: Path | None,
+    plot_path: Path | None,
+) -> None:
+    if report_path is not None:
+        from fixture_store.parity.report_html import write_report
+
+        # A shareable page: no timings, no local store path (the summary prints the time).
+        write_report(report.stable(store_root), report_path)
+    if output_path is not None:
+        write_json(output_path, report.stable(store_root).to_json())
+    if metrics_path is not None or plot_path is not None:
+        from fixture_store.parity import report_metrics as compare_metrics
+
+        compare_metrics.write(report, metrics_path, plot_path)
+
+
+def _report_known_failures(report: Report) -> None:
+    """Known failures that now pass, or whose condition does not hold here."""
     for r in report.results:
         if r.now_passing:
             err.print(
@@ -161,7 +171,6 @@ def compare_cmd(
             f"{r.runtime} {r.name}: {r.outcome}",
             markup=False,
         )
-    sys.exit(report.exit_code)
 
 
 def print_report(report: Report, *, limit: int = 60) -> None:
@@ -190,9 +199,7 @@ def print_report(report: Report, *, limit: int = 60) -> None:
 
 
 def _styled(r: CaseResult) -> str:
-    style = OUTCOME_STYLE.get(r.outcome, "")
-    text = "known failure now passes" if r.now_passing else str(r.outcome)
-    return f"[{style}]{text}[/]"
+    return styled(r.outcome, "known failure now passes" if r.now_passing else None)
 
 
 def _detail(r: CaseResult) -> str:

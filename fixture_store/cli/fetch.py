@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections import Counter
@@ -11,28 +10,25 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from fixture_store.cli.app import Context, err, handle_errors, out, progress
-from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from fixture_store.cli._common import (
+    Context,
+    Failure,
+    counts_text,
+    exit_code,
+    handle_errors,
+    out,
+    print_json,
+    progress,
+    report_failures,
+    styled,
+    write_json,
+)
+from fixture_store.errors import UsageError
 from fixture_store.fetch import FetchResult, Outcome, fetch_names
 from fixture_store.sources import offline_from_env
 
-STYLE = {
-    Outcome.PRESENT: "green",
-    Outcome.FETCHED: "green",
-    Outcome.GAP: "cyan",
-    Outcome.FAILED: "bold red",
-    Outcome.INVALID_RECORD: "bold red",
-    Outcome.UNKNOWN: "bold red",
-}
-
-
-def exit_code(results: list[FetchResult]) -> int:
-    outcomes = {r.outcome for r in results}
-    if outcomes & {Outcome.INVALID_RECORD, Outcome.UNKNOWN}:
-        return EXIT_USAGE
-    if Outcome.FAILED in outcomes:
-        return EXIT_FAILED
-    return EXIT_OK
+# What a fetch may end in and still have everything asked for in the store, verified.
+FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
 
 
 @click.command()
@@ -100,41 +96,31 @@ def fetch(
         )
     elapsed = time.perf_counter() - started
     if report_path is not None:
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(
-            json.dumps(report.summary(registry), indent=2, sort_keys=True) + "\n"
-        )
+        write_json(report_path, report.summary(registry), sort_keys=True)
     results = report.results
     counts = Counter(str(r.outcome) for r in results)
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "store": str(obj.store.root),
-                    "offline": offline,
-                    "downloaded_bytes": report.downloaded_bytes,
-                    "downloads": report.downloads,
-                    "seconds": round(elapsed, 3),
-                    "counts": dict(sorted(counts.items())),
-                    "results": [r.to_json() for r in results],
-                },
-                indent=2,
-            )
+        print_json(
+            {
+                "store": str(obj.store.root),
+                "offline": offline,
+                "downloaded_bytes": report.downloaded_bytes,
+                "downloads": report.downloads,
+                "seconds": round(elapsed, 3),
+                "counts": dict(sorted(counts.items())),
+                "results": [r.to_json() for r in results],
+            }
         )
     else:
         _print_table(results)
-        summary = ", ".join(f"{counts[str(o)]} {o}" for o in Outcome if counts[str(o)])
+        summary = counts_text((o, counts[str(o)]) for o in Outcome)
         out.print(
             f"{len(results)} artifacts: {summary or 'none'}; downloaded "
             f"{report.downloaded_bytes:,} bytes in {report.downloads} downloads; "
             f"{elapsed:.1f}s"
         )
-    for r in results:
-        if not r.ok:
-            err.print(f"{r.outcome}: {r.name}: {r.message}", markup=False)
-            if r.fix:
-                err.print(f"  fix: {r.fix}", markup=False)
-    sys.exit(exit_code(results))
+    report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
+    sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
 
 
 def _print_table(results: list[FetchResult], limit_ok: int = 30) -> None:
@@ -146,7 +132,7 @@ def _print_table(results: list[FetchResult], limit_ok: int = 30) -> None:
     for r in [*failures, *shown]:
         table.add_row(
             r.name,
-            f"[{STYLE[r.outcome]}]{r.outcome}[/]",
+            styled(r.outcome),
             r.source,
             r.message if not r.ok else f"{r.size:,} B",
         )

@@ -1,28 +1,28 @@
-"""CLI commands of regeneration and provenance export, registered on the ``main`` group."""
+"""Commands that rebuild fixtures from their pinned generators: regenerate, regenerate-summary."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
 
-from fixture_store import provenance as provenance_mod
-from fixture_store import registry as registry_mod
-from fixture_store.cli.app import Context, err, handle_errors, main, out
+from fixture_store.cli._common import (
+    Context,
+    Failure,
+    counts_text,
+    err,
+    handle_errors,
+    out,
+    print_json,
+    report_failures,
+    styled,
+    write_json,
+)
 from fixture_store.errors import EXIT_FAILED, EXIT_OK
 from fixture_store.regenerate import Report, Verdict, regenerate
-
-VERDICT_STYLE = {
-    Verdict.IDENTICAL: "green",
-    Verdict.WITHIN: "yellow",
-    Verdict.DRIFT: "bold red",
-    Verdict.NEW: "cyan",
-    Verdict.MISSING: "bold red",
-    Verdict.UNAVAILABLE: "bold red",
-}
 
 
 def print_report(report: Report, *, limit: int = 40) -> None:
@@ -33,10 +33,9 @@ def print_report(report: Report, *, limit: int = 40) -> None:
     for c in report.comparisons:
         if c.verdict is Verdict.IDENTICAL:
             continue
-        style = VERDICT_STYLE[c.verdict]
         members = c.differing or ()
         if not members:
-            table.add_row(c.name, f"[{style}]{c.verdict}[/]", "", "", "", c.reason)
+            table.add_row(c.name, styled(c.verdict), "", "", "", c.reason)
             rows += 1
         for m in members:
             if rows >= limit and m.verdict is Verdict.WITHIN:
@@ -46,7 +45,7 @@ def print_report(report: Report, *, limit: int = 40) -> None:
                 detail += f"\ncandidate:  {m.candidate}\nregistered: {m.registered}"
             table.add_row(
                 c.name,
-                f"[{VERDICT_STYLE[m.verdict]}]{m.verdict}[/]",
+                styled(m.verdict),
                 m.path,
                 f"{m.max_abs:.3g}" if m.arrays else "",
                 f"{m.max_rel:.3g}" if m.arrays else "",
@@ -55,12 +54,13 @@ def print_report(report: Report, *, limit: int = 40) -> None:
             rows += 1
     if rows:
         out.print(table)
-    counts = report.counts
+    _print_counts(report)
+
+
+def _print_counts(report: Report) -> None:
     files = report.member_counts
-    out.print(
-        f"{report.stage}: {len(report.comparisons)} artifacts: "
-        + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
-    )
+    counts = counts_text(report.counts.items())
+    out.print(f"{report.stage}: {len(report.comparisons)} artifacts: {counts}")
     out.print(
         f"files: {files['bit-identical']} identical, {files['within-tolerance']} within "
         f"tolerance, {files['drift']} drift"
@@ -79,7 +79,7 @@ def print_report(report: Report, *, limit: int = 40) -> None:
         out.print(f"accepted {len(report.accepted)} record(s) into provenance/")
 
 
-@main.command(name="regenerate")
+@click.command()
 @click.argument("target", metavar="STAGE|NAME")
 @click.option(
     "--accept",
@@ -130,9 +130,8 @@ def regenerate_cmd(
     references (both sides are kept in the scratch folder), 2 on usage errors. Without --accept
     the registry and the store are never changed.
     """
-    root = registry_mod.find_root() if obj.registry_flag is None else Path(obj.registry_flag)
     report = regenerate(
-        root,
+        obj.project(),
         obj.store,
         target,
         scratch=scratch,
@@ -141,82 +140,22 @@ def regenerate_cmd(
         python=python,
         log=lambda m: err.print(m, markup=False),
     )
-    doc = report.to_json()
     if report_path is not None:
-        report_path.parent.mkdir(parents=True, exist_ok=True)
-        report_path.write_text(
-            json.dumps(report.to_json(stable=True), indent=2, sort_keys=True) + "\n"
-        )
+        write_json(report_path, report.to_json(stable=True), sort_keys=True)
     if as_json:
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        print_json(report.to_json(), sort_keys=True)
     else:
         print_report(report)
-    for c in report.comparisons:
-        if not c.verdict.ok:
-            err.print(f"{c.verdict}: {c.name}: {c.reason}", markup=False)
+    report_failures(
+        Failure(c.verdict, c.name, c.reason) for c in report.comparisons if not c.verdict.ok
+    )
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
-@main.command(name="provenance")
-@click.argument("name")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["in-toto"]),
-    default="in-toto",
-    show_default=True,
-    help="Export format.",
-)
-@click.option(
-    "--members/--no-members",
-    default=True,
-    show_default=True,
-    help="List each member of a tree artifact as its own subject.",
-)
-@click.pass_obj
-@handle_errors
-def provenance_cmd(obj: Context, name: str, fmt: str, members: bool) -> None:
-    """Print NAME's provenance: an in-toto Statement v1 with a SLSA provenance v1 predicate."""
-    registry = obj.registry()
-    statement = provenance_mod.in_toto_statement(registry, name, members=members)
-    click.echo(json.dumps(statement, indent=2, sort_keys=True))
+SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "drift", "new", "missing")
 
 
-def print_lineage(registry: registry_mod.Registry, name: str, *, as_json: bool) -> None:
-    """NAME and its ancestors, indented by depth, each with its source."""
-    steps = list(provenance_mod.lineage(registry, name))
-    if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "depth": s.depth,
-                        "name": s.name,
-                        "digest": s.digest,
-                        "kind": s.record.kind if s.record else None,
-                        "source": s.record.source.describe() if s.record else None,
-                    }
-                    for s in steps
-                ],
-                indent=2,
-            )
-        )
-        return
-    for s in steps:
-        pad = "  " * s.depth + ("<- " if s.depth else "")
-        if s.record is None:
-            label = f"{s.name}  " if s.name else ""
-            out.print(
-                f"{pad}{label}{s.digest[:19]}…  (no record in this registry yet)", markup=False
-            )
-            continue
-        out.print(
-            f"{pad}{s.name}  [{s.record.kind}] {s.digest[:19]}…  {s.record.source.describe()}",
-            markup=False,
-        )
-
-
-@main.command(name="regenerate-summary")
+@click.command()
 @click.argument(
     "reports", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
@@ -264,44 +203,30 @@ def regenerate_summary_cmd(
     summary_mod.write(summary, metrics_path, plots_dir)
     doc = summary.metrics()
     if as_json:
-        click.echo(json.dumps(doc, indent=2, sort_keys=True))
+        print_json(doc, sort_keys=True)
     else:
-        table = Table(title="regeneration")
-        for col in (
-            "stage",
-            "artifacts",
-            "identical",
-            "within tolerance",
-            "drift",
-            "new",
-            "missing",
-        ):
-            table.add_column(col, justify="left" if col == "stage" else "right")
-        for name, s in doc["stages"].items():
-            f = s["files"]
-            table.add_row(
-                name,
-                str(s["artifacts"]),
-                str(f["bit_identical"]),
-                str(f["within_tolerance"]),
-                str(f["drift"]),
-                str(f["new"]),
-                str(f["missing"]),
-            )
-        out.print(table)
-        t = doc["total_files"]
-        out.print(
-            f"files: {t.get('bit_identical', 0)} identical, "
-            f"{t.get('within_tolerance', 0)} within tolerance, {t.get('drift', 0)} drift"
-        )
-        if "parity" in doc:
-            p = doc["parity"]
-            out.print(
-                f"checkpoint chain: {p['within']}/{p['cases']} cases within tolerance of "
-                f"PyTorch, max abs {p['max_abs']:.3g}, max rel {p['max_rel']:.3g}"
-            )
-        out.print("verify: " + ", ".join(f"{n} {k}" for k, n in doc["verify"].items()))
-    for r in summary.results:
-        if not r.ok:
-            err.print(f"{r.status}: {r.name}: {r.message}", markup=False)
+        _print_summary(doc)
+    report_failures(Failure(r.status, r.name, r.message) for r in summary.results if not r.ok)
     sys.exit(EXIT_OK if summary.ok else EXIT_FAILED)
+
+
+def _print_summary(doc: dict[str, Any]) -> None:
+    table = Table(title="regeneration")
+    table.add_column("stage", justify="left")
+    for col in ("artifacts", "identical", "within tolerance", "drift", "new", "missing"):
+        table.add_column(col, justify="right")
+    for name, s in doc["stages"].items():
+        table.add_row(name, str(s["artifacts"]), *(str(s["files"][k]) for k in SUMMARY_COLUMNS))
+    out.print(table)
+    t = doc["total_files"]
+    out.print(
+        f"files: {t.get('bit_identical', 0)} identical, "
+        f"{t.get('within_tolerance', 0)} within tolerance, {t.get('drift', 0)} drift"
+    )
+    if "parity" in doc:
+        p = doc["parity"]
+        out.print(
+            f"checkpoint chain: {p['within']}/{p['cases']} cases within tolerance of "
+            f"PyTorch, max abs {p['max_abs']:.3g}, max rel {p['max_rel']:.3g}"
+        )
+    out.print("verify: " + ", ".join(f"{n} {k}" for k, n in doc["verify"].items()))

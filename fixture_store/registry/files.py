@@ -369,6 +369,14 @@ def find_root(start: str | os.PathLike[str] | None = None) -> Path:
     )
 
 
+def create_directory(project: str | os.PathLike[str]) -> tuple[Path, bool]:
+    """Make ``provenance/`` in ``project``; returns it and whether it is new."""
+    directory = Path(project) / DIRNAME
+    created = not directory.exists()
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory, created
+
+
 def load(root: str | os.PathLike[str] | None = None) -> Registry:
     """Load every ``provenance/*.json`` under the project root."""
     base = Path(root).absolute() if root is not None else find_root()

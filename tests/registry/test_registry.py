@@ -318,3 +318,8 @@ def test_the_projects_known_failures_follow_the_schema() -> None:
     root = Path(__file__).resolve().parents[2]
     for path in sorted((root / "provenance").glob("*.json")):
         jsonschema.validate(json.loads(path.read_text()), files.schema())
+
+
+def test_create_directory_says_whether_it_is_new(tmp_path: Path) -> None:
+    assert files.create_directory(tmp_path / "p") == (tmp_path / "p" / "provenance", True)
+    assert files.create_directory(tmp_path / "p") == (tmp_path / "p" / "provenance", False)

@@ -1,0 +1,182 @@
+"""What every command module shares: the context, the consoles, errors, progress, exit codes,
+the colours of outcomes and the stderr lines naming failures.
+
+Command modules import this module, never ``app``: the root group loads them, so an import
+of ``app`` from a command would be a cycle.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from fixture_store import registry as registry_mod
+from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError
+from fixture_store.objects.store import Store
+from fixture_store.registry import Registry
+from fixture_store.verify import Status
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@dataclass(frozen=True)
+class Context:
+    """The global options, resolved when a command asks for the store or the registry."""
+
+    store_flag: str | None
+    registry_flag: str | None
+
+    @property
+    def store(self) -> Store:
+        return Store.at(self.store_flag)
+
+    def registry(self) -> Registry:
+        return registry_mod.load(self.registry_flag)
+
+    def project(self) -> Path:
+        """The folder holding ``provenance/``: the flag, else the nearest parent with one."""
+        return registry_mod.find_root() if self.registry_flag is None else Path(self.registry_flag)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn library errors into a message on stderr and an exit code: never a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except FixtureStoreError as e:
+            err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True)
+            if e.fix:
+                err.print(f"  fix: {e.fix}", markup=False)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            err.print("interrupted; nothing partial was left in the store")
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def progress(total: int, label: str, *, enabled: bool) -> Progress:
+    """A transient bar on stderr; hidden for ``--json`` and for fewer than two items."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not enabled or total < 2,
+    )
+
+
+workers_option = click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Parallel hashing workers (default: number of CPUs).",
+)
+
+
+# -- exit codes ---------------------------------------------------------------------------------
+# Outcomes that mean the registry or the request is wrong rather than the bytes.
+USAGE_OUTCOMES = frozenset({"invalid-record", "unknown"})
+VERIFIED_OUTCOMES = frozenset({str(Status.VERIFIED), str(Status.GAP)})
+
+
+def exit_code(outcomes: Iterable[str], *, ok: Collection[str] = VERIFIED_OUTCOMES) -> int:
+    """2 if any outcome is a registry or usage error, 1 if any other is not in ``ok``, else 0."""
+    seen = {str(o) for o in outcomes}
+    if seen & USAGE_OUTCOMES:
+        return EXIT_USAGE
+    if seen - {str(o) for o in ok}:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+# -- outcomes -----------------------------------------------------------------------------------
+# One colour per outcome word, whichever command prints it (verify, fetch, compare, regenerate).
+STYLE = {
+    "verified": "green",
+    "present": "green",
+    "fetched": "green",
+    "pass": "green",
+    "bit-identical": "green",
+    "missing": "yellow",
+    "within-tolerance": "yellow",
+    "not-implemented": "yellow",
+    "gap": "cyan",
+    "known-failure": "cyan",
+    "new": "cyan",
+    "error": "red",
+    "timeout": "red",
+    "mismatch": "bold red",
+    "invalid-record": "bold red",
+    "unsafe": "bold red",
+    "unknown": "bold red",
+    "failed": "bold red",
+    "refused": "bold red",
+    "crash": "bold red",
+    "drift": "bold red",
+    "unavailable": "bold red",
+}
+
+
+def styled(outcome: str, text: str | None = None) -> str:
+    """``text`` (default: the outcome itself) as markup in the outcome's colour."""
+    return f"[{STYLE.get(str(outcome), '')}]{outcome if text is None else text}[/]"
+
+
+def counts_text(counts: Iterable[tuple[str, int]]) -> str:
+    """``"3 verified, 1 missing"``: the non-zero counts, in the order given."""
+    return ", ".join(f"{n} {outcome}" for outcome, n in counts if n)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One artifact that did not come out right, as a stderr line names it."""
+
+    outcome: str
+    name: str
+    message: str
+    fix: str | None = None
+
+
+def report_failures(failures: Iterable[Failure], *, limit: int | None = None) -> None:
+    """One stderr line per failure (and its fix, if given), the first ``limit``, then how many
+    more."""
+    failed = list(failures)
+    for f in failed[:limit]:
+        err.print(f"{f.outcome}: {f.name}: {f.message}", markup=False)
+        if f.fix:
+            err.print(f"  fix: {f.fix}", markup=False)
+    if limit is not None and len(failed) > limit:
+        err.print(f"… and {len(failed) - limit:,} more failures (use --json for all)")
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+def print_json(doc: Any, *, sort_keys: bool = False) -> None:
+    click.echo(json.dumps(doc, indent=2, sort_keys=sort_keys))
+
+
+def write_json(path: Path, doc: Any, *, sort_keys: bool = False) -> None:
+    """A report file (for DVC): indented, ending in a newline, its folder created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n")

@@ -1,0 +1,147 @@
+"""Commands that read the registry: list, show, status."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from fixture_store.cli._common import Context, exit_code, handle_errors, out, print_json, styled
+from fixture_store.registry import Record, Registry
+from fixture_store.verify import presence_by_family, verify_names
+
+PRESENCE_COLUMNS = ("present", "missing", "gap", "invalid")
+
+
+@click.command(name="list")
+@click.option("--family", "families", multiple=True, help="Only artifacts of FAMILY.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+@handle_errors
+def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
+    """List registered artifacts."""
+    registry = obj.registry()
+    rows = _rows(registry, registry.select((), families))
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(title=f"{len(rows)} artifacts")
+    for col in ("artifact", "kind", "size", "digest", "source"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(
+            row["name"],
+            row["kind"] or "[red]invalid[/]",
+            f"{row['size']:,}" if row["size"] is not None else "",
+            (row["digest"] or "")[7:19],
+            row["source"] or row.get("invalid", ""),
+        )
+    out.print(table)
+
+
+def _rows(registry: Registry, names: list[str]) -> list[dict[str, Any]]:
+    invalid = dict(registry.invalid())
+    rows: list[dict[str, Any]] = []
+    for name in names:
+        if name in invalid:
+            rows.append(
+                {
+                    "name": name,
+                    "kind": None,
+                    "size": None,
+                    "digest": None,
+                    "source": None,
+                    "invalid": invalid[name].message,
+                }
+            )
+            continue
+        r = registry.get(name)
+        rows.append(
+            {
+                "name": name,
+                "kind": r.kind,
+                "size": r.digest.size if r.digest else None,
+                "digest": r.digest.text if r.digest else None,
+                "source": r.source.describe(),
+                "gap": r.gap,
+            }
+        )
+    return rows
+
+
+@click.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option(
+    "--lineage",
+    is_flag=True,
+    help="Print the chain of parents (upstream case -> archive -> fixture).",
+)
+@click.pass_obj
+@handle_errors
+def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
+    """Show the record of NAME and whether its bytes verify."""
+    registry = obj.registry()
+    record = registry.get(name)
+    if lineage:
+        from fixture_store.cli.provenance import print_lineage
+
+        print_lineage(registry, name, as_json=as_json)
+        return
+    result = verify_names(obj.store, registry, [name], workers=1)[0]
+    if as_json:
+        print_json({"name": name, **record.to_json(), "status": str(result.status)}, sort_keys=True)
+        return
+    _print_record(name, record)
+    out.print(f"  status:  {styled(result.status)} {escape(result.message)}")
+    sys.exit(exit_code([result.status]))
+
+
+def _print_record(name: str, record: Record) -> None:
+    out.print(f"[bold]{name}[/]  ({record.kind})")
+    if record.digest:
+        out.print(f"  digest:  {record.digest.text}")
+        out.print(f"  size:    {record.digest.size:,} bytes")
+    out.print(f"  source:  {record.source.describe()}", markup=False)
+    if record.members is not None:
+        out.print(f"  members: {len(record.members)} files, {record.members.total_size:,} bytes")
+    if record.lineage:
+        out.print(f"  lineage: {', '.join(record.lineage)}")
+    if record.tolerance:
+        out.print(f"  tolerance: {dict(record.tolerance)}", markup=False)
+    if record.gap:
+        out.print(f"  gap:     {record.gap}", markup=False)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+@handle_errors
+def status(obj: Context, as_json: bool) -> None:
+    """Summarise the registry and the store (presence only; 'verify' hashes)."""
+    registry = obj.registry()
+    store = obj.store
+    per_family = presence_by_family(store, registry)
+    objects = sum(1 for _ in store.iter_objects())
+    if as_json:
+        print_json(
+            {
+                "store": str(store.root),
+                "registry": str(registry.directory),
+                "objects": objects,
+                "families": {k: dict(v) for k, v in per_family.items()},
+            }
+        )
+        return
+    out.print(f"registry: {registry.directory}")
+    out.print(f"store:    {store.root} ({objects:,} objects)")
+    table = Table()
+    table.add_column("family", justify="left")
+    for col in PRESENCE_COLUMNS:
+        table.add_column(col, justify="right")
+    for family, counts in per_family.items():
+        table.add_row(family, *(str(counts[k]) for k in PRESENCE_COLUMNS))
+    out.print(table)

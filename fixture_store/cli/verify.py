@@ -1,0 +1,148 @@
+"""Commands that check bytes against their records: verify, path."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from fixture_store.access import Fixtures
+from fixture_store.cli._common import (
+    Context,
+    Failure,
+    counts_text,
+    exit_code,
+    handle_errors,
+    out,
+    print_json,
+    progress,
+    report_failures,
+    styled,
+    workers_option,
+)
+from fixture_store.objects.digests import Algorithm
+from fixture_store.verify import Result, Status, verify_names
+
+ROWS_SHOWN = 50
+FAILURES_SHOWN = 20
+
+
+@click.command()
+@click.argument("names", nargs=-1)
+@click.option("--family", "families", multiple=True, help="Verify every artifact of FAMILY.")
+@click.option("--full", is_flag=True, help="Re-hash everything; ignore the verified-state cache.")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@workers_option
+@click.option(
+    "--digest",
+    "algorithm",
+    type=click.Choice([a.value for a in Algorithm]),
+    default=Algorithm.AUTO.value,
+    show_default=True,
+    help="Hash to re-verify with: 'auto' uses the record's BLAKE3 where it has one "
+    "(several times faster), 'sha256' forces the identity hash.",
+)
+@click.pass_obj
+@handle_errors
+def verify(
+    obj: Context,
+    names: tuple[str, ...],
+    families: tuple[str, ...],
+    full: bool,
+    as_json: bool,
+    workers: int | None,
+    algorithm: str,
+) -> None:
+    """Verify artifacts (default: all) against their records.
+
+    Exit 0 if all verified (declared gaps allowed), 1 if any is missing or mismatched, 2 on
+    registry or usage errors. 'verify --full --digest sha256' re-hashes every byte with the
+    identity hash.
+    """
+    registry = obj.registry()
+    chosen = registry.select(names, families)
+    with progress(len(chosen), "verifying", enabled=not as_json) as bar:
+        task = bar.add_task("verify", total=len(chosen))
+        results = verify_names(
+            obj.store,
+            registry,
+            chosen,
+            full=full,
+            workers=workers,
+            algorithm=Algorithm(algorithm),
+            on_result=lambda _r: bar.advance(task),
+        )
+    if as_json:
+        counts = Counter(str(r.status) for r in results)
+        print_json(
+            {
+                "store": str(obj.store.root),
+                "full": full,
+                "digest": algorithm,
+                "hashed_bytes": sum(r.hashed_bytes for r in results),
+                "counts": dict(sorted(counts.items())),
+                "results": [r.to_json() for r in results],
+            }
+        )
+    else:
+        print_results(results, title=f"verify ({'full' if full else 'cached'})")
+    report_failures(
+        (
+            Failure(r.status, r.name, r.message)
+            for r in results
+            if not r.ok and r.status is not Status.GAP
+        ),
+        limit=FAILURES_SHOWN,
+    )
+    sys.exit(exit_code(r.status for r in results))
+
+
+def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN) -> None:
+    """A table of the first ``limit`` failures, then successes, plus a count line: a person reads
+    the first rows and the counts; ``--json`` has every result."""
+    counts = Counter(r.status for r in results)
+    table = Table(title=title, show_lines=False)
+    table.add_column("artifact", overflow="fold")
+    table.add_column("kind")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    all_failures = [r for r in results if not r.ok]
+    failures = all_failures[:limit]
+    shown_ok = [r for r in results if r.ok][: max(0, limit - len(failures))]
+    for r in [*failures, *shown_ok]:
+        table.add_row(escape(r.name), r.kind or "", styled(r.status), escape(_detail(r)))
+    hidden = len(results) - len(failures) - len(shown_ok)
+    if hidden > 0:
+        more_failed = len(all_failures) - len(failures)
+        table.caption = (
+            f"… and {hidden:,} more"
+            + (f", {more_failed:,} of them not verified" if more_failed else "")
+            + " (use --json for all)"
+        )
+    out.print(table)
+    out.print(f"{len(results)} artifacts: {counts_text((s, counts[s]) for s in Status) or 'none'}")
+
+
+def _detail(r: Result) -> str:
+    if not r.ok:
+        return r.message + (f"\nfix: {r.fix}" if r.fix else "")
+    if r.expected is None:
+        return ""
+    return f"{r.expected.short}… {r.expected.size:,} B" + (" (cached)" if r.cached else "")
+
+
+@click.command()
+@click.argument("name")
+@click.pass_obj
+@handle_errors
+def path(obj: Context, name: str) -> None:
+    """Print the path of NAME's verified bytes (a tree artifact gives a folder).
+
+    Exits non-zero, printing nothing on stdout, if the artifact does not verify.
+    """
+    fixtures = Fixtures(obj.store, obj.registry())
+    record = fixtures.registry.get(name)
+    click.echo(str(fixtures.tree(name) if record.is_tree else fixtures.path(name)))

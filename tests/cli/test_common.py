@@ -1,0 +1,77 @@
+"""The parts every command shares: exit codes, outcome colours, failure lines, error handling."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from fixture_store.cli import _common
+from fixture_store.cli._common import Failure, exit_code, handle_errors, report_failures, styled
+from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from fixture_store.fetch import Outcome as FetchOutcome
+from fixture_store.parity.results import Outcome as CaseOutcome
+from fixture_store.regenerate import Verdict
+from fixture_store.verify import Status
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "code"),
+    [
+        ([], EXIT_OK),
+        ([Status.VERIFIED, Status.GAP], EXIT_OK),
+        ([Status.VERIFIED, Status.MISSING], EXIT_FAILED),
+        ([Status.MISMATCH, Status.INVALID_RECORD], EXIT_USAGE),
+        ([Status.UNKNOWN], EXIT_USAGE),
+    ],
+)
+def test_exit_code_of_verify_results(outcomes: list[Status], code: int) -> None:
+    assert exit_code(outcomes) == code
+
+
+def test_exit_code_with_other_ok_outcomes() -> None:
+    ok = (FetchOutcome.PRESENT, FetchOutcome.FETCHED, FetchOutcome.GAP)
+    assert exit_code([FetchOutcome.PRESENT, FetchOutcome.FETCHED], ok=ok) == EXIT_OK
+    assert exit_code([FetchOutcome.FAILED], ok=ok) == EXIT_FAILED
+    assert exit_code([FetchOutcome.INVALID_RECORD, FetchOutcome.FAILED], ok=ok) == EXIT_USAGE
+
+
+@pytest.mark.parametrize("enum", [Status, FetchOutcome, CaseOutcome, Verdict])
+def test_one_style_table_colours_every_outcome_word(enum: type) -> None:
+    missing = [str(o) for o in enum if str(o) not in _common.STYLE]
+    assert missing == []
+    assert styled(enum(next(iter(enum)))).startswith("[")
+
+
+def test_styled_keeps_the_outcome_colour_for_other_text() -> None:
+    assert styled(Status.MISMATCH) == "[bold red]mismatch[/]"
+    assert styled(CaseOutcome.PASS, "known failure now passes") == (
+        "[green]known failure now passes[/]"
+    )
+
+
+def test_report_failures_prints_the_first_then_how_many_more(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    report_failures(
+        [Failure("missing", f"fam/f{i}", "no object", fix="fetch") for i in range(3)], limit=2
+    )
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "missing: fam/f0: no object",
+        "  fix: fetch",
+        "missing: fam/f1: no object",
+        "  fix: fetch",
+        "… and 1 more failures (use --json for all)",
+    ]
+
+
+def test_handle_errors_prints_message_and_fix_and_exits_with_the_errors_code() -> None:
+    @click.command()
+    @handle_errors
+    def boom() -> None:
+        raise UsageError("bad [input]", fix="do [this]")
+
+    result = CliRunner().invoke(boom, [])
+    assert result.exit_code == EXIT_USAGE
+    assert result.stderr == "error: bad [input]\n  fix: do [this]\n"
