@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -37,7 +39,7 @@ def test_exit_code_with_other_ok_outcomes() -> None:
 
 
 @pytest.mark.parametrize("enum", [Status, FetchOutcome, CaseOutcome, Verdict])
-def test_one_style_table_colours_every_outcome_word(enum: type) -> None:
+def test_one_style_table_colours_every_outcome_word(enum: type[StrEnum]) -> None:
     missing = [str(o) for o in enum if str(o) not in _common.STYLE]
     assert missing == []
     assert styled(enum(next(iter(enum)))).startswith("[")
