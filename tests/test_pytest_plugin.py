@@ -180,13 +180,14 @@ def _remove_object(inner: pytest.Pytester, name: str) -> None:
     path.unlink()
 
 
+@pytest.mark.parametrize("value", ["0", ""])
 def test_missing_object_skips_with_the_fetch_command(
-    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     _remove_object(inner, "onnx-node/test_add")
     inner.makepyfile(test_inner=_NEEDS_ADD)
-    # Only the exact value 1 turns require mode on.
-    monkeypatch.setenv("FIXTURE_STORE_REQUIRE", "true")
+    # Only the exact value 1 turns require mode on; 0 and empty leave it off.
+    monkeypatch.setenv("FIXTURE_STORE_REQUIRE", value)
     result = inner.runpytest("-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(
@@ -211,6 +212,25 @@ def test_missing_object_fails_in_require_mode(
             "fixture-store fetch onnx-node/test_add*"
         ]
     )
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "2", " 1"])
+def test_require_env_with_another_value_is_a_usage_error(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # "true" used to mean off, silently: a CI job asking for require mode did not get it.
+    inner.makepyfile(test_inner=_NEEDS_ADD)
+    monkeypatch.setenv("FIXTURE_STORE_REQUIRE", value)
+    result = inner.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: FIXTURE_STORE_REQUIRE={value!r} is not one of the allowed values: "
+            "'1' (a missing object fails the test), '0' or empty (it skips)*"
+        ]
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
 
 
 def test_declared_gap_is_an_xfail_with_its_reason(inner: pytest.Pytester) -> None:
@@ -269,6 +289,18 @@ def test_completeness_passes_when_consumed_or_declared_a_gap(inner: pytest.Pytes
         "    misc: consumed by the docs build, not by tests\n"
     )
     inner.runpytest("--fixture-store-complete").assert_outcomes(passed=3)
+
+
+def test_a_gap_line_without_a_reason_is_a_usage_error_naming_it(inner: pytest.Pytester) -> None:
+    inner.makepyfile(test_inner=_CONSUMES_ONNX)
+    inner.makeini("[pytest]\nfixture_store_gaps =\n    video: no clips licensed yet\n    misc\n")
+    result = inner.runpytest("--fixture-store-complete")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: ini option fixture_store_gaps: the line 'misc' is not 'family: reason'*"]
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
 
 
 def test_completeness_catches_stale_gaps(inner: pytest.Pytester) -> None:
