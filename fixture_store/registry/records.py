@@ -16,6 +16,7 @@ from fixture_store import limits
 from fixture_store.errors import DigestFormatError, RegistryError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
+from fixture_store.registry.pins import require_pinned_hub_url
 
 KINDS = ("fixture", "checkpoint", "video", "onnx-model", "onnx-case", "tree", "archive", "array")
 TREE_KINDS = frozenset({"tree", "onnx-case"})
@@ -250,6 +251,7 @@ def _check_source(raw: Any, c: _Checker) -> Source:
             raise c.fail("source.url", f"{url!r} is not https; only https sources are allowed")
         if any(ch.isspace() or ord(ch) < 32 for ch in url):
             raise c.fail("source.url", "contains whitespace or control characters")
+        require_pinned_hub_url(url, file=c.file, record=c.record)
     elif stype == "local":
         _check_relpath(raw["path"], c, "source.path", allow_dot=True)
     elif stype == "generator":
