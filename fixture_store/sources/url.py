@@ -76,7 +76,7 @@ def default_opener(url: str, deadline: Deadline) -> BinaryIO:
                 f"TLS certificate not trusted: {reason.verify_message}",
                 fix="install the server's CA in the system trust store (or $SSL_CERT_FILE)",
             ) from e
-        raise TransientError(str(reason) or type(reason).__name__) from e
+        raise TransientError(f"no response: {reason or type(reason).__name__}") from e
     _refuse_content_encoding(response)
     stream: BinaryIO = response
     return stream
@@ -173,7 +173,7 @@ class _Guarded:
         try:
             self.meter.add(n or 0)
         except BelowMinimumRate as e:
-            raise TransientError(f"too slow after {self.read_so_far} bytes: {e}") from e
+            raise TransientError(f"too slow after {self.read_so_far:,} bytes: {e}") from e
         return n or 0
 
 
@@ -228,10 +228,13 @@ def fetch(
             break
         time.sleep(wait)
     if attempt < attempts or deadline.expired:
+        tried = f"{attempt} attempt{'s' if attempt > 1 else ''}"
+        if not isinstance(last, DeadlineExceeded):
+            tried += f"; last: {last}"
         raise SourceError(
             record.name,
             f"{url}: no complete download within the deadline of {deadline.seconds:g}s "
-            f"({attempt} attempt{'s' if attempt > 1 else ''}; last: {last}); nothing was stored",
+            f"({tried}); nothing was stored",
             fix=slow_download_fix(record.name),
         )
     slow = isinstance(last, TransientError) and isinstance(last.__cause__, BelowMinimumRate)

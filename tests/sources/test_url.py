@@ -323,8 +323,7 @@ def test_stalled_body_ends_at_the_deadline(https: tuple[str, Behaviour], tmp_pat
     store, registry = setup(tmp_path, base)
     error, took = fetch_with(store, registry, DownloadPolicy(deadline=1.5))
     assert took < 5
-    assert "no complete download within the deadline of 1.5s" in error.message
-    assert "timed out" in error.message
+    assert "no complete download within the deadline of 1.5s (1 attempt" in error.message
     assert list(store.iter_objects()) == [] and leftovers(store) == []
 
 
@@ -337,7 +336,8 @@ def test_stall_retries_are_bounded_in_total_time(
     # Each attempt times out after 0.4s: 100 attempts would take 40s, the deadline stops them.
     error, took = fetch_with(store, registry, DownloadPolicy(deadline=2), attempts=100, timeout=0.4)
     assert took < 5
-    made = re.search(r"\((\d+) attempts; last: The read operation timed out\)", error.message)
+    assert "no complete download within the deadline of 2s" in error.message
+    made = re.search(r"\((\d+) attempts[;)]", error.message)
     assert made is not None and 2 <= int(made.group(1)) <= 6
     assert len(behaviour.requests) <= int(made.group(1))
     assert list(store.iter_objects()) == [] and leftovers(store) == []
