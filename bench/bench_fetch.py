@@ -65,7 +65,9 @@ def main() -> None:
     names = registry.select(families=["onnx-node"])
     records = [registry.get(n) for n in names]
     manifest = {
-        f"{r.source.fields['path']}/{m}": d.hex for r in records for m, d in (r.members or ())
+        f"{r.source.path}/{m}": d.hex  # type: ignore[union-attr]  # package sources
+        for r in records
+        for m, d in (r.members or ())
     }
 
     os.environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(house), PIP_CONFIG_FILE=os.devnull)

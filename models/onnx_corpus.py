@@ -28,7 +28,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record
+from fixture_store.registry import Annotations, Kind, PackageSource, Record
 from fixture_store.sources import FetchContext
 from fixture_store.sources.members import SafeArchive
 from fixture_store.sources.package import ensure_distribution
@@ -48,15 +48,8 @@ FOLDER_FAMILIES = {
 LIGHT_FAMILY = "onnx-light"
 
 
-def source(path: str) -> dict[str, object]:
-    return {
-        "type": "package",
-        "requirement": REQUIREMENT,
-        "file": WHEEL,
-        "file_digest": WHEEL_DIGEST.text,
-        "file_size": WHEEL_DIGEST.size,
-        "path": path,
-    }
+def source(path: str) -> PackageSource:
+    return PackageSource(REQUIREMENT, WHEEL, WHEEL_DIGEST.text, path, WHEEL_DIGEST.size)
 
 
 def hash_member(archive: SafeArchive, name: str) -> Digest:
@@ -71,15 +64,15 @@ def case_record(
     tree = trees.Tree(members)
     return ingest.build_record(
         f"{family}/{case}",
-        "onnx-case",
+        Kind.ONNX_CASE,
         tree.digest,
         source(base),
         members=tree,
         media_type=trees.MEDIA_TYPE,
-        extra={
-            "license": LICENSE,
-            "description": f"ONNX backend test case {folder}/{case} from {REQUIREMENT}",
-        },
+        annotations=Annotations(
+            license=LICENSE,
+            description=f"ONNX backend test case {folder}/{case} from {REQUIREMENT}",
+        ),
         file=f"provenance/{family}.json",
     )
 
@@ -118,16 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     (root / registry_mod.files.DIRNAME).mkdir(exist_ok=True)
     registry = registry_mod.load(root)
     store = Store.at(args.store)
-    probe = registry_mod.parse_record(
-        "onnx-corpus/onnx-1.22.0-wheel",
-        {
-            "kind": "archive",
-            "source": source(DATA),
-            "digest": WHEEL_DIGEST.text,
-            "size": WHEEL_DIGEST.size,
-        },
-        file="<onnx_corpus.py>",
-    )
+    probe = Record("onnx-corpus/onnx-1.22.0-wheel", Kind.ARCHIVE, source(DATA), WHEEL_DIGEST)
     archive = ensure_distribution(FetchContext(store, root), probe)
     for family, records in sorted(build(archive).items()):
         path = registry_mod.write_family(

@@ -28,7 +28,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
 from fixture_store.objects.digests import Algorithm
 from fixture_store.objects.store import ENV_VAR, Store
-from fixture_store.registry import Registry
+from fixture_store.registry import HubSource, Registry, Source, UrlSource
 from fixture_store.verify import Result, Status, verify_names
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -149,29 +149,14 @@ def init(obj: Context, project: Path) -> None:
 
 
 # -- add ----------------------------------------------------------------------------------------
-def parse_source(text: str | None) -> dict[str, Any] | None:
+def parse_source(text: str | None) -> Source | None:
     """``https://...`` (url) or ``hf://[datasets/|spaces/]REPO@REV/PATH`` (hub); None: local."""
     if text is None or text == "local":
         return None
     if text.startswith("https://") or text.startswith("http://"):
-        return {"type": "url", "url": text}
+        return UrlSource(text)
     if text.startswith("hf://"):
-        rest = text[len("hf://") :]
-        repo_type = "model"
-        for prefix, kind in (("datasets/", "dataset"), ("spaces/", "space")):
-            if rest.startswith(prefix):
-                repo_type, rest = kind, rest[len(prefix) :]
-        if "@" not in rest:
-            raise UsageError(f"hub source {text!r} needs @REVISION: hf://REPO@<40-hex>/PATH")
-        head, _, tail = rest.partition("@")
-        rev, _, path = tail.partition("/")
-        return {
-            "type": "hub",
-            "repo_id": head,
-            "repo_type": repo_type,
-            "revision": rev,
-            "path": path,
-        }
+        return HubSource.from_uri(text)
     raise UsageError(
         f"unknown --source {text!r}",
         fix="use https://..., hf://REPO@REVISION/PATH, or omit it for a local file",
@@ -547,7 +532,7 @@ def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
     if record.lineage:
         out.print(f"  lineage: {', '.join(record.lineage)}")
     if record.tolerance:
-        out.print(f"  tolerance: {dict(record.tolerance)}", markup=False)
+        out.print(f"  tolerance: {record.tolerance.to_json()}", markup=False)
     if record.gap:
         out.print(f"  gap:     {record.gap}", markup=False)
     style = STATUS_STYLE.get(result.status, "")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from fixture_store.parity.arrays import ArrayComparison
+from fixture_store.registry import Tolerance
 
 
 class Outcome(StrEnum):
@@ -42,7 +42,7 @@ class Task:
     name: str
     runtime: str
     folder: str
-    tolerance: Mapping[str, Any] | None = None
+    tolerance: Tolerance | None = None
 
 
 @dataclass(frozen=True)

@@ -56,11 +56,11 @@ def test_new_outputs_are_accepted_with_lineage_and_environment(
     reg = registry_mod.load(project)
     values, case = reg.get("toy/values.npy"), reg.get("toy/case")
     assert case.lineage == (values.digest.text,)  # type: ignore[union-attr]
-    env = case.source.fields["environment"]
+    env = case.source.environment  # type: ignore[union-attr]
     assert (
         env["packages"]["numpy"] and env["python"] and env["packages_digest"].startswith("sha256:")
     )
-    assert case.source.fields["params"]["scale"] == 1.0
+    assert case.source.params["scale"] == 1.0  # type: ignore[union-attr]
     assert store.has(case.members.members["output_0.npy"])  # type: ignore[union-attr]
 
 

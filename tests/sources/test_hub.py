@@ -6,7 +6,6 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import MappingProxyType
 
 import huggingface_hub.constants
 import pytest
@@ -145,9 +144,7 @@ def test_moving_revision_is_refused_before_any_request(
     ).get("ckpt/tiny")
     forged = dataclasses.replace(
         valid,
-        source=dataclasses.replace(
-            valid.source, fields=MappingProxyType({**valid.source.fields, "revision": "main"})
-        ),
+        source=dataclasses.replace(valid.source, revision="main"),
     )
     with pytest.raises(SourceError, match="not a full 40-hex commit"):
         hub_source.fetch(FetchContext(store, tmp_path), forged)
