@@ -31,7 +31,7 @@ from fixture_store.fetch import fetch_names
 from fixture_store.objects.store import Store
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "models"))
+sys.path.insert(0, str(PROJECT / "scripts"))
 import onnx_corpus  # noqa: E402
 
 

@@ -67,7 +67,7 @@ def test_generator_reproduces_the_committed_registry(store: Store, tmp_path: Pat
     subprocess.run(
         [
             sys.executable,
-            str(PROJECT / "models" / "onnx_corpus.py"),
+            str(PROJECT / "scripts" / "onnx_corpus.py"),
             "--project",
             str(tmp_path),
             "--store",
