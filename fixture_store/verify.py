@@ -31,7 +31,7 @@ from fixture_store.objects.digests import Algorithm, Digest
 from fixture_store.objects.statecache import VerifiedCache
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
-from fixture_store.registry import Record, Registry
+from fixture_store.registry import GeneratorSource, Record, Registry
 
 
 class Status(StrEnum):
@@ -275,25 +275,10 @@ class Verifier:
         return assemble(record, self.store, lambda d, b3: self.check_object(d, b3), full=self.full)
 
 
-def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
-    """The objects verifying ``record`` takes, as (member, digest, recorded BLAKE3): its members
-    then its manifest, or its one object."""
-    if record.digest is None:
-        return []
-    if not record.is_tree:  # one object (an archive's members describe its content)
-        return [(None, record.digest, record.blake3)]
-    assert record.members is not None
-    b3 = record.member_blake3
-    members: list[tuple[str | None, Digest, str | None]] = [
-        (m, d, b3.get(m)) for m, d in record.members
-    ]
-    return [*members, (None, record.digest, None)]
-
-
 def repair_command(record: Record) -> str:
     """The command that brings a record's bytes back: fetch, or rerun the generator stage."""
-    if record.source.type == "generator":
-        return f"fixture-store regenerate {record.source.fields.get('stage')} --fetch"
+    if isinstance(record.source, GeneratorSource):
+        return f"fixture-store regenerate {record.source.stage} --fetch"
     return f"fixture-store fetch {record.name}"
 
 
@@ -304,21 +289,20 @@ def assemble(
     *,
     full: bool = False,
 ) -> Result:
-    """One record's Result from the checks of its objects (see :func:`objects_of`), then the
-    content check of records that need one (archives, arrays)."""
+    """One record's Result from the checks of its objects (see :meth:`Record.objects`), then
+    the content check of records that need one (archives, arrays)."""
     name = record.name
-    if record.is_gap and record.digest is None:
-        return Result(name, Status.GAP, record.gap or "", kind=record.kind)
-    assert record.digest is not None
+    if record.gap is not None and record.digest is None:
+        return Result(name, Status.GAP, record.gap.reason, kind=record.kind)
     fetch = repair_command(record)
     hashed = 0
     all_cached = True
-    for member, digest, b3 in objects_of(record):
-        c = check(digest, b3)
+    for ref in record.objects():
+        c = check(ref.digest, ref.blake3)
         hashed += c.hashed
         all_cached = all_cached and c.cached
         if c.status is not Status.VERIFIED:
-            return _failure(record, store, c, member, digest, fetch, hashed)
+            return _failure(record, store, c, ref.member, ref.digest, fetch, hashed)
     if content.needs_check(record):
         failure = content.check(store, record, full=full)
         if failure is not None:
@@ -359,9 +343,9 @@ def _failure(
         what = "tree manifest"
     if check.status is Status.MISSING:
         msg = f"{what} {expected.text} is not in the store {store.root}"
-        if record.is_gap:
+        if record.gap is not None:
             return Result(
-                record.name, Status.GAP, record.gap or "", expected=expected, kind=record.kind
+                record.name, Status.GAP, record.gap.reason, expected=expected, kind=record.kind
             )
         return Result(
             record.name,
@@ -469,11 +453,11 @@ def verify_names(
             results[i] = Result(name, Status.UNKNOWN, e.message, fix=e.fix)
             continue
         keys: list[ObjectKey] = []
-        for _, digest, b3 in objects_of(record):
-            key = object_key(digest, b3)
+        for ref in record.objects():
+            key = object_key(ref.digest, ref.blake3)
             keys.append(key)
             if key not in expected_of:
-                expected_of[key] = (digest, b3)
+                expected_of[key] = (ref.digest, ref.blake3)
         if not keys:
             results[i] = assemble(record, store, _never)
             continue
@@ -588,7 +572,7 @@ def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
 def present(store: Store, record: Record) -> bool:
     """Whether every object verifying ``record`` would read is in the store (nothing is hashed,
     so present is not verified)."""
-    return all(store.has(digest) for _, digest, _ in objects_of(record))
+    return all(store.has(ref.digest) for ref in record.objects())
 
 
 def presence_by_family(store: Store, registry: Registry) -> dict[str, Counter[str]]:

@@ -7,6 +7,7 @@ artifact is fetched: rebuilt and checked against the digest the registry already
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import tempfile
@@ -27,7 +28,16 @@ from fixture_store.objects.store import Store
 from fixture_store.regenerate import envs
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
-from fixture_store.registry import Record, Registry, family_of
+from fixture_store.registry import (
+    Annotations,
+    GeneratorSource,
+    Kind,
+    Record,
+    Registry,
+    Where,
+    family_of,
+    parse_kind,
+)
 from fixture_store.verify import Status, Verifier
 
 OUTPUTS_FILE = "outputs.json"
@@ -38,10 +48,11 @@ class Output:
     """One artifact a generator produced, as it declares it in ``outputs.json``."""
 
     name: str
-    kind: str
+    kind: Kind
     path: Path
     parents: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    # What the generator says about the artifact (tolerance, arrays, metadata, ...).
+    annotations: Annotations = field(default_factory=Annotations)
 
 
 @dataclass(frozen=True)
@@ -182,9 +193,7 @@ def regenerate(
     for o in outputs:
         reference, record = _reference(store, registry, o.name)
         tolerance = (
-            (record.tolerance if record and record.tolerance else None)
-            or o.extra.get("tolerance")
-            or stage.tolerance
+            (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
         )
         if reference is None:
             cand = (
@@ -245,8 +254,21 @@ def read_outputs(out: Path) -> list[Output]:
         p = out / rel
         if not p.exists():
             raise UsageError(f"generator declared {row['name']} at {rel} but wrote nothing there")
-        extra = {k: v for k, v in row.items() if k not in ("name", "kind", "path", "parents")}
-        outs.append(Output(row["name"], row["kind"], p, tuple(row.get("parents") or ()), extra))
+        where = Where(str(path), row["name"])
+        given = {
+            k: v
+            for k, v in row.items()
+            if k not in ("name", "kind", "path", "parents") and v is not None
+        }
+        outs.append(
+            Output(
+                row["name"],
+                parse_kind(row["kind"], where),
+                p,
+                tuple(row.get("parents") or ()),
+                Annotations.from_json(given, where),
+            )
+        )
     return sorted(outs, key=lambda o: o.name)
 
 
@@ -262,8 +284,7 @@ def _resolve_input(store: Store, registry: Registry, name: str) -> tuple[str, Pa
     record = registry.get(name)
     fixtures = Fixtures(store, registry)
     path = fixtures.tree(name) if record.is_tree else fixtures.path(name)
-    assert record.digest is not None
-    return name, path, record.digest
+    return name, path, record.object
 
 
 def _reference(
@@ -274,13 +295,12 @@ def _reference(
         record = registry.get(name)
     except UnknownArtifactError:
         return None, None
-    assert record.digest is not None
     verifier = Verifier(store)
 
     def locate(d: Digest) -> Path | None:
         return store.object_path(d) if verifier.check_object(d).status is Status.VERIFIED else None
 
-    return Reference("registry", record.digest, record.members, locate), record
+    return Reference("registry", record.object, record.members, locate), record
 
 
 def _put(store: Store, o: Output) -> Digest:
@@ -317,45 +337,45 @@ def _accept(
                     "nor an output of the stage"
                 )
             lineage.append(d.text)
-        source = {
-            "type": "generator",
-            "stage": stage.name,
-            "generator": stage.generator,
-            "environment": dict(environment),
-            "params": stage.params_json(),
-        }
-        extra: dict[str, Any] = {}
+        source = GeneratorSource(
+            stage.name, stage.generator, dict(environment), stage.params_json()
+        )
+        members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
+        media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
+        record = Record(name, o.kind, source, digest, media_type=media, members=members)
         try:
             old: Record | None = registry.get(name)
         except UnknownArtifactError:
             old = None
         if old is not None:
-            extra = {
-                k: v
-                for k, v in old.to_json().items()
-                if k not in ("kind", "source", "digest", "size", "members", "media_type")
-            }
-        extra.update({k: v for k, v in o.extra.items() if v is not None})
+            record = _reviewed_from(old, record)
+        record = o.annotations.apply(record)
         if lineage:
-            extra["lineage"] = lineage
-        members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
-        media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
-        changed[name] = ingest.build_record(
-            name,
-            o.kind,
-            digest,
-            source,
-            members=members,
-            media_type=media,
-            extra=extra,
-            file=f"provenance/{family_of(name)}.json",
-        )
+            record = dataclasses.replace(record, lineage=tuple(lineage))
+        changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
     for family in sorted({family_of(n) for n in changed}):
         existing = registry.families.get(family)
         records = dict(existing.records) if existing else {}
         records.update({n: r for n, r in changed.items() if family_of(n) == family})
         registry_mod.write_family(registry, family, records.values())
     return sorted(changed)
+
+
+def _reviewed_from(old: Record, new: Record) -> Record:
+    """``new`` with what the registered record says beyond its bytes (lineage, arrays,
+    tolerance, license, profile, description, metadata, a declared gap); identity, source and
+    manifest are the candidate's."""
+    return dataclasses.replace(
+        new,
+        lineage=old.lineage,
+        arrays=old.arrays,
+        tolerance=old.tolerance,
+        license=old.license,
+        profile=old.profile,
+        description=old.description,
+        metadata=old.metadata,
+        gap=old.gap,
+    )
 
 
 def _suffix(path: Path) -> str:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from fixture_store.registry import Record
-from fixture_store.sources import FetchContext, SourceError, put_object
+from fixture_store.registry import Record, UrlSource
+from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 
 TIMEOUT_S = 30.0
 ATTEMPTS = 4
@@ -97,7 +97,7 @@ def fetch(
     backoff: float | None = None,
     timeout: float = TIMEOUT_S,
 ) -> None:
-    assert record.digest is not None
+    url = source_as(record, UrlSource).url
     pause = BACKOFF_S if backoff is None else backoff
     if record.is_tree:
         raise SourceError(
@@ -105,9 +105,9 @@ def fetch(
             "a url source delivers one file, not a tree",
             fix="register the archive itself, or each file with its own url",
         )
-    if not ctx.needs(record.digest):
+    expected = record.object
+    if not ctx.needs(expected):
         return
-    url = str(record.source.fields["url"])
     if not url.startswith("https://"):
         raise SourceError(record.name, f"{url!r} is not https; only https sources are fetched")
     ctx.require_online(record, "the object")
@@ -117,8 +117,8 @@ def fetch(
         try:
             stream = open_url(url, timeout)
             try:
-                guarded = _Guarded(stream, record.digest.size)
-                put_object(ctx, record, guarded, record.digest)  # type: ignore[arg-type]
+                guarded = _Guarded(stream, expected.size)
+                put_object(ctx, record, guarded, expected)  # type: ignore[arg-type]
                 ctx.count_download(guarded.read_so_far)
                 return
             finally:

@@ -6,13 +6,14 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import MappingProxyType
+from typing import cast
 
 import huggingface_hub.constants
 import pytest
 
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects.store import Store
+from fixture_store.registry import HubSource
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import hub as hub_source
 from fixture_store.verify import Verifier
@@ -145,9 +146,7 @@ def test_moving_revision_is_refused_before_any_request(
     ).get("ckpt/tiny")
     forged = dataclasses.replace(
         valid,
-        source=dataclasses.replace(
-            valid.source, fields=MappingProxyType({**valid.source.fields, "revision": "main"})
-        ),
+        source=dataclasses.replace(cast(HubSource, valid.source), revision="main"),
     )
     with pytest.raises(SourceError, match="not a full 40-hex commit"):
         hub_source.fetch(FetchContext(store, tmp_path), forged)

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from fixture_store.errors import ArtifactError
-from fixture_store.parity.arrays import ArrayComparison, Tolerance, compare_arrays
+from fixture_store.parity.arrays import ArrayComparison, compare_arrays
 from fixture_store.parity.arrays import Outcome as ArrayOutcome
 from fixture_store.parity.results import CaseResult, Outcome, Task
 from fixture_store.parity.runtimes import resolve
 from fixture_store.readers.onnxcase import OnnxCase, load_case
+from fixture_store.registry import Tolerance
 
 # How runtimes say "this operator/type/opset is not implemented" (ORT status codes and
 # messages, ReferenceEvaluator's NotImplementedError and lookup failures).
@@ -94,13 +95,14 @@ def compare_outputs(
         return f"{len(actual)} outputs where {len(expected)} are expected", []
     found: list[ArrayComparison] = []
     problems: list[str] = []
+    tolerance = case.tolerance or Tolerance()  # none written: the built-in defaults
     for (name, exp), act in zip(expected, actual, strict=True):
-        _compare_value(case.tolerance, name, name, exp, act, found, problems, prefix)
+        _compare_value(tolerance, name, name, exp, act, found, problems, prefix)
     return "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""), found
 
 
 def _compare_value(
-    tolerance: Mapping[str, Any] | None,
+    tolerance: Tolerance,
     output: str,
     label: str,
     exp: Any,
@@ -141,9 +143,7 @@ def _compare_value(
     exp_a, act_a = np.asarray(exp), np.asarray(act)
     if exp_a.dtype == object and act_a.dtype.kind in "US":
         act_a = act_a.astype(object)
-    comparison = compare_arrays(
-        prefix + label, exp_a, act_a, Tolerance.for_array(tolerance, output)
-    )
+    comparison = compare_arrays(prefix + label, exp_a, act_a, tolerance.for_array(output))
     found.append(comparison)
     if comparison.outcome is ArrayOutcome.DRIFT:
         problems.append(f"{label}: {comparison.reason}")
