@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from fixture_store.parity.cases import Report
-from fixture_store.parity.results import CaseResult, Outcome
+from fixture_store.parity.results import Outcome
 
 _COLORS = {
     Outcome.PASS: "#2e7d32",
@@ -228,13 +228,3 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
     tmp.write_text(render(report), encoding="utf-8")
     os.replace(tmp, target)
     return target
-
-
-def results_by_operator(results: Iterable[CaseResult]) -> dict[str, list[CaseResult]]:
-    """Results grouped by the operator each case tests (for callers building their own views)."""
-    results = list(results)
-    operators = {r.name: r.operators for r in results if r.operators}
-    grouped: dict[str, list[CaseResult]] = defaultdict(list)
-    for r in results:
-        grouped[case_operator(r.name, operators)].append(r)
-    return dict(grouped)

@@ -111,7 +111,7 @@ class Report:
         }
 
 
-def stage_for(root: Path, target: str, registry: Registry) -> tuple[stages_mod.Stage, list[str]]:
+def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:
     """The stage to run for STAGE or an artifact name/pattern, and the names to compare."""
     all_stages = stages_mod.load(root)
     if target in all_stages:
@@ -139,7 +139,7 @@ def regenerate(
 ) -> Report:
     started = time.perf_counter()
     registry = registry_mod.load(root)
-    stage, only = stage_for(root, target, registry)
+    stage, only = stage_for(root, target)
     scratch = scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-"))
     if scratch.exists():
         shutil.rmtree(scratch)

@@ -149,19 +149,6 @@ class WorkerPool:
         return _run_pool(self._ctx, self._workers, tasks, timeout, on_result)
 
 
-def run_tasks(
-    tasks: Sequence[Task],
-    *,
-    jobs: int | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    on_result: Callable[[CaseResult], None] | None = None,
-) -> list[CaseResult]:
-    """Evaluate ``tasks`` with a pool of ``jobs`` workers (0: in this process)."""
-    jobs = default_jobs() if jobs is None else jobs
-    with WorkerPool(min(jobs, len(tasks))) as pool:
-        return pool.run(tasks, timeout=timeout, on_result=on_result)
-
-
 def _run_here(
     tasks: Sequence[Task], on_result: Callable[[CaseResult], None] | None
 ) -> list[CaseResult]:
