@@ -286,7 +286,7 @@ def _reference(
 def _put(store: Store, o: Output) -> Digest:
     if o.path.is_dir():
         return ingest.ingest_folder(store, o.path).digest
-    return store.put_file(o.path)
+    return store.write_file(o.path).digest
 
 
 def _accept(
