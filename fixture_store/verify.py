@@ -555,6 +555,7 @@ class _Run:
         self.waiting: dict[ObjectKey, list[int]] = {}  # object -> records that wait on it
         self.remaining: dict[int, int] = {}  # record -> how many of its objects are unchecked
         self.to_hash: list[tuple[ObjectKey, os.stat_result]] = []
+        # What the registry decided is known, and reported, before any object is read.
         for i in sorted(plan.settled):
             self.results[i] = plan.settled[i]
             if on_result is not None:
@@ -592,6 +593,7 @@ class _Run:
                 self.checked(key, judge(*objects[key], st, h))
 
     def checked(self, key: ObjectKey, check: ObjectCheck) -> None:
+        """Keep one hashed object's check; finish the records it was the last one missing."""
         self.checks[key] = check
         remaining = self.remaining
         for i in self.waiting[key]:
