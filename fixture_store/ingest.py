@@ -41,10 +41,6 @@ MEDIA_TYPES = {
 }
 
 
-def ingest_file(store: Store, path: Path, expected: Digest | None = None) -> Digest:
-    return store.put_file(path, expected)
-
-
 def ingest_folder(store: Store, folder: Path) -> trees.Tree:
     """Put every regular file of ``folder`` and its manifest into the store."""
     return ingest_folder_stored(store, folder)[0]

@@ -287,9 +287,9 @@ def small_tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
 def test_disk_full_gives_a_clear_error_and_no_corrupt_object(tmp_path: Path, work: Path) -> None:
     with small_tmpfs(tmp_path / "small") as small:
         store = Store.at(small / "store").ensure()
-        small_blob = store.put_file(work / "blob-2")
+        small_blob = store.write_file(work / "blob-2").digest
         with pytest.raises(StoreError) as info:
-            store.put_file(work / "blob-4")  # 1.5 MB into a 1 MiB filesystem
+            store.write_file(work / "blob-4")  # 1.5 MB into a 1 MiB filesystem
         assert "no space left" in str(info.value)
         assert "nothing was stored" in str(info.value)
         assert not store.has(digests.of_file(work / "blob-4"))

@@ -196,3 +196,25 @@ def test_presence_counts_objects_without_hashing_them(project: Path, store: Stor
     assert not present(store, case)
     assert present(store, reg.get("fam/w"))  # present is not verified
     assert dict(presence_by_family(store, reg)["fam"]) == {"present": 1, "missing": 1, "invalid": 0}
+
+
+def test_a_plan_shows_the_work_before_it_reads_the_store(project: Path, store: Store) -> None:
+    from fixture_store.verify import Verifier, VerifyPlan
+
+    reg, digest = project_with_weights(project, store)
+    case = reg.get("fam/case")
+    assert case.members is not None
+    plan = VerifyPlan.of(store, reg, ["fam/w", "nope/x", "fam/case", "fam/w"])
+    assert plan.settled[1].status is Status.UNKNOWN  # decided by the registry alone
+    assert sorted(plan.records) == [0, 2, 3]
+    # each object once, though fam/w is named twice: its one object, the tree's members and
+    # its manifest
+    assert len(plan.objects) == 1 + len(case.members.members) + 1
+    store.remove(digest)
+    results = plan.execute(Verifier(store))
+    assert [r.status for r in results] == [
+        Status.MISSING,
+        Status.UNKNOWN,
+        Status.VERIFIED,
+        Status.MISSING,
+    ]

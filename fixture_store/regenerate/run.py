@@ -8,6 +8,7 @@ artifact is fetched: rebuilt and checked against the digest the registry already
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import shutil
 import tempfile
@@ -122,7 +123,7 @@ class Report:
         }
 
 
-def stage_for(root: Path, target: str, registry: Registry) -> tuple[stages_mod.Stage, list[str]]:
+def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:
     """The stage to run for STAGE or an artifact name/pattern, and the names to compare."""
     all_stages = stages_mod.load(root)
     if target in all_stages:
@@ -150,14 +151,45 @@ def regenerate(
 ) -> Report:
     started = time.perf_counter()
     registry = registry_mod.load(root)
-    stage, only = stage_for(root, target, registry)
-    scratch = scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-"))
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    scratch.mkdir(parents=True)
-    out = scratch / "candidates"
-
+    stage, only = stage_for(root, target)
+    scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
     inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
+    out = scratch / "candidates"
+    _run_generator(root, store, stage, _generator_args(stage, inputs, scratch), out, python, log)
+    environment = envs.read_environment(out)
+    outputs = _selected(read_outputs(out), only, stage)
+    comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
+    if not only:
+        comparisons += _no_longer_produced(registry, stage, outputs)
+    fetched = _put_identical(store, outputs, comparisons) if fetch or accept else []
+    accepted: list[str] = []
+    if accept:
+        input_digests = {n: d for n, _p, d in inputs}
+        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
+    return Report(
+        stage.name,
+        scratch,
+        environment,
+        tuple(comparisons),
+        tuple(accepted),
+        tuple(fetched),
+        time.perf_counter() - started,
+    )
+
+
+def _fresh_folder(path: Path) -> Path:
+    """``path`` created empty (whatever was there is removed)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _generator_args(
+    stage: stages_mod.Stage, inputs: list[tuple[str, Path, Digest]], scratch: Path
+) -> list[str]:
+    """The generator's command line: the verified inputs (as a file it reads) and the stage's
+    arguments."""
     inputs_file = scratch / "inputs.json"
     inputs_file.write_text(
         json.dumps(
@@ -169,7 +201,20 @@ def regenerate(
     args = ["--inputs", str(inputs_file)]
     for key, value in sorted(stage.args.items()):
         args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
 
+
+def _run_generator(
+    root: Path,
+    store: Store,
+    stage: stages_mod.Stage,
+    args: list[str],
+    out: Path,
+    python: str | None,
+    log: Callable[[str], None],
+) -> None:
+    """Run the stage's generator into ``out``: in ``python`` if given, else in its pinned
+    environment."""
     interpreter = python or str(envs.ensure(stage.env, store))
     log(
         f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
@@ -178,66 +223,64 @@ def regenerate(
     envs.run_generator(
         interpreter, root / stage.generator, out, stage.env, stage=stage.name, args=args
     )
-    environment = envs.read_environment(out)
-    outputs = read_outputs(out)
-    if only:
-        import fnmatch
 
-        outputs = [o for o in outputs if any(fnmatch.fnmatchcase(o.name, p) for p in only)]
-        if not outputs:
-            raise UnknownArtifactError(only[0], f"stage {stage.name!r} produces no such artifact")
 
-    inspect_dir = scratch / "inspect"
-    input_digests = {n: d for n, _p, d in inputs}
-    comparisons = []
-    for o in outputs:
-        reference, record = _reference(store, registry, o.name)
-        tolerance = (
-            (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
-        )
-        if reference is None:
-            cand = (
-                trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
-            )
-            comparisons.append(ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None))
-            continue
-        comparisons.append(compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir))
+def _selected(outputs: list[Output], only: list[str], stage: stages_mod.Stage) -> list[Output]:
+    """The outputs matching the patterns ``only`` (all of them without patterns)."""
     if not only:
-        produced = {o.name for o in outputs}
-        for fam in {family_of(o.name) for o in outputs} | {stage.family}:
-            f = registry.families.get(fam)
-            for name, rec in f.records.items() if f else ():
-                if name not in produced:
-                    comparisons.append(
-                        ArtifactComparison(
-                            name,
-                            rec.kind,
-                            Verdict.MISSING,
-                            None,
-                            rec.digest,
-                            reason=f"registered, but stage {stage.name!r} no longer produces it",
-                        )
-                    )
+        return outputs
+    outputs = [o for o in outputs if any(fnmatch.fnmatchcase(o.name, p) for p in only)]
+    if not outputs:
+        raise UnknownArtifactError(only[0], f"stage {stage.name!r} produces no such artifact")
+    return outputs
 
-    fetched: list[str] = []
-    if fetch or accept:
-        by_name = {o.name: o for o in outputs}
-        for c in comparisons:
-            if c.verdict is Verdict.IDENTICAL:
-                _put(store, by_name[c.name])
-                fetched.append(c.name)
-    accepted: list[str] = []
-    if accept:
-        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
-    return Report(
-        stage.name,
-        scratch,
-        environment,
-        tuple(comparisons),
-        tuple(accepted),
-        tuple(fetched),
-        time.perf_counter() - started,
-    )
+
+def _compare_output(
+    store: Store, registry: Registry, stage: stages_mod.Stage, o: Output, inspect_dir: Path
+) -> ArtifactComparison:
+    """How one candidate compares with its record; ``new`` when it has none."""
+    reference, record = _reference(store, registry, o.name)
+    if reference is None:
+        cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
+        return ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None)
+    tolerance = (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
+    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir)
+
+
+def _no_longer_produced(
+    registry: Registry, stage: stages_mod.Stage, outputs: list[Output]
+) -> list[ArtifactComparison]:
+    """A ``missing`` comparison for every record of the stage's families it did not produce."""
+    produced = {o.name for o in outputs}
+    missing = []
+    for fam in {family_of(o.name) for o in outputs} | {stage.family}:
+        f = registry.families.get(fam)
+        for name, rec in f.records.items() if f else ():
+            if name not in produced:
+                missing.append(
+                    ArtifactComparison(
+                        name,
+                        rec.kind,
+                        Verdict.MISSING,
+                        None,
+                        rec.digest,
+                        reason=f"registered, but stage {stage.name!r} no longer produces it",
+                    )
+                )
+    return missing
+
+
+def _put_identical(
+    store: Store, outputs: list[Output], comparisons: list[ArtifactComparison]
+) -> list[str]:
+    """Put every bit-identical candidate into the store: how a generated artifact is fetched."""
+    by_name = {o.name: o for o in outputs}
+    fetched = []
+    for c in comparisons:
+        if c.verdict is Verdict.IDENTICAL:
+            _put(store, by_name[c.name])
+            fetched.append(c.name)
+    return fetched
 
 
 def read_outputs(out: Path) -> list[Output]:
@@ -306,7 +349,7 @@ def _reference(
 def _put(store: Store, o: Output) -> Digest:
     if o.path.is_dir():
         return ingest.ingest_folder(store, o.path).digest
-    return store.put_file(o.path)
+    return store.write_file(o.path).digest
 
 
 def _accept(

@@ -105,7 +105,7 @@ def put_object(
 ) -> None:
     """Copy ``stream`` into the store if it has exactly ``expected``; refuse it otherwise."""
     try:
-        ctx.store.put_stream(stream, expected, replace=True)
+        ctx.store.write_stream(stream, expected, replace=True)
     except IntegrityError as e:
         raise SourceError(
             record.name,

@@ -132,7 +132,7 @@ def _load(ctx: FetchContext, record: Record, source: PackageSource) -> SafeArchi
             expected = Digest(hexpart, size if size is not None else got)
             try:
                 # Checked while copying into the store, before anything opens it as an archive.
-                ctx.store.put_file(path, expected, replace=True)
+                ctx.store.write_file(path, expected, replace=True)
             except IntegrityError as e:
                 raise SourceError(
                     record.name,

@@ -39,7 +39,7 @@ def test_put_with_wrong_size_reads_at_most_one_byte_past_it(store: Store) -> Non
     expected = digests.of_bytes(data[:10])
     stream = io.BytesIO(data)
     with pytest.raises(IntegrityError, match="or more"):
-        store.put_stream(stream, expected)
+        store.write_stream(stream, expected)
     assert stream.tell() == 11
 
 
@@ -108,7 +108,7 @@ _WRITER = textwrap.dedent(
             self.sent += n
             return n
 
-    Store.at(sys.argv[1]).put_stream(Slow())
+    Store.at(sys.argv[1]).write_stream(Slow())
     """
 )
 
