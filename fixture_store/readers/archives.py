@@ -37,8 +37,7 @@ from fixture_store.errors import StoreError, UnsafeArchiveError
 from fixture_store.limits import DEFAULT, Limits, MiB
 from fixture_store.objects import digests, fsutil, trees
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store
-from fixture_store.objects.store import _io_error as _store_io_error
+from fixture_store.objects.store import Store, io_error
 
 Format = Literal["tar", "tar.lz4", "tar.zst", "zip"]
 Compression = Literal["none", "lz4", "zstd"]
@@ -738,7 +737,7 @@ def extract(
             os.rename(staging, final)
             fsutil.fsync_path(final.parent)
     except OSError as e:
-        raise _store_io_error(e, store.root) from e
+        raise io_error(e, store.root) from e
     finally:
         if staging.exists():
             fsutil.remove_tree(staging)
