@@ -180,9 +180,7 @@ def _check_zip_layout(
     return files
 
 
-def read_zip_member(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits, artifact: str
-) -> bytes:
+def read_zip_member(zf: zipfile.ZipFile, info: zipfile.ZipInfo, artifact: str) -> bytes:
     """The bytes of one checked member; a size lie or a bad CRC is refused."""
     return b"".join(_zip_chunks(zf, info, artifact))
 
@@ -217,6 +215,7 @@ def _zip_chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, artifact: str) -> It
 
 
 def read_zip_members(path: Path, limits: Limits, checker: Checker, sink: MemberSink) -> None:
+    """Read the zip at ``path``: each member is admitted by ``checker`` and read by ``sink``."""
     with open_zip(path, limits, checker.artifact) as (zf, infos):
         for info in infos:
             member = checker.admit(info.filename, info.file_size)
