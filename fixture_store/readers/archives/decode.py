@@ -88,18 +88,9 @@ def _decode_zstd(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
         pending = b""
         while view:
             if obj.eof:
-                rest = obj.unused_data + bytes(view)
-                if len(rest) < len(ZSTD_MAGIC) and ZSTD_MAGIC.startswith(rest):
-                    pending = rest  # the next frame's magic is split across reads
+                obj, view, pending = _next_zstd_frame(dctx, obj, view, budget.artifact)
+                if pending:
                     break
-                if not rest.startswith(ZSTD_MAGIC):
-                    raise fail(
-                        budget.artifact,
-                        "trailing-garbage",
-                        "bytes after the end of the zstd stream",
-                    )
-                obj = dctx.decompressobj()
-                view = memoryview(rest)
             piece, view = view[:_ZSTD_SLICE], view[_ZSTD_SLICE:]
             started = True
             try:
@@ -115,12 +106,39 @@ def _decode_zstd(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
                     batch, batched = [], 0
     if batch:
         yield b"".join(batch)
-    if pending or (obj.eof and obj.unused_data):
-        if (pending or obj.unused_data).startswith(ZSTD_MAGIC[: len(pending or obj.unused_data)]):
-            raise fail(budget.artifact, "truncated", "zstd stream ends inside a frame")
-        raise fail(budget.artifact, "trailing-garbage", "bytes after the end of the zstd stream")
+    _check_zstd_end(obj, pending, started, budget.artifact)
+
+
+def _next_zstd_frame(
+    dctx: zstandard.ZstdDecompressor,
+    ended: zstandard.ZstdDecompressionObj,
+    view: memoryview,
+    artifact: str,
+) -> tuple[zstandard.ZstdDecompressionObj, memoryview, bytes]:
+    """After a frame ends: a decoder for the next frame and the bytes to feed it.
+
+    When the bytes left are the start of a magic number split across reads, they come back as
+    the third value, to go before the next read, with nothing to feed now.
+    """
+    rest = ended.unused_data + bytes(view)
+    if len(rest) < len(ZSTD_MAGIC) and ZSTD_MAGIC.startswith(rest):
+        return ended, memoryview(b""), rest
+    if not rest.startswith(ZSTD_MAGIC):
+        raise fail(artifact, "trailing-garbage", "bytes after the end of the zstd stream")
+    return dctx.decompressobj(), memoryview(rest), b""
+
+
+def _check_zstd_end(
+    obj: zstandard.ZstdDecompressionObj, pending: bytes, started: bool, artifact: str
+) -> None:
+    """At the end of the input: the last frame must be complete, with nothing after it."""
+    left = pending or (obj.unused_data if obj.eof else b"")
+    if left:
+        if left.startswith(ZSTD_MAGIC[: len(left)]):
+            raise fail(artifact, "truncated", "zstd stream ends inside a frame")
+        raise fail(artifact, "trailing-garbage", "bytes after the end of the zstd stream")
     if not started or not obj.eof:
-        raise fail(budget.artifact, "truncated", "zstd stream ends before its frame is complete")
+        raise fail(artifact, "truncated", "zstd stream ends before its frame is complete")
 
 
 def _decode_lz4(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
