@@ -150,7 +150,7 @@ class Store:
             self._commit_many([(tmp, stored.digest)], replace=replace)
             return stored
         except OSError as e:
-            raise _io_error(e, self.root) from e
+            raise io_error(e, self.root) from e
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -187,7 +187,7 @@ class Store:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()  # for a link, only the extra name: the file itself is untouched
             if isinstance(e, OSError):
-                raise _io_error(e, self.root) from e
+                raise io_error(e, self.root) from e
             raise
 
     def write_file(
@@ -239,7 +239,7 @@ class Store:
         except OSError as e:
             if e.errno in _NO_LINK:
                 return None
-            raise _io_error(e, self.root) from e
+            raise io_error(e, self.root) from e
         with self._removed_on_error(tmp):
             fd = os.open(tmp, os.O_RDONLY)
             try:
@@ -281,7 +281,7 @@ class Store:
                 )
             return [st for _, st in written]
         except OSError as e:
-            raise _io_error(e, self.root) from e
+            raise io_error(e, self.root) from e
         finally:
             for tmp, _ in written:
                 with contextlib.suppress(FileNotFoundError):
@@ -448,7 +448,8 @@ def _intact_size(path: str | Path, digest: Digest) -> bool:
         return False
 
 
-def _io_error(e: OSError, root: Path) -> StoreError:
+def io_error(e: OSError, root: Path) -> StoreError:
+    """The store error for an OS error while writing under ``root``: full disk, no permission."""
     if e.errno == errno.ENOSPC:
         return StoreError(
             f"no space left on the device holding the store {root}; nothing was stored",

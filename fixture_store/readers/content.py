@@ -21,7 +21,8 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Kind, Record
 
 CONTENT_KINDS = frozenset({Kind.ARCHIVE, Kind.ARRAY})
-_TAR_MAGIC_AT = 257
+# Defined by the NPY reader, which imports numpy: repeated here so sniffing does not.
+_NPY_MAGIC = b"\x93NUMPY"
 
 
 def needs_check(record: Record) -> bool:
@@ -30,17 +31,20 @@ def needs_check(record: Record) -> bool:
 
 def sniff(path: Path) -> str:
     """The format of an object by its leading bytes: npy, zip, tar.lz4, tar.zst or tar."""
+    # Only the content path sniffs, and it reads the archive next: importing here costs nothing.
+    from fixture_store.readers import archives
+
     with open(path, "rb") as f:
-        head = f.read(_TAR_MAGIC_AT + 8)
-    if head.startswith(b"\x93NUMPY"):
+        head = f.read(archives.TAR_MAGIC_OFFSET + len(archives.TAR_MAGIC))
+    if head.startswith(_NPY_MAGIC):
         return "npy"
-    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+    if head.startswith((archives.ZIP_LOCAL_MAGIC, archives.ZIP_END_MAGIC)):
         return "zip"
-    if head.startswith(b"\x04\x22\x4d\x18"):
+    if head.startswith(archives.LZ4_MAGIC):
         return "tar.lz4"
-    if head.startswith(b"\x28\xb5\x2f\xfd"):
+    if head.startswith(archives.ZSTD_MAGIC):
         return "tar.zst"
-    if head[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar":
+    if head.startswith(archives.TAR_MAGIC, archives.TAR_MAGIC_OFFSET):
         return "tar"
     return "unknown"
 
