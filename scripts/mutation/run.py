@@ -228,8 +228,10 @@ def run_guard(guard: Guard, template: Path, work: Path, timeout: float) -> Outco
         code, output = run_pytest(copy, store, guard.pytest_args(), timeout)
         seconds = time.monotonic() - start
         if code == 1:
-            failed = [ln for ln in output.splitlines() if ln.startswith(("FAILED", "ERROR"))]
-            return Outcome(guard.id, "killed", seconds, failed[0] if failed else "")
+            # The run's own summary line (an inner pytest run in a test prints its own too).
+            failed = [ln for ln in output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+            ours = [ln for ln in failed if ln.split()[1].startswith("tests/")] or failed
+            return Outcome(guard.id, "killed", seconds, ours[-1] if ours else "")
         if code == -1:
             return Outcome(guard.id, "killed", seconds, f"timed out after {timeout:.0f}s")
         if code == 0:
