@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import ipaddress
 import ssl
@@ -10,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -64,6 +66,7 @@ class Behaviour:
     fail_first: int = 0  # answer 503 this many times first
     drop_first: int = 0  # close mid-body this many times first
     status: int = 200
+    redirect: str | None = None  # answer 302 to this location instead of the body
     requests: list[str] = field(default_factory=list)
 
 
@@ -83,6 +86,12 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
             n = len(behaviour.requests)
             if n <= behaviour.fail_first:
                 self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if behaviour.redirect is not None:
+                self.send_response(302)
+                self.send_header("Location", behaviour.redirect)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
@@ -211,3 +220,39 @@ def test_short_body_is_retried_then_reported(https: tuple[str, Behaviour], tmp_p
     assert f"connection closed after 100 of {len(DATA)} bytes" in result.message
     assert len(behaviour.requests) == url_source.ATTEMPTS
     assert list(store.iter_objects()) == []
+
+
+def test_a_redirect_to_plain_http_is_refused(https: tuple[str, Behaviour], tmp_path: Path) -> None:
+    base, behaviour = https
+    behaviour.body = DATA
+    # The plain-http target would serve the right bytes: the scheme alone is the refusal.
+    behaviour.redirect = base.replace("https://", "http://") + "/a.bin"
+    store, registry = setup(tmp_path, base)
+    result = fetch_one(store, registry)
+    assert result.outcome is Outcome.FAILED
+    assert "refusing a redirect from https to http" in result.message
+    assert behaviour.requests == ["/a.bin"] and list(store.iter_objects()) == []
+
+
+def test_a_plain_http_url_is_never_opened_even_if_the_record_skipped_validation(
+    tmp_path: Path,
+) -> None:
+    store, registry = setup(tmp_path, "https://127.0.0.1:9")
+    valid = registry.get("clips/a")
+    forged = dataclasses.replace(
+        valid,
+        source=dataclasses.replace(
+            valid.source, fields=MappingProxyType({"url": "http://127.0.0.1:9/a.bin"})
+        ),
+    )
+    opened: list[str] = []
+
+    def opener(url: str, timeout: float) -> Any:
+        opened.append(url)
+        raise AssertionError("a plain-http url must not be opened")
+
+    with pytest.raises(SourceError, match="is not https; only https sources are fetched"):
+        url_source.fetch(FetchContext(store, tmp_path), forged, opener)
+    assert opened == []
+    with pytest.raises(url_source.SourceFailure, match="only https URLs are fetched"):
+        url_source.default_opener("http://127.0.0.1:9/a.bin", 1.0)
