@@ -31,7 +31,7 @@ from fixture_store.fetch import fetch_names
 from fixture_store.objects.store import Store
 
 PROJECT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(PROJECT / "models"))
+sys.path.insert(0, str(PROJECT / "scripts"))
 import onnx_corpus  # noqa: E402
 
 
@@ -65,7 +65,9 @@ def main() -> None:
     names = registry.select(families=["onnx-node"])
     records = [registry.get(n) for n in names]
     manifest = {
-        f"{r.source.fields['path']}/{m}": d.hex for r in records for m, d in (r.members or ())
+        f"{r.source.path}/{m}": d.hex  # type: ignore[union-attr]  # package sources
+        for r in records
+        for m, d in (r.members or ())
     }
 
     os.environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(house), PIP_CONFIG_FILE=os.devnull)

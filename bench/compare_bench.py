@@ -35,6 +35,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.objects.store import Store
 from fixture_store.parity.cases import compare
+from fixture_store.registry import LocalSource
 from fixture_store.registry.files import write_family
 
 NODE_DATA = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
@@ -61,7 +62,7 @@ def build_project(root: Path, cases: list[str], family: str = "onnx-node") -> Fi
                 f"{family}/{case}",
                 "onnx-case",
                 tree.digest,
-                {"type": "local", "path": f"cases/{case}"},
+                LocalSource(f"cases/{case}"),
                 members=tree,
             )
         )

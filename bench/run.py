@@ -676,6 +676,7 @@ def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
     from fixture_store.ingest import build_record, with_blake3
     from fixture_store.objects import trees
     from fixture_store.objects.store import Store
+    from fixture_store.registry import LocalSource
 
     case = "corpus"
     root = b.work / case
@@ -704,7 +705,7 @@ def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
             f"corpus/test_case_{r:04d}",
             "onnx-case",
             tree.digest,
-            {"type": "local", "path": f"src/{base.name}"},
+            LocalSource(f"src/{base.name}"),
             members=tree,
         )
         recs.append(
@@ -761,11 +762,10 @@ def _object_paths(store: str, proj: str) -> list[str]:
     """Every distinct object file the project's records use (members and manifests)."""
     from fixture_store import registry as registry_mod
     from fixture_store.objects.store import Store
-    from fixture_store.verify import objects_of
 
     reg = registry_mod.load(proj)
     st = Store.at(store)
-    hexes = {d.hex for n in reg.names() for _, d, _ in objects_of(reg.get(n))}
+    hexes = {ref.digest.hex for n in reg.names() for ref in reg.get(n).objects()}
     return sorted(str(st.object_path(h)) for h in hexes)
 
 

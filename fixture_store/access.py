@@ -87,8 +87,7 @@ class Fixtures:
         record = self.verified(name)
         if record.is_tree:
             raise UsageError(f"{name} is a tree; use tree({name!r})")
-        assert record.digest is not None
-        return self.store.object_path(record.digest)
+        return self.store.object_path(record.object)
 
     def open_bytes(self, name: str) -> BinaryIO:
         return open(self.path(name), "rb")
@@ -98,10 +97,15 @@ class Fixtures:
 
     def tree(self, name: str) -> Path:
         """A folder holding the verified members of a tree artifact (links to the objects)."""
-        record = self.verified(name)
-        if not record.is_tree or record.members is None or record.digest is None:
-            raise UsageError(f"{name} is not a tree; use path({name!r})")
-        return checkout(self.store, record.members, record.digest.hex)
+        return checkout_tree(self.store, self.verified(name))
+
+
+def checkout_tree(store: Store, record: Record) -> Path:
+    """The checkout of a tree record whose objects verified; UsageError for a single object."""
+    tree = record.tree
+    if tree is None:
+        raise UsageError(f"{record.name} is not a tree; use path({record.name!r})")
+    return checkout(store, tree, record.object.hex)
 
 
 def checkout(store: Store, tree: Tree, key: str) -> Path:

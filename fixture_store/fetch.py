@@ -121,13 +121,10 @@ def fetch_names(
         except ArtifactError as e:
             return FetchResult(name, Outcome.UNKNOWN, message=e.message, fix=e.fix)
         source = record.source.describe()
-        size = (
-            record.members.total_size
-            if record.members is not None and record.is_tree
-            else (record.digest.size if record.digest else 0)
-        )
-        if record.is_gap and record.digest is None:
-            return FetchResult(name, Outcome.GAP, source, record.gap or "")
+        tree = record.tree
+        size = tree.total_size if tree is not None else (record.digest.size if record.digest else 0)
+        if record.gap is not None and record.digest is None:
+            return FetchResult(name, Outcome.GAP, source, record.gap.reason)
         if ctx.verifier.verify(record).ok:
             return FetchResult(name, Outcome.PRESENT, source, size=size)
         try:

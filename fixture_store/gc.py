@@ -19,17 +19,11 @@ class Garbage:
 
 
 def referenced(registries: Iterable[Registry]) -> set[str]:
-    """Hex digests of every object any record (or tree member) references."""
+    """Hex digests of every object any record references (see :meth:`Record.referenced`)."""
     keep: set[str] = set()
     for registry in registries:
         for record in registry.records():
-            if record.digest is not None:
-                keep.add(record.digest.hex)
-            if record.members is not None and record.is_tree:
-                keep.update(d.hex for _, d in record.members)
-            if record.source.type == "package":
-                # The verified distribution serves every record pointing into it, offline too.
-                keep.add(str(record.source.fields["file_digest"]).removeprefix("sha256:"))
+            keep.update(record.referenced())
     return keep
 
 

@@ -14,7 +14,19 @@ from fixture_store.errors import UsageError
 from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record, Registry, check_name, family_of
+from fixture_store.registry import (
+    TREE_KINDS,
+    Annotations,
+    Kind,
+    LocalSource,
+    Record,
+    Registry,
+    Source,
+    Where,
+    check_name,
+    family_of,
+    parse_kind,
+)
 
 MEDIA_TYPES = {
     ".npy": "application/x-npy",
@@ -27,10 +39,6 @@ MEDIA_TYPES = {
     ".zip": "application/zip",
     ".tar": "application/x-tar",
 }
-
-
-def ingest_file(store: Store, path: Path, expected: Digest | None = None) -> Digest:
-    return store.put_file(path, expected)
 
 
 def ingest_folder(store: Store, folder: Path) -> trees.Tree:
@@ -53,12 +61,10 @@ def with_blake3(record: Record, blake3: str | None, members: Mapping[str, str]) 
     """``record`` with BLAKE3 digests of bytes whose SHA-256 matched it (only fills, never
     replaces: a differing BLAKE3 in a reviewed record is left for verify to report)."""
     own = record.blake3 or blake3
-    merged = {**members, **record.member_blake3}
-    if record.is_tree:
-        assert record.members is not None
-        merged = {p: b for p, b in merged.items() if p in record.members.members}
-    else:
-        merged = dict(record.member_blake3)
+    tree = record.tree
+    merged = dict(record.member_blake3)
+    if tree is not None:
+        merged = {p: b for p, b in {**members, **merged}.items() if p in tree.members}
     if own == record.blake3 and merged == dict(record.member_blake3):
         return record
     return dataclasses.replace(record, blake3=own, member_blake3=MappingProxyType(merged))
@@ -71,36 +77,34 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
         base = os.fspath(path)
         pairs = [(os.path.join(base, rel), d.hex) for rel, d in record.members]
     else:
-        assert record.digest is not None
-        pairs = [(os.fspath(path), record.digest.hex)]
+        pairs = [(os.fspath(path), record.object.hex)]
     objects = os.fspath(store.objects_dir)
     return [p for p, h in pairs if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
 
 
 def build_record(
     name: str,
-    kind: str,
+    kind: Kind | str,
     digest: Digest,
-    source: Mapping[str, Any],
+    source: Source,
     *,
     members: trees.Tree | None = None,
     media_type: str | None = None,
-    extra: Mapping[str, Any] | None = None,
+    annotations: Annotations | None = None,
     file: str = "<new record>",
 ) -> Record:
-    """Validate a new record through the same parser the registry uses."""
-    raw: dict[str, Any] = {
-        "kind": kind,
-        "source": dict(source),
-        "digest": digest.text,
-        "size": digest.size,
-    }
-    if members is not None:
-        raw["members"] = trees.to_json(members)
-    if media_type:
-        raw["media_type"] = media_type
-    raw.update(extra or {})
-    return registry_mod.parse_record(name, raw, file=file)
+    """A new record of these values, checked by the rules the registry applies to a record."""
+    record = Record(
+        name,
+        parse_kind(kind, Where(file, name)),
+        source,
+        digest,
+        media_type=media_type,
+        members=members,
+    )
+    if annotations is not None:
+        record = annotations.apply(record)
+    return registry_mod.check_record(record, file=file)
 
 
 def add(
@@ -110,13 +114,15 @@ def add(
     *,
     name: str,
     kind: str,
-    source: Mapping[str, Any] | None = None,
+    source: Source | None = None,
     extra: Mapping[str, Any] | None = None,
     replace: bool = False,
     link: bool = False,
 ) -> Record:
     """Ingest a local file or folder and write its record; never overwrite a record silently.
 
+    ``source`` is checked as the registry checks it (a local source inside the project by
+    default); ``extra`` holds descriptive fields such as ``license``, in their JSON form.
     With ``link`` the bytes are hard-linked into the store where possible instead of copied
     (see :meth:`Store.write_file`); :func:`copied_not_linked` tells which were copied anyway.
     """
@@ -135,11 +141,14 @@ def add(
                 "inside it",
                 fix="copy it into the project, or give --source https://... / hf://...",
             )
-        source = {"type": "local", "path": rel}
+        source = LocalSource(rel)
     family = family_of(name)
+    file = f"provenance/{family}.json"
+    source.check(Where(file, name))  # before any byte enters the store
+    annotations = Annotations.from_json(extra or {}, Where(file, name))
     existing_file = registry.families.get(family)
     if p.is_dir():
-        if kind not in registry_mod.records.TREE_KINDS:
+        if kind not in TREE_KINDS:
             raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
         tree, member_b3 = ingest_folder_stored(store, p, link=link)
         record = build_record(
@@ -148,12 +157,12 @@ def add(
             tree.digest,
             source,
             members=tree,
-            extra=extra,
-            file=f"provenance/{family}.json",
+            annotations=annotations,
+            file=file,
         )
         record = with_blake3(record, None, member_b3)
     else:
-        if kind in registry_mod.records.TREE_KINDS:
+        if kind in TREE_KINDS:
             raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
         stored = store.write_file(p, link=link)
         record = build_record(
@@ -162,8 +171,8 @@ def add(
             stored.digest,
             source,
             media_type=MEDIA_TYPES.get(p.suffix.lower()),
-            extra=extra,
-            file=f"provenance/{family}.json",
+            annotations=annotations,
+            file=file,
         )
         record = with_blake3(record, stored.blake3, {})
     records = dict(existing_file.records) if existing_file else {}

@@ -13,7 +13,14 @@ from importlib.metadata import version
 from typing import Any
 
 from fixture_store.objects.digests import Digest
-from fixture_store.registry import Record, Registry
+from fixture_store.registry import (
+    GeneratorSource,
+    HubSource,
+    PackageSource,
+    Record,
+    Registry,
+    UrlSource,
+)
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
@@ -43,8 +50,7 @@ def lineage(registry: Registry, name: str) -> Iterator[LineageStep]:
     seen: set[str] = set()
 
     def walk(record: Record, depth: int) -> Iterator[LineageStep]:
-        assert record.digest is not None
-        yield LineageStep(depth, record.digest.text, record.name, record)
+        yield LineageStep(depth, record.object.text, record.name, record)
         for parent in record.lineage:
             if parent in seen:
                 continue
@@ -72,37 +78,26 @@ def _digest_set(d: Digest) -> dict[str, str]:
 
 
 def _source_dependency(record: Record) -> dict[str, Any] | None:
-    src = record.source
-    f = src.fields
-    if src.type == "package":
-        name, _, ver = str(f["requirement"]).partition("==")
-        hexd = str(f["file_digest"]).removeprefix("sha256:")
-        return {
-            "uri": f"pkg:pypi/{name.lower()}@{ver}#{f['file']}",
-            "name": str(f["file"]),
-            "digest": {"sha256": hexd},
-            "annotations": {"path": f["path"], "requirement": f["requirement"]},
-        }
-    if src.type == "hub":
-        kind = f.get("repo_type", "model")
-        return {
-            "uri": f"hf://{'' if kind == 'model' else kind + 's/'}{f['repo_id']}"
-            f"@{f['revision']}/{f['path']}",
-            "digest": {"gitCommit": f["revision"]},
-        }
-    if src.type == "url":
-        assert record.digest is not None
-        return {"uri": str(f["url"]), "digest": _digest_set(record.digest)}
+    match record.source:
+        case PackageSource() as src:
+            name, version_ = src.name_and_version
+            return {
+                "uri": f"pkg:pypi/{name.lower()}@{version_}#{src.file}",
+                "name": src.file,
+                "digest": {"sha256": src.file_hex},
+                "annotations": {"path": src.path, "requirement": src.requirement},
+            }
+        case HubSource() as src:
+            return {"uri": src.uri(), "digest": {"gitCommit": src.revision}}
+        case UrlSource() as src:
+            return {"uri": src.url, "digest": _digest_set(record.object)}
     return None
 
 
 def in_toto_statement(registry: Registry, name: str, *, members: bool = True) -> dict[str, Any]:
     record = registry.get(name)
-    if record.digest is None:
-        from fixture_store.errors import GapError
-
-        raise GapError(name, record.gap or "no digest")
-    subjects: list[dict[str, Any]] = [{"name": name, "digest": _digest_set(record.digest)}]
+    digest = record.object  # a gap without a digest has no subject: GapError
+    subjects: list[dict[str, Any]] = [{"name": name, "digest": _digest_set(digest)}]
     if members and record.members is not None:
         subjects += [{"name": f"{name}/{m}", "digest": _digest_set(d)} for m, d in record.members]
     deps: list[dict[str, Any]] = []
@@ -120,19 +115,23 @@ def in_toto_statement(registry: Registry, name: str, *, members: bool = True) ->
             if up is not None:
                 dep["annotations"] = {"source": up["uri"]}
         deps.append(dep)
-    fields = dict(record.source.fields)
+    fields = record.source.to_json()
+    source_type = fields.pop("type")
     environment = fields.pop("environment", None)
-    external: dict[str, Any] = {
-        "source": record.source.type,
-        **{k: v for k, v in fields.items() if k != "params"},
-    }
-    if "params" in fields:
-        external["params"] = fields["params"]
-    internal: dict[str, Any] = {"kind": record.kind}
-    if record.tolerance:
-        internal["tolerance"] = record.tolerance
+    params = fields.pop("params", None)
+    external: dict[str, Any] = {"source": source_type, **fields}
+    if params is not None:
+        external["params"] = params
+    internal: dict[str, Any] = {"kind": record.kind.value}
+    if record.tolerance is not None:
+        internal["tolerance"] = record.tolerance.to_json()
     if environment is not None:
         internal["environment"] = environment
+    builder = (
+        f"regenerate:{record.source.stage}"
+        if isinstance(record.source, GeneratorSource)
+        else f"{source_type}-source"
+    )
     predicate = {
         "buildDefinition": {
             "buildType": BUILD_TYPE,
@@ -142,28 +141,15 @@ def in_toto_statement(registry: Registry, name: str, *, members: bool = True) ->
         },
         "runDetails": {
             "builder": {
-                "id": "urn:fixture-store:builder:"
-                + (
-                    f"regenerate:{fields['stage']}"
-                    if record.source.type == "generator"
-                    else f"{record.source.type}-source"
-                ),
+                "id": f"urn:fixture-store:builder:{builder}",
                 "version": {"fixture-store": version("fixture-store")},
             },
-            "metadata": {"invocationId": f"{name}@{record.digest.text}"},
+            "metadata": {"invocationId": f"{name}@{digest.text}"},
         },
     }
     return {
         "_type": STATEMENT_TYPE,
         "subject": subjects,
         "predicateType": PREDICATE_TYPE,
-        "predicate": _plain(predicate),
+        "predicate": predicate,
     }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value

@@ -30,7 +30,14 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.errors import ArtifactError, UnsafeContentError, UsageError
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record, Registry, family_of
+from fixture_store.registry import (
+    HubSource,
+    LocalSource,
+    PackageSource,
+    Record,
+    Registry,
+    family_of,
+)
 from fixture_store.verify import Result, Status, present
 
 if TYPE_CHECKING:
@@ -253,7 +260,7 @@ class VerifiedFixtures:
         manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
         if _is_npz(record):
             return arrays_mod.read_npz(path, profile, manifest, artifact=name)
-        key = Path(str(record.source.fields.get("path", name))).name.removesuffix(".npy")
+        key = Path(_source_path(record) or name).name.removesuffix(".npy")
         spec = manifest.get(key) if manifest else None
         if manifest is not None and spec is None:
             raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
@@ -275,7 +282,13 @@ def fixture_store(request: pytest.FixtureRequest) -> VerifiedFixtures:
 def _is_npz(record: Record) -> bool:
     if record.media_type:
         return record.media_type == "application/x-npz"
-    return str(record.source.fields.get("path", "")).endswith(".npz")
+    return (_source_path(record) or "").endswith(".npz")
+
+
+def _source_path(record: Record) -> str | None:
+    """The path the record's source names (in a repo, a distribution, the project), if any."""
+    source = record.source
+    return source.path if isinstance(source, HubSource | PackageSource | LocalSource) else None
 
 
 def fixture_store_cases(family: str, kind: str | None = None) -> list[Any]:

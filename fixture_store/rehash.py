@@ -69,18 +69,18 @@ def record_blake3(
 
 
 def _filled(record: Record, seen: dict[str, str], *, replace: bool) -> Record:
-    assert record.digest is not None
-    if record.is_tree:
-        assert record.members is not None
+    tree = record.tree
+    if tree is not None:
         members = {
             m: (seen.get(d.hex) if replace else record.member_blake3.get(m) or seen.get(d.hex))
-            for m, d in record.members
+            for m, d in tree
         }
         clean = {m: b for m, b in members.items() if b is not None}
         if clean == dict(record.member_blake3):
             return record
         return dataclasses.replace(record, member_blake3=MappingProxyType(clean))
-    own = seen.get(record.digest.hex) if replace else record.blake3 or seen.get(record.digest.hex)
+    hexpart = record.object.hex
+    own = seen.get(hexpart) if replace else record.blake3 or seen.get(hexpart)
     if own == record.blake3 or own is None:
         return record
     return dataclasses.replace(record, blake3=own)

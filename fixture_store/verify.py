@@ -11,7 +11,7 @@ import gc
 import multiprocessing
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -23,6 +23,7 @@ from fixture_store.errors import (
     GapError,
     InvalidRecordError,
     MissingObjectError,
+    RegistryError,
     UnknownArtifactError,
     UnsafeContentError,
 )
@@ -31,7 +32,7 @@ from fixture_store.objects.digests import Algorithm, Digest
 from fixture_store.objects.statecache import VerifiedCache
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
-from fixture_store.registry import Record, Registry
+from fixture_store.registry import GeneratorSource, Record, Registry
 
 
 class Status(StrEnum):
@@ -199,7 +200,7 @@ class Verifier:
 
     def sweep(
         self,
-        expected_of: dict[ObjectKey, tuple[Digest, str | None]],
+        expected_of: Mapping[ObjectKey, tuple[Digest, str | None]],
         checks: dict[ObjectKey, ObjectCheck],
     ) -> list[tuple[ObjectKey, os.stat_result]]:
         """:meth:`quick` over many objects, settling into ``checks`` the missing ones and those
@@ -275,25 +276,10 @@ class Verifier:
         return assemble(record, self.store, lambda d, b3: self.check_object(d, b3), full=self.full)
 
 
-def objects_of(record: Record) -> list[tuple[str | None, Digest, str | None]]:
-    """The objects verifying ``record`` takes, as (member, digest, recorded BLAKE3): its members
-    then its manifest, or its one object."""
-    if record.digest is None:
-        return []
-    if not record.is_tree:  # one object (an archive's members describe its content)
-        return [(None, record.digest, record.blake3)]
-    assert record.members is not None
-    b3 = record.member_blake3
-    members: list[tuple[str | None, Digest, str | None]] = [
-        (m, d, b3.get(m)) for m, d in record.members
-    ]
-    return [*members, (None, record.digest, None)]
-
-
 def repair_command(record: Record) -> str:
     """The command that brings a record's bytes back: fetch, or rerun the generator stage."""
-    if record.source.type == "generator":
-        return f"fixture-store regenerate {record.source.fields.get('stage')} --fetch"
+    if isinstance(record.source, GeneratorSource):
+        return f"fixture-store regenerate {record.source.stage} --fetch"
     return f"fixture-store fetch {record.name}"
 
 
@@ -304,21 +290,20 @@ def assemble(
     *,
     full: bool = False,
 ) -> Result:
-    """One record's Result from the checks of its objects (see :func:`objects_of`), then the
-    content check of records that need one (archives, arrays)."""
+    """One record's Result from the checks of its objects (see :meth:`Record.objects`), then
+    the content check of records that need one (archives, arrays)."""
     name = record.name
-    if record.is_gap and record.digest is None:
-        return Result(name, Status.GAP, record.gap or "", kind=record.kind)
-    assert record.digest is not None
+    if record.gap is not None and record.digest is None:
+        return Result(name, Status.GAP, record.gap.reason, kind=record.kind)
     fetch = repair_command(record)
     hashed = 0
     all_cached = True
-    for member, digest, b3 in objects_of(record):
-        c = check(digest, b3)
+    for ref in record.objects():
+        c = check(ref.digest, ref.blake3)
         hashed += c.hashed
         all_cached = all_cached and c.cached
         if c.status is not Status.VERIFIED:
-            return _failure(record, store, c, member, digest, fetch, hashed)
+            return _failure(record, store, c, ref.member, ref.digest, fetch, hashed)
     if content.needs_check(record):
         failure = content.check(store, record, full=full)
         if failure is not None:
@@ -359,9 +344,9 @@ def _failure(
         what = "tree manifest"
     if check.status is Status.MISSING:
         msg = f"{what} {expected.text} is not in the store {store.root}"
-        if record.is_gap:
+        if record.gap is not None:
             return Result(
-                record.name, Status.GAP, record.gap or "", expected=expected, kind=record.kind
+                record.name, Status.GAP, record.gap.reason, expected=expected, kind=record.kind
             )
         return Result(
             record.name,
@@ -440,125 +425,234 @@ def verify_names(
 ) -> list[Result]:
     """Verify artifacts by name; results in the order of ``names``.
 
-    Work is planned across objects, not records: every distinct object is checked once (the
-    node corpus shares many members), the stat-and-cache pass runs first without a pool (a warm
-    run costs stat calls only), and only the objects left are hashed in parallel, largest first.
-    ``executor`` is "thread" (hashlib and BLAKE3 release the GIL on large buffers) or "process".
-    With ``flush=False`` the verified-state cache saves new entries only when a batch is due
-    (see :meth:`VerifiedCache.flush_due`): for callers that verify one artifact at a time.
+    Work is planned across objects, not records (see :class:`VerifyPlan`): every distinct
+    object is checked once (the node corpus shares many members), the stat-and-cache pass runs
+    first without a pool (a warm run costs stat calls only), and only the objects left are
+    hashed in parallel, largest first. ``executor`` is "thread" (hashlib and BLAKE3 release the
+    GIL on large buffers) or "process". With ``flush=False`` the verified-state cache saves new
+    entries only when a batch is due (see :meth:`VerifiedCache.flush_due`): for callers that
+    verify one artifact at a time.
     """
     verifier = verifier or Verifier(store, full=full, algorithm=algorithm)
-    names = list(names)
-    invalid = dict(registry.invalid())
-    results: list[Result | None] = [None] * len(names)
-    pending: dict[int, tuple[Record, list[ObjectKey]]] = {}
-    expected_of: dict[ObjectKey, tuple[Digest, str | None]] = {}
-    for i, name in enumerate(names):
-        if name in invalid:
-            err = invalid[name]
-            results[i] = Result(
-                name,
-                Status.INVALID_RECORD,
-                err.message,
-                fix=err.fix or "edit the record so it validates",
-            )
-            continue
-        try:
-            record = registry.get(name)
-        except UnknownArtifactError as e:
-            results[i] = Result(name, Status.UNKNOWN, e.message, fix=e.fix)
-            continue
-        keys: list[ObjectKey] = []
-        for _, digest, b3 in objects_of(record):
-            key = object_key(digest, b3)
-            keys.append(key)
-            if key not in expected_of:
-                expected_of[key] = (digest, b3)
-        if not keys:
-            results[i] = assemble(record, store, _never)
-            continue
-        pending[i] = (record, keys)
+    plan = VerifyPlan.of(store, registry, names)
+    return plan.execute(
+        verifier, workers=workers, executor=executor, on_result=on_result, flush=flush
+    )
 
-    checks: dict[ObjectKey, ObjectCheck] = {}
 
-    def finish(i: int) -> Result:
-        record, keys = pending[i]
-        own = [checks[k] for k in keys]
-        if all(c.status is Status.VERIFIED for c in own) and not content.needs_check(record):
-            # Every object verified (the warm path): the result needs no second walk.
-            return Result(
-                record.name,
-                Status.VERIFIED,
-                expected=record.digest,
-                actual=record.digest,
-                hashed_bytes=sum(c.hashed for c in own),
-                cached=all(c.cached for c in own),
-                kind=record.kind,
-            )
-        return assemble(record, store, lambda d, b3: checks[object_key(d, b3)], full=verifier.full)
+@dataclass(frozen=True)
+class VerifyPlan:
+    """What verifying some names takes, decided from the registry alone (nothing read yet).
 
-    waiting: dict[ObjectKey, list[int]] = {}
-    remaining: dict[int, int] = {}
+    ``settled`` holds the results the registry decides by itself (an invalid record, an unknown
+    name, a gap without an object), ``records`` every other record with the keys of its
+    objects, and ``objects`` each distinct object once, with what it must match. Inspect it,
+    then :meth:`execute` it; indexes are positions in ``names``.
+    """
 
-    def done(key: ObjectKey, check: ObjectCheck) -> None:
-        checks[key] = check
-        for i in waiting[key]:
-            remaining[i] -= 1
-            if remaining[i] == 0:
-                results[i] = result = finish(i)
-                if on_result is not None:
-                    on_result(result)
+    store: Store
+    names: Sequence[str]
+    settled: Mapping[int, Result]
+    records: Mapping[int, tuple[Record, list[ObjectKey]]]
+    objects: Mapping[ObjectKey, tuple[Digest, str | None]]
 
-    for r in list(results):
-        if r is not None and on_result is not None:
-            on_result(r)
-    try:
-        # The stat-and-cache sweep settles cached and missing objects; then every record whose
-        # objects are all settled gets its result, and only the others wait for hashing.
-        to_hash = verifier.sweep(expected_of, checks)
-        for i, (_, keys) in pending.items():
-            left = {k for k in keys if k not in checks}
-            if not left:
-                results[i] = result = finish(i)
-                if on_result is not None:
-                    on_result(result)
+    @classmethod
+    def of(cls, store: Store, registry: Registry, names: Iterable[str]) -> VerifyPlan:
+        names = list(names)
+        invalid = dict(registry.invalid())
+        settled: dict[int, Result] = {}
+        records: dict[int, tuple[Record, list[ObjectKey]]] = {}
+        objects: dict[ObjectKey, tuple[Digest, str | None]] = {}
+        for i, name in enumerate(names):
+            record = _lookup(registry, invalid, name)
+            if isinstance(record, Result):
+                settled[i] = record
                 continue
+            keys = _object_keys(objects, record)
+            if keys:
+                records[i] = (record, keys)
+            else:
+                settled[i] = assemble(record, store, _never)
+        return cls(store, names, settled, records, objects)
+
+    def execute(
+        self,
+        verifier: Verifier,
+        *,
+        workers: int | None = None,
+        executor: str = "thread",
+        on_result: Callable[[Result], None] | None = None,
+        flush: bool = True,
+    ) -> list[Result]:
+        """Run the plan: :meth:`_Run.sweep`, :meth:`_Run.settle`, :meth:`_Run.hash`; results in
+        the order of ``names``, each also passed to ``on_result`` as soon as it is known."""
+        run = _Run(self, verifier, on_result)
+        try:
+            run.sweep()
+            run.settle()
+            run.hash(workers, executor)
+        finally:
+            if flush:
+                verifier.cache.flush()
+            else:
+                verifier.cache.flush_due()
+        return [r for r in run.results if r is not None]
+
+
+def _lookup(registry: Registry, invalid: Mapping[str, RegistryError], name: str) -> Record | Result:
+    """The record named ``name``, or the result that there is no valid one."""
+    err = invalid.get(name)
+    if err is not None:
+        fix = err.fix or "edit the record so it validates"
+        return Result(name, Status.INVALID_RECORD, err.message, fix=fix)
+    try:
+        return registry.get(name)
+    except UnknownArtifactError as e:
+        return Result(name, Status.UNKNOWN, e.message, fix=e.fix)
+
+
+def _object_keys(
+    objects: dict[ObjectKey, tuple[Digest, str | None]], record: Record
+) -> list[ObjectKey]:
+    """The keys of ``record``'s objects, adding to ``objects`` those not planned yet."""
+    keys: list[ObjectKey] = []
+    for ref in record.objects():
+        key = object_key(ref.digest, ref.blake3)
+        keys.append(key)
+        if key not in objects:
+            objects[key] = (ref.digest, ref.blake3)
+    return keys
+
+
+class _Run:
+    """One execution of a :class:`VerifyPlan`: the checks found so far, and which records wait
+    on which objects. Each step is a method; ``finish`` settles one record."""
+
+    def __init__(
+        self,
+        plan: VerifyPlan,
+        verifier: Verifier,
+        on_result: Callable[[Result], None] | None,
+    ) -> None:
+        self.plan, self.verifier, self.on_result = plan, verifier, on_result
+        self.results: list[Result | None] = [None] * len(plan.names)
+        self.checks: dict[ObjectKey, ObjectCheck] = {}
+        self.waiting: dict[ObjectKey, list[int]] = {}  # object -> records that wait on it
+        self.remaining: dict[int, int] = {}  # record -> how many of its objects are unchecked
+        self.to_hash: list[tuple[ObjectKey, os.stat_result]] = []
+        # What the registry decided is known, and reported, before any object is read.
+        for i in sorted(plan.settled):
+            self.results[i] = plan.settled[i]
+            if on_result is not None:
+                on_result(plan.settled[i])
+
+    def sweep(self) -> None:
+        """One stat per object: the missing ones and those the verified-state cache vouches for
+        are checked; the others, with their stat, are left to hash."""
+        self.to_hash = self.verifier.sweep(self.plan.objects, self.checks)
+
+    def settle(self) -> None:
+        """Finish every record whose objects the sweep checked (on a warm run, all of them);
+        the others wait for the objects still to hash."""
+        checks, waiting, remaining, finish = self.checks, self.waiting, self.remaining, self.finish
+        for i, (_, keys) in self.plan.records.items():
+            for k in keys:
+                if k not in checks:
+                    break
+            else:  # no set built on the warm path, where every record ends here
+                finish(i)
+                continue
+            left = {k for k in keys if k not in checks}
             remaining[i] = len(left)
             for key in left:
                 waiting.setdefault(key, []).append(i)
+
+    def hash(self, workers: int | None, executor: str) -> None:
+        """Hash the objects the sweep left, largest first, in a pool where that pays; each
+        record is finished as soon as its last object is checked."""
+        to_hash, objects, judge = self.to_hash, self.plan.objects, self.verifier.judge
         to_hash.sort(key=_largest_first)
-        jobs = [verifier.job(*expected_of[key], st.st_size) for key, st in to_hash]
-        pool_size = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-        if (
-            workers is None
-            and to_hash
-            and (sum(st.st_size for _, st in to_hash) < len(to_hash) * SMALL_OBJECT)
-        ):
-            pool_size = 1  # measured: for tiny objects a pool costs more than it saves
-        if pool_size == 1 or len(jobs) <= 1:
-            hashed_iter: Iterable[Hashed] = (hash_path(*job) for job in jobs)
-            _consume(to_hash, hashed_iter, verifier, done, expected_of)
-        elif executor == "process":
-            # spawn, not fork: forking a process that runs threads (JAX, BLAKE3) can deadlock.
-            spawn = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=pool_size, mp_context=spawn) as ppool:
-                chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
-                _consume(
-                    to_hash,
-                    ppool.map(_hash_job, jobs, chunksize=chunk),
-                    verifier,
-                    done,
-                    expected_of,
-                )
-        else:
-            with ThreadPoolExecutor(max_workers=pool_size) as tpool:
-                _consume(to_hash, tpool.map(_hash_job, jobs), verifier, done, expected_of)
-    finally:
-        if flush:
-            verifier.cache.flush()
-        else:
-            verifier.cache.flush_due()
-    return [r for r in results if r is not None]
+        jobs = [self.verifier.job(*objects[key], st.st_size) for key, st in to_hash]
+        with _hashing(jobs, _pool_size(to_hash, workers), executor) as hashed:
+            for (key, st), h in zip(to_hash, hashed, strict=True):
+                self.checked(key, judge(*objects[key], st, h))
+
+    def checked(self, key: ObjectKey, check: ObjectCheck) -> None:
+        """Keep one hashed object's check; finish the records it was the last one missing."""
+        self.checks[key] = check
+        remaining = self.remaining
+        for i in self.waiting[key]:
+            remaining[i] -= 1
+            if remaining[i] == 0:
+                self.finish(i)
+
+    def finish(self, i: int) -> None:
+        """Record ``i``'s result, from the checks of all its objects."""
+        record, keys = self.plan.records[i]
+        checks = self.checks
+        result = _all_verified(record, keys, checks) or assemble(
+            record,
+            self.plan.store,
+            lambda d, b3: checks[object_key(d, b3)],
+            full=self.verifier.full,
+        )
+        self.results[i] = result
+        if self.on_result is not None:
+            self.on_result(result)
+
+
+def _all_verified(
+    record: Record, keys: list[ObjectKey], checks: Mapping[ObjectKey, ObjectCheck]
+) -> Result | None:
+    """The result of a record whose objects all verified and whose content needs no check of
+    its own (the warm path: no second walk over its objects); ``None`` for any other record."""
+    verified = Status.VERIFIED
+    hashed, cached = 0, True
+    for k in keys:
+        c = checks[k]
+        if c.status is not verified:
+            return None
+        hashed += c.hashed
+        cached = cached and c.cached
+    if content.needs_check(record):
+        return None
+    return Result(
+        record.name,
+        verified,
+        expected=record.digest,
+        actual=record.digest,
+        hashed_bytes=hashed,
+        cached=cached,
+        kind=record.kind,
+    )
+
+
+def _pool_size(to_hash: list[tuple[ObjectKey, os.stat_result]], workers: int | None) -> int:
+    """How many hashing workers: the CPUs (or ``workers``), one for tiny objects, where a pool
+    costs more than it saves (measured), and never more than there are objects."""
+    if not to_hash:
+        return 1
+    if workers is None and sum(st.st_size for _, st in to_hash) < len(to_hash) * SMALL_OBJECT:
+        return 1
+    return max(1, min(workers or os.cpu_count() or 1, len(to_hash)))
+
+
+@contextlib.contextmanager
+def _hashing(
+    jobs: list[tuple[str, bool, bool, bool]], pool_size: int, executor: str
+) -> Iterator[Iterable[Hashed]]:
+    """What hashing ``jobs`` reads, in their order: inline, or in a thread or process pool."""
+    if pool_size == 1:
+        yield (hash_path(*job) for job in jobs)
+    elif executor == "process":
+        # spawn, not fork: forking a process that runs threads (JAX, BLAKE3) can deadlock.
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=pool_size, mp_context=spawn) as ppool:
+            chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
+            yield ppool.map(_hash_job, jobs, chunksize=chunk)
+    else:
+        with ThreadPoolExecutor(max_workers=pool_size) as tpool:
+            yield tpool.map(_hash_job, jobs)
 
 
 def _largest_first(item: tuple[ObjectKey, os.stat_result]) -> int:
@@ -569,17 +663,6 @@ def _hash_job(job: tuple[str, bool, bool, bool]) -> Hashed:
     return hash_path(*job, read_ahead=False)  # the pool already keeps the cores busy
 
 
-def _consume(
-    to_hash: list[tuple[ObjectKey, os.stat_result]],
-    hashed: Iterable[Hashed],
-    verifier: Verifier,
-    done: Callable[[ObjectKey, ObjectCheck], None],
-    expected_of: dict[ObjectKey, tuple[Digest, str | None]],
-) -> None:
-    for (key, st), h in zip(to_hash, hashed, strict=True):
-        done(key, verifier.judge(*expected_of[key], st, h))
-
-
 def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
     raise AssertionError("a record without objects has nothing to check")
 
@@ -588,7 +671,7 @@ def _never(_d: Digest, _b3: str | None) -> ObjectCheck:
 def present(store: Store, record: Record) -> bool:
     """Whether every object verifying ``record`` would read is in the store (nothing is hashed,
     so present is not verified)."""
-    return all(store.has(digest) for _, digest, _ in objects_of(record))
+    return all(store.has(ref.digest) for ref in record.objects())
 
 
 def presence_by_family(store: Store, registry: Registry) -> dict[str, Counter[str]]:

@@ -17,7 +17,7 @@ import numpy as np
 
 from fixture_store.access import Fixtures
 from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
-from fixture_store.registry import Record
+from fixture_store.registry import Kind, Record
 from fixture_store.verify import Status
 
 
@@ -42,7 +42,7 @@ class VideoInfo:
 
 def info(record: Record) -> VideoInfo:
     """The frame layout a ``video`` record declares; a registry error if it is incomplete."""
-    if record.kind != "video":
+    if record.kind is not Kind.VIDEO:
         raise UsageError(f"{record.name} is a {record.kind}, not a video")
     meta: Mapping[str, Any] = record.metadata or {}
     try:
@@ -69,8 +69,7 @@ def info(record: Record) -> VideoInfo:
         raise RegistryError(
             "only uint8 frames are supported", record=record.name, field="metadata.dtype"
         )
-    assert record.digest is not None
-    if record.digest.size != vi.header_bytes + vi.frames * vi.frame_bytes:
+    if record.object.size != vi.header_bytes + vi.frames * vi.frame_bytes:
         raise RegistryError(
             "size does not match frames x height x width x channels + header",
             record=record.name,

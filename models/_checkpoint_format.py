@@ -73,9 +73,10 @@ def compress(raw: bytes, codec: str) -> bytes:
             level=ZSTD_LEVEL, write_content_size=True, write_checksum=True, threads=0
         ).compress(raw)
     if codec == "lz4":
-        return lz4.frame.compress(  # type: ignore[no-any-return]
+        packed: bytes = lz4.frame.compress(
             raw, compression_level=LZ4_LEVEL, content_checksum=True, store_size=True
         )
+        return packed
     raise ValueError(f"unknown codec {codec!r}")
 
 
@@ -85,47 +86,17 @@ class CheckpointError(Exception):
 
 def read(data: bytes, codec: str) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, Any]]]:
     """Metadata and tensors of an archive, refusing anything its manifest does not list."""
-    if len(data) > MAX_ARCHIVE_BYTES:
-        raise CheckpointError(f"archive is {len(data)} bytes, over {MAX_ARCHIVE_BYTES}")
-    if codec == "zst":
-        raw = zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_ARCHIVE_BYTES)
-    else:
-        raw = lz4.frame.decompress(data)
     meta: dict[str, Any] | None = None
     tensors: dict[str, np.ndarray[Any, Any]] = {}
     seen: set[str] = set()
-    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tar:
+    with tarfile.open(fileobj=io.BytesIO(_decompress(data, codec)), mode="r:") as tar:
         for i, info in enumerate(tar):
-            if i >= MAX_MEMBERS:
-                raise CheckpointError("too many members")
-            if (
-                not info.isreg()
-                or info.name in seen
-                or info.name.startswith("/")
-                or (".." in info.name.split("/"))
-            ):
-                raise CheckpointError(f"member {info.name!r} is not a plain, unique file")
-            seen.add(info.name)
-            f = tar.extractfile(info)
-            assert f is not None
-            blob = f.read()
+            blob = _member_bytes(tar, info, i, seen)
             if i == 0:
-                if info.name != METADATA:
-                    raise CheckpointError(f"first member is {info.name!r}, not {METADATA}")
-                meta = json.loads(blob)
-                if meta.get("format") != FORMAT:
-                    raise CheckpointError(f"unknown format {meta.get('format')!r}")
+                meta = _metadata(info, blob)
                 continue
             assert meta is not None
-            entry = {e["member"]: (n, e) for n, e in meta["tensors"].items()}.get(info.name)
-            if entry is None:
-                raise CheckpointError(f"member {info.name!r} is not in the manifest")
-            name, spec = entry
-            if hashlib.sha256(blob).hexdigest() != spec["sha256"]:
-                raise CheckpointError(f"tensor {name!r} does not match its manifest digest")
-            array = np.load(io.BytesIO(blob), allow_pickle=False)
-            if str(array.dtype) != spec["dtype"] or list(array.shape) != spec["shape"]:
-                raise CheckpointError(f"tensor {name!r} has the wrong dtype or shape")
+            name, array = _tensor(meta, info, blob)
             tensors[name] = array
     if meta is None:
         raise CheckpointError("empty archive")
@@ -133,3 +104,55 @@ def read(data: bytes, codec: str) -> tuple[dict[str, Any], dict[str, np.ndarray[
     if missing:
         raise CheckpointError(f"truncated: tensors {sorted(missing)} are missing")
     return meta, tensors
+
+
+def _decompress(data: bytes, codec: str) -> bytes:
+    if len(data) > MAX_ARCHIVE_BYTES:
+        raise CheckpointError(f"archive is {len(data)} bytes, over {MAX_ARCHIVE_BYTES}")
+    if codec == "zst":
+        return zstandard.ZstdDecompressor().decompress(data, max_output_size=MAX_ARCHIVE_BYTES)
+    raw: bytes = lz4.frame.decompress(data)
+    return raw
+
+
+def _member_bytes(tar: tarfile.TarFile, info: tarfile.TarInfo, i: int, seen: set[str]) -> bytes:
+    """The bytes of member ``i``, a plain file whose name is new (kept in ``seen``)."""
+    if i >= MAX_MEMBERS:
+        raise CheckpointError("too many members")
+    if (
+        not info.isreg()
+        or info.name in seen
+        or info.name.startswith("/")
+        or (".." in info.name.split("/"))
+    ):
+        raise CheckpointError(f"member {info.name!r} is not a plain, unique file")
+    seen.add(info.name)
+    f = tar.extractfile(info)
+    assert f is not None
+    return f.read()
+
+
+def _metadata(info: tarfile.TarInfo, blob: bytes) -> dict[str, Any]:
+    """The first member: the metadata, in this format."""
+    if info.name != METADATA:
+        raise CheckpointError(f"first member is {info.name!r}, not {METADATA}")
+    meta: dict[str, Any] = json.loads(blob)
+    if meta.get("format") != FORMAT:
+        raise CheckpointError(f"unknown format {meta.get('format')!r}")
+    return meta
+
+
+def _tensor(
+    meta: Mapping[str, Any], info: tarfile.TarInfo, blob: bytes
+) -> tuple[str, np.ndarray[Any, Any]]:
+    """A tensor member, as its manifest entry describes it (name, digest, dtype and shape)."""
+    entry = {e["member"]: (n, e) for n, e in meta["tensors"].items()}.get(info.name)
+    if entry is None:
+        raise CheckpointError(f"member {info.name!r} is not in the manifest")
+    name, spec = entry
+    if hashlib.sha256(blob).hexdigest() != spec["sha256"]:
+        raise CheckpointError(f"tensor {name!r} does not match its manifest digest")
+    array = np.load(io.BytesIO(blob), allow_pickle=False)
+    if str(array.dtype) != spec["dtype"] or list(array.shape) != spec["shape"]:
+        raise CheckpointError(f"tensor {name!r} has the wrong dtype or shape")
+    return name, array

@@ -388,3 +388,67 @@ def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
     result.stdout.fnmatch_lines(
         ["*fixture-store refused: misc/lying*differs from the manifest's 'float64'*"]
     )
+
+
+def _damage(inner: pytest.Pytester, name: str) -> None:
+    """Flip the last byte of a single-object artifact's object in place (same size)."""
+    fixtures = Fixtures(Store.at(inner.path / "store"), registry_mod.load(inner.path))
+    digest = fixtures.registry.get(name).digest
+    assert digest is not None
+    path = fixtures.store.object_path(digest)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+_ACCESSORS_IN_THE_BODY = """
+    import pytest
+
+    @pytest.mark.parametrize("accessor", ["path", "read_bytes"])
+    @pytest.mark.parametrize("name", ["misc/damaged", "misc/gone", "misc/later"])
+    def test_body(fixture_store, accessor, name):
+        got = getattr(fixture_store, accessor)(name)
+        data = got if isinstance(got, bytes) else got.read_bytes()
+        raise AssertionError(f"UNVERIFIED BYTES HANDED OUT: {data!r}")
+"""
+
+
+def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
+    inner: pytest.Pytester,
+) -> None:
+    """The accessors verify by themselves: no marker is needed for a refusal."""
+    root = inner.path
+    for name, data in (("damaged", b"damaged bytes"), ("gone", b"gone bytes")):
+        (root / f"{name}.bin").write_bytes(data)
+        ingest.add(
+            Store.at(root / "store"),
+            registry_mod.load(root),
+            root / f"{name}.bin",
+            name=f"misc/{name}",
+            kind="fixture",
+        )
+    _damage(inner, "misc/damaged")
+    gone = registry_mod.load(root).get("misc/gone").digest
+    assert gone is not None
+    Store.at(root / "store").object_path(gone).chmod(0o644)
+    Store.at(root / "store").remove(gone)
+    _gap(root, "misc/later", "upstream publishes it next release")
+    inner.makepyfile(test_inner=_ACCESSORS_IN_THE_BODY)
+
+    result = inner.runpytest("-rsx")
+    result.assert_outcomes(failed=2, skipped=2, xfailed=2)
+    out = result.stdout.str()
+    assert "UNVERIFIED BYTES HANDED OUT" not in out
+    assert out.count("fixture-store refused: misc/damaged: object does not match its record") == 2
+    result.stdout.fnmatch_lines(
+        [
+            "*misc/gone: missing object*fetch it: fixture-store fetch misc/gone*",
+            "*misc/later: declared gap: upstream publishes it next release*",
+        ]
+    )
+    # In require mode the missing object is a failure too; the damaged one stays refused.
+    required = inner.runpytest("--fixture-store-require")
+    required.assert_outcomes(failed=4, xfailed=2)
+    assert "UNVERIFIED BYTES HANDED OUT" not in required.stdout.str()
+    assert required.stdout.str().count("missing object (required by --fixture-store-require") == 2

@@ -111,7 +111,7 @@ def _print_record(name: str, record: Record) -> None:
     if record.lineage:
         out.print(f"  lineage: {', '.join(record.lineage)}")
     if record.tolerance:
-        out.print(f"  tolerance: {dict(record.tolerance)}", markup=False)
+        out.print(f"  tolerance: {record.tolerance.to_json()}", markup=False)
     if record.gap:
         out.print(f"  gap:     {record.gap}", markup=False)
 

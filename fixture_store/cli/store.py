@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -25,6 +24,7 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.errors import UsageError
+from fixture_store.registry import HubSource, Source, UrlSource
 from fixture_store.rehash import record_blake3
 
 
@@ -40,29 +40,14 @@ def init(obj: Context, project: Path) -> None:
     out.print(f"store:    {store.root}")
 
 
-def parse_source(text: str | None) -> dict[str, Any] | None:
+def parse_source(text: str | None) -> Source | None:
     """``https://...`` (url) or ``hf://[datasets/|spaces/]REPO@REV/PATH`` (hub); None: local."""
     if text is None or text == "local":
         return None
     if text.startswith("https://") or text.startswith("http://"):
-        return {"type": "url", "url": text}
+        return UrlSource(text)
     if text.startswith("hf://"):
-        rest = text[len("hf://") :]
-        repo_type = "model"
-        for prefix, kind in (("datasets/", "dataset"), ("spaces/", "space")):
-            if rest.startswith(prefix):
-                repo_type, rest = kind, rest[len(prefix) :]
-        if "@" not in rest:
-            raise UsageError(f"hub source {text!r} needs @REVISION: hf://REPO@<40-hex>/PATH")
-        head, _, tail = rest.partition("@")
-        rev, _, path = tail.partition("/")
-        return {
-            "type": "hub",
-            "repo_id": head,
-            "repo_type": repo_type,
-            "revision": rev,
-            "path": path,
-        }
+        return HubSource.from_uri(text)
     raise UsageError(
         f"unknown --source {text!r}",
         fix="use https://..., hf://REPO@REVISION/PATH, or omit it for a local file",
@@ -132,8 +117,7 @@ def add(
     if as_json:
         out.print_json(json.dumps({"name": record.name, **record.to_json()}))
     else:
-        assert record.digest is not None
-        out.print(f"added {record.name}: {record.digest}")
+        out.print(f"added {record.name}: {record.object}")
 
 
 @click.command()

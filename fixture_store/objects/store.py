@@ -131,22 +131,16 @@ class Store:
                     yield hexpart, obj
 
     # -- writing --------------------------------------------------------------------------------
-    def put_stream(
+    def write_stream(
         self, stream: BinaryIO, expected: Digest | None = None, *, replace: bool = False
-    ) -> Digest:
-        """Copy a stream into the store, hashing as it goes.
+    ) -> Stored:
+        """Copy a stream into the store, hashing SHA-256 and BLAKE3 as it goes.
 
         With ``expected`` the bytes must match it (digest and size) or nothing is stored and
         :class:`IntegrityError` is raised. The stream is read at most ``expected.size + 1`` bytes.
         An object already present is kept (one copy of each object) unless ``replace`` is set,
         which repairs a damaged object with these freshly checked bytes.
         """
-        return self.write_stream(stream, expected, replace=replace).digest
-
-    def write_stream(
-        self, stream: BinaryIO, expected: Digest | None = None, *, replace: bool = False
-    ) -> Stored:
-        """:meth:`put_stream` that also returns the BLAKE3 of the bytes, hashed in the same pass."""
         self.ensure()
         return self._publish(*self._write_temp(stream, expected), replace=replace)
 
@@ -156,7 +150,7 @@ class Store:
             self._commit_many([(tmp, stored.digest)], replace=replace)
             return stored
         except OSError as e:
-            raise _io_error(e, self.root) from e
+            raise io_error(e, self.root) from e
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -171,7 +165,7 @@ class Store:
         """
         fd, tmp_name = tempfile.mkstemp(dir=self.tmp_dir, prefix="put-")
         tmp = Path(tmp_name)
-        try:
+        with self._removed_on_error(tmp):
             limit = None if expected is None else expected.size + 1
             with os.fdopen(fd, "wb", buffering=0) as out:
                 if fsutil.kernel_copy(source, out.fileno(), limit, KERNEL_COPY_MIN):
@@ -181,19 +175,20 @@ class Store:
                     if sync:
                         os.fsync(out.fileno())
             _check(stored, expected, "bytes")
-            return tmp, stored
+        return tmp, stored
+
+    @contextlib.contextmanager
+    def _removed_on_error(self, tmp: Path) -> Iterator[None]:
+        """Remove the temp entry ``tmp`` if the block fails in any way (an interrupt too), so a
+        failed write leaves nothing behind; an OS error becomes the store's error."""
+        try:
+            yield
         except BaseException as e:
             with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+                tmp.unlink()  # for a link, only the extra name: the file itself is untouched
             if isinstance(e, OSError):
-                raise _io_error(e, self.root) from e
+                raise io_error(e, self.root) from e
             raise
-
-    def put_file(
-        self, path: str | os.PathLike[str], expected: Digest | None = None, *, replace: bool = False
-    ) -> Digest:
-        """Copy a file into the store (see :meth:`put_stream`)."""
-        return self.write_file(path, expected, replace=replace).digest
 
     def write_file(
         self,
@@ -203,8 +198,8 @@ class Store:
         replace: bool = False,
         link: bool = False,
     ) -> Stored:
-        """:meth:`put_file` that also returns the BLAKE3. With ``link`` the file is hard-linked
-        into the store instead of copied, where it can be (see :meth:`_link_temp`)."""
+        """Copy a file into the store (see :meth:`write_stream`). With ``link`` the file is
+        hard-linked into the store instead of copied, where it can be (see :meth:`_link_temp`)."""
         self.ensure()
         linked = self._link_temp(path, expected, sync=True) if link else None
         if linked is None:
@@ -244,26 +239,20 @@ class Store:
         except OSError as e:
             if e.errno in _NO_LINK:
                 return None
-            raise _io_error(e, self.root) from e
-        try:
+            raise io_error(e, self.root) from e
+        with self._removed_on_error(tmp):
             fd = os.open(tmp, os.O_RDONLY)
             try:
                 stored = _hash_copy(tmp, fd if sync else None, st.st_size)
             finally:
                 os.close(fd)
             _check(stored, expected, f"the bytes of {os.fspath(path)}")
-            return tmp, stored
-        except BaseException as e:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()  # only the extra name: the file itself is untouched
-            if isinstance(e, OSError):
-                raise _io_error(e, self.root) from e
-            raise
+        return tmp, stored
 
     def write_files(
         self, paths: Sequence[str | os.PathLike[str]], *, link: bool = False
     ) -> list[Stored]:
-        """Put many files, in the order given. The same guarantees as :meth:`put_file`, cheaper:
+        """Put many files, in the order given. The same guarantees as :meth:`write_file`, cheaper:
 
         every object is still copied to a temp file, checked, made durable and only then
         renamed, but durability is settled once for the batch (one filesystem sync instead of an
@@ -292,7 +281,7 @@ class Store:
                 )
             return [st for _, st in written]
         except OSError as e:
-            raise _io_error(e, self.root) from e
+            raise io_error(e, self.root) from e
         finally:
             for tmp, _ in written:
                 with contextlib.suppress(FileNotFoundError):
@@ -301,7 +290,8 @@ class Store:
     def put_bytes(
         self, data: bytes, expected: Digest | None = None, *, replace: bool = False
     ) -> Digest:
-        return self.put_stream(io.BytesIO(data), expected, replace=replace)
+        """Bytes in memory into the store (see :meth:`write_stream`); returns their digest."""
+        return self.write_stream(io.BytesIO(data), expected, replace=replace).digest
 
     def _commit_many(
         self,
@@ -458,7 +448,8 @@ def _intact_size(path: str | Path, digest: Digest) -> bool:
         return False
 
 
-def _io_error(e: OSError, root: Path) -> StoreError:
+def io_error(e: OSError, root: Path) -> StoreError:
+    """The store error for an OS error while writing under ``root``: full disk, no permission."""
     if e.errno == errno.ENOSPC:
         return StoreError(
             f"no space left on the device holding the store {root}; nothing was stored",

@@ -7,16 +7,14 @@ where float32 is expected is drift however close the values are.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-# The onnx backend test runner's defaults.
-DEFAULT_RTOL = 1e-3
-DEFAULT_ATOL = 1e-7
+from fixture_store.registry.tolerance import ArrayTolerance, Metric
+
 # Low-precision float types are compared in float32 with a relative tolerance widened to their
 # precision (bfloat16 has 8 bits of mantissa: one ulp is 2**-7 relative).
 WIDENED_RTOL = {"bfloat16": 1e-2}
@@ -27,35 +25,6 @@ class Outcome(StrEnum):
     IDENTICAL = "bit-identical"
     WITHIN = "within-tolerance"
     DRIFT = "drift"
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    metric: str = "allclose"
-    atol: float = DEFAULT_ATOL
-    rtol: float = DEFAULT_RTOL
-
-    @classmethod
-    def for_array(cls, spec: Mapping[str, Any] | None, name: str) -> Tolerance:
-        """The record's tolerance for array ``name``: per-array override over the record default."""
-        if not spec:
-            return cls()
-        base = cls(
-            metric=str(spec.get("metric", "allclose")),
-            atol=float(spec.get("atol", DEFAULT_ATOL)),
-            rtol=float(spec.get("rtol", DEFAULT_RTOL)),
-        )
-        override = (spec.get("per_array") or {}).get(name)
-        if not override:
-            return base
-        return cls(
-            metric=str(override.get("metric", base.metric)),
-            atol=float(override.get("atol", base.atol)),
-            rtol=float(override.get("rtol", base.rtol)),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {"metric": self.metric, "atol": self.atol, "rtol": self.rtol}
 
 
 @dataclass(frozen=True)
@@ -70,7 +39,7 @@ class ArrayComparison:
     mean_rel: float = 0.0
     worst_index: tuple[int, ...] | None = None
     reason: str = ""
-    tolerance: Tolerance | None = None
+    tolerance: ArrayTolerance | None = None
 
     @property
     def ok(self) -> bool:
@@ -100,10 +69,10 @@ def _is_low_precision(dtype: np.dtype[Any]) -> bool:
 
 
 def compare_arrays(
-    name: str, expected: Any, actual: Any, tolerance: Tolerance | None = None
+    name: str, expected: Any, actual: Any, tolerance: ArrayTolerance | None = None
 ) -> ArrayComparison:
     """Compare ``actual`` with ``expected`` under ``tolerance`` (default: the ONNX runner's)."""
-    tol = tolerance or Tolerance()
+    tol = tolerance or ArrayTolerance()
     exp = np.asarray(expected)
     act = np.asarray(actual)
     if exp.dtype != act.dtype:
@@ -165,7 +134,7 @@ def compare_arrays(
         if (diff.size)
         else None
     )
-    if tol.metric == "exact":
+    if tol.metric is Metric.EXACT:
         outcome, reason = Outcome.DRIFT, "values differ and the tolerance is 'exact'"
     else:
         with np.errstate(invalid="ignore", over="ignore"):
@@ -185,7 +154,7 @@ def compare_arrays(
         mean_rel,
         worst,
         reason,
-        Tolerance(tol.metric, tol.atol, rtol),
+        replace(tol, rtol=rtol),
     )
 
 

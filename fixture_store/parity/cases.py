@@ -16,16 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fixture_store.access import Fixtures, checkout
+from fixture_store.access import Fixtures, checkout_tree
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
 from fixture_store.parity.results import CaseResult, KnownError, Outcome, Task
 from fixture_store.parity.runtimes import check_runtime
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT, WorkerPool, default_jobs
+from fixture_store.registry import Kind
 from fixture_store.registry.files import DIRNAME
 from fixture_store.registry.known_failures import KnownFailure, check_counts, suggest_bound
 from fixture_store.verify import Status, verify_names
 
-CASE_KIND = "onnx-case"
+CASE_KIND = Kind.ONNX_CASE
 
 
 @dataclass(frozen=True)
@@ -264,17 +265,6 @@ def _verified_tasks(
                     on_result(refused)
             continue
         record = fixtures.registry.get(check.name)
-        assert record.members is not None and record.digest is not None
-        folder = checkout(fixtures.store, record.members, record.digest.hex)
-        tolerance = _plain(record.tolerance) if record.tolerance else None
-        tasks.extend(Task(check.name, rt, str(folder), tolerance) for rt in runtimes)
+        folder = checkout_tree(fixtures.store, record)
+        tasks.extend(Task(check.name, rt, str(folder), record.tolerance) for rt in runtimes)
     return tasks, by_name
-
-
-def _plain(value: Any) -> Any:
-    """Record mappings are read-only proxies; workers get plain, picklable data."""
-    if hasattr(value, "items"):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return value

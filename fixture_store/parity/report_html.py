@@ -101,28 +101,45 @@ def _histogram(values: Iterable[float]) -> str:
 
 
 def render(report: Report) -> str:
-    e = html.escape
-    operators = {r.name: r.operators for r in report.results if r.operators}
+    """The whole page: a header, then one section after another."""
     parts = [
+        _header(report),
+        *_outcomes(report),
+        *_known_failure_notes(report),
+        *_matrix(report),
+        *_histograms(report),
+        *_failures(report),
+        "</body></html>\n",
+    ]
+    return "".join(parts)
+
+
+def _header(report: Report) -> str:
+    e = html.escape
+    return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>fixture-store compare"
-        f"</title><style>{_STYLE}</style></head><body>",
-        "<h1>fixture-store compare</h1>",
+        f"</title><style>{_STYLE}</style></head><body>"
+        "<h1>fixture-store compare</h1>"
         f"<p>{len({r.name for r in report.results})} cases · runtimes "
         f"{', '.join(e(r) for r in report.runtimes)}"
         + (f" · {report.wall_seconds:.1f} s" if report.wall_seconds else "")
-        + "</p>",
-    ]
+        + "</p>"
+    )
 
+
+def _outcomes(report: Report) -> list[str]:
+    """Counts per runtime, one column per outcome that occurs."""
+    e = html.escape
     counts = report.counts()
     outcomes = [o for o in Outcome if any(str(o) in c for c in counts.values())]
-    parts.append(
+    parts = [
         "<h2>Outcomes</h2><table><tr><th>runtime</th>"
         + "".join(
             f"<th><span class='dot' style='background:{_COLORS[o]}'></span>{e(str(o))}</th>"
             for o in outcomes
         )
         + "</tr>"
-    )
+    ]
     for rt, c in counts.items():
         parts.append(
             f"<tr><td>{e(rt)}</td>"
@@ -130,6 +147,13 @@ def render(report: Report) -> str:
             + "</tr>"
         )
     parts.append("</table>")
+    return parts
+
+
+def _known_failure_notes(report: Report) -> list[str]:
+    """Known failures that now pass, and those whose machine condition does not hold here."""
+    e = html.escape
+    parts = []
     if report.now_passing:
         parts.append(
             "<p><b>Known failures that now pass</b> (remove them from the registry): "
@@ -147,33 +171,44 @@ def render(report: Report) -> str:
             )
             + "</p>"
         )
+    return parts
 
+
+def _matrix(report: Report) -> list[str]:
+    """Passed / cases per operator and runtime."""
+    e = html.escape
+    operators = {r.name: r.operators for r in report.results if r.operators}
     matrix: dict[str, dict[str, Counter[Outcome]]] = defaultdict(lambda: defaultdict(Counter))
     for r in report.results:
         matrix[case_operator(r.name, operators)][r.runtime][r.outcome] += 1
-    parts.append(
+    parts = [
         "<h2>Pass matrix per operator</h2><p class='muted'>passed / cases; "
         "hover a cell for its outcomes. Known failures count as not passed.</p>"
         "<table><tr><th>operator</th>"
         + "".join(f"<th>{e(rt)}</th>" for rt in report.runtimes)
         + "</tr>"
-    )
+    ]
     for op in sorted(matrix, key=str.lower):
-        cells = []
-        for rt in report.runtimes:
-            cell = matrix[op][rt]
-            total = sum(cell.values())
-            passed = cell[Outcome.PASS]
-            cls = "full" if passed == total and total else ("part" if passed else "none")
-            title = ", ".join(f"{n} {o}" for o, n in sorted(cell.items()))
-            cells.append(f"<td class='n {cls}' title='{e(title)}'>{passed}/{total}</td>")
-        parts.append(f"<tr><td>{e(op)}</td>{''.join(cells)}</tr>")
+        cells = "".join(_matrix_cell(matrix[op][rt]) for rt in report.runtimes)
+        parts.append(f"<tr><td>{e(op)}</td>{cells}</tr>")
     parts.append("</table>")
+    return parts
 
-    parts.append(
+
+def _matrix_cell(cell: Counter[Outcome]) -> str:
+    total = sum(cell.values())
+    passed = cell[Outcome.PASS]
+    cls = "full" if passed == total and total else ("part" if passed else "none")
+    title = ", ".join(f"{n} {o}" for o, n in sorted(cell.items()))
+    return f"<td class='n {cls}' title='{html.escape(title)}'>{passed}/{total}</td>"
+
+
+def _histograms(report: Report) -> list[str]:
+    """Per runtime, the maximum absolute and relative errors of the arrays compared."""
+    parts = [
         "<h2>Error histograms</h2><p class='muted'>maximum absolute and relative "
         "error of every compared array (passing and mismatching cases)</p>"
-    )
+    ]
     for rt in report.runtimes:
         arrays = [
             a
@@ -183,43 +218,54 @@ def render(report: Report) -> str:
             if a.reason == "" or "elements outside" in a.reason
         ]
         parts.append(
-            f"<h3>{e(rt)}</h3><table><tr><th>max absolute error</th>"
+            f"<h3>{html.escape(rt)}</h3><table><tr><th>max absolute error</th>"
             f"<th>max relative error</th></tr><tr><td>"
             f"{_histogram(a.max_abs for a in arrays)}</td><td>"
             f"{_histogram(a.max_rel for a in arrays)}</td></tr></table>"
         )
+    return parts
 
+
+def _failures(report: Report) -> list[str]:
+    """Every result other than a plain pass, with what is known about it."""
+    e = html.escape
     failing = [r for r in report.results if r.outcome is not Outcome.PASS or r.now_passing]
-    parts.append(f"<h2>Results other than pass ({len(failing)})</h2>")
-    if failing:
-        parts.append("<table><tr><th>case</th><th>runtime</th><th>outcome</th><th>detail</th></tr>")
-        for r in failing:
-            outcome = "known failure now passes" if r.now_passing else str(r.outcome)
-            if r.underlying:
-                outcome += f" ({r.underlying})"
-            detail = e(r.detail)
-            if r.known_reason:
-                detail += f"<br><span class='muted'>known: {e(r.known_reason)}</span>"
-            if r.fix:
-                detail += f"<br><span class='muted'>fix: {e(r.fix)}</span>"
-            if r.known_error is not None:
-                detail += f"<br><code>{e(_known_error(r.known_error))}</code>"
-            worst = [a for a in r.arrays if not a.ok]
-            if worst:
-                a = worst[0]
-                detail += (
-                    f"<br><code>{e(a.name)}: max abs {a.max_abs:.3g}, mean abs "
-                    f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, worst index "
-                    f"{e(str(a.worst_index))}</code>"
-                )
-            parts.append(
-                f"<tr><td><code>{e(r.name)}</code></td><td>{e(r.runtime)}</td>"
-                f"<td style='color:{_COLORS[r.outcome]}'>{e(outcome)}</td>"
-                f"<td>{detail}</td></tr>"
-            )
-        parts.append("</table>")
-    parts.append("</body></html>\n")
-    return "".join(parts)
+    parts = [f"<h2>Results other than pass ({len(failing)})</h2>"]
+    if not failing:
+        return parts
+    parts.append("<table><tr><th>case</th><th>runtime</th><th>outcome</th><th>detail</th></tr>")
+    for r in failing:
+        outcome = "known failure now passes" if r.now_passing else str(r.outcome)
+        if r.underlying:
+            outcome += f" ({r.underlying})"
+        parts.append(
+            f"<tr><td><code>{e(r.name)}</code></td><td>{e(r.runtime)}</td>"
+            f"<td style='color:{_COLORS[r.outcome]}'>{e(outcome)}</td>"
+            f"<td>{_detail(r)}</td></tr>"
+        )
+    parts.append("</table>")
+    return parts
+
+
+def _detail(r: CaseResult) -> str:
+    """A failing result's detail: its message, why it is known, the fix, its worst array."""
+    e = html.escape
+    detail = e(r.detail)
+    if r.known_reason:
+        detail += f"<br><span class='muted'>known: {e(r.known_reason)}</span>"
+    if r.fix:
+        detail += f"<br><span class='muted'>fix: {e(r.fix)}</span>"
+    if r.known_error is not None:
+        detail += f"<br><code>{e(_known_error(r.known_error))}</code>"
+    worst = [a for a in r.arrays if not a.ok]
+    if worst:
+        a = worst[0]
+        detail += (
+            f"<br><code>{e(a.name)}: max abs {a.max_abs:.3g}, mean abs "
+            f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, worst index "
+            f"{e(str(a.worst_index))}</code>"
+        )
+    return detail
 
 
 def _known_error(error: KnownError) -> str:
@@ -237,13 +283,3 @@ def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
     tmp.write_text(render(report), encoding="utf-8")
     os.replace(tmp, target)
     return target
-
-
-def results_by_operator(results: Iterable[CaseResult]) -> dict[str, list[CaseResult]]:
-    """Results grouped by the operator each case tests (for callers building their own views)."""
-    results = list(results)
-    operators = {r.name: r.operators for r in results if r.operators}
-    grouped: dict[str, list[CaseResult]] = defaultdict(list)
-    for r in results:
-        grouped[case_operator(r.name, operators)].append(r)
-    return dict(grouped)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from fixture_store.parity.arrays import ArrayComparison
+from fixture_store.registry import Tolerance
 from fixture_store.registry.known_failures import KnownFailure
 
 
@@ -43,7 +44,7 @@ class Task:
     name: str
     runtime: str
     folder: str
-    tolerance: Mapping[str, Any] | None = None
+    tolerance: Tolerance | None = None
 
 
 @dataclass(frozen=True)

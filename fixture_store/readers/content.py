@@ -18,10 +18,11 @@ from fixture_store import limits
 from fixture_store.errors import FixtureStoreError, UnsafeContentError
 from fixture_store.objects import statecache, trees
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record
+from fixture_store.registry import Kind, Record
 
-CONTENT_KINDS = frozenset({"archive", "array"})
-_TAR_MAGIC_AT = 257
+CONTENT_KINDS = frozenset({Kind.ARCHIVE, Kind.ARRAY})
+# Defined by the NPY reader, which imports numpy: repeated here so sniffing does not.
+_NPY_MAGIC = b"\x93NUMPY"
 
 
 def needs_check(record: Record) -> bool:
@@ -30,17 +31,20 @@ def needs_check(record: Record) -> bool:
 
 def sniff(path: Path) -> str:
     """The format of an object by its leading bytes: npy, zip, tar.lz4, tar.zst or tar."""
+    # Only the content path sniffs, and it reads the archive next: importing here costs nothing.
+    from fixture_store.readers import archives
+
     with open(path, "rb") as f:
-        head = f.read(_TAR_MAGIC_AT + 8)
-    if head.startswith(b"\x93NUMPY"):
+        head = f.read(archives.TAR_MAGIC_OFFSET + len(archives.TAR_MAGIC))
+    if head.startswith(_NPY_MAGIC):
         return "npy"
-    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+    if head.startswith((archives.ZIP_LOCAL_MAGIC, archives.ZIP_END_MAGIC)):
         return "zip"
-    if head.startswith(b"\x04\x22\x4d\x18"):
+    if head.startswith(archives.LZ4_MAGIC):
         return "tar.lz4"
-    if head.startswith(b"\x28\xb5\x2f\xfd"):
+    if head.startswith(archives.ZSTD_MAGIC):
         return "tar.zst"
-    if head[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar":
+    if head.startswith(archives.TAR_MAGIC, archives.TAR_MAGIC_OFFSET):
         return "tar"
     return "unknown"
 
@@ -51,14 +55,13 @@ def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> lim
 
 
 def _key(record: Record, profile: limits.Limits) -> str:
-    assert record.digest is not None
     manifest = trees.to_json(record.members) if record.members is not None else None
     arrays_ = {
         k: {"dtype": v["dtype"], "shape": list(v["shape"])}
         for k, v in (record.arrays or {}).items()
     }
     doc = {
-        "digest": record.digest.text,
+        "digest": record.object.text,
         "kind": record.kind,
         "members": manifest,
         "arrays": arrays_,
@@ -76,7 +79,6 @@ def check(
     store: Store, record: Record, *, full: bool = False, tighten: Mapping[str, int] | None = None
 ) -> UnsafeContentError | None:
     """None if the record's (already digest-verified) object passes its content rules."""
-    assert record.digest is not None
     profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
     marker = _marker(store, record, profile)
     if not full and marker.exists():
@@ -97,10 +99,9 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
     from fixture_store.readers import archives
     from fixture_store.readers import npy as arrays
 
-    assert record.digest is not None
-    path = store.object_path(record.digest)
+    path = store.object_path(record.object)
     fmt = sniff(path)
-    if record.kind == "array":
+    if record.kind is Kind.ARRAY:
         if fmt == "npy":
             spec = None
             if record.arrays is not None:
@@ -140,7 +141,7 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
     """Extract a verified archive record into the store; return the members folder."""
     from fixture_store.readers import archives
 
-    if record.kind != "archive" or record.members is None or record.digest is None:
+    if record.kind is not Kind.ARCHIVE or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
     path = store.object_path(record.digest)
     fmt = sniff(path)

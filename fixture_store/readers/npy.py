@@ -274,7 +274,7 @@ def read_npz(
                 )
             name = info.filename[: -len(".npy")]
             member_label = f"{label}:{info.filename}"
-            data = read_zip_member(zf, info, limits, label)
+            data = read_zip_member(zf, info, label)
             spec = manifest.get(name) if manifest is not None else None
             if manifest is not None and spec is None:
                 raise _fail(label, "manifest-extra", f"array {name!r} is not in the manifest")

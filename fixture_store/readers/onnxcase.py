@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.objects.trees import TreePathError, check_member_path
+from fixture_store.registry import Kind, Tolerance
 
 if TYPE_CHECKING:
     import onnx
@@ -50,7 +51,7 @@ class OnnxCase:
     folder: Path
     model: onnx.ModelProto = field(repr=False)
     datasets: tuple[DataSet, ...]
-    tolerance: Mapping[str, Any] | None = None
+    tolerance: Tolerance | None = None
 
     @property
     def model_path(self) -> Path:
@@ -68,13 +69,13 @@ class OnnxCase:
 def load_verified(fixtures: Fixtures, name: str) -> OnnxCase:
     """Verify ``name`` (an onnx-case tree) and load it; typed refusal errors otherwise."""
     record = fixtures.verified(name)
-    if record.kind != "onnx-case":
+    if record.kind is not Kind.ONNX_CASE:
         raise UsageError(f"{name} is a {record.kind!r} artifact, not an onnx-case")
     return load_case(fixtures.tree(name), name=name, tolerance=record.tolerance)
 
 
 def load_case(
-    folder: str | os.PathLike[str], *, name: str, tolerance: Mapping[str, Any] | None = None
+    folder: str | os.PathLike[str], *, name: str, tolerance: Tolerance | None = None
 ) -> OnnxCase:
     """Load a case folder (already verified by the caller)."""
     import onnx

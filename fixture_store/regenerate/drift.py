@@ -21,7 +21,8 @@ import numpy as np
 
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
-from fixture_store.parity.arrays import ArrayComparison, Outcome, Tolerance, compare_arrays
+from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_arrays
+from fixture_store.registry import Tolerance
 
 
 class Verdict(StrEnum):
@@ -144,7 +145,7 @@ READERS: Mapping[str, Callable[[bytes, str], dict[str, Any] | None]] = {
 
 
 def compare_file(
-    member: str, candidate: Path, registered: Path, tolerance: Mapping[str, Any] | None
+    member: str, candidate: Path, registered: Path, tolerance: Tolerance | None
 ) -> MemberComparison:
     """Compare two files that differ in bytes: as arrays if their format allows, else bytes."""
     suffix = Path(member).suffix.lower()
@@ -176,10 +177,10 @@ def compare_file(
             registered=registered,
         )
     results = []
+    tolerance = tolerance or Tolerance()  # none written: the built-in defaults
     for key in sorted(reg):
         aname = member + (f":{key}" if key else "")
-        per_array = (tolerance or {}).get("per_array") or {}
-        tol = Tolerance.for_array(tolerance, aname if aname in per_array else member)
+        tol = tolerance.for_array(aname, member)
         results.append(compare_arrays(aname, reg[key], cand[key], tol))
     outcomes = {r.outcome for r in results}
     if Outcome.DRIFT in outcomes:
@@ -202,7 +203,7 @@ def compare(
     kind: str,
     candidate: Path,
     reference: Reference,
-    tolerance: Mapping[str, Any] | None,
+    tolerance: Tolerance | None,
     inspect_dir: Path,
 ) -> ArtifactComparison:
     """Compare one candidate (file or folder) with its reference."""

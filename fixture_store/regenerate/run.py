@@ -7,6 +7,8 @@ artifact is fetched: rebuilt and checked against the digest the registry already
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
 import json
 import shutil
 import tempfile
@@ -27,7 +29,16 @@ from fixture_store.objects.store import Store
 from fixture_store.regenerate import envs
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
-from fixture_store.registry import Record, Registry, family_of
+from fixture_store.registry import (
+    Annotations,
+    GeneratorSource,
+    Kind,
+    Record,
+    Registry,
+    Where,
+    family_of,
+    parse_kind,
+)
 from fixture_store.verify import Status, Verifier
 
 OUTPUTS_FILE = "outputs.json"
@@ -38,10 +49,11 @@ class Output:
     """One artifact a generator produced, as it declares it in ``outputs.json``."""
 
     name: str
-    kind: str
+    kind: Kind
     path: Path
     parents: tuple[str, ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    # What the generator says about the artifact (tolerance, arrays, metadata, ...).
+    annotations: Annotations = field(default_factory=Annotations)
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,7 @@ class Report:
         }
 
 
-def stage_for(root: Path, target: str, registry: Registry) -> tuple[stages_mod.Stage, list[str]]:
+def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:
     """The stage to run for STAGE or an artifact name/pattern, and the names to compare."""
     all_stages = stages_mod.load(root)
     if target in all_stages:
@@ -139,14 +151,45 @@ def regenerate(
 ) -> Report:
     started = time.perf_counter()
     registry = registry_mod.load(root)
-    stage, only = stage_for(root, target, registry)
-    scratch = scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-"))
-    if scratch.exists():
-        shutil.rmtree(scratch)
-    scratch.mkdir(parents=True)
-    out = scratch / "candidates"
-
+    stage, only = stage_for(root, target)
+    scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
     inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
+    out = scratch / "candidates"
+    _run_generator(root, store, stage, _generator_args(stage, inputs, scratch), out, python, log)
+    environment = envs.read_environment(out)
+    outputs = _selected(read_outputs(out), only, stage)
+    comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
+    if not only:
+        comparisons += _no_longer_produced(registry, stage, outputs)
+    fetched = _put_identical(store, outputs, comparisons) if fetch or accept else []
+    accepted: list[str] = []
+    if accept:
+        input_digests = {n: d for n, _p, d in inputs}
+        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
+    return Report(
+        stage.name,
+        scratch,
+        environment,
+        tuple(comparisons),
+        tuple(accepted),
+        tuple(fetched),
+        time.perf_counter() - started,
+    )
+
+
+def _fresh_folder(path: Path) -> Path:
+    """``path`` created empty (whatever was there is removed)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def _generator_args(
+    stage: stages_mod.Stage, inputs: list[tuple[str, Path, Digest]], scratch: Path
+) -> list[str]:
+    """The generator's command line: the verified inputs (as a file it reads) and the stage's
+    arguments."""
     inputs_file = scratch / "inputs.json"
     inputs_file.write_text(
         json.dumps(
@@ -158,7 +201,20 @@ def regenerate(
     args = ["--inputs", str(inputs_file)]
     for key, value in sorted(stage.args.items()):
         args += [f"--{key.replace('_', '-')}", str(value)]
+    return args
 
+
+def _run_generator(
+    root: Path,
+    store: Store,
+    stage: stages_mod.Stage,
+    args: list[str],
+    out: Path,
+    python: str | None,
+    log: Callable[[str], None],
+) -> None:
+    """Run the stage's generator into ``out``: in ``python`` if given, else in its pinned
+    environment."""
     interpreter = python or str(envs.ensure(stage.env, store))
     log(
         f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
@@ -167,68 +223,64 @@ def regenerate(
     envs.run_generator(
         interpreter, root / stage.generator, out, stage.env, stage=stage.name, args=args
     )
-    environment = envs.read_environment(out)
-    outputs = read_outputs(out)
-    if only:
-        import fnmatch
 
-        outputs = [o for o in outputs if any(fnmatch.fnmatchcase(o.name, p) for p in only)]
-        if not outputs:
-            raise UnknownArtifactError(only[0], f"stage {stage.name!r} produces no such artifact")
 
-    inspect_dir = scratch / "inspect"
-    input_digests = {n: d for n, _p, d in inputs}
-    comparisons = []
-    for o in outputs:
-        reference, record = _reference(store, registry, o.name)
-        tolerance = (
-            (record.tolerance if record and record.tolerance else None)
-            or o.extra.get("tolerance")
-            or stage.tolerance
-        )
-        if reference is None:
-            cand = (
-                trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
-            )
-            comparisons.append(ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None))
-            continue
-        comparisons.append(compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir))
+def _selected(outputs: list[Output], only: list[str], stage: stages_mod.Stage) -> list[Output]:
+    """The outputs matching the patterns ``only`` (all of them without patterns)."""
     if not only:
-        produced = {o.name for o in outputs}
-        for fam in {family_of(o.name) for o in outputs} | {stage.family}:
-            f = registry.families.get(fam)
-            for name, rec in f.records.items() if f else ():
-                if name not in produced:
-                    comparisons.append(
-                        ArtifactComparison(
-                            name,
-                            rec.kind,
-                            Verdict.MISSING,
-                            None,
-                            rec.digest,
-                            reason=f"registered, but stage {stage.name!r} no longer produces it",
-                        )
-                    )
+        return outputs
+    outputs = [o for o in outputs if any(fnmatch.fnmatchcase(o.name, p) for p in only)]
+    if not outputs:
+        raise UnknownArtifactError(only[0], f"stage {stage.name!r} produces no such artifact")
+    return outputs
 
-    fetched: list[str] = []
-    if fetch or accept:
-        by_name = {o.name: o for o in outputs}
-        for c in comparisons:
-            if c.verdict is Verdict.IDENTICAL:
-                _put(store, by_name[c.name])
-                fetched.append(c.name)
-    accepted: list[str] = []
-    if accept:
-        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
-    return Report(
-        stage.name,
-        scratch,
-        environment,
-        tuple(comparisons),
-        tuple(accepted),
-        tuple(fetched),
-        time.perf_counter() - started,
-    )
+
+def _compare_output(
+    store: Store, registry: Registry, stage: stages_mod.Stage, o: Output, inspect_dir: Path
+) -> ArtifactComparison:
+    """How one candidate compares with its record; ``new`` when it has none."""
+    reference, record = _reference(store, registry, o.name)
+    if reference is None:
+        cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
+        return ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None)
+    tolerance = (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
+    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir)
+
+
+def _no_longer_produced(
+    registry: Registry, stage: stages_mod.Stage, outputs: list[Output]
+) -> list[ArtifactComparison]:
+    """A ``missing`` comparison for every record of the stage's families it did not produce."""
+    produced = {o.name for o in outputs}
+    missing = []
+    for fam in {family_of(o.name) for o in outputs} | {stage.family}:
+        f = registry.families.get(fam)
+        for name, rec in f.records.items() if f else ():
+            if name not in produced:
+                missing.append(
+                    ArtifactComparison(
+                        name,
+                        rec.kind,
+                        Verdict.MISSING,
+                        None,
+                        rec.digest,
+                        reason=f"registered, but stage {stage.name!r} no longer produces it",
+                    )
+                )
+    return missing
+
+
+def _put_identical(
+    store: Store, outputs: list[Output], comparisons: list[ArtifactComparison]
+) -> list[str]:
+    """Put every bit-identical candidate into the store: how a generated artifact is fetched."""
+    by_name = {o.name: o for o in outputs}
+    fetched = []
+    for c in comparisons:
+        if c.verdict is Verdict.IDENTICAL:
+            _put(store, by_name[c.name])
+            fetched.append(c.name)
+    return fetched
 
 
 def read_outputs(out: Path) -> list[Output]:
@@ -245,8 +297,21 @@ def read_outputs(out: Path) -> list[Output]:
         p = out / rel
         if not p.exists():
             raise UsageError(f"generator declared {row['name']} at {rel} but wrote nothing there")
-        extra = {k: v for k, v in row.items() if k not in ("name", "kind", "path", "parents")}
-        outs.append(Output(row["name"], row["kind"], p, tuple(row.get("parents") or ()), extra))
+        where = Where(str(path), row["name"])
+        given = {
+            k: v
+            for k, v in row.items()
+            if k not in ("name", "kind", "path", "parents") and v is not None
+        }
+        outs.append(
+            Output(
+                row["name"],
+                parse_kind(row["kind"], where),
+                p,
+                tuple(row.get("parents") or ()),
+                Annotations.from_json(given, where),
+            )
+        )
     return sorted(outs, key=lambda o: o.name)
 
 
@@ -262,8 +327,7 @@ def _resolve_input(store: Store, registry: Registry, name: str) -> tuple[str, Pa
     record = registry.get(name)
     fixtures = Fixtures(store, registry)
     path = fixtures.tree(name) if record.is_tree else fixtures.path(name)
-    assert record.digest is not None
-    return name, path, record.digest
+    return name, path, record.object
 
 
 def _reference(
@@ -274,19 +338,18 @@ def _reference(
         record = registry.get(name)
     except UnknownArtifactError:
         return None, None
-    assert record.digest is not None
     verifier = Verifier(store)
 
     def locate(d: Digest) -> Path | None:
         return store.object_path(d) if verifier.check_object(d).status is Status.VERIFIED else None
 
-    return Reference("registry", record.digest, record.members, locate), record
+    return Reference("registry", record.object, record.members, locate), record
 
 
 def _put(store: Store, o: Output) -> Digest:
     if o.path.is_dir():
         return ingest.ingest_folder(store, o.path).digest
-    return store.put_file(o.path)
+    return store.write_file(o.path).digest
 
 
 def _accept(
@@ -317,45 +380,45 @@ def _accept(
                     "nor an output of the stage"
                 )
             lineage.append(d.text)
-        source = {
-            "type": "generator",
-            "stage": stage.name,
-            "generator": stage.generator,
-            "environment": dict(environment),
-            "params": stage.params_json(),
-        }
-        extra: dict[str, Any] = {}
+        source = GeneratorSource(
+            stage.name, stage.generator, dict(environment), stage.params_json()
+        )
+        members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
+        media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
+        record = Record(name, o.kind, source, digest, media_type=media, members=members)
         try:
             old: Record | None = registry.get(name)
         except UnknownArtifactError:
             old = None
         if old is not None:
-            extra = {
-                k: v
-                for k, v in old.to_json().items()
-                if k not in ("kind", "source", "digest", "size", "members", "media_type")
-            }
-        extra.update({k: v for k, v in o.extra.items() if v is not None})
+            record = _reviewed_from(old, record)
+        record = o.annotations.apply(record)
         if lineage:
-            extra["lineage"] = lineage
-        members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
-        media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
-        changed[name] = ingest.build_record(
-            name,
-            o.kind,
-            digest,
-            source,
-            members=members,
-            media_type=media,
-            extra=extra,
-            file=f"provenance/{family_of(name)}.json",
-        )
+            record = dataclasses.replace(record, lineage=tuple(lineage))
+        changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
     for family in sorted({family_of(n) for n in changed}):
         existing = registry.families.get(family)
         records = dict(existing.records) if existing else {}
         records.update({n: r for n, r in changed.items() if family_of(n) == family})
         registry_mod.write_family(registry, family, records.values())
     return sorted(changed)
+
+
+def _reviewed_from(old: Record, new: Record) -> Record:
+    """``new`` with what the registered record says beyond its bytes (lineage, arrays,
+    tolerance, license, profile, description, metadata, a declared gap); identity, source and
+    manifest are the candidate's."""
+    return dataclasses.replace(
+        new,
+        lineage=old.lineage,
+        arrays=old.arrays,
+        tolerance=old.tolerance,
+        license=old.license,
+        profile=old.profile,
+        description=old.description,
+        metadata=old.metadata,
+        gap=old.gap,
+    )
 
 
 def _suffix(path: Path) -> str:

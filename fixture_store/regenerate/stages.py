@@ -16,6 +16,7 @@ from typing import Any
 
 from fixture_store.errors import UsageError
 from fixture_store.regenerate.envs import PinnedEnv
+from fixture_store.registry import Tolerance, Where
 
 PARAMS_FILE = "params.yaml"
 SECTION = "regenerate"
@@ -29,7 +30,7 @@ class Stage:
     env: PinnedEnv
     inputs: tuple[str, ...] = ()
     args: Mapping[str, Any] = field(default_factory=dict)
-    tolerance: Mapping[str, Any] | None = None
+    tolerance: Tolerance | None = None
     description: str = ""
     outputs: tuple[str, ...] = ()
 
@@ -80,7 +81,11 @@ def _parse(name: str, spec: Any, path: Path) -> Stage:
         env=env,
         inputs=tuple(spec.get("inputs") or ()),
         args=MappingProxyType(dict(spec.get("args") or {})),
-        tolerance=MappingProxyType(dict(spec["tolerance"])) if spec.get("tolerance") else None,
+        tolerance=(
+            Tolerance.from_json(spec["tolerance"], Where(str(path)), f"{SECTION}.{name}.tolerance")
+            if spec.get("tolerance")
+            else None
+        ),
         description=str(spec.get("description") or ""),
         outputs=tuple(spec.get("outputs") or ()),
     )

@@ -129,6 +129,17 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RegistryError(f"cannot read: {e}", file=shown) from e
+    doc = _parse_document(text, shown)
+    records, invalid = _parse_records(doc["records"], p, family, _SchemaPasses.for_text(text))
+    known = tuple(
+        parse_known_failure(kf, file=shown, index=i)
+        for i, kf in enumerate(doc.get("known_failures") or [])
+    )
+    return FamilyFile(p, family, records, invalid, known, doc.get("description"))
+
+
+def _parse_document(text: str, shown: str) -> dict[str, Any]:
+    """The file's top-level object, its format version and fields checked."""
     try:
         doc = _parse_unique(text)
     except json.JSONDecodeError as e:
@@ -152,19 +163,24 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     extra = set(doc) - {"format_version", "records", "known_failures", "description"}
     if extra:
         raise RegistryError("unknown top-level field", file=shown, field=sorted(extra)[0])
-    raw_records = doc.get("records")
-    if not isinstance(raw_records, dict):
+    if not isinstance(doc.get("records"), dict):
         raise RegistryError("missing or not an object", file=shown, field="records")
+    return doc
 
+
+def _parse_records(
+    raw_records: dict[str, Any], path: Path, family: str, passed: _SchemaPasses
+) -> tuple[dict[str, Record], dict[str, RegistryError]]:
+    """Every record of a file: the valid ones, and the error of each invalid one."""
+    shown = str(path)
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
-    passed = _SchemaPasses.for_text(text)
     for name in sorted(raw_records):
         raw = raw_records[name]
         try:
             if isinstance(name, str) and family_of(name) != family:
                 raise RegistryError(
-                    f"belongs to family {family_of(name)!r} but is in {p.name}",
+                    f"belongs to family {family_of(name)!r} but is in {path.name}",
                     file=shown,
                     record=name,
                     field="name",
@@ -176,14 +192,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
             records[name] = record
         except RegistryError as e:
             invalid[name] = e
-
     if not invalid:
         passed.remember()
-    known = [
-        parse_known_failure(kf, file=shown, index=i)
-        for i, kf in enumerate(doc.get("known_failures") or [])
-    ]
-    return FamilyFile(p, family, records, invalid, tuple(known), doc.get("description"))
+    return records, invalid
 
 
 @dataclass(frozen=True)

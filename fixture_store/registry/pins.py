@@ -4,7 +4,7 @@ A revision is a full 40-hex commit: a branch, tag or short sha can move. The Hub
 a revision in their path (``/{repo_id}/resolve/{revision}/{path}``), so a ``url`` source pointing
 at the Hub must name a commit there too: ``.../resolve/main/...`` is a branch hidden in a URL.
 
-The rules are small pure functions returning the problem (or ``None``), so any record parser can
+The rules are small pure functions returning the problem (or ``None``), so any source parser can
 apply them; :func:`require_pinned_hub_url` raises the registry's error for one.
 """
 
@@ -64,7 +64,7 @@ def check_hub_resolve_url(url: str) -> str | None:
     )
 
 
-def require_pinned_hub_url(url: str, *, file: str, record: str) -> None:
+def require_pinned_hub_url(url: str, *, file: str | None, record: str | None) -> None:
     """Raise :class:`RegistryError` (naming file, record and ``source.url``) for a Hub file URL
     that does not name a commit."""
     problem = check_hub_resolve_url(url)

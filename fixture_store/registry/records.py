@@ -1,34 +1,54 @@
 """Records: the registry entry of one artifact, as small immutable values, and their validation.
 
 Validation is done in code first, so that each rule gives a message naming the field and what is
-wrong with it; the shipped JSON Schema then runs as a backstop for structure.
+wrong with it; the shipped JSON Schema then runs as a backstop for structure. A record is parsed
+field by field into typed values (its :mod:`source <fixture_store.registry.sources>`, its
+:mod:`tolerance <fixture_store.registry.tolerance>`, its :class:`Kind`, a declared :class:`Gap`)
+and prints itself back to the same JSON.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from fixture_store import limits
-from fixture_store.errors import DigestFormatError, RegistryError, UsageError
+from fixture_store.errors import DigestFormatError, GapError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
-from fixture_store.registry.pins import require_pinned_hub_url
+from fixture_store.registry.frozen import freeze, thaw
+from fixture_store.registry.sources import PackageSource, Source, parse_source
+from fixture_store.registry.tolerance import Tolerance
+from fixture_store.registry.where import Where
 
-KINDS = ("fixture", "checkpoint", "video", "onnx-model", "onnx-case", "tree", "archive", "array")
-TREE_KINDS = frozenset({"tree", "onnx-case"})
+
+class Kind(StrEnum):
+    """What an artifact is."""
+
+    FIXTURE = "fixture"
+    CHECKPOINT = "checkpoint"
+    VIDEO = "video"
+    ONNX_MODEL = "onnx-model"
+    ONNX_CASE = "onnx-case"
+    TREE = "tree"
+    ARCHIVE = "archive"
+    ARRAY = "array"
+
+
+KINDS = tuple(k.value for k in Kind)
+# Folders of objects; an archive's members describe its content instead.
+TREE_KINDS = frozenset({Kind.TREE, Kind.ONNX_CASE})
 
 # A name is a family and a path of segments; full match, so a trailing newline never slips by.
 NAME_PATTERN = r"[a-z0-9][a-z0-9_-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)+"
 _NAME = re.compile(NAME_PATTERN)
 _FAMILY = re.compile(r"[a-z0-9][a-z0-9_-]*")
-_REVISION = re.compile(r"[0-9a-f]{40}")
-_HEXISH = re.compile(r"[0-9a-fA-F]+")
-_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9A-Za-z][0-9A-Za-z.+!-]*)")
-_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+_BLAKE3 = re.compile(r"[0-9a-f]{64}")
 
 
 def check_name(name: object) -> str:
@@ -52,29 +72,75 @@ def family_of(name: str) -> str:
     return name.split("/", 1)[0]
 
 
+def parse_kind(value: object, where: Where) -> Kind:
+    if not isinstance(value, str) or value not in KINDS:
+        raise where.fail("kind", f"unknown kind {value!r}; one of {', '.join(KINDS)}")
+    return Kind(value)
+
+
 @dataclass(frozen=True)
-class Source:
-    """Where the bytes come from, pinned. ``fields`` holds the type-specific, validated keys."""
+class Gap:
+    """An artifact the project expects but cannot have yet, and why."""
 
-    type: str
-    fields: Mapping[str, Any]
+    reason: str
+    issue: str | None = None  # where the gap is tracked, as written
 
-    def describe(self) -> str:
-        f = self.fields
-        if self.type == "hub":
-            kind = f.get("repo_type", "model")
-            return f"hub {kind} {f['repo_id']}@{f['revision'][:12]}:{f['path']}"
-        if self.type == "package":
-            return f"package {f['requirement']} ({f['file']}):{f['path']}"
-        if self.type == "url":
-            return str(f["url"])
-        if self.type == "generator":
-            return f"generator stage {f['stage']}"
-        return f"local {f['path']}"
+    @classmethod
+    def from_json(cls, raw: Any, where: Where) -> Gap:
+        if not isinstance(raw, Mapping) or not _is_text(raw.get("reason")):
+            raise where.fail("gap.reason", "a declared gap needs a non-empty reason")
+        return cls(raw["reason"], raw.get("issue"))
 
     def to_json(self) -> dict[str, Any]:
-        # Nested values (a generator's environment) are frozen mappings: plain them for JSON.
-        return {"type": self.type, **_plain(self.fields)}
+        return {"reason": self.reason, **({"issue": self.issue} if self.issue is not None else {})}
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+class ObjectRef(NamedTuple):
+    """One object a record needs in the store, and the BLAKE3 recorded for it."""
+
+    digest: Digest
+    member: str | None = None  # its path in the tree; None: the record's object or manifest
+    blake3: str | None = None
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """What a record says about its bytes besides identity and source, as a generator or a user
+    gives it (``None``: not given)."""
+
+    media_type: str | None = None
+    license: str | None = None
+    profile: str | None = None
+    description: str | None = None
+    arrays: Mapping[str, Any] | None = None
+    tolerance: Tolerance | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], where: Where) -> Annotations:
+        """Parse the fields given on their own; any other key is refused."""
+        unknown = sorted(set(raw) - ANNOTATION_KEYS)
+        if unknown:
+            raise where.fail(
+                unknown[0], f"not a descriptive field; one of {', '.join(sorted(ANNOTATION_KEYS))}"
+            )
+        return _parse_annotations(raw, where)
+
+    def apply(self, record: Record) -> Record:
+        """``record`` with every field given here set."""
+        given = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None
+        }
+        return dataclasses.replace(record, **given) if given else record
+
+
+_STRING_KEYS = ("media_type", "license", "profile", "description")
+ANNOTATION_KEYS = frozenset(f.name for f in dataclasses.fields(Annotations))
 
 
 @dataclass(frozen=True)
@@ -82,7 +148,7 @@ class Record:
     """The registry entry for one artifact."""
 
     name: str
-    kind: str
+    kind: Kind
     source: Source
     digest: Digest | None = None
     media_type: str | None = None
@@ -92,14 +158,12 @@ class Record:
     # member path -> BLAKE3 hex, recorded beside the members' SHA-256 for fast re-verification.
     member_blake3: Mapping[str, str] = field(default_factory=dict)
     arrays: Mapping[str, Any] | None = None
-    tolerance: Mapping[str, Any] | None = None
+    tolerance: Tolerance | None = None
     license: str | None = None
     profile: str | None = None
-    gap: str | None = None
+    gap: Gap | None = None
     description: str | None = None
     metadata: Mapping[str, Any] | None = None
-    # The raw mapping as read, so a rewrite keeps fields this version does not model.
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def family(self) -> str:
@@ -110,13 +174,53 @@ class Record:
         return self.gap is not None
 
     @property
+    def tree(self) -> trees.Tree | None:
+        """The member manifest of a tree record (a folder of objects); ``None`` for a record of
+        one object. An archive's ``members`` describe its content, not objects."""
+        return self.members if self.kind is not Kind.ARCHIVE else None
+
+    @property
     def is_tree(self) -> bool:
-        """A folder of objects; an archive's ``members`` describe its content, not objects."""
-        return self.members is not None and self.kind != "archive"
+        return self.tree is not None
+
+    @property
+    def object(self) -> Digest:
+        """The digest of the record's object (a tree's: its manifest); a declared gap that has
+        no digest raises GapError."""
+        if self.digest is None:
+            raise GapError(self.name, self.gap.reason if self.gap else "the record has no digest")
+        return self.digest
+
+    def objects(self) -> list[ObjectRef]:
+        """The objects verifying this record checks: a tree's members then its manifest, or its
+        one object; none for a gap without a digest."""
+        digest = self.digest
+        if digest is None:
+            return []
+        members = self.members
+        if members is None or self.kind is Kind.ARCHIVE:
+            return [ObjectRef(digest, None, self.blake3)]
+        # A warm verify of a corpus walks every member: the tuples are built without the named
+        # tuple's Python-level __new__, which would double the cost.
+        new, b3 = tuple.__new__, self.member_blake3
+        out = [new(ObjectRef, (d, m, b3.get(m))) for m, d in members.members.items()]
+        out.append(ObjectRef(digest))
+        return out
+
+    def referenced(self) -> frozenset[str]:
+        """Hex digests of every object the store keeps for this record: its :meth:`objects`,
+        and the distribution a package source points into (it serves every record pointing into
+        it, offline too)."""
+        keep = {ref.digest.hex for ref in self.objects()}
+        if isinstance(self.source, PackageSource):
+            keep.add(self.source.file_hex)
+        return frozenset(keep)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = _plain(self.raw)
-        out.update({"kind": self.kind, "source": self.source.to_json()})
+        out: dict[str, Any] = {"kind": self.kind.value, "source": self.source.to_json()}
+        if self.digest is not None:
+            out["digest"] = self.digest.text
+            out["size"] = self.digest.size
         optional: dict[str, Any] = {
             "media_type": self.media_type,
             "blake3": self.blake3,
@@ -125,25 +229,15 @@ class Record:
             "description": self.description,
             "lineage": list(self.lineage) if self.lineage else None,
             "members": self._members_json(),
-            "arrays": _plain(self.arrays),
-            "tolerance": _plain(self.tolerance),
-            "metadata": _plain(self.metadata),
-            "gap": {**dict(self.raw.get("gap") or {}), "reason": self.gap} if self.gap else None,
+            "arrays": thaw(self.arrays),
+            "tolerance": self.tolerance.to_json() if self.tolerance is not None else None,
+            "metadata": thaw(self.metadata),
+            "gap": self.gap.to_json() if self.gap is not None else None,
         }
-        if self.digest is not None:
-            optional["digest"] = self.digest.text
-            optional["size"] = self.digest.size
-        for key, value in optional.items():
-            if value is None:
-                out.pop(key, None)
-            else:
-                out[key] = value
-        if self.digest is None:
-            out.pop("digest", None)
-            out.pop("size", None)
+        out.update((key, value) for key, value in optional.items() if value is not None)
         return out
 
-    def _members_json(self) -> dict[str, dict[str, object]] | None:
+    def _members_json(self) -> dict[str, dict[str, Any]] | None:
         if self.members is None:
             return None
         out = trees.to_json(self.members)
@@ -151,276 +245,194 @@ class Record:
             out[path]["blake3"] = b3
         return out
 
-    def blake3_for(self, member: str | None) -> str | None:
-        """The recorded BLAKE3 of the record's object (``None``) or of one member."""
-        return self.blake3 if member is None else self.member_blake3.get(member)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _freeze(value: Any) -> Any:
-    if type(value) is dict or isinstance(value, Mapping):  # dict first: skips the ABC check
-        return MappingProxyType({k: _freeze(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_freeze(v) for v in value)
-    return value
-
-
-class _Checker:
-    """Raises RegistryError naming file, record and field."""
-
-    def __init__(self, file: str, record: str) -> None:
-        self.file = file
-        self.record = record
-
-    def fail(self, fieldname: str, message: str, fix: str | None = None) -> RegistryError:
-        return RegistryError(message, file=self.file, record=self.record, field=fieldname, fix=fix)
-
-
-def _check_source(raw: Any, c: _Checker) -> Source:
-    if not isinstance(raw, Mapping):
-        raise c.fail("source", "must be an object with a 'type'")
-    stype = raw.get("type")
-    allowed: dict[str, tuple[set[str], set[str]]] = {
-        "hub": ({"repo_id", "revision", "path"}, {"repo_type"}),
-        "package": ({"requirement", "file", "file_digest", "path"}, {"file_size"}),
-        "url": ({"url"}, set()),
-        "generator": ({"stage"}, {"generator", "environment", "params"}),
-        "local": ({"path"}, set()),
-    }
-    if not isinstance(stype, str) or stype not in allowed:
-        raise c.fail("source.type", f"unknown source type {stype!r}; one of {sorted(allowed)}")
-    required, optional = allowed[stype]
-    for key in sorted(required):
-        if key not in raw:
-            raise c.fail(f"source.{key}", f"missing required field for a {stype} source")
-    extra = set(raw) - required - optional - {"type"}
-    if extra:
-        raise c.fail(f"source.{sorted(extra)[0]}", f"unknown field for a {stype} source")
-    for key in sorted(required | optional):
-        if (
-            key in raw
-            and key not in ("environment", "params", "file_size")
-            and (not isinstance(raw[key], str) or not raw[key])
-        ):
-            raise c.fail(f"source.{key}", "must be a non-empty string")
-    if stype == "hub":
-        rev = raw["revision"]
-        if _REVISION.fullmatch(rev) is None:
-            if _HEXISH.fullmatch(rev) and len(rev) < 40:
-                why = f"{rev!r} is a short commit sha"
-            elif _HEXISH.fullmatch(rev) and rev.lower() != rev and len(rev) == 40:
-                why = f"{rev!r} is upper case"
-            else:
-                why = f"{rev!r} is a branch, tag or other moving reference"
-            raise c.fail(
-                "source.revision",
-                f"{why}; a revision must be a full 40-hex commit",
-                fix="pin the commit: huggingface-cli / the Hub page 'History' gives the full sha",
-            )
-        if _REPO_ID.fullmatch(raw["repo_id"]) is None:
-            raise c.fail("source.repo_id", f"{raw['repo_id']!r} is not a Hub repo id")
-        if raw.get("repo_type", "model") not in ("model", "dataset", "space"):
-            raise c.fail("source.repo_type", "must be one of model, dataset, space")
-    elif stype == "package":
-        if _PIN.fullmatch(raw["requirement"]) is None:
-            raise c.fail(
-                "source.requirement",
-                f"{raw['requirement']!r} is not an exact pin; write 'name==exact.version'",
-            )
-        try:
-            digests.parse_hex(raw["file_digest"])
-        except DigestFormatError as e:
-            raise c.fail("source.file_digest", e.message) from e
-        if "file_size" in raw and (
-            not isinstance(raw["file_size"], int)
-            or isinstance(raw["file_size"], bool)
-            or raw["file_size"] < 0
-        ):
-            raise c.fail("source.file_size", "must be a non-negative integer")
-        _check_relpath(raw["path"], c, "source.path")
-    elif stype == "url":
-        url = raw["url"]
-        if not url.startswith("https://") or len(url) <= len("https://"):
-            raise c.fail("source.url", f"{url!r} is not https; only https sources are allowed")
-        if any(ch.isspace() or ord(ch) < 32 for ch in url):
-            raise c.fail("source.url", "contains whitespace or control characters")
-        require_pinned_hub_url(url, file=c.file, record=c.record)
-    elif stype == "local":
-        _check_relpath(raw["path"], c, "source.path", allow_dot=True)
-    elif stype == "generator":
-        for key in ("environment", "params"):
-            if key in raw and not isinstance(raw[key], Mapping):
-                raise c.fail(f"source.{key}", "must be an object")
-    fields = {k: v for k, v in raw.items() if k != "type"}
-    return Source(stype, _freeze(fields))
-
-
-def _check_relpath(path: str, c: _Checker, fieldname: str, *, allow_dot: bool = False) -> None:
-    if allow_dot:
-        parts = [p for p in path.split("/") if p != "."]
-        path = "/".join(parts) or "."
-        if path == ".":
-            return
-    try:
-        trees.check_member_path(path)
-    except UsageError as e:
-        raise c.fail(fieldname, e.message) from e
-
 
 def parse_record(name: str, raw: Any, *, file: str) -> Record:
     """Validate one record's mapping and return the Record; raise RegistryError otherwise."""
-    c = _Checker(file, name)
+    where = Where(file, name)
+    _check_name(name, where)
+    kind, source = _parse_head(raw, where)
+    gap = Gap.from_json(raw["gap"], where) if "gap" in raw else None
+    digest = _parse_digest(raw, where) if gap is None or "digest" in raw or "size" in raw else None
+    blake3 = _parse_blake3(raw.get("blake3"), where)
+    lineage = _parse_lineage(raw.get("lineage", []), where)
+    members, member_blake3 = (
+        _parse_members(raw["members"], where) if "members" in raw else (None, {})
+    )
+    _check_shape(kind, digest, gap, members, where)
+    given = _parse_annotations(raw, where)
+    return Record(
+        name,
+        kind,
+        source,
+        digest,
+        media_type=given.media_type,
+        blake3=blake3,
+        lineage=lineage,
+        members=members,
+        member_blake3=MappingProxyType(member_blake3),
+        arrays=given.arrays,
+        tolerance=given.tolerance,
+        license=given.license,
+        profile=given.profile,
+        gap=gap,
+        description=given.description,
+        metadata=given.metadata,
+    )
+
+
+def check_record(record: Record, *, file: str) -> Record:
+    """Check a record built in code (from a command line or a generator) by the rules
+    :func:`parse_record` applies to its values; return it."""
+    where = Where(file, record.name)
+    _check_name(record.name, where)
+    record.source.check(where)
+    _check_shape(record.kind, record.digest, record.gap, record.members, where)
+    return record
+
+
+def _check_name(name: str, where: Where) -> None:
     try:
         check_name(name)
     except UsageError as e:
-        raise c.fail("name", e.message) from e
+        raise where.fail("name", e.message) from e
+
+
+def _parse_head(raw: Any, where: Where) -> tuple[Kind, Source]:
     if not isinstance(raw, Mapping):
-        raise c.fail("record", "must be an object")
+        raise where.fail("record", "must be an object")
     for key in ("kind", "source"):
         if key not in raw:
-            raise c.fail(key, "missing required field")
-    kind = raw["kind"]
-    if kind not in KINDS:
-        raise c.fail("kind", f"unknown kind {kind!r}; one of {', '.join(KINDS)}")
-    source = _check_source(raw["source"], c)
+            raise where.fail(key, "missing required field")
+    return parse_kind(raw["kind"], where), parse_source(raw["source"], where)
 
-    gap = None
-    if "gap" in raw:
-        g = raw["gap"]
-        reason = g.get("reason") if isinstance(g, Mapping) else None
-        if not isinstance(reason, str) or not reason.strip():
-            raise c.fail("gap.reason", "a declared gap needs a non-empty reason")
-        gap = reason
 
-    digest = None
-    if gap is None or "digest" in raw or "size" in raw:
-        for key in ("digest", "size"):
-            if key not in raw:
-                raise c.fail(key, "missing required field (only a declared gap may omit it)")
-        try:
-            digests.parse_hex(raw["digest"])
-        except DigestFormatError as e:
-            raise c.fail("digest", e.message) from e
-        try:
-            digest = digests.parse(raw["digest"], raw["size"])
-        except DigestFormatError as e:
-            raise c.fail("size", e.message) from e
+def _parse_digest(raw: Mapping[str, Any], where: Where) -> Digest:
+    for key in ("digest", "size"):
+        if key not in raw:
+            raise where.fail(key, "missing required field (only a declared gap may omit it)")
+    try:
+        digests.parse_hex(raw["digest"])
+    except DigestFormatError as e:
+        raise where.fail("digest", e.message) from e
+    try:
+        return digests.parse(raw["digest"], raw["size"])
+    except DigestFormatError as e:
+        raise where.fail("size", e.message) from e
 
-    blake3 = raw.get("blake3")
-    if blake3 is not None and (
-        not isinstance(blake3, str) or re.fullmatch(r"[0-9a-f]{64}", blake3) is None
-    ):
-        raise c.fail("blake3", "must be 64 lower-case hex characters")
 
-    lineage = raw.get("lineage", [])
-    if not isinstance(lineage, list):
-        raise c.fail("lineage", "must be a list of parent digests")
-    for i, parent in enumerate(lineage):
+def _parse_blake3(raw: Any, where: Where) -> str | None:
+    if raw is not None and (not isinstance(raw, str) or _BLAKE3.fullmatch(raw) is None):
+        raise where.fail("blake3", "must be 64 lower-case hex characters")
+    return raw
+
+
+def _parse_lineage(raw: Any, where: Where) -> tuple[str, ...]:
+    if not isinstance(raw, list):
+        raise where.fail("lineage", "must be a list of parent digests")
+    for i, parent in enumerate(raw):
         try:
             digests.parse_hex(parent)
         except DigestFormatError as e:
-            raise c.fail(f"lineage[{i}]", e.message) from e
-    if len(set(lineage)) != len(lineage):
-        raise c.fail("lineage", "lists a parent twice")
+            raise where.fail(f"lineage[{i}]", e.message) from e
+    if len(set(raw)) != len(raw):
+        raise where.fail("lineage", "lists a parent twice")
+    return tuple(raw)
 
-    members = None
+
+def _parse_members(raw: Any, where: Where) -> tuple[trees.Tree, dict[str, str]]:
+    if not isinstance(raw, Mapping):
+        raise where.fail("members", "must be an object of path -> {digest, size}")
+    try:
+        members = trees.from_json(raw)
+    except (UsageError, DigestFormatError) as e:
+        raise where.fail("members", e.message) from e
     member_blake3: dict[str, str] = {}
-    if "members" in raw:
-        if not isinstance(raw["members"], Mapping):
-            raise c.fail("members", "must be an object of path -> {digest, size}")
-        try:
-            members = trees.from_json(raw["members"])
-        except (UsageError, DigestFormatError) as e:
-            raise c.fail("members", e.message) from e
-        for mpath, entry in raw["members"].items():
-            b3 = entry.get("blake3") if isinstance(entry, Mapping) else None
-            if b3 is not None:
-                try:
-                    member_blake3[mpath] = digests.check_blake3(b3)
-                except DigestFormatError as e:
-                    raise c.fail(f"members.{mpath}.blake3", e.message) from e
+    for path, entry in raw.items():
+        b3 = entry.get("blake3") if isinstance(entry, Mapping) else None
+        if b3 is not None:
+            try:
+                member_blake3[path] = digests.check_blake3(b3)
+            except DigestFormatError as e:
+                raise where.fail(f"members.{path}.blake3", e.message) from e
+    return members, member_blake3
+
+
+def _check_shape(
+    kind: Kind, digest: Digest | None, gap: Gap | None, members: trees.Tree | None, where: Where
+) -> None:
+    """The rules between fields: a digest unless a gap, a tree bound to its manifest."""
+    if digest is None and gap is None:
+        raise where.fail("digest", "missing required field (only a declared gap may omit it)")
+    if members is not None:
         # An archive record's digest is the archive's; its members are the content manifest.
-        if digest is not None and kind != "archive" and members.digest != digest:
-            raise c.fail(
+        if digest is not None and kind is not Kind.ARCHIVE and members.digest != digest:
+            raise where.fail(
                 "digest",
                 f"does not match the member manifest: the manifest hashes to {members.digest}",
                 fix="regenerate the record with 'fixture-store add' or the family's generator",
             )
     elif kind in TREE_KINDS and gap is None:
-        raise c.fail("members", f"a {kind} record needs its member manifest")
+        raise where.fail("members", f"a {kind} record needs its member manifest")
 
-    arrays = raw.get("arrays")
-    if arrays is not None:
-        if not isinstance(arrays, Mapping):
-            raise c.fail("arrays", "must be an object of name -> {dtype, shape}")
-        for aname, spec in arrays.items():
-            if not isinstance(spec, Mapping) or set(spec) != {"dtype", "shape"}:
-                raise c.fail(f"arrays.{aname}", "must be exactly {dtype, shape}")
-            if not isinstance(spec["dtype"], str) or not spec["dtype"]:
-                raise c.fail(f"arrays.{aname}.dtype", "must be a dtype name such as 'float32'")
-            shape = spec["shape"]
-            if not isinstance(shape, list) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-            ):
-                raise c.fail(f"arrays.{aname}.shape", "must be a list of non-negative integers")
 
-    tolerance = raw.get("tolerance")
-    if tolerance is not None:
-        _check_tolerance(tolerance, c, "tolerance")
-        for aname, sub in (tolerance.get("per_array") or {}).items():
-            _check_tolerance(sub, c, f"tolerance.per_array.{aname}", need_metric=False)
-
-    for key in ("media_type", "license", "profile", "description"):
-        if key in raw and (not isinstance(raw[key], str) or not raw[key]):
-            raise c.fail(key, "must be a non-empty string")
-    if "profile" in raw:
-        try:
-            limits.profile(raw["profile"])
-        except UsageError as e:
-            raise c.fail("profile", e.message, fix=e.fix) from e
-    metadata = raw.get("metadata")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise c.fail("metadata", "must be an object")
-
-    return Record(
-        name=name,
-        kind=kind,
-        source=source,
-        digest=digest,
-        media_type=raw.get("media_type"),
-        blake3=blake3,
-        lineage=tuple(lineage),
-        members=members,
-        member_blake3=MappingProxyType(member_blake3),
-        arrays=_freeze(arrays) if arrays is not None else None,
-        tolerance=_freeze(tolerance) if tolerance is not None else None,
-        license=raw.get("license"),
-        profile=raw.get("profile"),
-        gap=gap,
-        description=raw.get("description"),
-        metadata=_freeze(metadata) if metadata is not None else None,
-        # Members live in ``members``/``member_blake3`` (their keys are checked, nothing is lost);
-        # leaving them out of ``raw`` halves the cost of loading a large registry.
-        raw=_freeze({k: v for k, v in raw.items() if k != "members"}),
+def _parse_annotations(raw: Mapping[str, Any], where: Where) -> Annotations:
+    arrays, tolerance, metadata = raw.get("arrays"), raw.get("tolerance"), raw.get("metadata")
+    parsed_arrays = _parse_arrays(arrays, where) if arrays is not None else None
+    parsed_tolerance = Tolerance.from_json(tolerance, where) if tolerance is not None else None
+    strings = [_parse_string(raw, key, where) for key in _STRING_KEYS]
+    media_type, license_, profile, description = strings
+    if profile is not None:
+        _check_profile(profile, where)
+    return Annotations(
+        media_type,
+        license_,
+        profile,
+        description,
+        parsed_arrays,
+        parsed_tolerance,
+        _parse_metadata(metadata, where) if metadata is not None else None,
     )
 
 
-def _check_tolerance(tol: Any, c: _Checker, where: str, *, need_metric: bool = True) -> None:
-    if not isinstance(tol, Mapping):
-        raise c.fail(where, "must be an object")
-    if need_metric and "metric" not in tol:
-        raise c.fail(f"{where}.metric", "missing required field ('exact' or 'allclose')")
-    if "metric" in tol and tol["metric"] not in ("exact", "allclose"):
-        raise c.fail(f"{where}.metric", f"unknown metric {tol['metric']!r}")
-    for key in ("atol", "rtol"):
-        if key in tol:
-            v = tol[key]
-            if isinstance(v, bool) or not isinstance(v, int | float) or v < 0 or v != v:
-                raise c.fail(f"{where}.{key}", "must be a non-negative number")
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _parse_arrays(raw: Any, where: Where) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise where.fail("arrays", "must be an object of name -> {dtype, shape}")
+    for name, spec in raw.items():
+        if not isinstance(spec, Mapping) or set(spec) != {"dtype", "shape"}:
+            raise where.fail(f"arrays.{name}", "must be exactly {dtype, shape}")
+        if not isinstance(spec["dtype"], str) or not spec["dtype"]:
+            raise where.fail(f"arrays.{name}.dtype", "must be a dtype name such as 'float32'")
+        shape = spec["shape"]
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise where.fail(f"arrays.{name}.shape", "must be a list of non-negative integers")
+    frozen: Mapping[str, Any] = freeze(raw)
+    return frozen
+
+
+def _parse_string(raw: Mapping[str, Any], key: str, where: Where) -> str | None:
+    if key not in raw:
+        return None
+    value = raw[key]
+    if not isinstance(value, str) or not value:
+        raise where.fail(key, "must be a non-empty string")
+    return value
+
+
+def _check_profile(name: str, where: Where) -> None:
+    try:
+        limits.profile(name)
+    except UsageError as e:
+        raise where.fail("profile", e.message, fix=e.fix) from e
+
+
+def _parse_metadata(raw: Any, where: Where) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise where.fail("metadata", "must be an object")
+    frozen: Mapping[str, Any] = freeze(raw)
+    return frozen

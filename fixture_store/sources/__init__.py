@@ -15,12 +15,20 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from fixture_store.errors import ArtifactError, IntegrityError
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record
+from fixture_store.objects.trees import Tree
+from fixture_store.registry import (
+    GeneratorSource,
+    HubSource,
+    LocalSource,
+    PackageSource,
+    Record,
+    UrlSource,
+)
 from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import Status, Verifier, repair_command
 
@@ -100,7 +108,7 @@ def put_object(
 ) -> None:
     """Copy ``stream`` into the store if it has exactly ``expected``; refuse it otherwise."""
     try:
-        ctx.store.put_stream(stream, expected, replace=True)
+        ctx.store.write_stream(stream, expected, replace=True)
     except IntegrityError as e:
         raise SourceError(
             record.name,
@@ -110,16 +118,29 @@ def put_object(
         ) from e
 
 
-def put_tree(ctx: FetchContext, record: Record, open_member: Callable[[str], BinaryIO]) -> None:
+def put_tree(
+    ctx: FetchContext, record: Record, tree: Tree, open_member: Callable[[str], BinaryIO]
+) -> None:
     """Put every missing or damaged member of a tree record, then its manifest."""
-    assert record.members is not None and record.digest is not None
-    for member, digest in record.members:
+    for member, digest in tree:
         if ctx.needs(digest):
             with open_member(member) as stream:
                 put_object(ctx, record, stream, digest, f"member {member!r}")
-    if ctx.needs(record.digest):
-        manifest = record.members.canonical_bytes()
-        put_object(ctx, record, io.BytesIO(manifest), record.digest, "member manifest")
+    if ctx.needs(record.object):
+        manifest = tree.canonical_bytes()
+        put_object(ctx, record, io.BytesIO(manifest), record.object, "member manifest")
+
+
+_S = TypeVar("_S", HubSource, PackageSource, UrlSource, LocalSource)
+
+
+def source_as(record: Record, kind: type[_S]) -> _S:
+    """The record's source, which a fetcher for ``kind`` sources needs; SourceError otherwise."""
+    if not isinstance(record.source, kind):
+        raise SourceError(
+            record.name, f"has a {record.source.type} source, not a {kind.type} source"
+        )
+    return record.source
 
 
 Fetcher = Callable[[FetchContext, Record], None]
@@ -128,23 +149,21 @@ Fetcher = Callable[[FetchContext, Record], None]
 def fetcher_for(record: Record) -> Fetcher:
     from fixture_store.sources import hub, local, package, url
 
-    table: dict[str, Fetcher] = {
-        "hub": hub.fetch,
-        "package": package.fetch,
-        "url": url.fetch,
-        "local": local.fetch,
-    }
-    kind = record.source.type
-    if kind == "generator":
-        stage = record.source.fields.get("stage")
-        raise SourceError(
-            record.name,
-            f"is produced by the generator stage {stage!r}, not downloaded",
-            fix=f"{repair_command(record)}  (or: uv run dvc repro {stage})",
-        )
-    if kind not in table:
-        raise SourceError(record.name, f"unknown source type {kind!r}")
-    return table[kind]
+    match record.source:
+        case HubSource():
+            return hub.fetch
+        case PackageSource():
+            return package.fetch
+        case UrlSource():
+            return url.fetch
+        case LocalSource():
+            return local.fetch
+        case GeneratorSource(stage=stage):
+            raise SourceError(
+                record.name,
+                f"is produced by the generator stage {stage!r}, not downloaded",
+                fix=f"{repair_command(record)}  (or: uv run dvc repro {stage})",
+            )
 
 
 def fetch_record(ctx: FetchContext, record: Record) -> None:

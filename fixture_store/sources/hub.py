@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from fixture_store.registry import Record
-from fixture_store.sources import FetchContext, SourceError, put_object
+from fixture_store.registry import HubSource, Record
+from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -45,11 +45,10 @@ def endpoint() -> str | None:
 
 
 def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = None) -> None:
-    assert record.digest is not None
-    f = record.source.fields
-    repo_id, path, revision = str(f["repo_id"]), str(f["path"]), str(f["revision"])
-    repo_type = str(f.get("repo_type", "model"))
-    where = record.source.describe()
+    source = source_as(record, HubSource)
+    repo_id, path, revision = source.repo_id, source.path, source.revision
+    repo_type = source.resolved_repo_type
+    where = source.describe()
     if _COMMIT.fullmatch(revision) is None:
         # The registry refuses such records already; a fetch never trusts that it ran.
         raise SourceError(
@@ -64,7 +63,8 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
             "a hub source delivers one file, not a tree",
             fix="register each file of the repo as its own record",
         )
-    if not ctx.needs(record.digest):
+    expected = record.object
+    if not ctx.needs(expected):
         return
     ctx.require_online(record, "the object")
 
@@ -85,18 +85,18 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
             f"{where}: the server answered for commit "
             f"{meta.commit_hash!r}, not the pinned {revision}; nothing was stored",
         )
-    if meta.size is not None and meta.size != record.digest.size:
+    if meta.size is not None and meta.size != expected.size:
         raise SourceError(
             record.name,
             f"{where}: the server announces {meta.size} bytes, the "
-            f"record expects {record.digest}; nothing was downloaded",
+            f"record expects {expected}; nothing was downloaded",
         )
     etag = (meta.etag or "").lower()
-    if _SHA256.fullmatch(etag) and etag != record.digest.hex:
+    if _SHA256.fullmatch(etag) and etag != expected.hex:
         raise SourceError(
             record.name,
             f"{where}: the server's LFS sha256 is {etag}, the record "
-            f"expects {record.digest}; nothing was downloaded",
+            f"expects {expected}; nothing was downloaded",
         )
 
     headers = build_hf_headers()
@@ -112,7 +112,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
                     meta.location,
                     out,
                     headers=headers,
-                    expected_size=record.digest.size,
+                    expected_size=expected.size,
                     displayed_filename=path,
                     tqdm_class=_quiet_tqdm(),
                 )
@@ -124,7 +124,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
             ) from e
         ctx.count_download(tmp.stat().st_size)
         with open(tmp, "rb") as stream:
-            put_object(ctx, record, stream, record.digest)
+            put_object(ctx, record, stream, expected)
     finally:
         tmp.unlink(missing_ok=True)
 

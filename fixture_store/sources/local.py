@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fixture_store.objects.trees import check_member_path
-from fixture_store.registry import Record
-from fixture_store.sources import FetchContext, SourceError, put_object, put_tree
+from fixture_store.registry import LocalSource, Record
+from fixture_store.sources import FetchContext, SourceError, put_object, put_tree, source_as
 
 
 def resolve(root: Path, relpath: str, record: Record) -> Path:
@@ -26,10 +26,11 @@ def resolve(root: Path, relpath: str, record: Record) -> Path:
 
 
 def fetch(ctx: FetchContext, record: Record) -> None:
-    relpath = str(record.source.fields["path"])
+    relpath = source_as(record, LocalSource).path
     path = resolve(ctx.root, relpath, record)
     fix = f"restore {relpath} in the project (git checkout / git lfs pull), then fetch again"
-    if record.is_tree:
+    tree = record.tree
+    if tree is not None:
         if not path.is_dir():
             raise SourceError(record.name, f"local source folder {relpath!r} is missing", fix=fix)
 
@@ -43,11 +44,10 @@ def fetch(ctx: FetchContext, record: Record) -> None:
                 )
             return open(member_path, "rb")
 
-        put_tree(ctx, record, open_member)
+        put_tree(ctx, record, tree, open_member)
         return
-    assert record.digest is not None
     if not path.is_file():
         raise SourceError(record.name, f"local source file {relpath!r} is missing", fix=fix)
-    if ctx.needs(record.digest):
+    if ctx.needs(record.object):
         with open(path, "rb") as f:
-            put_object(ctx, record, f, record.digest)
+            put_object(ctx, record, f, record.object)

@@ -25,8 +25,8 @@ from filelock import FileLock
 from fixture_store.errors import IntegrityError, UsageError
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
-from fixture_store.registry import Record
-from fixture_store.sources import FetchContext, SourceError, put_object, put_tree
+from fixture_store.registry import PackageSource, Record
+from fixture_store.sources import FetchContext, SourceError, put_object, put_tree, source_as
 from fixture_store.sources.members import SafeArchive, open_archive
 from fixture_store.sources.transfer import DEADLINE_ENV
 
@@ -110,17 +110,10 @@ def download(requirement: str, filename: str, dest: Path, timeout: float = TIMEO
     return path
 
 
-def distribution_digest(record: Record) -> tuple[str, int | None]:
-    f = record.source.fields
-    size = f.get("file_size")
-    return digests.parse_hex(f["file_digest"]), (int(size) if size is not None else None)
-
-
 def ensure_distribution(ctx: FetchContext, record: Record) -> SafeArchive:
     """The verified distribution of ``record``, downloaded at most once per store."""
-    f = record.source.fields
-    requirement, filename = str(f["requirement"]), str(f["file"])
-    hexpart, size = distribution_digest(record)
+    source = source_as(record, PackageSource)
+    hexpart = source.file_hex
     with ctx.key_lock(hexpart):
         cached = ctx.shared.get(hexpart)
         if isinstance(cached, SafeArchive):
@@ -128,19 +121,14 @@ def ensure_distribution(ctx: FetchContext, record: Record) -> SafeArchive:
         ctx.store.ensure()
         # Across processes too: concurrent fetches sharing a store download it once.
         with FileLock(str(ctx.store.root / "locks" / f"dist-{hexpart[:16]}.lock")):
-            archive = _load(ctx, record, requirement, filename, hexpart, size)
+            archive = _load(ctx, record, source)
         ctx.shared[hexpart] = archive
         return archive
 
 
-def _load(
-    ctx: FetchContext,
-    record: Record,
-    requirement: str,
-    filename: str,
-    hexpart: str,
-    size: int | None,
-) -> SafeArchive:
+def _load(ctx: FetchContext, record: Record, source: PackageSource) -> SafeArchive:
+    requirement, filename = source.requirement, source.file
+    hexpart, size = source.file_hex, source.file_size
     present = size is not None and not ctx.needs(Digest(hexpart, size))
     if not present and size is None and ctx.store.object_path(hexpart).is_file():
         present = digests.of_file(ctx.store.object_path(hexpart)).hex == hexpart
@@ -154,7 +142,7 @@ def _load(
             expected = Digest(hexpart, size if size is not None else got)
             try:
                 # Checked while copying into the store, before anything opens it as an archive.
-                ctx.store.put_file(path, expected, replace=True)
+                ctx.store.write_file(path, expected, replace=True)
             except IntegrityError as e:
                 raise SourceError(
                     record.name,
@@ -178,7 +166,7 @@ def member_name(base: str, member: str | None) -> str:
 
 def fetch(ctx: FetchContext, record: Record) -> None:
     archive = ensure_distribution(ctx, record)
-    base = str(record.source.fields["path"])
+    base = source_as(record, PackageSource).path
 
     def open_member(name: str, size: int) -> BinaryIO:
         try:
@@ -188,11 +176,11 @@ def fetch(ctx: FetchContext, record: Record) -> None:
                 record.name, e.message, fix="review the record's source path and members"
             ) from e
 
-    if record.is_tree and record.members is not None:
-        sizes = dict(record.members.members)
-        put_tree(ctx, record, lambda m: open_member(member_name(base, m), sizes[m].size))
+    tree = record.tree
+    if tree is not None:
+        sizes = dict(tree.members)
+        put_tree(ctx, record, tree, lambda m: open_member(member_name(base, m), sizes[m].size))
         return
-    assert record.digest is not None
-    if ctx.needs(record.digest):
-        with open_member(base, record.digest.size) as stream:
-            put_object(ctx, record, stream, record.digest)
+    if ctx.needs(record.object):
+        with open_member(base, record.object.size) as stream:
+            put_object(ctx, record, stream, record.object)

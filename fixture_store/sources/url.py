@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from fixture_store.registry import Record
-from fixture_store.sources import FetchContext, SourceError, put_object
+from fixture_store.registry import Record, UrlSource
+from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 from fixture_store.sources.transfer import (
     BelowMinimumRate,
     Deadline,
@@ -190,7 +190,7 @@ def fetch(
 
     ``timeout`` bounds one read; the deadline bounds the download, attempts and pauses included.
     """
-    assert record.digest is not None
+    url = source_as(record, UrlSource).url
     pause = BACKOFF_S if backoff is None else backoff
     if record.is_tree:
         raise SourceError(
@@ -198,21 +198,21 @@ def fetch(
             "a url source delivers one file, not a tree",
             fix="register the archive itself, or each file with its own url",
         )
-    if not ctx.needs(record.digest):
+    expected = record.object
+    if not ctx.needs(expected):
         return
-    url = str(record.source.fields["url"])
     if not url.startswith("https://"):
         raise SourceError(record.name, f"{url!r} is not https; only https sources are fetched")
     ctx.require_online(record, "the object")
     open_url = opener or default_opener
-    deadline = ctx.policy.start(record.digest.size, read_timeout=timeout)
+    deadline = ctx.policy.start(expected.size, read_timeout=timeout)
     last: Exception | None = None
     for attempt in range(1, attempts + 1):
         try:
             stream = open_url(url, deadline)
             try:
-                guarded = _Guarded(stream, record.digest.size, ctx.policy.meter())
-                put_object(ctx, record, guarded, record.digest)  # type: ignore[arg-type]
+                guarded = _Guarded(stream, expected.size, ctx.policy.meter())
+                put_object(ctx, record, guarded, expected)  # type: ignore[arg-type]
                 ctx.count_download(guarded.read_so_far)
                 return
             finally:

@@ -10,8 +10,9 @@ from onnx import numpy_helper
 
 from fixture_store.objects import digests, trees
 from fixture_store.regenerate.drift import Reference, Verdict, compare, compare_file
+from fixture_store.registry import Tolerance, Where
 
-TOL = {"metric": "allclose", "rtol": 1e-3, "atol": 1e-7}
+TOL = Tolerance.from_json({"metric": "allclose", "rtol": 1e-3, "atol": 1e-7}, Where())
 
 
 def _pb(path: Path, array: np.ndarray) -> Path:

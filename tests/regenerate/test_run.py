@@ -13,6 +13,7 @@ from fixture_store.cli import main
 from fixture_store.objects.store import Store
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.regenerate.envs import GeneratorError
+from fixture_store.registry import GeneratorSource
 from tests.support.regen_project import PYTHON, make_project, set_scale
 
 
@@ -56,11 +57,12 @@ def test_new_outputs_are_accepted_with_lineage_and_environment(
     reg = registry_mod.load(project)
     values, case = reg.get("toy/values.npy"), reg.get("toy/case")
     assert case.lineage == (values.digest.text,)  # type: ignore[union-attr]
-    env = case.source.fields["environment"]
+    assert isinstance(case.source, GeneratorSource) and case.source.environment is not None
+    env = case.source.environment
     assert (
         env["packages"]["numpy"] and env["python"] and env["packages_digest"].startswith("sha256:")
     )
-    assert case.source.fields["params"]["scale"] == 1.0
+    assert case.source.params is not None and case.source.params["scale"] == 1.0
     assert store.has(case.members.members["output_0.npy"])  # type: ignore[union-attr]
 
 

@@ -97,4 +97,4 @@ def test_a_url_record_hiding_a_branch_is_invalid(project: Path) -> None:
     reg = registry_mod.load(project)
     invalid = dict(reg.invalid())
     assert "clips/a" in invalid and "full 40-hex commit" in invalid["clips/a"].message
-    assert reg.get("clips/b").source.fields["url"] == pinned
+    assert reg.get("clips/b").source.describe() == pinned

@@ -61,7 +61,7 @@ def test_a_valid_record_loads_with_its_fields(project: Path) -> None:
     reg = registry_mod.load(project)
     r = reg.get("fam/x")
     assert r.digest is not None and r.digest.hex == HEX and r.digest.size == 10
-    assert r.source.fields["revision"] == REV
+    assert r.source.revision == REV  # type: ignore[union-attr]
     assert r.arrays is not None and r.arrays["x"]["shape"] == (2, 3)
     assert r.lineage == ("sha256:" + "cd" * 32,)
 

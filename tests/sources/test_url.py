@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import gzip
 import ipaddress
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -25,7 +27,7 @@ from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects.store import Store
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import url as url_source
-from fixture_store.sources.transfer import DEADLINE_ENV, MIN_RATE_ENV, DownloadPolicy
+from fixture_store.sources.transfer import DEADLINE_ENV, MIN_RATE_ENV, Deadline, DownloadPolicy
 from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 
 DATA = b"clip-bytes-" * 1000
@@ -71,6 +73,7 @@ class Behaviour:
     drop_first: int = 0  # close mid-body this many times first
     status: int = 200
     fault: str | None = None  # "trickle_headers", "trickle_body", "stall", "gzip"
+    redirect: str | None = None  # answer 302 to this location instead of the body
     requests: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -102,6 +105,12 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
             n = len(behaviour.requests)
             if n <= behaviour.fail_first:
                 self.send_response(503)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            if behaviour.redirect is not None:
+                self.send_response(302)
+                self.send_header("Location", behaviour.redirect)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
@@ -368,3 +377,41 @@ def test_a_download_within_its_bounds_is_unaffected(
     ctx = FetchContext(store, tmp_path, policy=DownloadPolicy(deadline=10, rate_window=1.0))
     url_source.fetch(ctx, registry.get("clips/a"))
     assert ctx.downloaded == len(BIG) and len(list(store.iter_objects())) == 1
+
+
+def test_a_redirect_to_plain_http_is_refused(https: tuple[str, Behaviour], tmp_path: Path) -> None:
+    base, behaviour = https
+    behaviour.body = DATA
+    # The plain-http target would serve the right bytes: the scheme alone is the refusal.
+    behaviour.redirect = base.replace("https://", "http://") + "/a.bin"
+    store, registry = setup(tmp_path, base)
+    result = fetch_one(store, registry)
+    assert result.outcome is Outcome.FAILED
+    assert "refusing a redirect from https to http" in result.message
+    assert behaviour.requests == ["/a.bin"] and list(store.iter_objects()) == []
+
+
+def test_a_plain_http_url_is_never_opened_even_if_the_record_skipped_validation(
+    tmp_path: Path,
+) -> None:
+    store, registry = setup(tmp_path, "https://127.0.0.1:9")
+    valid = registry.get("clips/a")
+    forged = dataclasses.replace(
+        valid,
+        source=dataclasses.replace(
+            valid.source, fields=MappingProxyType({"url": "http://127.0.0.1:9/a.bin"})
+        ),
+    )
+    opened: list[str] = []
+
+    def opener(url: str, deadline: Deadline) -> Any:
+        opened.append(url)
+        raise AssertionError("a plain-http url must not be opened")
+
+    with pytest.raises(SourceError, match="is not https; only https sources are fetched"):
+        url_source.fetch(FetchContext(store, tmp_path), forged, opener)
+    assert opened == []
+    with pytest.raises(url_source.SourceFailure, match="only https URLs are fetched"):
+        url_source.default_opener(
+            "http://127.0.0.1:9/a.bin", DownloadPolicy().start(0, read_timeout=1)
+        )

@@ -34,14 +34,14 @@ def run(store: Store, work: Path, phase: Callable[[str], None] = lambda _: None)
         fetch_record(ctx, record)
     phase("put")
     for blob in sorted(work.glob("blob-*")):
-        store.put_file(blob)
+        store.write_file(blob)
     phase("extract")
     manifest = {
         k: digests.parse(v["digest"], v["size"])
         for k, v in json.loads((work / "manifest.json").read_text()).items()
     }
     archive = work / "archive.tar.zst"
-    store.put_file(archive)
+    store.write_file(archive)
     archives.extract(store, archive, manifest)
 
 

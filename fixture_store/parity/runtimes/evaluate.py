@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from fixture_store.errors import ArtifactError
-from fixture_store.parity.arrays import ArrayComparison, Tolerance, compare_arrays
+from fixture_store.parity.arrays import ArrayComparison, compare_arrays
 from fixture_store.parity.arrays import Outcome as ArrayOutcome
 from fixture_store.parity.results import CaseResult, Outcome, Task
 from fixture_store.parity.runtimes import resolve
 from fixture_store.readers.onnxcase import OnnxCase, load_case
+from fixture_store.registry import Tolerance
 
 # How runtimes say "this operator/type/opset is not implemented" (ORT status codes and
 # messages, ReferenceEvaluator's NotImplementedError and lookup failures).
@@ -92,58 +94,69 @@ def compare_outputs(
     """Compare a run's outputs with the expected ones; the first problem (or '') and the stats."""
     if len(actual) != len(expected):
         return f"{len(actual)} outputs where {len(expected)} are expected", []
-    found: list[ArrayComparison] = []
-    problems: list[str] = []
+    findings = _Findings(case.tolerance or Tolerance(), prefix)  # none written: the defaults
     for (name, exp), act in zip(expected, actual, strict=True):
-        _compare_value(case.tolerance, name, name, exp, act, found, problems, prefix)
-    return "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""), found
+        findings.value(name, name, exp, act)
+    problems = findings.problems
+    return "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""), findings.found
 
 
-def _compare_value(
-    tolerance: Mapping[str, Any] | None,
-    output: str,
-    label: str,
-    exp: Any,
-    act: Any,
-    found: list[ArrayComparison],
-    problems: list[str],
-    prefix: str,
-) -> None:
-    if exp is None or act is None:
+@dataclass
+class _Findings:
+    """What comparing outputs found, in order: a comparison per tensor, and the problems.
+
+    An output may be a tensor, an optional (None), a sequence or a map of them, nested; each
+    tensor is compared under the tolerance of the output (``output``) it belongs to.
+    """
+
+    tolerance: Tolerance
+    prefix: str
+    found: list[ArrayComparison] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def value(self, output: str, label: str, exp: Any, act: Any) -> None:
+        if exp is None or act is None:
+            self._optional(label, exp, act)
+        elif isinstance(exp, list):
+            self._sequence(output, label, exp, act)
+        elif isinstance(exp, dict):
+            self._map(output, label, exp, act)
+        elif isinstance(act, list | tuple | dict):
+            self.problems.append(f"{label}: {type(act).__name__} where a tensor is expected")
+        else:
+            self._tensor(output, label, exp, act)
+
+    def _optional(self, label: str, exp: Any, act: Any) -> None:
         if (exp is None) != (act is None):
-            problems.append(
+            self.problems.append(
                 f"{label}: {'empty' if act is None else 'a value'} where "
                 f"{'an empty optional' if exp is None else 'a value'} is expected"
             )
-        return
-    if isinstance(exp, list):
+
+    def _sequence(self, output: str, label: str, exp: list[Any], act: Any) -> None:
         if not isinstance(act, list | tuple):
-            problems.append(f"{label}: {type(act).__name__} where a sequence is expected")
+            self.problems.append(f"{label}: {type(act).__name__} where a sequence is expected")
             return
         if len(act) != len(exp):
-            problems.append(f"{label}: sequence of {len(act)} where {len(exp)} is expected")
+            self.problems.append(f"{label}: sequence of {len(act)} where {len(exp)} is expected")
             return
         for i, (e, a) in enumerate(zip(exp, act, strict=True)):
-            _compare_value(tolerance, output, f"{label}[{i}]", e, a, found, problems, prefix)
-        return
-    if isinstance(exp, dict):
+            self.value(output, f"{label}[{i}]", e, a)
+
+    def _map(self, output: str, label: str, exp: dict[Any, Any], act: Any) -> None:
         if not isinstance(act, dict) or set(act) != set(exp):
-            problems.append(f"{label}: keys differ from the expected map")
+            self.problems.append(f"{label}: keys differ from the expected map")
             return
         for key in sorted(exp, key=repr):
-            _compare_value(
-                tolerance, output, f"{label}[{key!r}]", exp[key], act[key], found, problems, prefix
-            )
-        return
-    if isinstance(act, list | tuple | dict):
-        problems.append(f"{label}: {type(act).__name__} where a tensor is expected")
-        return
-    exp_a, act_a = np.asarray(exp), np.asarray(act)
-    if exp_a.dtype == object and act_a.dtype.kind in "US":
-        act_a = act_a.astype(object)
-    comparison = compare_arrays(
-        prefix + label, exp_a, act_a, Tolerance.for_array(tolerance, output)
-    )
-    found.append(comparison)
-    if comparison.outcome is ArrayOutcome.DRIFT:
-        problems.append(f"{label}: {comparison.reason}")
+            self.value(output, f"{label}[{key!r}]", exp[key], act[key])
+
+    def _tensor(self, output: str, label: str, exp: Any, act: Any) -> None:
+        exp_a, act_a = np.asarray(exp), np.asarray(act)
+        if exp_a.dtype == object and act_a.dtype.kind in "US":
+            act_a = act_a.astype(object)
+        comparison = compare_arrays(
+            self.prefix + label, exp_a, act_a, self.tolerance.for_array(output)
+        )
+        self.found.append(comparison)
+        if comparison.outcome is ArrayOutcome.DRIFT:
+            self.problems.append(f"{label}: {comparison.reason}")

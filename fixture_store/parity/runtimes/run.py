@@ -149,19 +149,6 @@ class WorkerPool:
         return _run_pool(self._ctx, self._workers, tasks, timeout, on_result)
 
 
-def run_tasks(
-    tasks: Sequence[Task],
-    *,
-    jobs: int | None = None,
-    timeout: float = DEFAULT_TIMEOUT,
-    on_result: Callable[[CaseResult], None] | None = None,
-) -> list[CaseResult]:
-    """Evaluate ``tasks`` with a pool of ``jobs`` workers (0: in this process)."""
-    jobs = default_jobs() if jobs is None else jobs
-    with WorkerPool(min(jobs, len(tasks))) as pool:
-        return pool.run(tasks, timeout=timeout, on_result=on_result)
-
-
 def _run_here(
     tasks: Sequence[Task], on_result: Callable[[CaseResult], None] | None
 ) -> list[CaseResult]:
@@ -183,82 +170,104 @@ def _run_pool(
     timeout: float,
     on_result: Callable[[CaseResult], None] | None,
 ) -> list[CaseResult]:
-    results: list[CaseResult | None] = [None] * len(tasks)
-    pending = deque(enumerate(tasks))
+    return _PoolRun(ctx, workers, tasks, timeout, on_result).run()
 
-    def finish(index: int, result: CaseResult) -> None:
-        results[index] = result
-        if on_result is not None:
-            on_result(result)
 
-    def replace(worker: _Worker, *, kill: bool) -> None:
-        worker.stop(kill=kill)
-        workers[workers.index(worker)] = _Worker.start(ctx)
+class _PoolRun:
+    """One run of tasks over the pool's ``workers``: send, wait, then take each worker's answer,
+    crash or overrun. A worker that crashes or overruns is replaced in ``workers`` itself, so
+    the pool keeps the replacement."""
 
-    while pending or any(w.busy for w in workers):
-        for w in workers:
+    def __init__(
+        self,
+        ctx: Any,
+        workers: list[_Worker],
+        tasks: Sequence[Task],
+        timeout: float,
+        on_result: Callable[[CaseResult], None] | None,
+    ) -> None:
+        self.ctx, self.workers, self.timeout, self.on_result = ctx, workers, timeout, on_result
+        self.results: list[CaseResult | None] = [None] * len(tasks)
+        self.pending = deque(enumerate(tasks))
+
+    def run(self) -> list[CaseResult]:
+        while self.pending or any(w.busy for w in self.workers):
+            self._send()
+            ready = self._wait()
+            for w in list(self.workers):
+                if w.conn in ready:
+                    self._receive(w)
+                elif w.busy and time.monotonic() >= w.deadline:
+                    self._timed_out(w)
+                elif not w.ready and time.monotonic() >= w.started + STARTUP_TIMEOUT:
+                    raise FixtureStoreError(
+                        f"a compare worker did not start within {STARTUP_TIMEOUT:g} s"
+                    )
+        return [r for r in self.results if r is not None]
+
+    def _send(self) -> None:
+        for w in self.workers:
             # Two jobs in flight per worker hide the round trip; the deadline is the oldest's.
-            while w.ready and len(w.jobs) < QUEUE_DEPTH and pending:
-                index, task = pending.popleft()
+            while w.ready and len(w.jobs) < QUEUE_DEPTH and self.pending:
+                index, task = self.pending.popleft()
                 w.conn.send((index, task))
                 if not w.jobs:
-                    w.deadline = time.monotonic() + timeout
+                    w.deadline = time.monotonic() + self.timeout
                 w.jobs.append((index, task))
-        now = time.monotonic()
-        deadlines = [
-            w.deadline if w.busy else w.started + STARTUP_TIMEOUT
-            for w in workers
-            if w.busy or not w.ready
-        ]
-        wait_for = max(0.0, min(deadlines) - now) if deadlines else None
-        ready = set(wait([w.conn for w in workers if w.busy or not w.ready], wait_for))
-        for w in list(workers):
-            if w.conn in ready:
-                try:
-                    message = w.conn.recv()
-                except (EOFError, OSError):
-                    if not w.busy:
-                        raise FixtureStoreError(
-                            f"a compare worker failed to start: {_death(w.process)}",
-                            fix="run with --jobs 0 to see the error in this process",
-                        ) from None
-                    index, task = w.jobs.popleft()
-                    finish(
-                        index,
-                        CaseResult(
-                            task.name,
-                            task.runtime,
-                            Outcome.CRASH,
-                            f"{_death(w.process)} while running the case",
-                        ),
-                    )
-                    pending.extendleft(reversed(w.jobs))
-                    replace(w, kill=True)
-                    continue
-                if message == _READY:
-                    w.ready = True
-                else:
-                    index, result = message
-                    w.jobs.popleft()
-                    w.deadline = time.monotonic() + timeout
-                    finish(index, result)
-            elif w.busy and time.monotonic() >= w.deadline:
-                index, task = w.jobs.popleft()
-                finish(
-                    index,
-                    CaseResult(
-                        task.name,
-                        task.runtime,
-                        Outcome.TIMEOUT,
-                        f"no result after {timeout:g} s; the worker was killed",
-                        seconds=timeout,
-                        fix="raise --timeout if the case is just slow",
-                    ),
-                )
-                pending.extendleft(reversed(w.jobs))
-                replace(w, kill=True)
-            elif not w.ready and time.monotonic() >= w.started + STARTUP_TIMEOUT:
-                raise FixtureStoreError(
-                    f"a compare worker did not start within {STARTUP_TIMEOUT:g} s"
-                )
-    return [r for r in results if r is not None]
+
+    def _wait(self) -> set[Any]:
+        """The connections with something to read, waiting at most until the next deadline (a
+        job's timeout, or a worker's start-up)."""
+        watched = [w for w in self.workers if w.busy or not w.ready]
+        deadlines = [w.deadline if w.busy else w.started + STARTUP_TIMEOUT for w in watched]
+        wait_for = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        return set(wait([w.conn for w in watched], wait_for))
+
+    def _receive(self, w: _Worker) -> None:
+        try:
+            message = w.conn.recv()
+        except (EOFError, OSError):
+            self._crashed(w)
+            return
+        if message == _READY:
+            w.ready = True
+            return
+        index, result = message
+        w.jobs.popleft()
+        w.deadline = time.monotonic() + self.timeout
+        self._finish(index, result)
+
+    def _crashed(self, w: _Worker) -> None:
+        if not w.busy:
+            raise FixtureStoreError(
+                f"a compare worker failed to start: {_death(w.process)}",
+                fix="run with --jobs 0 to see the error in this process",
+            ) from None
+        index, task = w.jobs.popleft()
+        message = f"{_death(w.process)} while running the case"
+        self._finish(index, CaseResult(task.name, task.runtime, Outcome.CRASH, message))
+        self._replace(w)
+
+    def _timed_out(self, w: _Worker) -> None:
+        index, task = w.jobs.popleft()
+        result = CaseResult(
+            task.name,
+            task.runtime,
+            Outcome.TIMEOUT,
+            f"no result after {self.timeout:g} s; the worker was killed",
+            seconds=self.timeout,
+            fix="raise --timeout if the case is just slow",
+        )
+        self._finish(index, result)
+        self._replace(w)
+
+    def _replace(self, w: _Worker) -> None:
+        """Kill ``w`` and start a fresh worker in its place; its queued jobs go first."""
+        self.pending.extendleft(reversed(w.jobs))
+        w.stop(kill=True)
+        self.workers[self.workers.index(w)] = _Worker.start(self.ctx)
+
+    def _finish(self, index: int, result: CaseResult) -> None:
+        self.results[index] = result
+        if self.on_result is not None:
+            self.on_result(result)

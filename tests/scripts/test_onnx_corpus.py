@@ -38,7 +38,7 @@ def test_committed_corpus_registry_is_complete_and_valid() -> None:
     assert sum(len(r.members or ()) for r in node.values()) == 7794
     abs_case = node["onnx-node/test_abs"]
     assert abs_case.kind == "onnx-case" and abs_case.license == "Apache-2.0"
-    assert abs_case.source.fields["requirement"] == "onnx==1.22.0"
+    assert abs_case.source.requirement == "onnx==1.22.0"  # type: ignore[union-attr]
     assert set(dict(abs_case.members.members)) == {  # type: ignore[union-attr]
         "model.onnx",
         "test_data_set_0/input_0.pb",
@@ -67,7 +67,7 @@ def test_generator_reproduces_the_committed_registry(store: Store, tmp_path: Pat
     subprocess.run(
         [
             sys.executable,
-            str(PROJECT / "models" / "onnx_corpus.py"),
+            str(PROJECT / "scripts" / "onnx_corpus.py"),
             "--project",
             str(tmp_path),
             "--store",

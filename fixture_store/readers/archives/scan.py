@@ -1,0 +1,70 @@
+"""Reading an archive: its format by name, then its members walked and checked under a profile."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from fixture_store.limits import DEFAULT, Limits
+from fixture_store.objects import digests, trees
+from fixture_store.objects.digests import Digest
+from fixture_store.readers.archives._common import Format, fail
+from fixture_store.readers.archives._members import (
+    Checker,
+    ManifestLike,
+    MemberSink,
+    manifest_members,
+)
+from fixture_store.readers.archives.decode import Budget
+from fixture_store.readers.archives.tar import read_tar_members
+from fixture_store.readers.archives.zip import read_zip_members
+
+
+def detect_format(path: str | os.PathLike[str]) -> Format:
+    name = Path(path).name.lower()
+    for suffix, fmt in (
+        (".tar.lz4", "tar.lz4"),
+        (".tar.zst", "tar.zst"),
+        (".tar", "tar"),
+        (".zip", "zip"),
+        (".npz", "zip"),
+    ):
+        if name.endswith(suffix):
+            return fmt  # type: ignore[return-value]
+    raise fail(
+        str(path),
+        "format",
+        "unknown archive format; expected .tar, .tar.lz4, .tar.zst, .zip or .npz",
+    )
+
+
+def _hash_only(_member: str, chunks: Iterator[bytes]) -> Digest:
+    return digests.of_chunks(chunks)
+
+
+def scan(
+    path: str | os.PathLike[str],
+    limits: Limits = DEFAULT,
+    manifest: ManifestLike | None = None,
+    *,
+    artifact: str | None = None,
+    fmt: Format | None = None,
+    sink: MemberSink = _hash_only,
+) -> trees.Tree:
+    """Read an archive as a stream under ``limits``; return the tree of its members.
+
+    With a ``manifest`` every member must be listed with its exact size and digest and every
+    listed member must be present. ``sink`` receives each member's bytes (default: hash only).
+    """
+    p = Path(path)
+    label = artifact or str(p)
+    fmt = fmt or detect_format(p)
+    checker = Checker(limits, label, manifest_members(manifest))
+    if fmt == "zip":
+        read_zip_members(p, limits, checker, sink)
+    else:
+        budget = Budget(limits, label)
+        with open(p, "rb") as f:
+            read_tar_members(f, fmt, checker, budget, sink)
+    return checker.finish()

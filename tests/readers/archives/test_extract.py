@@ -1,0 +1,91 @@
+"""Extraction into the store: a sentinel-bound folder, reused when intact, repaired if tampered."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fixture_store.errors import UnsafeArchiveError
+from fixture_store.objects import digests
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
+from fixture_store.readers import archives
+from tests.support.archive_corpus import GOOD, SUFFIX, TAR_FORMATS
+from tests.support.hostile import compress, manifest, regular_tar, zip_bytes
+
+
+@pytest.mark.parametrize("fmt", [*TAR_FORMATS, "zip"])
+def test_valid_archive_extracts_into_place_with_a_sentinel(tmp_path: Path, fmt: str) -> None:
+    archive = tmp_path / f"ok{SUFFIX[fmt]}"
+    archive.write_bytes(compress(regular_tar(GOOD), fmt) if fmt != "zip" else zip_bytes(GOOD))
+    store = Store.at(tmp_path / "store")
+    man = manifest(GOOD)
+    digest = digests.of_file(archive)
+    folder = archives.extract(store, archive, man, archive_digest=digest)
+    assert folder == archives.extraction_path(store, digest) / "members"
+    for name, data in GOOD.items():
+        assert (folder / name).read_bytes() == data
+    assert (folder.parent / archives.SENTINEL).is_file()
+    assert list(store.tmp_dir.iterdir()) == []
+    assert archives.check_extraction(store, archive, man, archive_digest=digest) == folder
+    # Idempotent: a second extraction reuses the checked folder.
+    assert archives.extract(store, archive, man, archive_digest=digest) == folder
+
+
+def _extracted(tmp_path: Path) -> tuple[Store, Path, dict[str, Digest], Digest, Path]:
+    archive = tmp_path / "ok.tar.zst"
+    archive.write_bytes(compress(regular_tar(GOOD), "tar.zst"))
+    store = Store.at(tmp_path / "store")
+    man = manifest(GOOD)
+    digest = digests.of_file(archive)
+    return store, archive, man, digest, archives.extract(store, archive, man)
+
+
+def test_archive_edited_in_place_with_same_size_and_mtime_is_detected(tmp_path: Path) -> None:
+    store, archive, man, digest, _folder = _extracted(tmp_path)
+    st = archive.stat()
+    data = bytearray(archive.read_bytes())
+    data[-5] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    os.utime(archive, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert archive.stat().st_size == st.st_size and archive.stat().st_mtime_ns == st.st_mtime_ns
+    with pytest.raises(UnsafeArchiveError) as info:
+        archives.check_extraction(store, archive, man, archive_digest=digest)
+    assert info.value.rule == "archive-digest"
+    with pytest.raises(UnsafeArchiveError) as info:
+        archives.extract(store, archive, man, archive_digest=digest)
+    assert info.value.rule == "archive-digest"
+
+
+@pytest.mark.parametrize("tamper", ["edit", "add", "remove", "sentinel"])
+def test_tampered_extraction_is_detected_and_repaired(tmp_path: Path, tamper: str) -> None:
+    store, archive, man, digest, folder = _extracted(tmp_path)
+    target = folder / "b.txt"
+    if tamper == "edit":
+        target.chmod(0o644)
+        target.write_bytes(b"BRAVO\n")
+    elif tamper == "add":
+        (folder / "data" / "new.bin").write_bytes(b"x")
+    elif tamper == "remove":
+        target.unlink()
+    else:
+        (folder.parent / archives.SENTINEL).write_text('{"format": "x"}')
+    with pytest.raises(UnsafeArchiveError) as info:
+        archives.check_extraction(store, archive, man, archive_digest=digest)
+    assert info.value.rule == (
+        "extraction-sentinel" if tamper == "sentinel" else "extraction-tampered"
+    )
+    repaired = archives.extract(store, archive, man, archive_digest=digest)
+    assert repaired == folder
+    assert target.read_bytes() == GOOD["b.txt"]
+    archives.check_extraction(store, archive, man, archive_digest=digest)
+
+
+def test_sentinel_is_bound_to_the_manifest(tmp_path: Path) -> None:
+    store, archive, _man, digest, _folder = _extracted(tmp_path)
+    other = manifest({**GOOD, "b.txt": b"other\n"})
+    with pytest.raises(UnsafeArchiveError) as info:
+        archives.check_extraction(store, archive, other, archive_digest=digest)
+    assert info.value.rule == "extraction-sentinel"

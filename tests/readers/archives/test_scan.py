@@ -1,0 +1,86 @@
+"""Scanning: the corpus covers every rule; written archives scan back, truncated ones fail."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fixture_store.errors import UnsafeArchiveError
+from fixture_store.limits import DEFAULT
+from fixture_store.readers import archives
+from tests.support.archive_corpus import CASES, SUFFIX, TAR_FORMATS
+from tests.support.hostile import compress, manifest, regular_tar, zip_bytes
+
+
+def test_every_documented_rule_has_a_case() -> None:
+    rules = {c.rule for c in CASES}
+    for rule in (
+        "absolute-path",
+        "traversal",
+        "sparse",
+        "member-path",
+        "backslash",
+        "drive-letter",
+        "symlink",
+        "hardlink",
+        "device",
+        "fifo",
+        "duplicate",
+        "extra-member",
+        "missing-member",
+        "truncated",
+        "trailing-garbage",
+        "size-lie",
+        "compression-ratio",
+        "expanded-bytes",
+        "member-count",
+        "member-bytes",
+        "archive-bytes",
+        "overlap",
+        "gap",
+    ):
+        assert rule in rules, rule
+
+
+_NAMES = st.from_regex(
+    r"[a-z0-9_][a-z0-9_.-]{0,8}(/[a-z0-9_][a-z0-9_.-]{0,8}){0,2}", fullmatch=True
+)
+_MEMBERS = st.dictionaries(_NAMES, st.binary(max_size=2000), min_size=1, max_size=6).filter(
+    lambda m: not any(a != b and b.startswith(a + "/") for a in m for b in m)
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(members=_MEMBERS, fmt=st.sampled_from([*TAR_FORMATS, "zip"]))
+def test_any_written_archive_scans_back_to_its_manifest(
+    tmp_path_factory: pytest.TempPathFactory, members: dict[str, bytes], fmt: str
+) -> None:
+    folder = tmp_path_factory.mktemp("prop")
+    path = folder / f"x{SUFFIX[fmt]}"
+    if fmt == "zip":
+        path.write_bytes(zip_bytes(members, method=zipfile.ZIP_DEFLATED))
+    else:
+        compression = {"tar": "none", "tar.lz4": "lz4", "tar.zst": "zstd"}[fmt]
+        archives.write_tar(members, path, compression)  # type: ignore[arg-type]
+    tree = archives.scan(path, DEFAULT, manifest(members))
+    assert dict(tree.members) == manifest(members)
+
+
+@settings(max_examples=60, deadline=None)
+@given(members=_MEMBERS, fmt=st.sampled_from(["tar.lz4", "tar.zst", "zip"]), data=st.data())
+def test_any_truncated_archive_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+    members: dict[str, bytes],
+    fmt: str,
+    data: st.DataObject,
+) -> None:
+    folder = tmp_path_factory.mktemp("trunc")
+    path = folder / f"x{SUFFIX[fmt]}"
+    raw = zip_bytes(members) if fmt == "zip" else compress(regular_tar(members), fmt)
+    cut = data.draw(st.integers(0, len(raw) - 1))
+    path.write_bytes(raw[:cut])
+    with pytest.raises(UnsafeArchiveError):
+        archives.scan(path, DEFAULT, manifest(members))

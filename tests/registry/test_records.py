@@ -1,0 +1,145 @@
+"""Record values: kinds, gaps, the objects a record needs, and a rewrite that changes no byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.errors import GapError, RegistryError
+from fixture_store.objects import trees
+from fixture_store.objects.digests import Digest
+from fixture_store.registry import (
+    Annotations,
+    Gap,
+    Kind,
+    LocalSource,
+    ObjectRef,
+    PackageSource,
+    Record,
+    Where,
+    check_record,
+    parse_record,
+)
+
+PROJECT = Path(__file__).resolve().parents[2]
+HEX = "ab" * 32
+B3 = "cd" * 32
+LOCAL = {"type": "local", "path": "x"}
+
+
+def test_rewriting_the_projects_registry_changes_no_byte(tmp_path: Path) -> None:
+    shutil.copytree(PROJECT / "provenance", tmp_path / "provenance")
+    registry = registry_mod.load(tmp_path)
+    for family, fam in registry.families.items():
+        registry_mod.write_family(registry, family, fam.records.values())
+    for path in sorted((PROJECT / "provenance").glob("*.json")):
+        assert (tmp_path / "provenance" / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+def test_every_committed_record_prints_back_its_json() -> None:
+    for path in sorted((PROJECT / "provenance").glob("*.json")):
+        for name, raw in json.loads(path.read_text())["records"].items():
+            assert parse_record(name, raw, file=str(path)).to_json() == raw, name
+
+
+def test_kind_is_a_str_enum_so_json_is_unchanged() -> None:
+    record = parse_record(
+        "fam/x",
+        {"kind": "fixture", "source": LOCAL, "digest": f"sha256:{HEX}", "size": 3},
+        file="t",
+    )
+    assert record.kind is Kind.FIXTURE and str(record.kind) == "fixture"
+    assert json.dumps(record.to_json()["kind"]) == '"fixture"'
+    assert tuple(k.value for k in Kind) == registry_mod.KINDS
+
+
+def test_a_gap_keeps_its_issue_and_has_no_object() -> None:
+    raw: dict[str, Any] = {
+        "kind": "checkpoint",
+        "source": LOCAL,
+        "gap": {"reason": "upstream has not published it", "issue": "#12"},
+    }
+    record = parse_record("fam/x", raw, file="t")
+    assert record.gap == Gap("upstream has not published it", "#12")
+    assert str(record.gap) == "upstream has not published it"
+    assert record.to_json() == raw
+    assert record.objects() == [] and record.referenced() == frozenset()
+    with pytest.raises(GapError, match="fam/x: declared gap: upstream has not published it"):
+        _ = record.object
+
+
+def test_objects_of_a_tree_are_its_members_then_its_manifest() -> None:
+    tree = trees.Tree({"a.bin": Digest("11" * 32, 1), "b/c.bin": Digest("22" * 32, 2)})
+    members = trees.to_json(tree)
+    members["a.bin"]["blake3"] = B3
+    record = parse_record(
+        "fam/t",
+        {
+            "kind": "tree",
+            "source": LOCAL,
+            "digest": tree.digest.text,
+            "size": tree.digest.size,
+            "members": members,
+        },
+        file="t",
+    )
+    assert record.tree == tree and record.object == tree.digest
+    assert record.objects() == [
+        ObjectRef(Digest("11" * 32, 1), "a.bin", B3),
+        ObjectRef(Digest("22" * 32, 2), "b/c.bin", None),
+        ObjectRef(tree.digest),
+    ]
+    assert [ref.member for ref in record.objects()] == ["a.bin", "b/c.bin", None]
+
+
+def test_an_archive_is_one_object_and_a_package_keeps_its_distribution() -> None:
+    content = trees.Tree({"w.npy": Digest("33" * 32, 9)})
+    archive = Digest(HEX, 100)
+    source = PackageSource("onnx==1.22.0", "onnx.whl", f"sha256:{'ee' * 32}", "w.tar")
+    record = Record("fam/a", Kind.ARCHIVE, source, archive, blake3=B3, members=content)
+    assert record.tree is None and not record.is_tree
+    assert record.objects() == [ObjectRef(archive, None, B3)]
+    assert record.referenced() == frozenset({HEX, "ee" * 32})
+
+
+def test_check_record_applies_the_rules_between_fields() -> None:
+    tree = trees.Tree({"a.bin": Digest("11" * 32, 1)})
+    good = Record("fam/t", Kind.TREE, LocalSource("t"), tree.digest, members=tree)
+    assert check_record(good, file="f") is good
+    with pytest.raises(RegistryError, match="does not match the member manifest"):
+        check_record(
+            Record("fam/t", Kind.TREE, LocalSource("t"), Digest(HEX, 1), members=tree), file="f"
+        )
+    with pytest.raises(RegistryError, match="needs its member manifest"):
+        check_record(Record("fam/t", Kind.ONNX_CASE, LocalSource("t"), Digest(HEX, 1)), file="f")
+    with pytest.raises(RegistryError, match="only a declared gap may omit it"):
+        check_record(Record("fam/t", Kind.FIXTURE, LocalSource("t")), file="f")
+    with pytest.raises(RegistryError, match=r"'\.\.' segment") as info:
+        check_record(Record("fam/t", Kind.FIXTURE, LocalSource("../t"), Digest(HEX, 1)), file="f")
+    assert (info.value.file, info.value.record, info.value.field) == ("f", "fam/t", "source.path")
+
+
+def test_annotations_parse_given_fields_and_refuse_others() -> None:
+    where = Where("outputs.json", "fam/x")
+    given = Annotations.from_json(
+        {
+            "media_type": "application/x-npy",
+            "tolerance": {"metric": "exact"},
+            "metadata": {"k": [1]},
+        },
+        where,
+    )
+    record = given.apply(Record("fam/x", Kind.FIXTURE, LocalSource("x"), Digest(HEX, 1)))
+    assert record.media_type == "application/x-npy"
+    assert record.to_json()["tolerance"] == {"metric": "exact"}
+    assert record.to_json()["metadata"] == {"k": [1]}
+    with pytest.raises(RegistryError, match="not a descriptive field") as info:
+        Annotations.from_json({"digest": f"sha256:{HEX}"}, where)
+    assert info.value.field == "digest" and info.value.file == "outputs.json"
+    with pytest.raises(RegistryError, match="unknown limits profile"):
+        Annotations.from_json({"profile": "2GiB"}, where)
