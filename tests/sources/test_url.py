@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from cryptography.x509.oid import NameOID
 
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects.store import Store
+from fixture_store.registry import UrlSource
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import url as url_source
 from fixture_store.sources.transfer import DEADLINE_ENV, MIN_RATE_ENV, Deadline, DownloadPolicy
@@ -398,13 +398,11 @@ def test_a_plain_http_url_is_never_opened_even_if_the_record_skipped_validation(
     valid = registry.get("clips/a")
     forged = dataclasses.replace(
         valid,
-        source=dataclasses.replace(
-            valid.source, fields=MappingProxyType({"url": "http://127.0.0.1:9/a.bin"})
-        ),
+        source=UrlSource("http://127.0.0.1:9/a.bin"),
     )
     opened: list[str] = []
 
-    def opener(url: str, deadline: Deadline) -> Any:
+    def opener(url: str, _deadline: Deadline) -> Any:
         opened.append(url)
         raise AssertionError("a plain-http url must not be opened")
 
