@@ -252,7 +252,7 @@ def test_an_explicit_deadline_stops_a_hanging_package_tool(
     wheel = build_wheel(wheelhouse / WHEEL)
     registry = project(tmp_path, wheel)
     store = Store.at(tmp_path / "store")
-    hanging = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(60)'"
+    hanging = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(20)'"
     monkeypatch.setenv("FIXTURE_STORE_PIP", hanging)
     monkeypatch.setenv(DEADLINE_ENV, "1")
     started = time.monotonic()

@@ -266,13 +266,13 @@ def leftovers(store: Store) -> list[Path]:
 
 
 def fetch_with(
-    store: Store, registry: Any, policy: DownloadPolicy, **kwargs: Any
+    store: Store, registry: Any, policy: DownloadPolicy, backoff: float = 0.01, **kwargs: Any
 ) -> tuple[SourceError, float]:
     """Fetch clips/a directly under ``policy``; the error it ends in and how long it took."""
     ctx = FetchContext(store, store.root, policy=policy)
     started = time.monotonic()
     with pytest.raises(SourceError) as info:
-        url_source.fetch(ctx, registry.get("clips/a"), backoff=0.01, **kwargs)
+        url_source.fetch(ctx, registry.get("clips/a"), backoff=backoff, **kwargs)
     assert ctx.downloaded == 0
     return info.value, time.monotonic() - started
 
@@ -342,8 +342,10 @@ def test_stall_retries_are_bounded_in_total_time(
     base, behaviour = https
     behaviour.fault = "stall"
     store, registry = setup(tmp_path, base)
-    # Each attempt times out after 0.4s: 100 attempts would take 40s, the deadline stops them.
-    error, took = fetch_with(store, registry, DownloadPolicy(deadline=2), attempts=100, timeout=0.4)
+    # Each attempt times out after 0.4s: 100 attempts would take 40s, the deadline stops them
+    # (with no pause between attempts, so only the deadline can).
+    policy = DownloadPolicy(deadline=2)
+    error, took = fetch_with(store, registry, policy, backoff=0, attempts=100, timeout=0.4)
     assert took < 5
     assert "no complete download within the deadline of 2s" in error.message
     made = re.search(r"\((\d+) attempts[;)]", error.message)
