@@ -22,6 +22,7 @@ from typing import BinaryIO
 
 from filelock import FileLock
 
+from fixture_store._extras import require
 from fixture_store.errors import IntegrityError, UsageError
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
@@ -39,6 +40,7 @@ def pip_command() -> list[str]:
     override = os.environ.get(PIP_ENV_VAR)
     if override:
         return shlex.split(override)
+    require("package", for_what="fetching a package source")
     return [sys.executable, "-m", "pip"]
 
 
@@ -97,7 +99,7 @@ def download(requirement: str, filename: str, dest: Path, timeout: float = TIMEO
         if "No module named pip" in proc.stderr:
             raise UsageError(
                 f"{sys.executable} has no pip to download {requirement}",
-                fix=f"uv sync (pip is a dependency), or set ${PIP_ENV_VAR}",
+                fix=f"uv add 'fixture-store[package]', or set ${PIP_ENV_VAR}",
             )
         raise UsageError(
             f"the package tool could not download {requirement} ({filename}):\n    {tail}",

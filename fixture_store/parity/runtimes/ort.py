@@ -15,8 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from fixture_store._extras import require
 from fixture_store.parity.runtimes import RunFn
 from fixture_store.readers.onnxcase import OnnxCase
+
+RUNTIME = "the ort runtime (ONNX Runtime)"
+MODULES = ("onnx", "onnxruntime")
 
 # ONNX element types numpy does not know natively (ml_dtypes provides them).
 _BRIDGED_NAMES = ("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")
@@ -27,6 +31,7 @@ def _bridged(type_string: str) -> bool:
 
 
 def prepare(case: OnnxCase) -> RunFn:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -54,12 +59,14 @@ def prepare(case: OnnxCase) -> RunFn:
 
 
 def _onnx_type(dtype: np.dtype[Any]) -> int:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     from onnx import helper
 
     return int(helper.np_dtype_to_tensor_dtype(dtype))
 
 
 def _packed_bits(onnx_type: int) -> int:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     from onnx import TensorProto
 
     if onnx_type in (TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1):
@@ -70,6 +77,7 @@ def _packed_bits(onnx_type: int) -> int:
 
 
 def to_ortvalue(value: Any) -> Any:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     import onnxruntime as ort
 
     array = np.ascontiguousarray(value)
@@ -89,6 +97,7 @@ def to_ortvalue(value: Any) -> Any:
 def from_ortvalue(ortvalue: Any) -> Any:
     if not ortvalue.is_tensor() or not _bridged(ortvalue.data_type()):
         return ortvalue.numpy()
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     from onnx import helper
 
     onnx_type = int(ortvalue.element_type())
