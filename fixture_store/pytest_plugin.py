@@ -91,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _current
+    global _current  # noqa: PLW0603 - fixture_store_cases() runs at import time, before any fixture
     config.addinivalue_line(
         "markers",
         f"{MARKER}(*names, family=None, kind=None, argname='artifact'): artifacts the test "
@@ -102,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
     _current = state
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
+def pytest_sessionstart() -> None:
     # Here rather than at configure time, so that ``pytest --help`` still works.
     require_from_env()
 
@@ -121,7 +121,7 @@ def require_from_env() -> bool:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _current
+    global _current  # noqa: PLW0603 - see pytest_configure
     state = config.stash.get(_STATE_KEY, None)
     if state is not None and state._fixtures is not None:
         state._fixtures.close()
@@ -421,7 +421,8 @@ class CompletenessItem(pytest.Item):
         if self.problems:
             raise CompletenessError(self.problems)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    # pytest's signature; the completeness report has one style.
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # noqa: ARG002
         if isinstance(excinfo.value, CompletenessError):
             return "fixture-store completeness:\n" + "\n".join(
                 f"  - {p}" for p in excinfo.value.problems
@@ -457,7 +458,7 @@ def pytest_collection_modifyitems(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[Any]
+    call: pytest.CallInfo[Any],
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Keep refusals readable: the error's message and fix, not a library traceback."""
     report = yield

@@ -123,7 +123,7 @@ def _read_stages(tmp_path: Path) -> None:
     stages.load(tmp_path)
 
 
-def _package_tool(tmp_path: Path) -> None:
+def _package_tool(_tmp_path: Path) -> None:
     package.pip_command()
 
 
@@ -171,8 +171,9 @@ def test_a_hub_fetch_without_the_hub_extra_fails_that_artifact_with_the_fix(
     assert result.fix is not None and "fixture-store[hub]" in result.fix
 
 
+@pytest.mark.usefixtures("store")
 def test_compare_without_the_onnx_extra_exits_2_with_the_fix_and_no_traceback(
-    project: Path, store: Store
+    project: Path,
 ) -> None:
     add_file_and_case(project)
     code = (

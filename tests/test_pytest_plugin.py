@@ -40,7 +40,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 def _gap(root: Path, name: str, reason: str, *, digest_of: Path | None = None) -> None:
     registry = registry_mod.load(root)
-    family = name.split("/")[0]
+    family = name.split("/", maxsplit=1)[0]
     raw: dict[str, object] = {
         "kind": "fixture",
         "source": {"type": "local", "path": "later"},
@@ -333,12 +333,12 @@ def _add_arrays(
     store = Store.at(root / "store")
     record = ingest.add(store, registry_mod.load(root), path, name=name, kind="array")
     registry = registry_mod.load(root)
-    fam = registry.families[name.split("/")[0]]
+    fam = registry.families[name.split("/", maxsplit=1)[0]]
     records = dict(fam.records)
     records[name] = registry_mod.parse_record(
         name, {**record.to_json(), "arrays": arrays_manifest}, file="t"
     )
-    write_family(registry, name.split("/")[0], records.values())
+    write_family(registry, name.split("/", maxsplit=1)[0], records.values())
 
 
 def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(

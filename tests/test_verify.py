@@ -173,7 +173,7 @@ def test_verify_leaves_the_cyclic_gc_as_it_found_it(
     (gc.enable if enabled else gc.disable)()
     try:
         results = verify_names(
-            store, reg, reg.names(), on_result=lambda r: seen.append(gc.isenabled())
+            store, reg, reg.names(), on_result=lambda _r: seen.append(gc.isenabled())
         )
         assert all(r.ok for r in results)
         assert seen and not any(seen)  # paused while verifying

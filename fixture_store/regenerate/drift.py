@@ -206,6 +206,7 @@ def compare(
     candidate: Path,
     reference: Reference,
     tolerance: Tolerance | None,
+    *,
     inspect_dir: Path,
 ) -> ArtifactComparison:
     """Compare one candidate (file or folder) with its reference."""

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 from fixture_store.errors import RegistryError
 
 REVISION = re.compile(r"[0-9a-f]{40}")
+COMMIT_LEN = 40  # hex characters of a full commit sha
 HUB_HOSTS = ("huggingface.co", "hf.co")
 _HEXISH = re.compile(r"[0-9a-fA-F]+")
 # [datasets/|spaces/] [org/] name / resolve|raw / revision [/ path]: the Hub's file routes.
@@ -28,9 +29,9 @@ def revision_problem(revision: str) -> str | None:
     """Why ``revision`` is not a full 40-hex commit, or ``None`` if it is one."""
     if REVISION.fullmatch(revision):
         return None
-    if _HEXISH.fullmatch(revision) and len(revision) < 40:
+    if _HEXISH.fullmatch(revision) and len(revision) < COMMIT_LEN:
         return f"{revision!r} is a short commit sha"
-    if _HEXISH.fullmatch(revision) and len(revision) == 40:
+    if _HEXISH.fullmatch(revision) and len(revision) == COMMIT_LEN:
         return f"{revision!r} is upper case"
     return f"{revision!r} is a branch, tag or other moving reference"
 

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any, BinaryIO
 
 from fixture_store.registry import Record, UrlSource
@@ -30,6 +31,8 @@ from fixture_store.sources.transfer import (
 TIMEOUT_S = 30.0  # one read; the deadline bounds them all
 ATTEMPTS = 4
 BACKOFF_S = 0.5
+# Besides a server error (5xx), the answers that say "try again later".
+_RETRIED = (HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.TOO_MANY_REQUESTS)
 
 Opener = Callable[[str, Deadline], BinaryIO]
 
@@ -66,7 +69,7 @@ def default_opener(url: str, deadline: Deadline) -> BinaryIO:
     try:
         response = opener.open(request, timeout=deadline.next_read_timeout())
     except urllib.error.HTTPError as e:
-        if e.code >= 500 or e.code in (408, 429):
+        if e.code >= HTTPStatus.INTERNAL_SERVER_ERROR or e.code in _RETRIED:
             raise TransientError(f"HTTP {e.code} {e.reason}") from e
         raise SourceFailure(f"HTTP {e.code} {e.reason}", fix="check the record's source.url") from e
     except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
@@ -139,7 +142,8 @@ class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
 
 
 class _NoPlainRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+    # urllib calls this override with its own signature.
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]  # noqa: PLR0917
         if not newurl.startswith("https://"):
             raise SourceFailure(f"refusing a redirect from https to {newurl.split(':')[0]}")
         return super().redirect_request(req, fp, code, msg, headers, newurl)

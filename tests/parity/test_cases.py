@@ -188,7 +188,7 @@ def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
     fixtures, name = _perturbed_abs(
         project,
         store,
-        lambda name: [
+        lambda _name: [
             KnownFailure(
                 "ort",
                 "onnx-node/test_abs_*",
@@ -351,9 +351,9 @@ def test_a_glob_matching_other_cases_than_it_expects_stops_the_compare(
     fixtures, name = _perturbed_abs(
         project,
         store,
-        lambda name: [KnownFailure("ort", "onnx-node/test_abs*", "r", "error", expect=1)],
+        lambda _name: [KnownFailure("ort", "onnx-node/test_abs*", "r", "error", expect=1)],
     )
-    monkeypatch.setattr(comparators.ort, "prepare", lambda case: pytest.fail("ran a case"))
+    monkeypatch.setattr(comparators.ort, "prepare", lambda _case: pytest.fail("ran a case"))
     with pytest.raises(RegistryError) as e:
         compare(fixtures, [name], ["ort"], jobs=0)
     assert "'onnx-node/test_abs*' (ort) expects 1 case(s) and matches 2: " in str(e.value)

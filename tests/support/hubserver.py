@@ -92,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve(body=True)
 
-    def _serve(self, *, body: bool) -> None:
+    def _serve(self, *, body: bool) -> None:  # noqa: PLR0911 - one answer per route or refusal
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.state.record(self.command, self.path, headers)
         if self.role == "cdn":

@@ -22,6 +22,7 @@ from fixture_store.readers.onnxcase import OnnxCase
 RUNTIME = "the ort runtime (ONNX Runtime)"
 MODULES = ("onnx", "onnxruntime")
 
+_BYTE_BITS = 8  # a type this wide is stored one value per byte, as is
 # ONNX element types numpy does not know natively (ml_dtypes provides them).
 _BRIDGED_NAMES = ("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")
 
@@ -73,7 +74,7 @@ def _packed_bits(onnx_type: int) -> int:
         return 4
     if onnx_type in (getattr(TensorProto, "INT2", -1), getattr(TensorProto, "UINT2", -1)):
         return 2
-    return 8
+    return _BYTE_BITS
 
 
 def to_ortvalue(value: Any) -> Any:
@@ -112,9 +113,9 @@ def from_ortvalue(ortvalue: Any) -> Any:
 
 
 def _pack(raw: np.ndarray[Any, Any], bits: int) -> np.ndarray[Any, Any]:
-    if bits == 8:
+    if bits == _BYTE_BITS:
         return raw
-    per_byte = 8 // bits
+    per_byte = _BYTE_BITS // bits
     mask = (1 << bits) - 1
     padded = np.zeros(-(-raw.size // per_byte) * per_byte, np.uint8)
     padded[: raw.size] = raw & mask
@@ -125,9 +126,9 @@ def _pack(raw: np.ndarray[Any, Any], bits: int) -> np.ndarray[Any, Any]:
 
 
 def _unpack(raw: np.ndarray[Any, Any], bits: int, count: int) -> np.ndarray[Any, Any]:
-    if bits == 8:
+    if bits == _BYTE_BITS:
         return raw
-    per_byte = 8 // bits
+    per_byte = _BYTE_BITS // bits
     mask = (1 << bits) - 1
     out = np.empty(raw.size * per_byte, np.uint8)
     for k in range(per_byte):
