@@ -169,3 +169,17 @@ def fetcher_for(record: Record) -> Fetcher:
 def fetch_record(ctx: FetchContext, record: Record) -> None:
     """Bring the record's bytes into the store from its pinned source, verified."""
     fetcher_for(record)(ctx, record)
+
+
+__all__ = [
+    "OFFLINE_ENV_VARS",
+    "FetchContext",
+    "OfflineError",
+    "SourceError",
+    "fetch_record",
+    "fetcher_for",
+    "offline_from_env",
+    "put_object",
+    "put_tree",
+    "source_as",
+]

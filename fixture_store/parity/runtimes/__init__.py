@@ -51,3 +51,6 @@ def resolve(name: str) -> Prepare:
     module, _, attr = spec.partition(":")
     found: Prepare = getattr(importlib.import_module(module), attr)
     return found
+
+
+__all__ = ["BUILTIN", "NEEDS", "Prepare", "check_runtime", "resolve"]
