@@ -448,7 +448,8 @@ def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
         ]
     )
     # In require mode the missing object is a failure too; the damaged one stays refused.
-    required = inner.runpytest("--fixture-store-require")
+    # -rN: no short summary, which under CI=true repeats each failure's message untruncated.
+    required = inner.runpytest("--fixture-store-require", "-rN")
     required.assert_outcomes(failed=4, xfailed=2)
     assert "UNVERIFIED BYTES HANDED OUT" not in required.stdout.str()
     assert required.stdout.str().count("missing object (required by --fixture-store-require") == 2
