@@ -5,8 +5,9 @@
 
 Every case builds its own data in a temp folder. Each contender runs as a child process, so its
 peak RSS (``os.wait4``) is its own; RSS is reported above the baseline of a child that only
-imports fixture-store. Each measurement is repeated; the table shows the median and the spread
-(min-max), and ratios are taken between medians measured side by side in the same run.
+imports fixture-store. The contenders of a case run round-robin (one discarded run each, then
+``--repeat`` rounds), so load from elsewhere falls on all of them; the table shows the median
+and the spread (min-max), and ratios are taken between medians measured side by side.
 """
 
 from __future__ import annotations
@@ -316,7 +317,7 @@ def free_port() -> int:
 def case_single(
     b: Bench, case: str, size: int, writer: Callable[[Path, int], None], fetch: bool
 ) -> None:
-    """One large object: full verify, BLAKE3 verify, warm verify, ingest, fetch-verify."""
+    """One large object: full verify, BLAKE3 verify, warm verify, ingest, https fetch."""
     root = b.work / case
     data = root / "proj" / "data" / ("object.bin" if case == "big" else "tensor.npy")
     data.parent.mkdir(parents=True)
