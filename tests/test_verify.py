@@ -312,3 +312,56 @@ def test_verify_refuses_a_shard_or_state_folder_that_is_a_link(
         verify_names(store, reg, ["fam/w"])
     assert list(user.iterdir()) == []
 
+
+def test_a_checkout_with_a_planted_link_is_rebuilt(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    folder = Fixtures(store, reg).tree("fam/case")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "input_0.pb").write_bytes(b"unverified")
+    os.chmod(folder, 0o755)
+    (folder / "test_data_set_1").symlink_to(elsewhere, target_is_directory=True)
+    again = Fixtures(store, reg).tree("fam/case")
+    assert not os.path.lexists(again / "test_data_set_1")
+    assert (elsewhere / "input_0.pb").read_bytes() == b"unverified"
+
+
+def test_a_checkout_member_that_is_a_link_to_its_object_is_rebuilt(
+    project: Path, store: Store
+) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    record = reg.get("fam/case")
+    assert record.members is not None
+    folder = Fixtures(store, reg).tree("fam/case")
+    member = folder / "model.onnx"
+    os.chmod(folder, 0o755)
+    member.unlink()
+    member.symlink_to(store.object_path(record.members.members["model.onnx"]))
+    again = Fixtures(store, reg).tree("fam/case")
+    assert not (again / "model.onnx").is_symlink()
+    assert (again / "model.onnx").read_bytes() == b"model"
+
+
+def test_a_tree_folder_that_is_a_link_is_refused(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    user = tmp_path / "user"
+    user.mkdir()
+    (store.root / "trees").symlink_to(user, target_is_directory=True)
+    with pytest.raises(StoreError, match="plain folders"):
+        Fixtures(store, reg).tree("fam/case")
+    assert list(user.iterdir()) == []
+
+
+def test_tree_files_come_from_the_manifest(project: Path, store: Store) -> None:
+    make_project(project, store)
+    reg = registry_mod.load(project)
+    files = Fixtures(store, reg).tree_files("fam/case")
+    assert sorted(files) == ["model.onnx", "test_data_set_0/input_0.pb"]
+    assert files["test_data_set_0/input_0.pb"].read_bytes() == b"input"
