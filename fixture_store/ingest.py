@@ -107,7 +107,7 @@ def build_record(
     return registry_mod.check_record(record, file=file)
 
 
-def add(
+def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     store: Store,
     registry: Registry,
     path: str | os.PathLike[str],

@@ -40,7 +40,7 @@ import platformdirs
 
 from fixture_store.errors import IntegrityError, StoreError
 from fixture_store.objects import digests, fsutil
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import HEX_LEN, Digest
 
 ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -53,6 +53,8 @@ _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOT
 _link_names = itertools.count()
 # A temp entry untouched this long belongs to a writer that died, not to one still writing.
 STALE_TMP_SECONDS = 3600.0
+# An object's shard folder is named by the first hex characters of its digest.
+SHARD_LEN = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +102,7 @@ class Store:
 
     def object_path(self, digest: Digest | str) -> Path:
         hexpart = digest.hex if isinstance(digest, Digest) else digest
-        return self.objects_dir / hexpart[:2] / hexpart[2:]
+        return self.objects_dir / hexpart[:SHARD_LEN] / hexpart[SHARD_LEN:]
 
     def plain(self, *parts: str, create: bool = False) -> bool:
         """Whether the store folder ``root/parts`` exists; it and every folder above it (below
@@ -124,12 +126,10 @@ class Store:
         found = []
         with os.scandir(self.objects_dir) as it:
             for entry in it:
-                if len(entry.name) != 2 or not all(c in _HEX for c in entry.name):
+                if len(entry.name) != SHARD_LEN or not all(c in _HEX for c in entry.name):
                     continue
-                if entry.is_symlink():
-                    raise fsutil.link_refused(entry.path)
-                if not entry.is_dir(follow_symlinks=False):
-                    fsutil.plain_folder(self.objects_dir, entry.name)  # raises: not a folder
+                if not entry.is_dir(follow_symlinks=False):  # a link, or not a folder
+                    fsutil.plain_folder(self.objects_dir, entry.name)  # raises, naming it
                 found.append(entry.name)
         return sorted(found)
 
@@ -171,7 +171,7 @@ class Store:
                 entries = sorted(it, key=lambda e: e.name)
             for entry in entries:
                 hexpart = shard + entry.name
-                if len(hexpart) == 64 and all(c in _HEX for c in hexpart):
+                if len(hexpart) == HEX_LEN and all(c in _HEX for c in hexpart):
                     yield hexpart, entry
 
     # -- writing --------------------------------------------------------------------------------
@@ -376,7 +376,7 @@ class Store:
         with self.lock(entries[0][1]):
             renamed = False
             # objects/sha256 was checked by ensure(); the shard is checked here, once per commit
-            exists = fsutil.plain_folder(self.objects_dir, entries[0][1].hex[:2])
+            exists = fsutil.plain_folder(self.objects_dir, entries[0][1].hex[:SHARD_LEN])
             for tmp, digest in entries:
                 final = os.path.join(shard, digest.hex[2:])
                 if not replace and _intact_size(final, digest):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fixture_store._extras import require
 from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.objects.trees import TreePathError, check_member_path, scan_folder
 from fixture_store.registry import Kind, Tolerance
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 MODEL = "model.onnx"
 _DATASET = re.compile(r"test_data_set_(\d+)")
 _PB = re.compile(r"(input|output)_(\d+)\.pb")
+_READING = "reading an ONNX test case"
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ def load_case(
     """Load a case folder (already verified by the caller) from its ``members``: the verified
     tree's manifest, the only files read. Without ``members`` the folder's own listing is the
     manifest, and a link or special file in it is refused."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
 
     root = Path(folder)
@@ -101,11 +104,11 @@ def load_case(
     check_external_data(model, root, name, files)
     grouped: dict[str, dict[str, dict[int, Path]]] = {}  # data set folder -> role -> files
     for member, path in files.items():
-        parts = member.split("/")
-        if len(parts) != 2 or _DATASET.fullmatch(parts[0]) is None:
+        folder_name, _, file_name = member.partition("/")
+        if not file_name or "/" in file_name or _DATASET.fullmatch(folder_name) is None:
             continue
-        found = grouped.setdefault(parts[0], {"input": {}, "output": {}})
-        pb = _PB.fullmatch(parts[1])
+        found = grouped.setdefault(folder_name, {"input": {}, "output": {}})
+        pb = _PB.fullmatch(file_name)
         if pb is not None:
             found[pb.group(1)][int(pb.group(2))] = path
     datasets = [
@@ -162,6 +165,7 @@ def _load_dataset(
 
 def read_value(path: Path, type_proto: onnx.TypeProto, name: str = "") -> Any:
     """Parse one ``.pb`` as the protobuf ``type_proto`` calls for and convert it to numpy."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
     from onnx import numpy_helper
 
@@ -207,6 +211,7 @@ def check_external_data(
 ) -> None:
     """Every external data location must be a member of the verified tree (``files``, by
     default the folder's listing), never anything else."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
 
     if files is None:
