@@ -2,15 +2,15 @@
 
 The compressed bytes are read in slices and decoded with bounded output per call, so a small
 input that expands enormously (a decompression bomb) is refused as it happens, against the
-profile's archive, expanded and ratio limits. Concatenated frames are one stream; bytes after the
-last frame are refused.
+profile's archive, expanded and ratio limits. Concatenated frames are one stream, skippable frames
+are skipped (as ``zstd -dc`` and ``lz4 -dc`` do); bytes after the last frame are refused.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import lz4.frame
 import zstandard
@@ -21,6 +21,9 @@ from fixture_store.readers.archives._common import RATIO_FLOOR, RAW_CHUNK, Forma
 # The first bytes of every lz4 and zstd frame.
 LZ4_MAGIC = b"\x04\x22\x4d\x18"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+# Bytes 1-3 of a skippable frame's magic number, 0x184D2A5? little-endian (lz4 and zstd alike).
+_SKIPPABLE_MAGIC = b"\x2a\x4d\x18"
+_SKIPPABLE_FIRST = 0x50  # the first byte, 0x50-0x5F: its high nibble
 # Bounds the output of one zstd call: a 4-byte RLE block can regenerate 128 KiB.
 _ZSTD_SLICE = 1024
 
@@ -76,105 +79,154 @@ def _decode_plain(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
     yield from _raw_chunks(f, budget)
 
 
-def _decode_zstd(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
-    dctx = zstandard.ZstdDecompressor()
-    obj = dctx.decompressobj()
-    started = False
-    pending = b""
-    batch: list[bytes] = []
-    batched = 0
-    for chunk in _raw_chunks(f, budget):
-        view = memoryview(pending + chunk if pending else chunk)
-        pending = b""
-        while view:
-            if obj.eof:
-                obj, view, pending = _next_zstd_frame(dctx, obj, view, budget.artifact)
-                if pending:
-                    break
+class _Frame(Protocol):
+    """One compressed frame being decoded: ``eof`` once it ended, ``rest`` the bytes after it."""
+
+    eof: bool
+    rest: bytes
+
+    def feed(self, data: bytes) -> Iterator[bytes]: ...
+
+
+class _ZstdFrame:
+    def __init__(self, dctx: zstandard.ZstdDecompressor) -> None:
+        self._obj = dctx.decompressobj()
+        self.eof = False
+        self.rest = b""
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        view = memoryview(data)
+        batch: list[bytes] = []
+        batched = 0
+        while view and not self.eof:
+            # Small slices bound each call's output; batching keeps the Python overhead low.
             piece, view = view[:_ZSTD_SLICE], view[_ZSTD_SLICE:]
-            started = True
-            try:
-                out = obj.decompress(piece)
-            except zstandard.ZstdError as e:
-                raise fail(budget.artifact, "corrupt", f"zstd stream is corrupt: {e}") from None
+            out = self._obj.decompress(piece)
             if out:
                 batch.append(out)
                 batched += len(out)
-                # Small slices bound each call's output; batching keeps the Python overhead low.
                 if batched >= RAW_CHUNK:
                     yield b"".join(batch)
                     batch, batched = [], 0
-    if batch:
-        yield b"".join(batch)
-    _check_zstd_end(obj, pending, started, budget.artifact)
+            if self._obj.eof:
+                self.eof = True
+                self.rest = self._obj.unused_data + bytes(view)
+        if batch:
+            yield b"".join(batch)
 
 
-def _next_zstd_frame(
-    dctx: zstandard.ZstdDecompressor,
-    ended: zstandard.ZstdDecompressionObj,
-    view: memoryview,
-    artifact: str,
-) -> tuple[zstandard.ZstdDecompressionObj, memoryview, bytes]:
-    """After a frame ends: a decoder for the next frame and the bytes to feed it.
+class _Lz4Frame:
+    def __init__(self) -> None:
+        self._dec = lz4.frame.LZ4FrameDecompressor()
+        self.eof = False
+        self.rest = b""
 
-    When the bytes left are the start of a magic number split across reads, they come back as
-    the third value, to go before the next read, with nothing to feed now.
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        out = self._dec.decompress(data, max_length=RAW_CHUNK)
+        while True:
+            if out:
+                yield out
+            if self._dec.eof:
+                self.eof = True
+                self.rest = self._dec.unused_data
+                return
+            if self._dec.needs_input:
+                return
+            out = self._dec.decompress(b"", max_length=RAW_CHUNK)
+
+
+def _starts_frame(data: bytes, magic: bytes) -> bool:
+    """Whether ``data`` can begin a frame: the format's magic or a skippable frame's (which lz4
+    and zstd share, 0x184D2A50-0x184D2A5F), for as many bytes as ``data`` has."""
+    if magic.startswith(data[:4]):
+        return True
+    return (data[0] & 0xF0) == _SKIPPABLE_FIRST and _SKIPPABLE_MAGIC.startswith(data[1:4])
+
+
+def _decode_frames(
+    f: BinaryIO,
+    budget: Budget,
+    *,
+    name: str,
+    magic: bytes,
+    new_frame: Callable[[], _Frame],
+    errors: tuple[type[Exception], ...],
+    leading_skippable: bool,
+) -> Iterator[bytes]:
+    """Decode a stream of concatenated frames, as ``zstd -dc`` and ``lz4 -dc`` do.
+
+    Skippable frames are decoded (to nothing) by the libraries; a frame boundary may fall anywhere
+    in a read, and a magic number may straddle two reads. The first frame is handed to the decoder
+    whatever it holds, so a stream that is not one at all is refused as corrupt; unless
+    ``leading_skippable``, it may not be a skippable frame (the format would then be ambiguous:
+    lz4 and zstd share those, and readers that detect the format by its magic disagree).
     """
-    rest = ended.unused_data + bytes(view)
-    if len(rest) < len(ZSTD_MAGIC) and ZSTD_MAGIC.startswith(rest):
-        return ended, memoryview(b""), rest
-    if not rest.startswith(ZSTD_MAGIC):
-        raise fail(artifact, "trailing-garbage", "bytes after the end of the zstd stream")
-    return dctx.decompressobj(), memoryview(rest), b""
+    frame: _Frame | None = None
+    first = True
+    buf = b""
+    for chunk in _raw_chunks(f, budget):
+        buf = buf + chunk if buf else chunk
+        while buf:
+            if frame is None and first:
+                if (
+                    not leading_skippable
+                    and not buf.startswith(magic)
+                    and _starts_frame(buf, magic)
+                ):
+                    raise fail(
+                        budget.artifact,
+                        "format",
+                        f"{name} stream begins with a skippable frame: its format is ambiguous",
+                    )
+                first = False
+                frame = new_frame()
+            elif frame is None:
+                if len(buf) < len(magic):
+                    break  # the next frame's magic number is split across reads
+                if not _starts_frame(buf, magic):
+                    raise fail(
+                        budget.artifact,
+                        "trailing-garbage",
+                        f"bytes after the end of the {name} stream",
+                    )
+                frame = new_frame()
+            try:
+                yield from frame.feed(buf)
+            except errors as e:
+                raise fail(budget.artifact, "corrupt", f"{name} stream is corrupt: {e}") from None
+            if not frame.eof:
+                buf = b""
+            else:
+                buf, frame = frame.rest, None
+    if buf and not _starts_frame(buf, magic):
+        raise fail(budget.artifact, "trailing-garbage", f"bytes after the end of the {name} stream")
+    if frame is not None or buf or first:
+        raise fail(budget.artifact, "truncated", f"{name} stream ends before its frame is complete")
 
 
-def _check_zstd_end(
-    obj: zstandard.ZstdDecompressionObj, pending: bytes, started: bool, artifact: str
-) -> None:
-    """At the end of the input: the last frame must be complete, with nothing after it."""
-    left = pending or (obj.unused_data if obj.eof else b"")
-    if left:
-        if left.startswith(ZSTD_MAGIC[: len(left)]):
-            raise fail(artifact, "truncated", "zstd stream ends inside a frame")
-        raise fail(artifact, "trailing-garbage", "bytes after the end of the zstd stream")
-    if not started or not obj.eof:
-        raise fail(artifact, "truncated", "zstd stream ends before its frame is complete")
+def _decode_zstd(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
+    dctx = zstandard.ZstdDecompressor()
+    return _decode_frames(
+        f,
+        budget,
+        name="zstd",
+        magic=ZSTD_MAGIC,
+        new_frame=lambda: _ZstdFrame(dctx),
+        errors=(zstandard.ZstdError,),
+        leading_skippable=True,
+    )
 
 
 def _decode_lz4(f: BinaryIO, budget: Budget) -> Iterator[bytes]:
-    dec = lz4.frame.LZ4FrameDecompressor()
-    started = False
-    pending = b""
-    for chunk in _raw_chunks(f, budget):
-        data = pending + chunk
-        pending = b""
-        while data or (started and not dec.needs_input and not dec.eof):
-            if dec.eof:
-                rest = dec.unused_data + data
-                if not rest.startswith(LZ4_MAGIC[: len(rest)]):
-                    raise fail(
-                        budget.artifact, "trailing-garbage", "bytes after the end of the lz4 stream"
-                    )
-                if len(rest) < len(LZ4_MAGIC):
-                    pending = rest
-                    data = b""
-                    break
-                dec = lz4.frame.LZ4FrameDecompressor()
-                data = rest
-            started = True
-            try:
-                out = dec.decompress(data, max_length=RAW_CHUNK)
-            except RuntimeError as e:
-                raise fail(budget.artifact, "corrupt", f"lz4 stream is corrupt: {e}") from None
-            data = b""
-            if out:
-                yield out
-    if pending:
-        raise fail(budget.artifact, "trailing-garbage", "bytes after the end of the lz4 stream")
-    if not started or not dec.eof:
-        raise fail(budget.artifact, "truncated", "lz4 stream ends before its frame is complete")
-    if dec.unused_data:
-        raise fail(budget.artifact, "trailing-garbage", "bytes after the end of the lz4 stream")
+    return _decode_frames(
+        f,
+        budget,
+        name="lz4",
+        magic=LZ4_MAGIC,
+        new_frame=_Lz4Frame,
+        errors=(RuntimeError,),
+        leading_skippable=False,
+    )
 
 
 _DECODERS: dict[str, Callable[[BinaryIO, Budget], Iterator[bytes]]] = {
