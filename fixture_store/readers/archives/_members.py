@@ -1,12 +1,13 @@
 """The per-member rules shared by the tar walk and the zip reader.
 
 Each member must be a regular file with a safe relative path that the manifest lists, with the
-manifest's size and digest; duplicates, extras and missing members are refused.
+manifest's size and digest; duplicates (a path twice, or a file and a folder), extras and missing
+members are refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 
 from fixture_store.limits import Limits
 from fixture_store.objects import trees
@@ -36,6 +37,8 @@ class Checker:
         self.artifact = artifact
         self.manifest = manifest
         self.seen: dict[str, Digest] = {}
+        # Folder entries: not members, but never also a file (tools replace one by the other).
+        self.folders: set[str] = set()
         self.count = 0
 
     def admit(self, name: str, size: int) -> str:
@@ -81,8 +84,9 @@ class Checker:
             raise fail(self.artifact, "drive-letter", f"member {name!r} starts with a drive")
         if ".." in name.split("/"):
             raise fail(self.artifact, "traversal", f"member {name!r} escapes with '..'")
-        if len(name.encode()) > _PATH_MAX or any(
-            len(seg.encode()) > _NAME_MAX for seg in name.split("/")
+        # A tar name may hold undecodable bytes (surrogate escapes): count the stored bytes.
+        if len(name.encode(errors="surrogateescape")) > _PATH_MAX or any(
+            len(seg.encode(errors="surrogateescape")) > _NAME_MAX for seg in name.split("/")
         ):
             raise fail(
                 self.artifact,
@@ -112,6 +116,7 @@ class Checker:
         self.seen[path] = actual
 
     def finish(self) -> trees.Tree:
+        check_folders(self.artifact, self.folders, self.seen)
         if self.manifest is not None:
             missing = sorted(set(self.manifest) - set(self.seen))
             if missing:
@@ -124,3 +129,16 @@ class Checker:
             return trees.Tree(self.seen)
         except trees.TreePathError as e:
             raise fail(self.artifact, "member-path", e.message) from None
+
+
+def check_folders(artifact: str, folders: Iterable[str], files: Container[str]) -> None:
+    """A path is a file or a folder, never both (the tools replace one by the other)."""
+    for folder in folders:
+        parts = folder.split("/")
+        for n in range(1, len(parts) + 1):
+            if "/".join(parts[:n]) in files:
+                raise fail(
+                    artifact,
+                    "duplicate",
+                    f"{folder!r} is a folder entry, {'/'.join(parts[:n])!r} a file",
+                )

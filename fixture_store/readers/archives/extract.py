@@ -69,6 +69,8 @@ def extract(
     except OSError as e:
         raise StoreError(f"cannot create a staging folder in {store.tmp_dir}: {e}") from e
     try:
+        # The folder exists even when the archive holds no files.
+        (staging / MEMBERS).mkdir()
         sink = _writer(staging / MEMBERS)
         scan(p, limits, tree, artifact=label, fmt=fmt, sink=sink)
         sentinel = {
