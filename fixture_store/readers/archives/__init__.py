@@ -4,7 +4,10 @@
 decoded in bounded slices (:mod:`.decode`), every decoded byte (tar headers included) is counted
 against the profile, and the tar layer is walked in stream mode (:mod:`.tar`), so nothing is ever
 seeked or buffered whole. ``.zip``/``.npz`` are read through their central directory after
-checking that the container is exactly what it claims (:mod:`.zip`).
+checking that the container is exactly what it claims (:mod:`.zip`). Tar headers that tar readers
+resolve differently (:mod:`.tarheaders`) and zip records that disagree with the central directory
+(:mod:`.zipheaders`) are refused: what is accepted, ``zstd -dc``, ``lz4 -dc``, GNU tar, bsdtar and
+``unzip`` read the same way.
 
 Each member must be a regular file with a safe relative path that the manifest lists, with the
 manifest's size and digest (:func:`scan`). :func:`extract` writes a checked archive into the

@@ -2,8 +2,8 @@
 container is exactly what it claims.
 
 No bytes before the first member or after the end record, no gaps or overlaps between members,
-local and central headers agreeing, only stored or deflated members, no encryption, links or
-devices; declared sizes are held to the profile before anything is inflated.
+local and central headers agreeing (:mod:`.zipheaders`), only stored or deflated members, no
+encryption, links or devices; declared sizes are held to the profile before anything is inflated.
 """
 
 from __future__ import annotations
@@ -19,7 +19,15 @@ from typing import BinaryIO, NamedTuple
 
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.archives._common import RATIO_FLOOR, RAW_CHUNK, fail
-from fixture_store.readers.archives._members import Checker, MemberSink
+from fixture_store.readers.archives._members import Checker, MemberSink, check_folders
+from fixture_store.readers.archives.zipheaders import (
+    ZipEnd,
+    check_zip_central,
+    check_zip_descriptor,
+    check_zip_local,
+    deflate_ended,
+    read_zip_end,
+)
 
 # The signatures of a member's local header and of the end-of-central-directory record.
 ZIP_LOCAL_MAGIC = b"PK\x03\x04"
@@ -28,12 +36,12 @@ _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
 _ZIP_ENCRYPTED = 0x1 | 0x40 | 0x2000
 # Deflate options, data descriptor, UTF-8 names: everything else (patches, encryption) is refused.
 _ZIP_FLAGS_OK = 0x2 | 0x4 | 0x8 | 0x800
-# Sizes and CRC follow the data, in a descriptor that may start with this signature.
+# Sizes and CRC follow the data, in a data descriptor (checked by :mod:`.zipheaders`).
 _ZIP_DESCRIPTOR_FLAG = 0x8
-_ZIP_DESCRIPTOR_MAGIC = b"PK\x07\x08"
 _ZIP_END_LEN = 22  # the end-of-central-directory record, before its comment
 _ZIP_LOCAL_LEN = 30  # a local file header, before its name and extra field
-_ZIP_SIZE_MAX = 0xFFFFFFFF  # a 4-byte size at its largest: the true size is in the ZIP64 extra
+_ZIP_UNIX = 3  # "made by" a Unix host: the high external attributes are a mode
+_ZIP_DOS_FOLDER = 0x10  # the MS-DOS folder attribute, read by bsdtar from other hosts
 
 
 @contextlib.contextmanager
@@ -50,7 +58,7 @@ def open_zip(
             f"archive of {size} bytes exceeds the profile's {limits.archive_bytes}",
         )
     with open(path, "rb") as f:
-        _check_zip_end(f, size, label)
+        end = _check_zip_end(f, size, label)
         try:
             zf = zipfile.ZipFile(f)
         except (
@@ -66,10 +74,11 @@ def open_zip(
             raise fail(label, "corrupt", f"not a readable zip: {e}") from None
         with zf:
             infos = _check_zip_layout(zf, f, size, limits, label)
+            check_zip_central(zf, f, end, label)
             yield zf, infos
 
 
-def _check_zip_end(f: BinaryIO, size: int, label: str) -> None:
+def _check_zip_end(f: BinaryIO, size: int, label: str) -> ZipEnd:
     tail_len = min(size, _ZIP_END_LEN + 0xFFFF)
     f.seek(size - tail_len)
     tail = f.read(tail_len)
@@ -79,6 +88,7 @@ def _check_zip_end(f: BinaryIO, size: int, label: str) -> None:
     (comment_len,) = struct.unpack("<H", tail[at + 20 : at + 22])
     if at + _ZIP_END_LEN + comment_len != len(tail):
         raise fail(label, "trailing-garbage", "bytes after the zip end record")
+    return read_zip_end(f, size - tail_len + at, label)
 
 
 class _LocalHeader(NamedTuple):
@@ -90,6 +100,7 @@ class _LocalHeader(NamedTuple):
     file_size: int
     name_len: int
     extra_len: int
+    raw: bytes
 
 
 def _check_zip_layout(
@@ -111,13 +122,16 @@ def _check_zip_layout(
         _check_zip_name(info, names, label)
         _check_zip_kind(info, label)
         _check_zip_storage(info, local, label)
-        expected_offset = _member_end(f, info, local)
+        zip64 = check_zip_local(info, f, local.raw, label)
+        expected_offset = _member_end(f, info, local, zip64, label)
         declared = _count_declared(info, declared, limits, label)
         if info.is_dir():
             if info.file_size:
                 raise fail(label, "corrupt", f"directory {info.filename!r} has content")
             continue
         files.append(info)
+    folders = [i.filename.rstrip("/") for i in infos if i.is_dir()]
+    check_folders(label, folders, {i.filename for i in files})
     _check_zip_tail(
         zf.start_dir, expected_offset, declared=declared, size=size, limits=limits, label=label
     )
@@ -142,7 +156,7 @@ def _read_local_header(
         raise fail(label, "corrupt", f"member {info.filename!r}: bad local header")
     flags, method = struct.unpack("<HH", local[6:10])
     csize, usize, nlen, xlen = struct.unpack("<IIHH", local[18:30])
-    return _LocalHeader(flags, method, csize, usize, nlen, xlen)
+    return _LocalHeader(flags, method, csize, usize, nlen, xlen, local)
 
 
 def _check_zip_name(info: zipfile.ZipInfo, names: set[str], label: str) -> None:
@@ -161,6 +175,16 @@ def _check_zip_kind(info: zipfile.ZipInfo, label: str) -> None:
         raise fail(label, "symlink", f"member {info.filename!r} is a symbolic link")
     if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
         raise fail(label, "device", f"member {info.filename!r} is not a regular file")
+    folder = kind == stat.S_IFDIR or (
+        info.create_system != _ZIP_UNIX and info.external_attr & _ZIP_DOS_FOLDER
+    )
+    if folder and not info.is_dir():
+        # bsdtar makes it a folder (by its Unix mode or MS-DOS attribute), zipfile and unzip a file.
+        raise fail(
+            label,
+            "member-type",
+            f"member {info.filename!r} is a folder by its attributes, a file by its name",
+        )
 
 
 def _check_zip_storage(info: zipfile.ZipInfo, local: _LocalHeader, label: str) -> None:
@@ -178,30 +202,17 @@ def _check_zip_storage(info: zipfile.ZipInfo, local: _LocalHeader, label: str) -
             "method",
             f"member {info.filename!r} uses compression method {info.compress_type}",
         )
-    if (
-        not flags & _ZIP_DESCRIPTOR_FLAG
-        and (local.compress_size, local.file_size) != (_ZIP_SIZE_MAX, _ZIP_SIZE_MAX)
-        and (local.compress_size != info.compress_size or local.file_size != info.file_size)
-    ):
-        raise fail(
-            label,
-            "size-lie",
-            f"member {info.filename!r}: local header sizes differ from the central directory",
-        )
 
 
-def _member_end(f: BinaryIO, info: zipfile.ZipInfo, local: _LocalHeader) -> int:
-    """The offset just past the member's data and its data descriptor, if it has one."""
+def _member_end(
+    f: BinaryIO, info: zipfile.ZipInfo, local: _LocalHeader, zip64: bool, label: str
+) -> int:
+    """The offset just past the member's data and its data descriptor, if it has one (checked)."""
     end = (
         info.header_offset + _ZIP_LOCAL_LEN + local.name_len + local.extra_len + info.compress_size
     )
     if local.flags & _ZIP_DESCRIPTOR_FLAG:
-        f.seek(end)
-        sig = f.read(4)
-        desc = 16 if sig == _ZIP_DESCRIPTOR_MAGIC else 12
-        if info.file_size >= _ZIP_SIZE_MAX or info.compress_size >= _ZIP_SIZE_MAX:
-            desc += 8
-        end += desc
+        end += check_zip_descriptor(info, f, end, zip64, label)
     return end
 
 
@@ -258,6 +269,13 @@ def _zip_chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, artifact: str) -> It
                     break
                 got += len(chunk)
                 yield chunk
+            if info.compress_type == zipfile.ZIP_DEFLATED and not deflate_ended(r):
+                raise fail(
+                    artifact,
+                    "corrupt",
+                    f"member {info.filename!r}: its deflate stream does not end where the "
+                    "member ends",
+                )
     except EOFError as e:
         raise fail(artifact, "truncated", f"member {info.filename!r} is truncated: {e}") from None
     except (
