@@ -6,6 +6,7 @@ import io
 import struct
 import tarfile
 import zipfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -117,3 +118,97 @@ def zip_local(data: bytes, name: str) -> int:
 def patch(data: bytes, at: int, fmt: str, value: int) -> bytes:
     raw = struct.pack(fmt, value)
     return data[:at] + raw + data[at + len(raw) :]
+
+
+# -- raw tar headers: names stored in more than one place ----------------------------------------
+USTAR_MAGIC = b"ustar\x0000"
+GNU_MAGIC = b"ustar  \x00"
+
+
+def raw_tar_header(
+    name: bytes,
+    size: int = 0,
+    kind: bytes = tarfile.REGTYPE,
+    *,
+    prefix: bytes = b"",
+    magic: bytes = USTAR_MAGIC,
+) -> bytes:
+    """One 512-byte tar header block with exactly these fields (and a valid checksum)."""
+    block = bytearray(tarfile.BLOCKSIZE)
+    block[0 : len(name)] = name
+    block[100:108] = b"0000644\0"
+    block[108:116] = block[116:124] = b"0000000\0"
+    block[124:136] = b"%011o\0" % size
+    block[136:148] = b"%011o\0" % 0
+    block[156:157] = kind
+    block[257:265] = magic
+    block[345 : 345 + len(prefix)] = prefix
+    block[148:156] = b" " * 8
+    block[148:156] = b"%06o\0 " % sum(block)
+    return bytes(block)
+
+
+def tar_pad(data: bytes) -> bytes:
+    return data + bytes(-len(data) % tarfile.BLOCKSIZE)
+
+
+def pax_record(key: bytes, value: bytes) -> bytes:
+    body = b" %s=%s\n" % (key, value)
+    n = len(body)
+    while len(str(n)) + len(body) != n:
+        n = len(str(n)) + len(body)
+    return str(n).encode() + body
+
+
+def tar_extended(kind: bytes, payload: bytes) -> bytes:
+    """A pax ('x', global 'g') or GNU long-name ('L') header and its payload."""
+    name = b"././@LongLink" if kind == tarfile.GNUTYPE_LONGNAME else b"PaxHeader/x"
+    return raw_tar_header(name, len(payload), kind) + tar_pad(payload)
+
+
+def tar_member(name: bytes, data: bytes, **fields: bytes) -> bytes:
+    return raw_tar_header(name, len(data), **fields) + tar_pad(data)
+
+
+TAR_END = bytes(2 * tarfile.BLOCKSIZE)
+
+
+# -- zip names in the local header, the central directory and the Unicode path extra -------------
+def zip_rename_local(data: bytes, name: str, new: bytes) -> bytes:
+    """The zip with ``name``'s local header naming ``new`` (same length) instead."""
+    at = zip_local(data, name) + 30
+    assert len(new) == len(name.encode())
+    return data[:at] + new + data[at + len(new) :]
+
+
+def unicode_path_extra(name: bytes, header_name: bytes) -> bytes:
+    """An Info-ZIP Unicode Path extra field (0x7075) naming ``name`` for ``header_name``."""
+    body = b"\x01" + struct.pack("<I", zlib.crc32(header_name)) + name
+    return struct.pack("<HH", 0x7075, len(body)) + body
+
+
+def tar_set_field(data: bytes, header_at: int, start: int, value: bytes) -> bytes:
+    """``data`` with one field of the header block at ``header_at`` replaced, checksum redone."""
+    block = bytearray(data[header_at : header_at + tarfile.BLOCKSIZE])
+    block[start : start + len(value)] = value
+    if not 148 <= start < 156:
+        block[148:156] = b" " * 8
+        block[148:156] = b"%06o\0 " % sum(block)
+    return data[:header_at] + bytes(block) + data[header_at + tarfile.BLOCKSIZE :]
+
+
+def zip_single(name: str, payload: bytes, method: int, crc: int, size: int) -> bytes:
+    """A one-member zip around ``payload`` exactly as given (compressed bytes, CRC, size)."""
+    raw = name.encode()
+    fields = struct.pack("<HHHHIIIH", 0, method, 0, 0x21, crc, len(payload), size, len(raw))
+    local = b"PK\x03\x04" + struct.pack("<H", 20) + fields + struct.pack("<H", 0) + raw
+    central = (
+        b"PK\x01\x02"
+        + struct.pack("<HH", 0x0314, 20)  # made by Unix
+        + fields
+        + struct.pack("<HHHHII", 0, 0, 0, 0, 0o100644 << 16, 0)
+        + raw
+    )
+    start = len(local) + len(payload)
+    end = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 1, 1, len(central), start, 0)
+    return local + payload + central + end
