@@ -17,10 +17,8 @@ import zstandard
 
 from fixture_store.limits import Limits
 from fixture_store.readers.archives._common import RATIO_FLOOR, RAW_CHUNK, Format, fail
+from fixture_store.readers.formats import LZ4_MAGIC, ZSTD_MAGIC
 
-# The first bytes of every lz4 and zstd frame.
-LZ4_MAGIC = b"\x04\x22\x4d\x18"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Bounds the output of one zstd call: a 4-byte RLE block can regenerate 128 KiB.
 _ZSTD_SLICE = 1024
 

@@ -15,10 +15,6 @@ from fixture_store.readers.archives._common import RAW_CHUNK, Format, fail
 from fixture_store.readers.archives._members import Checker, MemberSink
 from fixture_store.readers.archives.decode import Budget, decoded_stream
 
-# A POSIX (ustar or PAX) tar header carries this magic at this offset.
-TAR_MAGIC = b"ustar"
-TAR_MAGIC_OFFSET = 257
-
 _TAR_KIND = {
     tarfile.SYMTYPE: ("symlink", "is a symbolic link"),
     tarfile.LNKTYPE: ("hardlink", "is a hard link"),
