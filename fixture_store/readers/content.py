@@ -52,9 +52,27 @@ _WHAT: Mapping[str, str] = {
 
 
 def needs_check(record: Record) -> bool:
-    """Whether verifying ``record`` reads its object beyond the digest: every record of one
-    object (its declared content is checked; undeclared bytes are sniffed)."""
-    return record.digest is not None and not record.is_tree
+    """Whether ``record`` declares content that verification reads against its manifest (a
+    record of one object that declares none is only sniffed: :func:`undeclared`)."""
+    return record.content is not None and record.digest is not None
+
+
+def undeclared(record: Record, path: str | Path) -> UnsafeContentError | None:
+    """The refusal of a record of one object that declares no content while the leading bytes
+    of its object (at ``path``) are an archive or an array; ``None`` for plain bytes, a tree
+    or a record that declares its content. One short read, never remembered."""
+    if record.content is not None or record.digest is None or record.is_tree:
+        return None
+    fmt = sniff(path)
+    if fmt == "unknown":
+        return None
+    return UnsafeContentError(
+        record.name,
+        f"the object is {_WHAT[fmt]} by its leading bytes, but its record does not say so: "
+        "an archive or array is verified against the media type and content manifest its "
+        "record carries",
+        fix=f"{_rewrite_fix(record)}  (records the media type and the manifest)",
+    )
 
 
 def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> limits.Limits:
@@ -90,8 +108,7 @@ def check(
     """None if the record's (already digest-verified) object passes its content rules."""
     profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
     if record.content is None:
-        # One short read, never remembered: plain objects leave no marker behind.
-        return _undeclared(record, sniff(store.object_path(record.object)))
+        return undeclared(record, store.object_path(record.object))
     marker = _marker(store, record, profile)
     if not full and marker.exists():
         return None
@@ -109,18 +126,6 @@ def _rewrite_fix(record: Record) -> str:
     if isinstance(record.source, GeneratorSource):
         return f"fixture-store regenerate {record.source.stage} --accept"
     return f"fixture-store add FILE --name {record.name} --kind {record.kind} --replace"
-
-
-def _undeclared(record: Record, fmt: Sniffed) -> UnsafeContentError | None:
-    if fmt == "unknown":
-        return None
-    return UnsafeContentError(
-        record.name,
-        f"the object is {_WHAT[fmt]} by its leading bytes, but its record does not say so: "
-        "an archive or array is verified against the media type and content manifest its "
-        "record carries",
-        fix=f"{_rewrite_fix(record)}  (records the media type and the manifest)",
-    )
 
 
 def _check(store: Store, record: Record, profile: limits.Limits) -> None:
@@ -289,4 +294,5 @@ __all__ = [
     "extract",
     "needs_check",
     "sniff",
+    "undeclared",
 ]
