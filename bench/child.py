@@ -46,8 +46,8 @@ def op_verify(args: list[str]) -> int:
     from fixture_store.objects.store import Store
     from fixture_store.verify import verify_names
 
-    store, project, mode, algorithm, executor = args[:5]
-    workers = int(args[5]) if len(args) > 5 else None
+    store, project, mode, algorithm, executor, *rest = args
+    workers = int(rest[0]) if rest else None
     start = time.perf_counter()
     reg = registry_mod.load(project)
     PHASES["registry load"] = time.perf_counter() - start

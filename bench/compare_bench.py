@@ -81,7 +81,7 @@ def run_fixture_store(
 
 def run_onnx_runner(cases: list[str], runtime: str) -> tuple[float, Counter[str]]:
     if runtime == "ort":
-        import onnxruntime.backend as backend
+        from onnxruntime import backend
     else:
         from onnx.reference import ReferenceEvaluator  # noqa: F401
 

@@ -368,7 +368,7 @@ def case_single(
         case,
         "dvc add",
         nbytes,
-        lambda i: b.external(
+        lambda _i: b.external(
             [sys.executable, "-m", "dvc", "add", "-q", data.name], cwd=fresh["dvc"]
         ),
         prepare=lambda i: _dvc_copy(fresh, root / f"dvc-{i}", data),
@@ -378,7 +378,7 @@ def case_single(
         case,
         "fixture-store add",
         nbytes,
-        lambda i: b.external(
+        lambda _i: b.external(
             b.fs(
                 "--store",
                 str(fresh["store"]),
@@ -401,7 +401,7 @@ def case_single(
         case,
         "fixture-store add --link",
         nbytes,
-        lambda i: b.external(
+        lambda _i: b.external(
             b.fs(
                 "--store",
                 str(fresh["store"]),
@@ -485,7 +485,9 @@ def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
         server.wait()
 
 
-def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int, listing: Path) -> None:
+def _executor_rows(
+    b: Bench, case: str, store: str, proj: str, *, nbytes: int, listing: Path
+) -> None:
     """Full SHA-256 verify across objects against one-core hashlib: the default, and each way of
     running it forced, measured round-robin with the anchor."""
     anchor = "hashlib sha256 (1 core)"
@@ -526,7 +528,7 @@ def case_many(b: Bench, size: int, count: int = 64) -> None:
     for i in range(count):
         write_random(folder / f"o{i:03d}.bin", size // count)
     _files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
-    _executor_rows(b, case, str(store), str(proj), nbytes, listing)
+    _executor_rows(b, case, str(store), str(proj), nbytes=nbytes, listing=listing)
     b.measure(
         case,
         "fixture-store verify --full (blake3)",
@@ -573,7 +575,7 @@ def case_small(b: Bench, count: int) -> None:
     write_small(folder, count)
     files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
 
-    _executor_rows(b, case, str(store), str(proj), nbytes, listing)
+    _executor_rows(b, case, str(store), str(proj), nbytes=nbytes, listing=listing)
     b.measure(
         case,
         "sha256sum (coreutils)",

@@ -165,7 +165,6 @@ def build_record(
     media_type: str | None = None,
     annotations: Annotations | None = None,
     file: str = "<new record>",
-    arrays: Mapping[str, Any] | None = None,
 ) -> Record:
     """A new record of these values, checked by the rules the registry applies to a record."""
     record = Record(
@@ -175,14 +174,13 @@ def build_record(
         digest,
         media_type=media_type,
         members=members,
-        arrays=arrays,
     )
     if annotations is not None:
         record = annotations.apply(record)
     return registry_mod.check_record(record, file=file)
 
 
-def add(
+def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     store: Store,
     registry: Registry,
     path: str | os.PathLike[str],
@@ -250,8 +248,10 @@ def add(
             source,
             media_type=described.media_type or media_type_by_name(p),
             members=described.members,
-            arrays=described.arrays,
-            annotations=annotations,
+            # The arrays of the bytes, unless the caller gives a manifest of its own.
+            annotations=dataclasses.replace(
+                annotations, arrays=annotations.arrays or described.arrays
+            ),
             file=file,
         )
         record = with_blake3(record, stored.blake3, {})

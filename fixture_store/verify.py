@@ -237,26 +237,7 @@ class Verifier:
             return ObjectCheck(Status.MISSING)
         actual = hashed.sha256
         if actual is None:  # BLAKE3 re-verification
-            if hashed.size == expected.size and hashed.blake3 == recorded:
-                # Remember the stat taken before hashing: a write during hashing changes it.
-                self.cache.remember(expected.hex, st)
-                return ObjectCheck(Status.VERIFIED, expected, hashed.size)
-            # Failures only: name the actual identity.
-            actual = _hash_quiet(Path(self._path(expected.hex)))
-            if actual is None:
-                return ObjectCheck(Status.MISSING)
-            self.cache.forget(expected.hex)
-            if actual == expected:
-                return ObjectCheck(
-                    Status.MISMATCH,
-                    actual,
-                    hashed.size + actual.size,
-                    note=(
-                        f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
-                        f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"
-                    ),
-                )
-            return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
+            return self._judge_blake3(expected, recorded, st, hashed)
         if actual != expected:
             self.cache.forget(expected.hex)
             return ObjectCheck(Status.MISMATCH, actual, actual.size)
@@ -264,6 +245,31 @@ class Verifier:
         if hashed.blake3 is not None:
             self.seen_blake3[expected.hex] = hashed.blake3
         return ObjectCheck(Status.VERIFIED, actual, actual.size, blake3=hashed.blake3)
+
+    def _judge_blake3(
+        self, expected: Digest, recorded: str | None, st: os.stat_result, hashed: Hashed
+    ) -> ObjectCheck:
+        """:meth:`judge` for bytes hashed with the record's BLAKE3 only."""
+        if hashed.size == expected.size and hashed.blake3 == recorded:
+            # Remember the stat taken before hashing: a write during hashing changes it.
+            self.cache.remember(expected.hex, st)
+            return ObjectCheck(Status.VERIFIED, expected, hashed.size)
+        # Failures only: name the actual identity.
+        actual = _hash_quiet(Path(self._path(expected.hex)))
+        if actual is None:
+            return ObjectCheck(Status.MISSING)
+        self.cache.forget(expected.hex)
+        if actual == expected:
+            return ObjectCheck(
+                Status.MISMATCH,
+                actual,
+                hashed.size + actual.size,
+                note=(
+                    f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
+                    f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"
+                ),
+            )
+        return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
 
     def check_object(self, expected: Digest, blake3: str | None = None) -> ObjectCheck:
         quick, st = self.quick(expected)
@@ -273,7 +279,7 @@ class Verifier:
         return self.judge(expected, blake3, st, hash_path(*self.job(expected, blake3, st.st_size)))
 
     def verify(self, record: Record) -> Result:
-        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3), full=self.full)
+        return assemble(record, self.store, self.check_object, full=self.full)
 
 
 def repair_command(record: Record) -> str:
@@ -304,7 +310,9 @@ def assemble(
         hashed += c.hashed
         all_cached = all_cached and c.cached
         if c.status is not Status.VERIFIED:
-            return _failure(record, store, c, ref.member, ref.digest, fetch, hashed)
+            return _failure(
+                record, store, c, member=ref.member, expected=ref.digest, fetch=fetch, hashed=hashed
+            )
     if not record.is_tree:
         failure = content.check(store, record, full=full)
         if failure is not None:
@@ -335,6 +343,7 @@ def _failure(
     record: Record,
     store: Store,
     check: ObjectCheck,
+    *,
     member: str | None,
     expected: Digest,
     fetch: str,
@@ -411,7 +420,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 @_cyclic_gc_paused()
-def verify_names(
+def verify_names(  # noqa: PLR0913 - the verify command's options, each keyword-only
     store: Store,
     registry: Registry,
     names: Iterable[str],

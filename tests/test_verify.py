@@ -8,11 +8,16 @@ import pytest
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import DigestMismatchError, GapError, MissingObjectError
+from fixture_store.errors import (
+    DigestMismatchError,
+    GapError,
+    MissingObjectError,
+    UnknownArtifactError,
+)
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.verify import Status, verify_names
+from fixture_store.verify import Status, Verifier, verify_names
 
 
 def make_project(project: Path, store: Store) -> None:
@@ -141,9 +146,19 @@ def test_verified_tree_checkout_holds_exactly_the_members(project: Path, store: 
 
 def test_unregistered_bytes_in_the_store_are_never_trusted(project: Path, store: Store) -> None:
     make_project(project, store)
-    store.put_bytes(b"adopt me")
+    stray = store.put_bytes(b"adopt me")
+    registry_text = {p.name: p.read_bytes() for p in (project / "provenance").iterdir()}
     reg = registry_mod.load(project)
-    assert reg.names() == ["fam/case", "fam/w"]
+    # The bytes are in the store, yet nothing vouches for them: a name without a record is
+    # refused, whatever the store holds, and verifying everything adopts nothing.
+    assert store.has(stray)
+    [unknown] = verify_names(store, reg, ["fam/adopt-me"])
+    assert unknown.status is Status.UNKNOWN and not unknown.ok
+    with pytest.raises(UnknownArtifactError, match="fam/adopt-me"):
+        Fixtures(store, reg).path("fam/adopt-me")
+    assert all(r.ok for r in verify_names(store, reg, reg.names(), full=True))
+    assert {p.name: p.read_bytes() for p in (project / "provenance").iterdir()} == registry_text
+    assert all(stray not in (r.digest, *(d for _, d in (r.members or ()))) for r in reg.records())
 
 
 @pytest.mark.parametrize("enabled", [True, False])
@@ -158,7 +173,7 @@ def test_verify_leaves_the_cyclic_gc_as_it_found_it(
     (gc.enable if enabled else gc.disable)()
     try:
         results = verify_names(
-            store, reg, reg.names(), on_result=lambda r: seen.append(gc.isenabled())
+            store, reg, reg.names(), on_result=lambda _r: seen.append(gc.isenabled())
         )
         assert all(r.ok for r in results)
         assert seen and not any(seen)  # paused while verifying
@@ -218,6 +233,74 @@ def test_a_plan_shows_the_work_before_it_reads_the_store(project: Path, store: S
         Status.VERIFIED,
         Status.MISSING,
     ]
+
+
+# -- SHA-256 only: the records the project commits carry no BLAKE3 ---------------------------
+def _without_blake3(project: Path) -> Registry:
+    """Rewrite the family file without any recorded BLAKE3, so verify must hash SHA-256."""
+    import json
+
+    path = project / "provenance" / "fam.json"
+    doc = json.loads(path.read_text())
+    for raw in doc["records"].values():
+        raw.pop("blake3", None)
+        for member in (raw.get("members") or {}).values():
+            member.pop("blake3", None)
+    path.write_text(registry_mod.dumps(doc))
+    reg = registry_mod.load(project)
+    assert all(r.blake3 is None and not r.member_blake3 for r in reg.records())
+    return reg
+
+
+def _same_size_other_bytes(path: Path) -> None:
+    """Replace the bytes with others of the same size (a different SHA-256, the right size)."""
+    size = path.stat().st_size
+    os.chmod(path, 0o644)
+    path.write_bytes(bytes(b ^ 0x5A for b in path.read_bytes()))
+    assert path.stat().st_size == size
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_sha256_only_records_a_wrong_sha256_of_the_right_size_is_a_mismatch(
+    project: Path, store: Store, full: bool
+) -> None:
+    make_project(project, store)
+    reg = _without_blake3(project)
+    w = reg.get("fam/w").digest
+    case = reg.get("fam/case")
+    assert w is not None and case.members is not None
+    member = case.members.members["model.onnx"]
+    _same_size_other_bytes(store.object_path(w))
+    _same_size_other_bytes(store.object_path(member))
+    # Cold: nothing in the verified-state cache for the damaged objects.
+    results = verify_names(store, reg, ["fam/w", "fam/case"], full=full)
+    assert [r.status for r in results] == [Status.MISMATCH, Status.MISMATCH]
+    assert results[0].expected == w and results[0].actual is not None
+    assert results[0].actual.size == w.size and results[0].actual.hex != w.hex
+    assert results[1].member == "model.onnx"
+    assert Verifier(store, full=full).check_object(w).status is Status.MISMATCH
+
+
+def test_sha256_only_full_verify_ignores_a_cache_that_vouches_for_damaged_bytes(
+    project: Path, store: Store
+) -> None:
+    make_project(project, store)
+    reg = _without_blake3(project)
+    w = reg.get("fam/w").digest
+    assert w is not None
+    [warm] = verify_names(store, reg, ["fam/w"])
+    assert warm.ok
+    path = store.object_path(w)
+    _same_size_other_bytes(path)
+    # A cache entry for the damaged file's stat, as a stale or forged cache would hold.
+    verifier = Verifier(store)
+    verifier.cache.remember(w.hex, os.stat(path))
+    verifier.cache.flush()
+    [cached] = verify_names(store, reg, ["fam/w"])
+    assert cached.ok and cached.cached  # the warm path trusts its cache: a stat, no hashing
+    [full] = verify_names(store, reg, ["fam/w"], full=True)
+    assert full.status is Status.MISMATCH and not full.cached
+    assert full.actual is not None and full.actual.size == w.size
 
 
 def _tree_record(store: Store, members: dict[str, bytes]) -> dict[str, object]:

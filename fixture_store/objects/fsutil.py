@@ -163,7 +163,8 @@ class SyncBatch:
 
     def sync_all(self) -> None:
         """One filesystem sync: every write, create and rename on it so far is durable."""
-        assert self._syncfs is not None and self._fd is not None, "check syncs_filesystem first"
+        assert self._syncfs is not None, "check syncs_filesystem first"
+        assert self._fd is not None, "check syncs_filesystem first"
         if self._syncfs(self._fd) != 0:
             import ctypes
 
@@ -174,7 +175,7 @@ class SyncBatch:
         """Make these files' bytes durable."""
         if self.syncs_filesystem(len(paths)):
             self.sync_all()
-        elif len(paths) < 2:
+        elif len(paths) <= 1:
             for p in paths:
                 fsync_path(p)
         else:

@@ -33,7 +33,7 @@ import platformdirs
 
 from fixture_store.errors import IntegrityError, StoreError
 from fixture_store.objects import digests, fsutil
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import HEX_LEN, Digest
 
 ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -46,6 +46,8 @@ _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOT
 _link_names = itertools.count()
 # A temp entry untouched this long belongs to a writer that died, not to one still writing.
 STALE_TMP_SECONDS = 3600.0
+# An object's shard folder is named by the first hex characters of its digest.
+SHARD_LEN = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +93,7 @@ class Store:
 
     def object_path(self, digest: Digest | str) -> Path:
         hexpart = digest.hex if isinstance(digest, Digest) else digest
-        return self.objects_dir / hexpart[:2] / hexpart[2:]
+        return self.objects_dir / hexpart[:SHARD_LEN] / hexpart[SHARD_LEN:]
 
     def ensure(self) -> Store:
         try:
@@ -123,11 +125,11 @@ class Store:
         if not self.objects_dir.is_dir():
             return
         for shard in sorted(self.objects_dir.iterdir()):
-            if len(shard.name) != 2 or not shard.is_dir():
+            if len(shard.name) != SHARD_LEN or not shard.is_dir():
                 continue
             for obj in sorted(shard.iterdir()):
                 hexpart = shard.name + obj.name
-                if len(hexpart) == 64 and all(c in "0123456789abcdef" for c in hexpart):
+                if len(hexpart) == HEX_LEN and all(c in "0123456789abcdef" for c in hexpart):
                     yield hexpart, obj
 
     # -- writing --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fixture_store._extras import require
 from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.objects.trees import TreePathError, check_member_path
 from fixture_store.registry import Kind, Tolerance
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 MODEL = "model.onnx"
 _DATASET = re.compile(r"test_data_set_(\d+)")
 _PB = re.compile(r"(input|output)_(\d+)\.pb")
+_READING = "reading an ONNX test case"
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,7 @@ def load_case(
     folder: str | os.PathLike[str], *, name: str, tolerance: Tolerance | None = None
 ) -> OnnxCase:
     """Load a case folder (already verified by the caller)."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
 
     root = Path(folder)
@@ -133,6 +136,7 @@ def _load_dataset(model: onnx.ModelProto, folder: Path, index: int, name: str) -
 
 def read_value(path: Path, type_proto: onnx.TypeProto, name: str = "") -> Any:
     """Parse one ``.pb`` as the protobuf ``type_proto`` calls for and convert it to numpy."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
     from onnx import numpy_helper
 
@@ -175,6 +179,7 @@ def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
 
 def check_external_data(model: onnx.ModelProto, root: Path, name: str) -> None:
     """Every external data location must be a file inside the verified tree, never elsewhere."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
 
     for tensor in _tensors(model.graph):

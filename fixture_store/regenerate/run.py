@@ -156,7 +156,9 @@ def regenerate(
     scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
     inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
     out = scratch / "candidates"
-    _run_generator(root, store, stage, _generator_args(stage, inputs, scratch), out, python, log)
+    _run_generator(
+        root, store, stage, _generator_args(stage, inputs, scratch), out, python=python, log=log
+    )
     environment = envs.read_environment(out)
     outputs = _selected(read_outputs(out), only, stage)
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
@@ -166,7 +168,15 @@ def regenerate(
     accepted: list[str] = []
     if accept:
         input_digests = {n: d for n, _p, d in inputs}
-        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
+        accepted = _accept(
+            store,
+            registry,
+            stage,
+            outputs,
+            comparisons,
+            environment=environment,
+            input_digests=input_digests,
+        )
     return Report(
         stage.name,
         scratch,
@@ -211,6 +221,7 @@ def _run_generator(
     stage: stages_mod.Stage,
     args: list[str],
     out: Path,
+    *,
     python: str | None,
     log: Callable[[str], None],
 ) -> None:
@@ -245,7 +256,7 @@ def _compare_output(
         cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
         return ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None)
     tolerance = (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
-    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir)
+    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir=inspect_dir)
 
 
 def _no_longer_produced(
@@ -359,6 +370,7 @@ def _accept(
     stage: stages_mod.Stage,
     outputs: list[Output],
     comparisons: list[ArtifactComparison],
+    *,
     environment: Mapping[str, Any],
     input_digests: Mapping[str, Digest],
 ) -> list[str]:

@@ -93,10 +93,11 @@ def _first_duplicate(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] |
 
 
 def _duplicate_error(dup: tuple[str, ...], file: str) -> RegistryError:
-    if len(dup) >= 3 and dup[0] == "records":
-        return RegistryError(
-            f"duplicate key {dup[-1]!r}", file=file, record=dup[1], field=".".join(dup[2:])
-        )
+    match dup:
+        case ("records", record, *field) if field:
+            return RegistryError(
+                f"duplicate key {dup[-1]!r}", file=file, record=record, field=".".join(field)
+            )
     return RegistryError(f"duplicate key {dup[-1]!r}", file=file, field=".".join(dup))
 
 

@@ -306,9 +306,8 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
         _parse_members(raw["members"], where) if "members" in raw else (None, {})
     )
     given = _parse_annotations(raw, where)
-    _check_shape(
-        kind, digest, gap, members, content_of(kind, given.media_type, given.arrays), where
-    )
+    content = content_of(kind, given.media_type, given.arrays)
+    _check_shape(where, kind=kind, digest=digest, gap=gap, members=members, content=content)
     return Record(
         name,
         kind,
@@ -335,7 +334,14 @@ def check_record(record: Record, *, file: str) -> Record:
     where = Where(file, record.name)
     _check_name(record.name, where)
     record.source.check(where)
-    _check_shape(record.kind, record.digest, record.gap, record.members, record.content, where)
+    _check_shape(
+        where,
+        kind=record.kind,
+        digest=record.digest,
+        gap=record.gap,
+        members=record.members,
+        content=record.content,
+    )
     return record
 
 
@@ -407,12 +413,13 @@ def _parse_members(raw: Any, where: Where) -> tuple[trees.Tree, dict[str, str]]:
 
 
 def _check_shape(
+    where: Where,
+    *,
     kind: Kind,
     digest: Digest | None,
     gap: Gap | None,
     members: trees.Tree | None,
     content: Content | None,
-    where: Where,
 ) -> None:
     """The rules between fields: a digest unless a gap, a tree bound to its manifest."""
     if digest is None and gap is None:
