@@ -240,8 +240,14 @@ class VerifiedFixtures:
         return self.path(name).read_bytes()
 
     def tree(self, name: str) -> Path:
+        """The checkout of a verified tree: exactly its manifest (see :meth:`tree_files`)."""
         self._state.enforce(name)
         return self.fixtures.tree(name)
+
+    def tree_files(self, name: str) -> dict[str, Path]:
+        """A verified tree's members as member path -> file, from its manifest."""
+        self._state.enforce(name)
+        return self.fixtures.tree_files(name)
 
     def arrays(self, name: str) -> dict[str, Any]:
         """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.

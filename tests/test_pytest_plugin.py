@@ -72,6 +72,7 @@ def test_verified_accessors_and_family_parametrization(inner: pytest.Pytester) -
         def test_cases(fixture_store, case):
             loaded = fixture_store.onnx_case(case)
             assert loaded.datasets and (fixture_store.tree(case) / "model.onnx").is_file()
+            assert fixture_store.tree_files(case)["model.onnx"].is_file()
 
         @pytest.mark.parametrize("name", fixture_store_cases("onnx-node", kind="onnx-case"))
         def test_helper(fixture_store, name):

@@ -274,5 +274,8 @@ def _verified_tasks(
             continue
         record = fixtures.registry.get(check.name)
         folder = checkout_tree(fixtures.store, record)
-        tasks.extend(Task(check.name, rt, str(folder), record.tolerance) for rt in runtimes)
+        members = tuple(record.members.members) if record.members is not None else None
+        tasks.extend(
+            Task(check.name, rt, str(folder), record.tolerance, members) for rt in runtimes
+        )
     return tasks, by_name

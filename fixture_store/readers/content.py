@@ -110,7 +110,7 @@ def check(
     if record.content is None:
         return undeclared(record, store.object_path(record.object))
     marker = _marker(store, record, profile)
-    if not full and marker.exists():
+    if not full and statecache.has_marker(marker, store.root):
         return None
     try:
         _check(store, record, profile)

@@ -225,7 +225,9 @@ class _SchemaPasses:
 
     @property
     def known(self) -> bool:
-        return self.marker is not None and self.marker.exists()
+        if self.marker is None or self.store_root is None:
+            return False
+        return statecache.has_marker(self.marker, self.store_root)
 
     def remember(self) -> None:
         if self.marker is not None and self.store_root is not None:

@@ -70,7 +70,9 @@ def evaluate(task: Task) -> CaseResult:
         )
 
     try:
-        case = load_case(task.folder, name=task.name, tolerance=task.tolerance)
+        case = load_case(
+            task.folder, name=task.name, tolerance=task.tolerance, members=task.members
+        )
     except ArtifactError as e:
         return done(Outcome.REFUSED, e.message, fix=e.fix)
     ops = case.operators
