@@ -46,6 +46,8 @@ def sniff(path: str | os.PathLike[str]) -> Sniffed:
     """The format of the file at ``path`` by its leading bytes: npy, zip (which an NPZ is),
     tar.lz4, tar.zst, tar, or unknown."""
     # os-level: a warm verify sniffs every plain object, and this is 2 us where open() is 8.
+    # A store object reaches here only after verification's lstat found a regular file; a file
+    # being added may be the user's link to it.
     fd = os.open(path, os.O_RDONLY)
     try:
         return sniff_bytes(os.read(fd, HEAD_BYTES))
