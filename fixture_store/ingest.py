@@ -1,4 +1,10 @@
-"""Registering local files and folders: hash, ingest into the store, write the record."""
+"""Registering local files and folders: hash, ingest into the store, write the record.
+
+A file that is an archive or NPY/NPZ by its leading bytes, whatever its name and kind, is read
+under its limits profile before any of its bytes enter the store, and its record carries the
+manifest verification checks it against: a hostile archive, a pickle or an object array is
+refused here, never recorded.
+"""
 
 from __future__ import annotations
 
@@ -9,16 +15,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from fixture_store import limits
 from fixture_store import registry as registry_mod
-from fixture_store.errors import UsageError
+from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
+from fixture_store.readers import content
 from fixture_store.registry import (
+    MEDIA_TYPE_FORMATS,
     TREE_KINDS,
     Annotations,
+    Content,
+    HubSource,
     Kind,
     LocalSource,
+    PackageSource,
     Record,
     Registry,
     Source,
@@ -39,6 +51,55 @@ MEDIA_TYPES = {
     ".zip": "application/zip",
     ".tar": "application/x-tar",
 }
+
+
+def media_type_by_name(path: Path) -> str | None:
+    """The media type a file's name suggests, for bytes of no format the content readers know:
+    the format of an archive or an array is taken from its leading bytes, never from its name."""
+    media = MEDIA_TYPES.get(path.suffix.lower())
+    return None if media in MEDIA_TYPE_FORMATS else media
+
+
+def array_name(source: Source, path: Path) -> str:
+    """The name of an NPY's one array: the file name its source points at (else ``path``'s),
+    without ``.npy``, as the pytest plugin's ``arrays()`` names it."""
+    named = source.path if isinstance(source, LocalSource | HubSource | PackageSource) else None
+    return Path(named or path.name).name.removesuffix(".npy")
+
+
+def describe_file(
+    path: Path, name: str, kind: Kind, source: Source, profile: limits.Limits
+) -> content.Described:
+    """The content manifest of a file about to be added; an UnsafeContentError naming ``name``
+    (nothing stored, nothing recorded) when the readers refuse it."""
+    try:
+        return content.describe(
+            path, kind=kind, array_name=array_name(source, path), profile=profile, artifact=name
+        )
+    except UnsafeContentError as e:
+        reason = e.message.removeprefix(f"{name}: ")
+        raise UnsafeContentError(
+            name,
+            f"{path} is refused, nothing was stored or recorded: {reason}",
+            fix="an archive may hold only regular files with safe paths, an NPY/NPZ only plain "
+            f"dtypes (never a pickle), within the limits profile {profile.name!r}",
+        ) from e
+
+
+def with_content(record: Record, described: content.Described) -> Record:
+    """``record`` with the content its bytes were described with where it says nothing: the
+    media type of their format when it names none the readers know, and the manifest of that
+    content when it has none. A manifest already recorded is never replaced: one that differs
+    is left for verify to report."""
+    if described.content is None or record.is_tree:
+        return record
+    if record.content is None:
+        record = dataclasses.replace(record, media_type=described.media_type)
+    if record.content is Content.ARCHIVE and record.members is None:
+        record = dataclasses.replace(record, members=described.members)
+    if record.content is Content.ARRAYS and record.arrays is None and described.arrays:
+        record = dataclasses.replace(record, arrays=MappingProxyType(dict(described.arrays)))
+    return record
 
 
 def ingest_folder(store: Store, folder: Path) -> trees.Tree:
@@ -73,13 +134,25 @@ def with_blake3(record: Record, blake3: str | None, members: Mapping[str, str]) 
 def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
     """The files of an added ``path`` that do not share their bytes with their store object
     (``add --link`` copies a file on another filesystem or owned by someone else)."""
-    if record.members is not None:
+    tree = record.tree
+    if tree is not None:
         base = os.fspath(path)
-        pairs = [(os.path.join(base, rel), d.hex) for rel, d in record.members]
+        pairs = [(os.path.join(base, rel), d.hex) for rel, d in tree]
     else:
         pairs = [(os.fspath(path), record.object.hex)]
     objects = os.fspath(store.objects_dir)
     return [p for p, h in pairs if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
+
+
+def _confirm_content(store: Store, record: Record, path: Path) -> None:
+    """The stored bytes pass the content check the record will be verified by (and the pass
+    is remembered); a file changed while it was added is refused."""
+    failure = content.check(store, record, full=True)
+    if failure is not None:
+        raise UsageError(
+            f"{path} changed while it was added: {failure.message}",
+            fix=f"add it again once nothing writes to it: fixture-store add {path} ...",
+        )
 
 
 def build_record(
@@ -147,6 +220,7 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     source.check(Where(file, name))  # before any byte enters the store
     annotations = Annotations.from_json(extra or {}, Where(file, name))
     existing_file = registry.families.get(family)
+    described = content.PLAIN  # a folder's members are objects of their own
     if p.is_dir():
         if kind not in TREE_KINDS:
             raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
@@ -164,17 +238,24 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     else:
         if kind in TREE_KINDS:
             raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
+        profile = limits.profile(annotations.profile)
+        described = describe_file(p, name, parse_kind(kind, Where(file, name)), source, profile)
         stored = store.write_file(p, link=link)
         record = build_record(
             name,
             kind,
             stored.digest,
             source,
-            media_type=MEDIA_TYPES.get(p.suffix.lower()),
-            annotations=annotations,
+            media_type=described.media_type or media_type_by_name(p),
+            members=described.members,
+            # The arrays of the bytes, unless the caller gives a manifest of its own.
+            annotations=dataclasses.replace(
+                annotations, arrays=annotations.arrays or described.arrays
+            ),
             file=file,
         )
         record = with_blake3(record, stored.blake3, {})
+        _confirm_content(store, record, p)
     records = dict(existing_file.records) if existing_file else {}
     if existing_file and name in existing_file.invalid and not replace:
         raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
@@ -185,8 +266,9 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
             fix="compare first (fixture-store regenerate), or pass --replace to rewrite the record",
         )
     if old is not None and old.digest == record.digest:
-        # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 it lacked.
-        record = with_blake3(old, record.blake3, record.member_blake3)
+        # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 and the content
+        # manifest it lacked.
+        record = with_content(with_blake3(old, record.blake3, record.member_blake3), described)
     records[name] = record
     registry_mod.write_family(registry, family, records.values())
     return record

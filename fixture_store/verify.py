@@ -334,7 +334,8 @@ def assemble(
     full: bool = False,
 ) -> Result:
     """One record's Result from the checks of its objects (see :meth:`Record.objects`), then
-    the content check of records that need one (archives, arrays)."""
+    the content check of a record of one object (an archive or arrays against its manifest;
+    other bytes must not be either)."""
     name = record.name
     if record.gap is not None and record.digest is None:
         return Result(name, Status.GAP, record.gap.reason, kind=record.kind)
@@ -349,7 +350,7 @@ def assemble(
             return _failure(
                 record, store, c, member=ref.member, expected=ref.digest, fetch=fetch, hashed=hashed
             )
-    if content.needs_check(record):
+    if not record.is_tree:
         failure = content.check(store, record, full=full)
         if failure is not None:
             # The error's message names the artifact already; Result.error() adds it back.
@@ -638,7 +639,7 @@ class _Run:
         """Record ``i``'s result, from the checks of all its objects."""
         record, keys = self.plan.records[i]
         checks = self.checks
-        result = _all_verified(record, keys, checks) or assemble(
+        result = _all_verified(record, keys, checks, self.verifier._path) or assemble(
             record,
             self.plan.store,
             lambda d, b3: checks[object_key(d, b3)],
@@ -650,10 +651,14 @@ class _Run:
 
 
 def _all_verified(
-    record: Record, keys: list[ObjectKey], checks: Mapping[ObjectKey, ObjectCheck]
+    record: Record,
+    keys: list[ObjectKey],
+    checks: Mapping[ObjectKey, ObjectCheck],
+    object_path: Callable[[str], str],
 ) -> Result | None:
     """The result of a record whose objects all verified and whose content needs no check of
-    its own (the warm path: no second walk over its objects); ``None`` for any other record."""
+    its own (the warm path: no second walk over its objects, a plain object's leading bytes
+    sniffed through ``object_path``); ``None`` for any other record."""
     verified = Status.VERIFIED
     hashed, cached = 0, True
     for k in keys:
@@ -662,7 +667,10 @@ def _all_verified(
             return None
         hashed += c.hashed
         cached = cached and c.cached
-    if content.needs_check(record):
+    if record.content is not None:
+        return None  # checked against its manifest by assemble
+    # Content undeclared: a tree, or one object whose leading bytes must be no archive or array.
+    if record.members is None and content.sniff(object_path(keys[0][0])) != "unknown":
         return None
     return Result(
         record.name,

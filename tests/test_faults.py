@@ -117,6 +117,11 @@ def _registry(root: Path, work: Path) -> registry_mod.Registry:
             "size": d.size,
             "source": {"type": "local", "path": blob.name},
         }
+    # An archive's record carries the manifest its content is verified against.
+    records["crash/archive.tar.zst"].update(
+        media_type="application/zstd",
+        members=json.loads((work / "manifest.json").read_text()),
+    )
     (root / "provenance").mkdir(parents=True, exist_ok=True)
     (root / "provenance" / "crash.json").write_text(
         registry_mod.dumps({"format_version": 1, "records": records})

@@ -163,6 +163,42 @@ def test_invalid_record_is_an_error(inner: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*misc/blob*unknown kind 'bogus'*"])
 
 
+def test_a_checkpoint_archive_with_unsafe_content_is_an_error(inner: pytest.Pytester) -> None:
+    from tests.support.hostile import compress, tar_bytes, tar_info
+
+    store = Store.at(inner.path / "store")
+    evil = compress(tar_bytes([(tar_info("../evil", 4), b"evil")]), "tar.zst")
+    digest = store.put_bytes(evil)
+    raw = {
+        "kind": "checkpoint",
+        "media_type": "application/zstd",
+        "digest": digest.text,
+        "size": digest.size,
+        "source": {"type": "local", "path": "ckpt.tar.zst"},
+    }
+    registry = registry_mod.load(inner.path)
+    record = registry_mod.parse_record("ckpt/evil.tar.zst", raw, file="t")
+    write_family(registry, "ckpt", [record])
+    inner.makepyfile(
+        test_inner="""
+        import pytest
+
+        @pytest.mark.fixture_store("ckpt/evil.tar.zst")
+        def test_marked(fixture_store):
+            raise AssertionError("must not run")
+
+        def test_in_the_body(fixture_store):
+            fixture_store.path("ckpt/evil.tar.zst")
+    """
+    )
+    result = inner.runpytest()
+    result.assert_outcomes(errors=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*fixture-store refused: ckpt/evil.tar.zst: an archive record needs its member manifest*"]
+    )
+    assert "must not run" not in result.stdout.str()
+
+
 _NEEDS_ADD = """
     import pytest
 

@@ -449,3 +449,59 @@ def test_sha256_only_full_verify_ignores_a_cache_that_vouches_for_damaged_bytes(
     [full] = verify_names(store, reg, ["fam/w"], full=True)
     assert full.status is Status.MISMATCH and not full.cached
     assert full.actual is not None and full.actual.size == w.size
+
+
+def _tree_record(store: Store, members: dict[str, bytes]) -> dict[str, object]:
+    """The record form of a tree, built without Tree's checks (as a hand edit could write it)."""
+    import json
+
+    entries = {}
+    for rel, data in members.items():
+        d = store.put_bytes(data)
+        entries[rel] = {"digest": d.text, "size": d.size}
+    manifest = json.dumps(
+        {"format": "fixture-store.tree/1", "members": entries},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    digest = store.put_bytes(manifest.encode() + b"\n")
+    return {
+        "kind": "tree",
+        "digest": digest.text,
+        "size": digest.size,
+        "members": entries,
+        "source": {"type": "local", "path": "t"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("members", "why"),
+    [
+        ({"a": b"1", "a/b/c": b"2"}, "both a file and a folder"),
+        ({"x/" + "n" * 256: b"1"}, "a filesystem allows 255"),
+        ({"/".join(["s" * 250] * 17): b"1"}, "a filesystem allows 4096"),
+    ],
+)
+def test_a_tree_no_checkout_can_hold_is_an_invalid_record_not_a_crash(
+    project: Path, store: Store, members: dict[str, bytes], why: str
+) -> None:
+    from click.testing import CliRunner
+
+    from fixture_store.cli import main
+
+    (project / "provenance" / "fam.json").write_text(
+        registry_mod.dumps(
+            {"format_version": 1, "records": {"fam/t": _tree_record(store, members)}}
+        )
+    )
+    reg = registry_mod.load(project)
+    [(name, err)] = reg.invalid()
+    assert name == "fam/t" and why in err.message
+    [r] = verify_names(store, reg, ["fam/t"], full=True)
+    assert r.status is Status.INVALID_RECORD and why in r.message
+    result = CliRunner().invoke(
+        main, ["--store", str(store.root), "--registry", str(project), "path", "fam/t"]
+    )
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert why in result.output and "Traceback" not in result.output

@@ -3,7 +3,8 @@
 The manifest's canonical bytes are JSON with sorted keys and no whitespace, so the same folder
 always has the same tree digest. Member paths are POSIX, relative, and checked with full matches:
 no absolute paths, no ``..`` or ``.`` segments, no backslashes or drive letters, no empty segments,
-no control characters, no duplicates (also after Unicode/case folding is *not* applied: names are
+no control characters, no segment over 255 bytes or path over 4096, no member that is another
+member's folder at any depth, no duplicates (Unicode/case folding is *not* applied: names are
 bytes-exact, as the ONNX corpus needs).
 """
 
@@ -24,6 +25,10 @@ from fixture_store.objects.digests import Digest
 FORMAT = "fixture-store.tree/1"
 MEDIA_TYPE = "application/vnd.fixture-store.tree+json"
 _SEGMENT = re.compile(r"[A-Za-z0-9_+=,@~-][A-Za-z0-9._+=,@~-]*")
+# What a checkout can create on the filesystems it runs on (NAME_MAX, PATH_MAX of Linux and
+# macOS): a longer member would verify, then fail with an OS error when it is checked out.
+NAME_MAX = 255
+PATH_MAX = 4096
 
 
 class TreePathError(UsageError):
@@ -45,7 +50,28 @@ def check_member_path(path: object) -> str:
             raise TreePathError(f"member path {path!r} has an empty, '.' or '..' segment")
         if _SEGMENT.fullmatch(seg) is None:
             raise TreePathError(f"member path {path!r} has a disallowed character in {seg!r}")
+        if len(seg) > NAME_MAX:  # segments are ASCII: characters are bytes
+            raise TreePathError(
+                f"member path {path[:64]!r}... has a segment of {len(seg)} bytes; "
+                f"a filesystem allows {NAME_MAX}"
+            )
+    if len(path) > PATH_MAX:
+        raise TreePathError(
+            f"member path {path[:64]!r}... is {len(path)} bytes long; "
+            f"a filesystem allows {PATH_MAX}"
+        )
     return path
+
+
+def _check_no_file_is_a_folder(files: Mapping[str, object]) -> None:
+    """No member is a folder of another member, at any depth (``a`` beside ``a/b/c``)."""
+    for p in files:
+        end = p.rfind("/")
+        while end > 0:
+            parent = p[:end]
+            if parent in files:
+                raise TreePathError(f"member path {parent!r} is both a file and a folder")
+            end = p.rfind("/", 0, end)
 
 
 @dataclass(frozen=True)
@@ -62,10 +88,7 @@ class Tree:
             if not isinstance(digest, Digest):
                 raise TypeError(f"member {path!r}: expected a Digest")
             checked[path] = digest
-        prefixes = {p.rsplit("/", 1)[0] for p in checked if "/" in p}
-        for p in checked:
-            if p in prefixes:
-                raise TreePathError(f"member path {p!r} is both a file and a folder")
+        _check_no_file_is_a_folder(checked)
         object.__setattr__(self, "members", MappingProxyType(checked))
 
     def canonical_bytes(self) -> bytes:

@@ -1,10 +1,19 @@
-"""Content checks: an archive or array record is verified only if its content passes its profile.
+"""Content checks: a record whose object is an archive or arrays is verified only if its content
+passes its profile.
 
-After the digest matched, verification asks :func:`check` whether the bytes are also safe: an
-``archive`` record's object is read as a stream against its ``members`` manifest, an ``array``
-record's NPY/NPZ object against its ``arrays`` manifest, both under the record's limits profile.
+A record says what its object holds (:attr:`Record.content <fixture_store.registry.Record>`): an
+``archive`` or ``array`` kind, or, whatever its kind (a checkpoint ``.tar.zst``, a video
+``.npy``), the media type of an archive or NPY/NPZ format. After the digest matched,
+verification asks :func:`check` whether the bytes are also safe: an archive is read as a stream
+against its ``members`` manifest, NPY/NPZ against its ``arrays`` manifest, both under the
+record's limits profile, and the leading bytes must be the format the media type names. A record
+that declares nothing is refused when its object's leading bytes are an archive or an array
+anyway, so such bytes never verify unchecked.
+
 A pass is remembered per (object digest, manifest, profile) under ``state/``, since the result
-depends on nothing else; ``full`` verification ignores that memory.
+depends on nothing else; ``full`` verification ignores that memory. :func:`describe` reads a new
+file the same way and gives the manifest its record carries (``add`` and ``regenerate
+--accept``).
 """
 
 from __future__ import annotations
@@ -12,41 +21,58 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fixture_store import limits
 from fixture_store.errors import FixtureStoreError, UnsafeContentError
 from fixture_store.objects import statecache, trees
 from fixture_store.objects.store import Store
-from fixture_store.registry import Kind, Record
+from fixture_store.readers.formats import Sniffed, sniff
+from fixture_store.registry import (
+    FORMAT_MEDIA_TYPES,
+    MEDIA_TYPE_FORMATS,
+    Content,
+    GeneratorSource,
+    Kind,
+    Record,
+)
 
-CONTENT_KINDS = frozenset({Kind.ARCHIVE, Kind.ARRAY})
-# Defined by the NPY reader, which imports numpy: repeated here so sniffing does not.
-_NPY_MAGIC = b"\x93NUMPY"
+_ARCHIVE_FORMATS = ("zip", "tar", "tar.lz4", "tar.zst")
+# The leading bytes each media type's format begins with: an NPZ is a zip.
+_SNIFFED_AS = {"npz": "zip"}
+_WHAT: Mapping[str, str] = {
+    "npy": "an NPY array",
+    "zip": "a zip archive (or an NPZ)",
+    "tar": "a tar archive",
+    "tar.lz4": "a tar.lz4 archive",
+    "tar.zst": "a tar.zst archive",
+}
 
 
 def needs_check(record: Record) -> bool:
-    return record.kind in CONTENT_KINDS and record.digest is not None
+    """Whether ``record`` declares content that verification reads against its manifest (a
+    record of one object that declares none is only sniffed: :func:`undeclared`)."""
+    return record.content is not None and record.digest is not None
 
 
-def sniff(path: Path) -> str:
-    """The format of an object by its leading bytes: npy, zip, tar.lz4, tar.zst or tar."""
-    # Only the content path sniffs, and it reads the archive next: importing here costs nothing.
-    from fixture_store.readers import archives
-
-    with open(path, "rb") as f:
-        head = f.read(archives.TAR_MAGIC_OFFSET + len(archives.TAR_MAGIC))
-    if head.startswith(_NPY_MAGIC):
-        return "npy"
-    if head.startswith((archives.ZIP_LOCAL_MAGIC, archives.ZIP_END_MAGIC)):
-        return "zip"
-    if head.startswith(archives.LZ4_MAGIC):
-        return "tar.lz4"
-    if head.startswith(archives.ZSTD_MAGIC):
-        return "tar.zst"
-    if head.startswith(archives.TAR_MAGIC, archives.TAR_MAGIC_OFFSET):
-        return "tar"
-    return "unknown"
+def undeclared(record: Record, path: str | Path) -> UnsafeContentError | None:
+    """The refusal of a record of one object that declares no content while the leading bytes
+    of its object (at ``path``) are an archive or an array; ``None`` for plain bytes, a tree
+    or a record that declares its content. One short read, never remembered."""
+    if record.content is not None or record.digest is None or record.is_tree:
+        return None
+    fmt = sniff(path)
+    if fmt == "unknown":
+        return None
+    return UnsafeContentError(
+        record.name,
+        f"the object is {_WHAT[fmt]} by its leading bytes, but its record does not say so: "
+        "an archive or array is verified against the media type and content manifest its "
+        "record carries",
+        fix=f"{_rewrite_fix(record)}  (records the media type and the manifest)",
+    )
 
 
 def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> limits.Limits:
@@ -62,7 +88,8 @@ def _key(record: Record, profile: limits.Limits) -> str:
     }
     doc = {
         "digest": record.object.text,
-        "kind": record.kind,
+        "content": record.content,
+        "media_type": record.media_type,
         "members": manifest,
         "arrays": arrays_,
         "profile": {**profile.as_dict(), "name": None},
@@ -80,6 +107,8 @@ def check(
 ) -> UnsafeContentError | None:
     """None if the record's (already digest-verified) object passes its content rules."""
     profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
+    if record.content is None:
+        return undeclared(record, store.object_path(record.object))
     marker = _marker(store, record, profile)
     if not full and statecache.has_marker(marker, store.root):
         return None
@@ -93,42 +122,65 @@ def check(
     return None
 
 
-def _check(store: Store, record: Record, profile: limits.Limits) -> None:
-    # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
-    # so a verify of plain objects (and every CLI start) does not pay for them.
-    from fixture_store.readers import archives
-    from fixture_store.readers import npy as arrays
+def _rewrite_fix(record: Record) -> str:
+    if isinstance(record.source, GeneratorSource):
+        return f"fixture-store regenerate {record.source.stage} --accept"
+    return f"fixture-store add FILE --name {record.name} --kind {record.kind} --replace"
 
+
+def _check(store: Store, record: Record, profile: limits.Limits) -> None:
     path = store.object_path(record.object)
     fmt = sniff(path)
-    if record.kind is Kind.ARRAY:
-        if fmt == "npy":
-            spec = None
-            if record.arrays is not None:
-                if len(record.arrays) != 1:
-                    raise UnsafeContentError(
-                        record.name,
-                        f"an NPY holds one array; the manifest lists {len(record.arrays)}",
-                        fix="list exactly one array in 'arrays'",
-                    )
-                spec = next(iter(record.arrays.values()))
-            arrays.read_npy(path, profile, spec, artifact=record.name)
-        elif fmt == "zip":
-            arrays.read_npz(path, profile, record.arrays, artifact=record.name)
-        else:
-            raise UnsafeContentError(
-                record.name,
-                "an array record's object is not NPY or NPZ",
-                fix="register .npy or .npz bytes as kind 'array'",
-            )
-        return
+    declared = MEDIA_TYPE_FORMATS.get(record.media_type or "")
+    if declared is not None and _SNIFFED_AS.get(declared, declared) != fmt:
+        raise UnsafeContentError(
+            record.name,
+            f"the record's media type {record.media_type} names {declared}, but the object's "
+            f"leading bytes are {_WHAT.get(fmt, 'of no format the readers know')}",
+            fix=f"{_rewrite_fix(record)}  (records the media type the bytes have)",
+        )
+    if record.content is Content.ARRAYS:
+        _check_arrays(path, fmt, record, profile)
+    else:
+        _check_archive(path, fmt, record, profile)
+
+
+def _check_arrays(path: Path, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
+    # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
+    # so a verify of plain objects (and every CLI start) does not pay for them.
+    from fixture_store.readers import npy as arrays
+
+    if fmt == "npy":
+        spec = None
+        if record.arrays is not None:
+            if len(record.arrays) != 1:
+                raise UnsafeContentError(
+                    record.name,
+                    f"an NPY holds one array; the manifest lists {len(record.arrays)}",
+                    fix="list exactly one array in 'arrays'",
+                )
+            spec = next(iter(record.arrays.values()))
+        arrays.read_npy(path, profile, spec, artifact=record.name)
+    elif fmt == "zip":
+        arrays.read_npz(path, profile, record.arrays, artifact=record.name)
+    else:
+        raise UnsafeContentError(
+            record.name,
+            "an array record's object is not NPY or NPZ",
+            fix="register .npy or .npz bytes as kind 'array'",
+        )
+
+
+def _check_archive(path: Path, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
+    from fixture_store.readers import archives
+
     if record.members is None:
         raise UnsafeContentError(
             record.name,
             "an archive record needs its member manifest ('members')",
-            fix="record the manifest that fixture_store.readers.archives.scan(path) returns",
+            fix=f"{_rewrite_fix(record)}  (records the manifest of a checked scan)",
         )
-    if fmt not in ("zip", "tar", "tar.lz4", "tar.zst"):
+    if fmt not in _ARCHIVE_FORMATS:
         raise UnsafeContentError(
             record.name,
             "the object is not a tar, tar.lz4, tar.zst or zip",
@@ -141,10 +193,9 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
     """Extract a verified archive record into the store; return the members folder."""
     from fixture_store.readers import archives
 
-    if record.kind is not Kind.ARCHIVE or record.members is None or record.digest is None:
+    if record.content is not Content.ARCHIVE or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
     path = store.object_path(record.digest)
-    fmt = sniff(path)
     return archives.extract(
         store,
         path,
@@ -152,8 +203,96 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
         profile_for(record, tighten),
         archive_digest=record.digest,
         artifact=record.name,
-        fmt=fmt,  # type: ignore[arg-type]
+        fmt=archives.detect_format(path),
     )
 
 
-__all__ = ["CONTENT_KINDS", "check", "extract", "needs_check", "sniff"]
+# -- describing a new file: the manifest its record will carry ---------------------------------
+@dataclass(frozen=True)
+class Described:
+    """What a file holds for verification to read, as its record states it: the media type of
+    its format and its content manifest. :data:`PLAIN` for bytes of no such format."""
+
+    media_type: str | None = None
+    members: trees.Tree | None = None
+    arrays: Mapping[str, Mapping[str, Any]] | None = None
+
+    @property
+    def content(self) -> Content | None:
+        if self.members is not None:
+            return Content.ARCHIVE
+        return Content.ARRAYS if self.arrays is not None else None
+
+
+PLAIN = Described()
+
+
+def describe(
+    path: str | Path,
+    *,
+    kind: Kind,
+    array_name: str,
+    profile: limits.Limits = limits.DEFAULT,
+    artifact: str | None = None,
+) -> Described:
+    """The media type and content manifest of the file at ``path``, by its leading bytes, after
+    reading it under ``profile`` as verification will: an archive's members from a checked scan,
+    NPY/NPZ arrays (name -> dtype, shape) from their checked headers. An NPY's one array is
+    named ``array_name``; a zip is an NPZ when the kind is ``array``, or, for a kind other than
+    ``archive``, when every member is a top-level ``<name>.npy``.
+
+    A hostile archive, a pickle or an object array raises its reader's UnsafeContentError
+    (the rule named); so does a file of kind ``archive`` or ``array`` that is neither.
+    """
+    from fixture_store.readers import archives
+    from fixture_store.readers import npy as arrays
+
+    p = Path(path)
+    label = artifact or str(p)
+    fmt = sniff(p)
+    if fmt == "npy" and kind is not Kind.ARCHIVE:
+        arr = arrays.read_npy(p, profile, artifact=label)
+        return Described(FORMAT_MEDIA_TYPES["npy"], arrays={array_name: _spec(arr)})
+    if fmt in _ARCHIVE_FORMATS:
+        members = archives.scan(p, profile, artifact=label, fmt=fmt)  # type: ignore[arg-type]
+        if fmt == "zip" and kind is not Kind.ARCHIVE and (kind is Kind.ARRAY or _is_npz(members)):
+            read = arrays.read_npz(p, profile, artifact=label)
+            return Described(
+                FORMAT_MEDIA_TYPES["npz"], arrays={n: _spec(a) for n, a in read.items()}
+            )
+        if kind is not Kind.ARRAY:
+            return Described(FORMAT_MEDIA_TYPES[fmt], members=members)
+    if kind is Kind.ARCHIVE:
+        raise UnsafeContentError(
+            label,
+            f"is {_WHAT.get(fmt, 'of no archive format')} by its leading bytes, not a tar, "
+            "tar.lz4, tar.zst or zip",
+            fix="register an archive as kind 'archive'",
+        )
+    if kind is Kind.ARRAY:
+        raise UnsafeContentError(
+            label,
+            f"is {_WHAT.get(fmt, 'of no array format')} by its leading bytes, not NPY or NPZ",
+            fix="register .npy or .npz bytes as kind 'array'",
+        )
+    return PLAIN
+
+
+def _spec(arr: Any) -> dict[str, Any]:
+    return {"dtype": str(arr.dtype), "shape": [int(d) for d in arr.shape]}
+
+
+def _is_npz(members: trees.Tree) -> bool:
+    return len(members) > 0 and all(m.endswith(".npy") and "/" not in m for m in members.members)
+
+
+__all__ = [
+    "PLAIN",
+    "Described",
+    "check",
+    "describe",
+    "extract",
+    "needs_check",
+    "sniff",
+    "undeclared",
+]

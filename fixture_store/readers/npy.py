@@ -25,8 +25,8 @@ import numpy as np
 
 from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
+from fixture_store.readers.formats import NPY_MAGIC as MAGIC
 
-MAGIC = b"\x93NUMPY"
 _PREFIX = len(MAGIC) + 2
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
 # Kinds whose bytes are plain values: bool, signed, unsigned, float, complex, bytes, unicode.

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixture_store import ingest
+from fixture_store import ingest, limits
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.errors import UnknownArtifactError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
+from fixture_store.readers import content
 from fixture_store.regenerate import envs
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
@@ -354,7 +355,7 @@ def _reference(
     def locate(d: Digest) -> Path | None:
         return store.object_path(d) if verifier.check_object(d).status is Status.VERIFIED else None
 
-    return Reference("registry", record.object, record.members, locate), record
+    return Reference("registry", record.object, record.tree, locate), record
 
 
 def _put(store: Store, o: Output) -> Digest:
@@ -377,10 +378,14 @@ def _accept(
     verdicts = {c.name: c.verdict for c in comparisons}
     changed: dict[str, Record] = {}
     produced: dict[str, Digest] = {}
+    described = {o.name: _describe(registry, o) for o in outputs}  # refuses hostile ones first
     for o in outputs:
         produced[o.name] = _put(store, o)
     for name, o in by_name.items():
         if verdicts[name] is Verdict.IDENTICAL:
+            filled = _with_content(registry.get(name), described[name])
+            if filled is not None:
+                changed[name] = filled
             continue
         digest = produced[name]
         lineage = []
@@ -395,9 +400,15 @@ def _accept(
         source = GeneratorSource(
             stage.name, stage.generator, dict(environment), stage.params_json()
         )
-        members = trees.hash_folder(o.path)[0] if o.path.is_dir() else None
-        media = None if members else ingest.MEDIA_TYPES.get(_suffix(o.path))
-        record = Record(name, o.kind, source, digest, media_type=media, members=members)
+        about = described[name]
+        if o.path.is_dir():
+            members: trees.Tree | None = trees.hash_folder(o.path)[0]
+            media = None
+        else:
+            members, media = about.members, about.media_type or ingest.media_type_by_name(o.path)
+        record = Record(
+            name, o.kind, source, digest, media_type=media, members=members, arrays=about.arrays
+        )
         try:
             old: Record | None = registry.get(name)
         except UnknownArtifactError:
@@ -416,14 +427,42 @@ def _accept(
     return sorted(changed)
 
 
+def _describe(registry: Registry, o: Output) -> content.Described:
+    """The content manifest of a file output (a folder's members are objects of their own),
+    read under the profile its record will name; a hostile output is refused."""
+    if o.path.is_dir():
+        return content.PLAIN
+    try:
+        registered = registry.get(o.name).profile
+    except UnknownArtifactError:
+        registered = None
+    profile = limits.profile(o.annotations.profile or registered)
+    return content.describe(
+        o.path,
+        kind=o.kind,
+        array_name=o.path.name.removesuffix(".npy"),
+        profile=profile,
+        artifact=o.name,
+    )
+
+
+def _with_content(record: Record, described: content.Described) -> Record | None:
+    """The registered record of bytes regenerated bit-identical, with the content manifest it
+    lacked; ``None`` when it lacks nothing."""
+    filled = ingest.with_content(record, described)
+    if filled == record:
+        return None
+    return registry_mod.check_record(filled, file=f"provenance/{record.family}.json")
+
+
 def _reviewed_from(old: Record, new: Record) -> Record:
     """``new`` with what the registered record says beyond its bytes (lineage, arrays,
     tolerance, license, profile, description, metadata, a declared gap); identity, source and
-    manifest are the candidate's."""
+    manifest are the candidate's (its arrays too when the registered record lists none)."""
     return dataclasses.replace(
         new,
         lineage=old.lineage,
-        arrays=old.arrays,
+        arrays=old.arrays if old.arrays is not None else new.arrays,
         tolerance=old.tolerance,
         license=old.license,
         profile=old.profile,
@@ -431,7 +470,3 @@ def _reviewed_from(old: Record, new: Record) -> Record:
         metadata=old.metadata,
         gap=old.gap,
     )
-
-
-def _suffix(path: Path) -> str:
-    return path.suffix.lower()

@@ -12,15 +12,19 @@ from fixture_store.registry.files import (
 )
 from fixture_store.registry.known_failures import KnownFailure
 from fixture_store.registry.records import (
+    FORMAT_MEDIA_TYPES,
     KINDS,
+    MEDIA_TYPE_FORMATS,
     TREE_KINDS,
     Annotations,
+    Content,
     Gap,
     Kind,
     ObjectRef,
     Record,
     check_name,
     check_record,
+    content_of,
     family_of,
     parse_kind,
     parse_record,
@@ -38,11 +42,14 @@ from fixture_store.registry.tolerance import ArrayTolerance, Metric, Tolerance
 from fixture_store.registry.where import Where
 
 __all__ = [
+    "FORMAT_MEDIA_TYPES",
     "FORMAT_VERSION",
     "KINDS",
+    "MEDIA_TYPE_FORMATS",
     "TREE_KINDS",
     "Annotations",
     "ArrayTolerance",
+    "Content",
     "FamilyFile",
     "Gap",
     "GeneratorSource",
@@ -61,6 +68,7 @@ __all__ = [
     "Where",
     "check_name",
     "check_record",
+    "content_of",
     "dumps",
     "family_of",
     "find_root",

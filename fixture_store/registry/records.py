@@ -44,6 +44,48 @@ KINDS = tuple(k.value for k in Kind)
 # Folders of objects; an archive's members describe its content instead.
 TREE_KINDS = frozenset({Kind.TREE, Kind.ONNX_CASE})
 
+
+class Content(StrEnum):
+    """What verification reads inside a record's object once its digest matched."""
+
+    ARCHIVE = "archive"  # its members, against the record's ``members`` manifest
+    ARRAYS = "arrays"  # its NPY/NPZ arrays, against the record's ``arrays`` manifest
+
+
+# The object formats the content readers know (detected by leading bytes), by the media type a
+# record names them with, and what verification reads in each. ``npz`` is a zip of arrays.
+MEDIA_TYPE_FORMATS: Mapping[str, str] = MappingProxyType(
+    {
+        "application/x-npy": "npy",
+        "application/x-npz": "npz",
+        "application/zip": "zip",
+        "application/x-tar": "tar",
+        "application/x-lz4": "tar.lz4",
+        "application/zstd": "tar.zst",
+    }
+)
+FORMAT_MEDIA_TYPES: Mapping[str, str] = MappingProxyType(
+    {fmt: media for media, fmt in MEDIA_TYPE_FORMATS.items()}
+)
+_FORMAT_CONTENT = {"npy": Content.ARRAYS, "npz": Content.ARRAYS}
+
+
+def content_of(kind: Kind, media_type: str | None, arrays: object = None) -> Content | None:
+    """What a record of this kind and media type holds for verification to read: an archive
+    or arrays whatever its kind (a checkpoint ``.tar.zst``, a video ``.npy``); ``None`` for a
+    tree, whose members are objects of their own, and for bytes of no format the readers know."""
+    if kind in TREE_KINDS:
+        return None
+    if kind is Kind.ARCHIVE:
+        return Content.ARCHIVE
+    if kind is Kind.ARRAY:
+        return Content.ARRAYS
+    fmt = MEDIA_TYPE_FORMATS.get(media_type) if media_type is not None else None
+    if fmt is not None:
+        return _FORMAT_CONTENT.get(fmt, Content.ARCHIVE)
+    return Content.ARRAYS if arrays is not None else None
+
+
 # A name is a family and a path of segments; full match, so a trailing newline never slips by.
 NAME_PATTERN = r"[a-z0-9][a-z0-9_-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)+"
 _NAME = re.compile(NAME_PATTERN)
@@ -174,10 +216,15 @@ class Record:
         return self.gap is not None
 
     @property
+    def content(self) -> Content | None:
+        """What verification reads inside the object (see :func:`content_of`)."""
+        return content_of(self.kind, self.media_type, self.arrays)
+
+    @property
     def tree(self) -> trees.Tree | None:
         """The member manifest of a tree record (a folder of objects); ``None`` for a record of
         one object. An archive's ``members`` describe its content, not objects."""
-        return self.members if self.kind is not Kind.ARCHIVE else None
+        return self.members if self.content is not Content.ARCHIVE else None
 
     @property
     def is_tree(self) -> bool:
@@ -198,7 +245,7 @@ class Record:
         if digest is None:
             return []
         members = self.members
-        if members is None or self.kind is Kind.ARCHIVE:
+        if members is None or self.content is Content.ARCHIVE:
             return [ObjectRef(digest, None, self.blake3)]
         # A warm verify of a corpus walks every member: the tuples are built without the named
         # tuple's Python-level __new__, which would double the cost.
@@ -258,8 +305,9 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     members, member_blake3 = (
         _parse_members(raw["members"], where) if "members" in raw else (None, {})
     )
-    _check_shape(kind, digest, gap, members, where)
     given = _parse_annotations(raw, where)
+    content = content_of(kind, given.media_type, given.arrays)
+    _check_shape(where, kind=kind, digest=digest, gap=gap, members=members, content=content)
     return Record(
         name,
         kind,
@@ -286,7 +334,14 @@ def check_record(record: Record, *, file: str) -> Record:
     where = Where(file, record.name)
     _check_name(record.name, where)
     record.source.check(where)
-    _check_shape(record.kind, record.digest, record.gap, record.members, where)
+    _check_shape(
+        where,
+        kind=record.kind,
+        digest=record.digest,
+        gap=record.gap,
+        members=record.members,
+        content=record.content,
+    )
     return record
 
 
@@ -358,14 +413,20 @@ def _parse_members(raw: Any, where: Where) -> tuple[trees.Tree, dict[str, str]]:
 
 
 def _check_shape(
-    kind: Kind, digest: Digest | None, gap: Gap | None, members: trees.Tree | None, where: Where
+    where: Where,
+    *,
+    kind: Kind,
+    digest: Digest | None,
+    gap: Gap | None,
+    members: trees.Tree | None,
+    content: Content | None,
 ) -> None:
     """The rules between fields: a digest unless a gap, a tree bound to its manifest."""
     if digest is None and gap is None:
         raise where.fail("digest", "missing required field (only a declared gap may omit it)")
     if members is not None:
         # An archive record's digest is the archive's; its members are the content manifest.
-        if digest is not None and kind is not Kind.ARCHIVE and members.digest != digest:
+        if digest is not None and content is not Content.ARCHIVE and members.digest != digest:
             raise where.fail(
                 "digest",
                 f"does not match the member manifest: the manifest hashes to {members.digest}",

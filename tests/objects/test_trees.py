@@ -64,3 +64,39 @@ def test_hash_folder_lists_every_regular_file(tmp_path: Path) -> None:
     assert sorted(tree.members) == ["d/in.pb", "model.onnx"]
     assert tree.members["d/in.pb"] == digests.of_bytes(b"1")
     assert files["model.onnx"] == tmp_path / "model.onnx"
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        ["a", "a/b/c"],
+        ["x/a", "x/a/b/c/d.pb"],
+        ["model.onnx", "model.onnx/deep/er/file"],
+    ],
+)
+def test_a_file_that_is_a_folder_at_any_depth_is_refused(members: list[str]) -> None:
+    with pytest.raises(TreePathError, match="both a file and a folder"):
+        Tree(dict.fromkeys(members, D))
+
+
+def test_a_sibling_that_only_shares_a_prefix_is_not_a_clash() -> None:
+    assert len(Tree({"a": D, "ab/c": D, "a.pb": D, "b/a/c": D})) == 4
+
+
+@pytest.mark.parametrize(
+    ("path", "ok"),
+    [
+        ("a" * 255, True),
+        ("a" * 256, False),
+        ("d/" + "b" * 256 + "/c", False),
+        ("/".join(["s" * 200] * 20), True),
+        ("/".join(["s" * 200] * 21), False),
+    ],
+)
+def test_segments_over_255_bytes_and_paths_over_4096_are_refused(path: str, ok: bool) -> None:
+    assert len(path) <= 4096 or not ok
+    if ok:
+        assert trees.check_member_path(path) == path
+    else:
+        with pytest.raises(TreePathError, match="a filesystem allows"):
+            trees.check_member_path(path)

@@ -212,3 +212,127 @@ def test_an_archive_record_is_fetched_as_one_object_not_a_tree(tmp_path: Path) -
     assert [h for h, _ in store.iter_objects()] == [d.hex]
     [result] = verify_names(store, registry, ["fam/w"], full=True)
     assert result.status is Status.VERIFIED
+
+
+def _hostile_tar() -> bytes:
+    return tar_bytes(
+        [(tar_info(n, len(d)), d) for n, d in GOOD.items()] + [(tar_info("../evil", 4), b"evil")]
+    )
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "video", "fixture"])
+def test_an_archive_is_content_checked_whatever_the_kind_of_its_record(
+    tmp_path: Path, kind: str
+) -> None:
+    store = Store.at(tmp_path / "store")
+    good = compress(regular_tar(GOOD), "tar.zst")
+    evil = compress(_hostile_tar(), "tar.zst")
+    zst = "application/zstd"
+    records = {
+        "fam/good": _record(store, good, kind, media_type=zst, members=_members(GOOD)),
+        "fam/evil": _record(store, evil, kind, media_type=zst, members=_members(GOOD)),
+        # What provenance/checkpoints.json held: a media type, no manifest.
+        "fam/evil-no-manifest": _record(store, evil, kind, media_type=zst),
+        # Nothing declared: the leading bytes say archive all the same.
+        "fam/evil-undeclared": _record(store, evil, kind),
+        "fam/lz4-said-zstd": _record(
+            store,
+            compress(regular_tar(GOOD), "tar.lz4"),
+            kind,
+            media_type=zst,
+            members=_members(GOOD),
+        ),
+    }
+    registry = _project(tmp_path, records)
+    assert not dict(registry.invalid())
+    assert not registry.get("fam/good").is_tree  # its members describe the archive's content
+    results = {r.name: r for r in verify_names(store, registry, registry.names(), workers=1)}
+    assert {n: r.status for n, r in results.items()} == {
+        "fam/good": Status.VERIFIED,
+        "fam/evil": Status.UNSAFE,
+        "fam/evil-no-manifest": Status.UNSAFE,
+        "fam/evil-undeclared": Status.UNSAFE,
+        "fam/lz4-said-zstd": Status.UNSAFE,
+    }
+    assert "[traversal]" in results["fam/evil"].message
+    assert "member manifest" in results["fam/evil-no-manifest"].message
+    assert "tar.zst archive by its leading bytes" in results["fam/evil-undeclared"].message
+    assert "--replace" in (results["fam/evil-undeclared"].fix or "")
+    assert "tar.lz4" in results["fam/lz4-said-zstd"].message
+    # Warm: the verified-state cache vouches for every object, the content is still judged.
+    warm = {r.name: r for r in verify_names(store, registry, registry.names(), workers=1)}
+    assert warm["fam/good"].cached
+    assert {n: r.status for n, r in warm.items()} == {n: r.status for n, r in results.items()}
+    fixtures = Fixtures(store, registry)
+    with pytest.raises(UnsafeContentError, match="traversal"):
+        fixtures.path("fam/evil")
+    assert fixtures.read_bytes("fam/good") == good
+    folder = content.extract(store, registry.get("fam/good"))
+    assert (folder / "b.txt").read_bytes() == GOOD["b.txt"]
+
+
+@pytest.mark.parametrize("kind", ["fixture", "video", "checkpoint"])
+def test_npy_and_npz_are_content_checked_whatever_the_kind_of_their_record(
+    tmp_path: Path, kind: str
+) -> None:
+    store = Store.at(tmp_path / "store")
+    npy = "application/x-npy"
+    obj = np.empty(1, dtype=object)
+    evil_npz = io.BytesIO()
+    np.savez(evil_npz, x=obj)
+    spec = {"a": {"dtype": "int64", "shape": [3]}}
+    records = {
+        "fam/good": _record(store, _npy(np.arange(3)), kind, media_type=npy, arrays=spec),
+        "fam/wrong-shape": _record(store, _npy(np.arange(4)), kind, media_type=npy, arrays=spec),
+        "fam/pickle": _record(store, _npy(obj, pickle=True), kind, media_type=npy),
+        "fam/pickle-undeclared": _record(store, _npy(obj, pickle=True), kind),
+        "fam/npz-pickle": _record(store, evil_npz.getvalue(), kind, media_type="application/x-npz"),
+    }
+    registry = _project(tmp_path, records)
+    results = {r.name: r for r in verify_names(store, registry, registry.names(), workers=1)}
+    assert {n: r.status for n, r in results.items()} == {
+        "fam/good": Status.VERIFIED,
+        "fam/wrong-shape": Status.UNSAFE,
+        "fam/pickle": Status.UNSAFE,
+        "fam/pickle-undeclared": Status.UNSAFE,
+        "fam/npz-pickle": Status.UNSAFE,
+    }
+    assert "[manifest-shape]" in results["fam/wrong-shape"].message
+    assert "[npy-object]" in results["fam/pickle"].message
+    assert "NPY array by its leading bytes" in results["fam/pickle-undeclared"].message
+    assert "[npy-object]" in results["fam/npz-pickle"].message
+
+
+def test_plain_bytes_of_any_kind_verify_without_a_manifest_or_a_marker(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store")
+    registry = _project(
+        tmp_path,
+        {"fam/w": _record(store, b"plain weights", "checkpoint", media_type="application/onnx")},
+    )
+    [result] = verify_names(store, registry, ["fam/w"], full=True)
+    assert result.status is Status.VERIFIED
+    assert not (store.state_dir / "content").exists()
+
+
+def test_a_metadata_member_over_the_profiles_metadata_bytes_fails_verify(tmp_path: Path) -> None:
+    from tests.support.archive_corpus import BIG_METADATA
+
+    store = Store.at(tmp_path / "store")
+    data = compress(regular_tar(BIG_METADATA), "tar.zst")
+    registry = _project(
+        tmp_path,
+        {
+            "fam/ckpt": _record(
+                store,
+                data,
+                "checkpoint",
+                media_type="application/zstd",
+                profile="1GiB",
+                members=_members(BIG_METADATA),
+            )
+        },
+    )
+    [result] = verify_names(store, registry, ["fam/ckpt"], full=True)
+    assert result.status is Status.UNSAFE and "[metadata-size]" in result.message
+    with pytest.raises(UnsafeContentError, match="metadata-size"):
+        content.extract(store, registry.get("fam/ckpt"))

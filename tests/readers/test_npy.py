@@ -154,6 +154,23 @@ def test_valid_arrays_round_trip_memory_mapped_and_read_only(tmp_path: Path) -> 
     assert arrays.read_npy(empty).shape == (0, 3)
 
 
+def test_fortran_order_is_read_under_the_same_limits_as_its_c_order_twin(tmp_path: Path) -> None:
+    """Read, not refused (README, 'Hostile input'): the layout changes no byte count."""
+    c = np.arange(24, dtype="<f4").reshape(4, 6)
+    f = np.asfortranarray(c)
+    for name, arr in (("c", c), ("f", f)):
+        path = tmp_path / f"{name}.npy"
+        np.save(path, arr)
+        with open(path, "rb") as fh:
+            assert arrays.read_header(fh).fortran_order is (name == "f")
+        np.testing.assert_array_equal(arrays.read_npy(path), c)
+        tight = limits.tighten(DEFAULT, tensor_bytes=c.nbytes - 1)
+        with pytest.raises(UnsafeArrayError, match="tensor-bytes"):
+            arrays.read_npy(path, tight)
+        with pytest.raises(UnsafeArrayError, match="tensor-dimension"):
+            arrays.read_npy(path, limits.tighten(DEFAULT, tensor_dimension=5))
+
+
 @pytest.mark.parametrize("version", [(1, 0), (2, 0), (3, 0)])
 def test_versions_1_to_3_are_read(version: tuple[int, int]) -> None:
     data = npy_bytes(header(descr="'<u2'", shape="(3,)"), b"\x01\x00\x02\x00\x03\x00", version)

@@ -14,6 +14,7 @@ from fixture_store.objects.store import Store
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.regenerate.envs import GeneratorError
 from fixture_store.registry import GeneratorSource
+from fixture_store.verify import Status, verify_names
 from tests.support.regen_project import PYTHON, make_project, set_scale
 
 
@@ -172,3 +173,65 @@ def test_unknown_stage_is_a_usage_error(project: Path, store: Store) -> None:
     code, output = run_cli(project, store, "nope")
     assert code == 2
     assert "neither a stage nor an artifact" in output
+
+
+def test_an_input_with_unsafe_content_never_reaches_the_generator(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    import yaml
+
+    from fixture_store.errors import UnsafeContentError
+    from tests.support.hostile import compress, tar_bytes, tar_info
+
+    # A checkpoint archive recorded as provenance/checkpoints.json recorded them: no manifest.
+    evil = store.put_bytes(compress(tar_bytes([(tar_info("../evil", 4), b"evil")]), "tar.zst"))
+    (project / "provenance" / "ckpt.json").write_text(
+        registry_mod.dumps(
+            {
+                "format_version": 1,
+                "records": {
+                    "ckpt/evil.tar.zst": {
+                        "kind": "checkpoint",
+                        "media_type": "application/zstd",
+                        "digest": evil.text,
+                        "size": evil.size,
+                        "source": {"type": "local", "path": "evil.tar.zst"},
+                    }
+                },
+            }
+        )
+    )
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["regenerate"]["toy"]["inputs"] = ["ckpt/*"]
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=True))
+    scratch = tmp_path / "s8"
+    with pytest.raises(UnsafeContentError, match="member manifest"):
+        regenerate(project, store, "toy", scratch=scratch, python=PYTHON)
+    assert not (scratch / "inputs.json").exists() and not (scratch / "candidates").exists()
+
+
+def test_accept_fills_the_content_manifest_of_an_identical_record(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    path = project / "provenance" / "toy.json"
+    doc = json.loads(path.read_text())
+    values = doc["records"]["toy/values.npy"]
+    assert values["media_type"] == "application/x-npy"
+    assert values["arrays"] == {"values": {"dtype": "float32", "shape": [64]}}
+    del values["arrays"], values["media_type"]  # as a record written before manifests
+    path.write_text(registry_mod.dumps(doc))
+    [bare] = verify_names(store, registry_mod.load(project), ["toy/values.npy"], full=True)
+    assert bare.status is Status.UNSAFE and "NPY array by its leading bytes" in bare.message
+    assert "regenerate toy --accept" in (bare.fix or "")
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s9", accept=True, python=PYTHON)
+    assert {c.verdict for c in report.comparisons} == {Verdict.IDENTICAL}
+    assert report.accepted == ("toy/values.npy",)
+    filled = json.loads(path.read_text())["records"]["toy/values.npy"]
+    assert filled == {
+        **values,
+        "arrays": {"values": {"dtype": "float32", "shape": [64]}},
+        "media_type": "application/x-npy",
+    }
+    [result] = verify_names(store, registry_mod.load(project), ["toy/values.npy"], full=True)
+    assert result.ok

@@ -288,6 +288,25 @@ def test_the_projects_own_registry_is_valid() -> None:
     assert dict(reg.invalid()) == {}
 
 
+def test_every_archive_or_array_the_project_ships_carries_its_content_manifest() -> None:
+    archive_types = {
+        "application/zstd",
+        "application/x-lz4",
+        "application/x-tar",
+        "application/zip",
+    }
+    reg = registry_mod.load(Path(__file__).resolve().parents[2])
+    archives = [reg.get(n) for n in reg.names() if reg.get(n).media_type in archive_types]
+    arrays = [reg.get(n) for n in reg.names() if reg.get(n).media_type == "application/x-npy"]
+    assert {r.family for r in archives} == {"checkpoints"} and len(archives) == 20
+    assert {r.family for r in arrays} == {"jax-parity", "video"}
+    for record in archives:
+        assert record.members is not None and not record.is_tree, record.name
+        assert "metadata.json" in record.members.members, record.name
+    for record in arrays:
+        assert record.arrays is not None and len(record.arrays) == 1, record.name
+
+
 def test_a_known_failure_condition_round_trips_and_a_bad_one_fails_the_file(project: Path) -> None:
     entry = {
         "runtime": "ort",

@@ -8,6 +8,7 @@ nothing behind.
 from __future__ import annotations
 
 import io
+import random
 import tarfile
 import warnings
 import zipfile
@@ -37,6 +38,16 @@ from tests.support.hostile import (
 )
 
 GOOD = {"data/a.bin": b"alpha" * 100, "b.txt": b"bravo\n"}
+
+
+def metadata_json(size: int) -> bytes:
+    """A JSON document of exactly ``size`` bytes that compresses poorly (so no ratio rule)."""
+    pad = random.Random(size).randbytes(size).hex()[: size - len('{"pad":""}')]
+    return b'{"pad":"' + pad.encode() + b'"}'
+
+
+# One byte over the 1 GiB profile's metadata bytes (1 MiB), beside the good members.
+BIG_METADATA = {**GOOD, "ckpt/metadata.json": metadata_json(limits.GIB_1.metadata_bytes + 1)}
 TAR_FORMATS = ("tar", "tar.lz4", "tar.zst")
 SUFFIX = {"tar": ".tar", "tar.lz4": ".tar.lz4", "tar.zst": ".tar.zst", "zip": ".zip"}
 
@@ -143,6 +154,14 @@ def _tar_cases(fmt: str) -> list[Case]:
             "archive-bytes",
             profile=limits.tighten(DEFAULT, archive_bytes=100),
         ),
+        Case(
+            "metadata-size",
+            fmt,
+            z(regular_tar(BIG_METADATA)),
+            "metadata-size",
+            manifest(BIG_METADATA),
+            limits.GIB_1,
+        ),
         *(
             [Case("bomb-ratio", fmt, z(regular_tar(zeros)), "compression-ratio", manifest(zeros))]
             if fmt != "tar"
@@ -240,6 +259,14 @@ def _zip_cases() -> list[Case]:
             zip_bytes(GOOD),
             "archive-bytes",
             profile=limits.tighten(DEFAULT, archive_bytes=100),
+        ),
+        Case(
+            "metadata-size",
+            "zip",
+            zip_bytes(BIG_METADATA, method=zipfile.ZIP_DEFLATED),
+            "metadata-size",
+            manifest(BIG_METADATA),
+            limits.GIB_1,
         ),
         Case("truncated", "zip", good[:-30], "corrupt"),
         Case("not-a-zip", "zip", b"PK" + b"\x00" * 100, "corrupt"),

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from fixture_store.readers.archives._common import RATIO_FLOOR, Format
 from fixture_store.readers.archives._members import ManifestLike, MemberSink
-from fixture_store.readers.archives.decode import LZ4_MAGIC, ZSTD_MAGIC
 from fixture_store.readers.archives.extract import (
     MEMBERS,
     SENTINEL,
@@ -28,13 +27,15 @@ from fixture_store.readers.archives.extract import (
     extraction_path,
 )
 from fixture_store.readers.archives.scan import detect_format, scan
-from fixture_store.readers.archives.tar import TAR_MAGIC, TAR_MAGIC_OFFSET
 from fixture_store.readers.archives.write import Compression, MemberSource, write_tar
-from fixture_store.readers.archives.zip import (
+from fixture_store.readers.archives.zip import open_zip, read_zip_member
+from fixture_store.readers.formats import (
+    LZ4_MAGIC,
+    TAR_MAGIC,
+    TAR_MAGIC_OFFSET,
     ZIP_END_MAGIC,
     ZIP_LOCAL_MAGIC,
-    open_zip,
-    read_zip_member,
+    ZSTD_MAGIC,
 )
 
 __all__ = [

@@ -17,8 +17,9 @@ from fixture_store.readers.archives._common import fail
 ManifestLike = trees.Tree | Mapping[str, Digest]
 # Receives a member's path and its bytes; returns the digest of what it received.
 MemberSink = Callable[[str, Iterator[bytes]], Digest]
-_NAME_MAX = 255
-_PATH_MAX = 4096
+# The member readers parse as JSON (a checkpoint's tensor manifest): held, at any depth, to the
+# profile's metadata bytes, the bound on what a JSON parser is given.
+METADATA_MEMBER = "metadata.json"
 
 
 def manifest_members(manifest: ManifestLike | None) -> Mapping[str, Digest] | None:
@@ -59,6 +60,13 @@ class Checker:
                 f"member {path!r} declares {size} bytes; the profile allows "
                 f"{self.limits.member_bytes}",
             )
+        if size > self.limits.metadata_bytes and path.rsplit("/", 1)[-1] == METADATA_MEMBER:
+            raise fail(
+                self.artifact,
+                "metadata-size",
+                f"member {path!r} declares {size} bytes of metadata; the profile allows "
+                f"{self.limits.metadata_bytes}",
+            )
         if self.manifest is not None:
             want = self.manifest.get(path)
             if want is None:
@@ -85,8 +93,8 @@ class Checker:
         if ".." in name.split("/"):
             raise fail(self.artifact, "traversal", f"member {name!r} escapes with '..'")
         # A tar name may hold undecodable bytes (surrogate escapes): count the stored bytes.
-        if len(name.encode(errors="surrogateescape")) > _PATH_MAX or any(
-            len(seg.encode(errors="surrogateescape")) > _NAME_MAX for seg in name.split("/")
+        if len(name.encode(errors="surrogateescape")) > trees.PATH_MAX or any(
+            len(seg.encode(errors="surrogateescape")) > trees.NAME_MAX for seg in name.split("/")
         ):
             raise fail(
                 self.artifact,

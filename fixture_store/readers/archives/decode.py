@@ -17,10 +17,8 @@ import zstandard
 
 from fixture_store.limits import Limits
 from fixture_store.readers.archives._common import RATIO_FLOOR, RAW_CHUNK, Format, fail
+from fixture_store.readers.formats import LZ4_MAGIC, ZSTD_MAGIC
 
-# The first bytes of every lz4 and zstd frame.
-LZ4_MAGIC = b"\x04\x22\x4d\x18"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 # Bytes 1-3 of a skippable frame's magic number, 0x184D2A5? little-endian (lz4 and zstd alike).
 _SKIPPABLE_MAGIC = b"\x2a\x4d\x18"
 _SKIPPABLE_FIRST = 0x50  # the first byte, 0x50-0x5F: its high nibble

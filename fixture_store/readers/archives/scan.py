@@ -1,4 +1,5 @@
-"""Reading an archive: its format by name, then its members walked and checked under a profile."""
+"""Reading an archive: its format by its leading bytes, then its members walked and checked
+under a profile."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
+from fixture_store.readers import formats
 from fixture_store.readers.archives._common import Format, fail
 from fixture_store.readers.archives._members import (
     Checker,
@@ -20,22 +22,35 @@ from fixture_store.readers.archives.decode import Budget
 from fixture_store.readers.archives.tar import read_tar_members
 from fixture_store.readers.archives.zip import read_zip_members
 
+_BY_NAME: tuple[tuple[str, Format], ...] = (
+    (".tar.lz4", "tar.lz4"),
+    (".tar.zst", "tar.zst"),
+    (".tar", "tar"),
+    (".zip", "zip"),
+    (".npz", "zip"),
+)
+_ARCHIVES: frozenset[str] = frozenset(("tar", "tar.lz4", "tar.zst", "zip"))
+
 
 def detect_format(path: str | os.PathLike[str]) -> Format:
+    """An archive's format by its leading bytes: a store object has no name to go by.
+
+    Bytes that begin no known format are read as the name says, so that a damaged archive is
+    refused by its reader's own rule (``corrupt``); with neither, the archive is refused.
+    """
+    sniffed = formats.sniff(path)
+    if sniffed in _ARCHIVES:
+        return sniffed  # type: ignore[return-value]
     name = Path(path).name.lower()
-    for suffix, fmt in (
-        (".tar.lz4", "tar.lz4"),
-        (".tar.zst", "tar.zst"),
-        (".tar", "tar"),
-        (".zip", "zip"),
-        (".npz", "zip"),
-    ):
-        if name.endswith(suffix):
-            return fmt  # type: ignore[return-value]
+    if sniffed == "unknown":
+        for suffix, fmt in _BY_NAME:
+            if name.endswith(suffix):
+                return fmt
     raise fail(
         str(path),
         "format",
-        "unknown archive format; expected .tar, .tar.lz4, .tar.zst, .zip or .npz",
+        f"unknown archive format: its leading bytes are not those of a tar, tar.lz4, tar.zst "
+        f"or zip ({'an NPY array' if sniffed == 'npy' else 'no known magic number'})",
     )
 
 

@@ -17,10 +17,6 @@ from fixture_store.readers.archives._members import Checker, MemberSink
 from fixture_store.readers.archives.decode import Budget, decoded_stream
 from fixture_store.readers.archives.tarheaders import Header, check_headers, logging_tarinfo
 
-# A POSIX (ustar or PAX) tar header carries this magic at this offset.
-TAR_MAGIC = b"ustar"
-TAR_MAGIC_OFFSET = 257
-
 _TAR_KIND = {
     tarfile.SYMTYPE: ("symlink", "is a symbolic link"),
     tarfile.LNKTYPE: ("hardlink", "is a hard link"),

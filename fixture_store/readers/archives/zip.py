@@ -28,10 +28,8 @@ from fixture_store.readers.archives.zipheaders import (
     deflate_ended,
     read_zip_end,
 )
+from fixture_store.readers.formats import ZIP_END_MAGIC, ZIP_LOCAL_MAGIC
 
-# The signatures of a member's local header and of the end-of-central-directory record.
-ZIP_LOCAL_MAGIC = b"PK\x03\x04"
-ZIP_END_MAGIC = b"PK\x05\x06"
 _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
 _ZIP_ENCRYPTED = 0x1 | 0x40 | 0x2000
 # Deflate options, data descriptor, UTF-8 names: everything else (patches, encryption) is refused.

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixture_store.errors import UnsafeArchiveError
-from fixture_store.limits import DEFAULT
+from fixture_store.limits import DEFAULT, GIB_1
 from fixture_store.readers import archives
-from tests.support.archive_corpus import CASES, SUFFIX, TAR_FORMATS
+from tests.support.archive_corpus import CASES, GOOD, SUFFIX, TAR_FORMATS, metadata_json
 from tests.support.hostile import compress, manifest, regular_tar, zip_bytes
 
 
@@ -41,6 +41,7 @@ def test_every_documented_rule_has_a_case() -> None:
         "archive-bytes",
         "overlap",
         "gap",
+        "metadata-size",
     ):
         assert rule in rules, rule
 
@@ -83,4 +84,18 @@ def test_any_truncated_archive_is_refused(
     cut = data.draw(st.integers(0, len(raw) - 1))
     path.write_bytes(raw[:cut])
     with pytest.raises(UnsafeArchiveError):
+        archives.scan(path, DEFAULT, manifest(members))
+
+
+@pytest.mark.parametrize("fmt", [*TAR_FORMATS, "zip"])
+def test_a_metadata_member_at_the_profiles_limit_is_read(
+    tmp_path_factory: pytest.TempPathFactory, fmt: str
+) -> None:
+    members = {**GOOD, "metadata.json": metadata_json(GIB_1.metadata_bytes)}
+    path = tmp_path_factory.mktemp("meta") / f"x{SUFFIX[fmt]}"
+    raw = zip_bytes(members) if fmt == "zip" else compress(regular_tar(members), fmt)
+    path.write_bytes(raw)
+    assert dict(archives.scan(path, GIB_1, manifest(members)).members) == manifest(members)
+    # The default profile allows 256 KiB of metadata: the same archive is refused there.
+    with pytest.raises(UnsafeArchiveError, match="metadata-size"):
         archives.scan(path, DEFAULT, manifest(members))

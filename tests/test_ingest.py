@@ -1,0 +1,192 @@
+"""``add`` of archives and arrays: the content manifest is written at ingest, hostile bytes are
+refused before anything is stored or recorded, and the format comes from the leading bytes."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.access import Fixtures
+from fixture_store.errors import UnsafeContentError
+from fixture_store.limits import DEFAULT
+from fixture_store.objects import digests, trees
+from fixture_store.objects.store import Store
+from fixture_store.readers import archives
+from fixture_store.registry import Record
+from fixture_store.verify import Status, verify_names
+from tests.support.hostile import compress, manifest, regular_tar, tar_bytes, tar_info
+
+GOOD = {"weights/a.npy": b"alpha" * 100, "metadata.json": b"{}"}
+
+
+def _write(project: Path, rel: str, data: bytes) -> Path:
+    path = project / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def _add(store: Store, project: Path, path: Path, name: str, kind: str) -> Record:
+    return ingest.add(store, registry_mod.load(project), path, name=name, kind=kind)
+
+
+def _npy(arr: np.ndarray[Any, Any], *, pickle: bool = False) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, allow_pickle=pickle)
+    return buf.getvalue()
+
+
+def _raw(project: Path, name: str) -> dict[str, Any]:
+    family, _ = name.split("/", 1)
+    doc = json.loads((project / "provenance" / f"{family}.json").read_text())
+    record: dict[str, Any] = doc["records"][name]
+    return record
+
+
+@pytest.mark.parametrize(
+    ("fmt", "media_type"),
+    [
+        ("tar.zst", "application/zstd"),
+        ("tar.lz4", "application/x-lz4"),
+        ("tar", "application/x-tar"),
+    ],
+)
+def test_add_records_the_members_of_an_archive_whatever_its_kind(
+    project: Path, store: Store, fmt: str, media_type: str
+) -> None:
+    path = _write(project, f"data/ckpt.{fmt}", compress(regular_tar(GOOD), fmt))
+    record = _add(store, project, path, "ckpt/tiny", "checkpoint")
+    assert record.media_type == media_type
+    assert record.members is not None and dict(record.members.members) == manifest(GOOD)
+    assert record.digest == digests.of_file(path) and not record.is_tree
+    raw = _raw(project, "ckpt/tiny")
+    assert raw["media_type"] == media_type and set(raw["members"]) == set(GOOD)
+    [result] = verify_names(store, registry_mod.load(project), ["ckpt/tiny"], full=True)
+    assert result.status is Status.VERIFIED
+
+
+def test_add_records_the_arrays_of_npy_and_npz(project: Path, store: Store) -> None:
+    npy = _write(project, "data/ref.npy", _npy(np.zeros((2, 3), np.float32)))
+    record = _add(store, project, npy, "ref/out", "fixture")
+    assert record.media_type == "application/x-npy"
+    assert _raw(project, "ref/out")["arrays"] == {"ref": {"dtype": "float32", "shape": [2, 3]}}
+    buf = io.BytesIO()
+    np.savez(buf, x=np.arange(4, dtype=">i4"), y=np.ones((1, 2), bool))
+    npz = _write(project, "data/pair.npz", buf.getvalue())
+    record = _add(store, project, npz, "ref/pair", "array")
+    assert record.media_type == "application/x-npz"
+    assert _raw(project, "ref/pair")["arrays"] == {
+        "x": {"dtype": ">i4", "shape": [4]},
+        "y": {"dtype": "bool", "shape": [1, 2]},
+    }
+    registry = registry_mod.load(project)
+    results = verify_names(store, registry, ["ref/out", "ref/pair"], full=True)
+    assert [r.status for r in results] == [Status.VERIFIED, Status.VERIFIED]
+
+
+def test_an_npz_of_another_kind_is_read_as_arrays_a_zip_as_an_archive(
+    project: Path, store: Store
+) -> None:
+    buf = io.BytesIO()
+    np.savez(buf, x=np.arange(2))
+    record = _add(store, project, _write(project, "data/x.bin", buf.getvalue()), "f/x", "video")
+    assert record.media_type == "application/x-npz"
+    assert dict(record.arrays or {}) == {"x": {"dtype": "int64", "shape": [2]}}
+    zbuf = io.BytesIO()
+    with zipfile.ZipFile(zbuf, "w") as zf:
+        zf.writestr("notes.txt", "hello")
+    record = _add(store, project, _write(project, "data/z.npz", zbuf.getvalue()), "f/z", "fixture")
+    assert record.media_type == "application/zip"
+    assert record.members is not None and set(record.members.members) == {"notes.txt"}
+
+
+def _hostile_archive() -> bytes:
+    entries = [(tar_info(n, len(d)), d) for n, d in GOOD.items()]
+    return compress(tar_bytes([*entries, (tar_info("../evil", 4), b"evil")]), "tar.zst")
+
+
+def _object_array_npz() -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, x=np.array([{"a": 1}], dtype=object))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("rel", "data", "kind", "rule"),
+    [
+        ("data/ckpt.tar.zst", _hostile_archive(), "checkpoint", "traversal"),
+        (
+            "data/evil.npy",
+            _npy(np.array([None, 1], dtype=object), pickle=True),
+            "fixture",
+            "npy-object",
+        ),
+        ("data/evil.npz", _object_array_npz(), "array", "npy-object"),
+        (
+            "data/big-meta.tar",
+            regular_tar({"metadata.json": b" " * (DEFAULT.metadata_bytes + 1)}),
+            "checkpoint",
+            "metadata-size",
+        ),
+        ("data/not-an-archive.bin", b"plain bytes", "archive", "by its leading bytes"),
+    ],
+)
+def test_add_refuses_hostile_content_before_anything_is_stored_or_recorded(
+    project: Path, store: Store, rel: str, data: bytes, kind: str, rule: str
+) -> None:
+    path = _write(project, rel, data)
+    with pytest.raises(UnsafeContentError, match=rule) as info:
+        _add(store, project, path, "bad/one", kind)
+    assert "nothing was stored or recorded" in info.value.message and info.value.fix
+    assert not (project / "provenance" / "bad.json").exists()
+    assert not store.has(digests.of_bytes(data))
+
+
+def test_the_format_comes_from_the_leading_bytes_not_the_name(project: Path, store: Store) -> None:
+    archive = compress(regular_tar(GOOD), "tar.lz4")
+    record = _add(store, project, _write(project, "data/weights", archive), "ckpt/w", "checkpoint")
+    assert record.media_type == "application/x-lz4" and record.members is not None
+    # The verified object's path has no name to go by: the scan reads its leading bytes.
+    path = Fixtures(store, registry_mod.load(project)).path("ckpt/w")
+    assert path.name == record.object.hex[2:]
+    assert dict(archives.scan(path, DEFAULT, record.members).members) == manifest(GOOD)
+    # Named .npy, but not an NPY: no array media type, nothing for verification to read.
+    fake = _add(store, project, _write(project, "data/v.npy", b"v"), "ckpt/v", "video")
+    assert fake.media_type is None and fake.arrays is None
+    assert verify_names(store, registry_mod.load(project), ["ckpt/v"])[0].ok
+
+
+def test_adding_the_same_bytes_again_fills_the_manifest_a_record_lacks(
+    project: Path, store: Store
+) -> None:
+    path = _write(project, "data/ckpt.tar.zst", compress(regular_tar(GOOD), "tar.zst"))
+    record = _add(store, project, path, "ckpt/tiny", "checkpoint")
+    bare = {k: v for k, v in _raw(project, "ckpt/tiny").items() if k != "members"}
+    bare["license"] = "MIT"  # reviewed by hand: kept
+    (project / "provenance" / "ckpt.json").write_text(
+        registry_mod.dumps({"format_version": 1, "records": {"ckpt/tiny": bare}})
+    )
+    [before] = verify_names(store, registry_mod.load(project), ["ckpt/tiny"], full=True)
+    assert before.status is Status.UNSAFE and "member manifest" in before.message
+    again = _add(store, project, path, "ckpt/tiny", "checkpoint")
+    assert again.members == record.members and again.license == "MIT"
+    [after] = verify_names(store, registry_mod.load(project), ["ckpt/tiny"], full=True)
+    assert after.status is Status.VERIFIED
+
+
+def test_a_tree_member_manifest_is_untouched_by_content_checks(project: Path, store: Store) -> None:
+    folder = project / "data" / "case"
+    _write(project, "data/case/model.onnx", b"model")
+    _write(project, "data/case/test_data_set_0/input_0.npy", _npy(np.arange(2)))
+    record = _add(store, project, folder, "case/one", "tree")
+    assert record.is_tree and record.media_type is None and record.arrays is None
+    tree = trees.hash_folder(folder)[0]
+    assert record.members == tree and record.digest == tree.digest
