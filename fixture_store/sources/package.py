@@ -126,7 +126,7 @@ def _load(ctx: FetchContext, record: Record, source: PackageSource) -> SafeArchi
     if not present:
         ctx.require_online(record, f"the distribution {filename} of {requirement}")
         ctx.store.ensure()
-        with tempfile.TemporaryDirectory(dir=ctx.store.tmp_dir, prefix="pkg-") as tmp:
+        with tempfile.TemporaryDirectory(dir=ctx.store.temp_folder(), prefix="pkg-") as tmp:
             path = download(requirement, filename, Path(tmp))
             got = path.stat().st_size
             expected = Digest(hexpart, size if size is not None else got)
