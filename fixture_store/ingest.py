@@ -13,7 +13,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
 from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.registry import (
     TREE_KINDS,
     Annotations,
@@ -107,6 +107,7 @@ def build_record(
     return registry_mod.check_record(record, file=file)
 
 
+@holding_writer_lock  # from the first temp file until the record is written: gc waits
 def add(
     store: Store,
     registry: Registry,
@@ -146,7 +147,6 @@ def add(
     file = f"provenance/{family}.json"
     source.check(Where(file, name))  # before any byte enters the store
     annotations = Annotations.from_json(extra or {}, Where(file, name))
-    existing_file = registry.families.get(family)
     if p.is_dir():
         if kind not in TREE_KINDS:
             raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
@@ -175,18 +175,22 @@ def add(
             file=file,
         )
         record = with_blake3(record, stored.blake3, {})
-    records = dict(existing_file.records) if existing_file else {}
-    if existing_file and name in existing_file.invalid and not replace:
-        raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
-    old = records.get(name)
-    if old is not None and old.digest != record.digest and not replace:
-        raise UsageError(
-            f"{name} is already registered with {old.digest}; the new bytes are {record.digest}",
-            fix="compare first (fixture-store regenerate), or pass --replace to rewrite the record",
-        )
-    if old is not None and old.digest == record.digest:
-        # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 it lacked.
-        record = with_blake3(old, record.blake3, record.member_blake3)
-    records[name] = record
-    registry_mod.write_family(registry, family, records.values())
+    with registry_mod.transaction(registry.root) as tx:  # checked against the file as it is now
+        existing_file = tx.family(family)
+        records = dict(existing_file.records) if existing_file else {}
+        if existing_file and name in existing_file.invalid and not replace:
+            raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
+        old = records.get(name)
+        if old is not None and old.digest != record.digest and not replace:
+            raise UsageError(
+                f"{name} is already registered with {old.digest}; the new bytes are "
+                f"{record.digest}",
+                fix="compare first (fixture-store regenerate), or pass --replace to rewrite "
+                "the record",
+            )
+        if old is not None and old.digest == record.digest:
+            # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 it lacked.
+            record = with_blake3(old, record.blake3, record.member_blake3)
+        records[name] = record
+        tx.write(family, records.values())
     return record

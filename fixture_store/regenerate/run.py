@@ -3,6 +3,9 @@
 Without ``accept`` the registry is never changed and the store only gains objects when ``fetch``
 asks for it and the candidate is bit-identical to its record (that is how a generator-sourced
 artifact is fetched: rebuilt and checked against the digest the registry already holds).
+Putting candidates and accepting them hold the store's writer lock (``gc`` waits), and the
+records are rewritten in one registry transaction, refused if a record compared against changed
+meanwhile (see :mod:`fixture_store.objects.store` and :mod:`fixture_store.registry.files`).
 """
 
 from __future__ import annotations
@@ -161,11 +164,16 @@ def regenerate(
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
     if not only:
         comparisons += _no_longer_produced(registry, stage, outputs)
-    fetched = _put_identical(store, outputs, comparisons) if fetch or accept else []
+    fetched: list[str] = []
     accepted: list[str] = []
-    if accept:
-        input_digests = {n: d for n, _p, d in inputs}
-        accepted = _accept(store, registry, stage, outputs, comparisons, environment, input_digests)
+    if fetch or accept:
+        with store.writing():  # from the first candidate put until the records are written
+            fetched = _put_identical(store, outputs, comparisons)
+            if accept:
+                input_digests = {n: d for n, _p, d in inputs}
+                accepted = _accept(
+                    store, registry, stage, outputs, comparisons, environment, input_digests
+                )
     return Report(
         stage.name,
         scratch,
@@ -364,6 +372,7 @@ def _accept(
     by_name = {o.name: o for o in outputs}
     verdicts = {c.name: c.verdict for c in comparisons}
     changed: dict[str, Record] = {}
+    compared: dict[str, Record | None] = {}
     produced: dict[str, Digest] = {}
     for o in outputs:
         produced[o.name] = _put(store, o)
@@ -390,17 +399,29 @@ def _accept(
             old: Record | None = registry.get(name)
         except UnknownArtifactError:
             old = None
+        compared[name] = old
         if old is not None:
             record = _reviewed_from(old, record)
         record = o.annotations.apply(record)
         if lineage:
             record = dataclasses.replace(record, lineage=tuple(lineage))
         changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
-    for family in sorted({family_of(n) for n in changed}):
-        existing = registry.families.get(family)
-        records = dict(existing.records) if existing else {}
-        records.update({n: r for n, r in changed.items() if family_of(n) == family})
-        registry_mod.write_family(registry, family, records.values())
+    with registry_mod.transaction(registry.root) as tx:
+        rewritten: dict[str, dict[str, Record]] = {}
+        for name, record in sorted(changed.items()):
+            family = family_of(name)
+            if family not in rewritten:
+                existing = tx.family(family)
+                rewritten[family] = dict(existing.records) if existing else {}
+            if rewritten[family].get(name) != compared[name]:
+                raise UsageError(
+                    f"{name} changed in provenance/{family}.json while it was being "
+                    "regenerated; nothing was accepted",
+                    fix="run the regeneration again, to compare against the record as it is now",
+                )
+            rewritten[family][name] = record
+        for family, records in rewritten.items():
+            tx.write(family, records.values())
     return sorted(changed)
 
 
