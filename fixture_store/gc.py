@@ -86,7 +86,7 @@ def sweep(
     if not delete:
         return Sweep(find_garbage(store, [registry]))
     with store.collecting(on_wait), registry_mod.transaction(registry.root) as tx:
-        current = tx.registry()
+        current = tx.registry(known=registry)
         invalid = dict(current.invalid())
         if invalid:
             raise UsageError(

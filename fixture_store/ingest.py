@@ -176,7 +176,7 @@ def add(
         )
         record = with_blake3(record, stored.blake3, {})
     with registry_mod.transaction(registry.root) as tx:  # checked against the file as it is now
-        existing_file = tx.family(family)
+        existing_file = tx.family(family, known=registry.families.get(family))
         records = dict(existing_file.records) if existing_file else {}
         if existing_file and name in existing_file.invalid and not replace:
             raise UsageError(f"{name} has an invalid record; fix it or pass --replace")

@@ -66,7 +66,7 @@ def record_blake3(
     if updated:
         with registry_mod.transaction(registry.root) as tx:
             for family, pairs in updated.items():
-                current = tx.family(family)
+                current = tx.family(family, known=registry.families.get(family))
                 by_name = dict(current.records) if current is not None else {}
                 for verified, new in pairs:
                     if by_name.get(verified.name) == verified:

@@ -411,7 +411,7 @@ def _accept(
         for name, record in sorted(changed.items()):
             family = family_of(name)
             if family not in rewritten:
-                existing = tx.family(family)
+                existing = tx.family(family, known=registry.families.get(family))
                 rewritten[family] = dict(existing.records) if existing else {}
             if rewritten[family].get(name) != compared[name]:
                 raise UsageError(

@@ -130,6 +130,13 @@ class FamilyFile:
     invalid: Mapping[str, RegistryError]
     known_failures: tuple[KnownFailure, ...] = ()
     description: str | None = None
+    # SHA-256 of the text it was parsed from: a transaction that finds the file unchanged reuses
+    # this parse instead of parsing it again under the lock.
+    text_digest: str = field(default="", compare=False)
+
+
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def load_file(path: str | os.PathLike[str]) -> FamilyFile:
@@ -150,7 +157,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         parse_known_failure(kf, file=shown, index=i)
         for i, kf in enumerate(doc.get("known_failures") or [])
     )
-    return FamilyFile(p, family, records, invalid, known, doc.get("description"))
+    return FamilyFile(
+        p, family, records, invalid, known, doc.get("description"), _text_digest(text)
+    )
 
 
 def _parse_document(text: str, shown: str) -> dict[str, Any]:
@@ -434,17 +443,30 @@ class Transaction:
     def directory(self) -> Path:
         return self.root / DIRNAME
 
-    def family(self, family: str) -> FamilyFile | None:
-        """The family's file as it is on disk now; ``None`` if it has none yet."""
+    def family(self, family: str, known: FamilyFile | None = None) -> FamilyFile | None:
+        """The family's file as it is on disk now; ``None`` if it has none yet. ``known``, the
+        family as read before the transaction, is returned as it is if the file still holds
+        the very text it was parsed from (parsing a large family again costs a second)."""
         check_family(family)
         if family not in self._read:
             path = self.directory / f"{family}.json"
-            self._read[family] = load_file(path) if path.exists() else None
+            self._read[family] = _reread(path, known)
         return self._read[family]
 
-    def registry(self) -> Registry:
-        """Every family file as it is on disk now."""
-        return load(self.root)
+    def registry(self, known: Registry | None = None) -> Registry:
+        """Every family file as it is on disk now; the families of ``known`` whose files are
+        unchanged are reused (see :meth:`family`)."""
+        if known is None:
+            return load(self.root)
+        if not self.directory.is_dir():
+            raise UsageError(f"{self.directory} does not exist", fix="fixture-store init")
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                check_family(path.stem)
+            except UsageError:
+                load_file(path)  # raises the registry error naming the file
+            self.family(path.stem, known=known.families.get(path.stem))
+        return Registry(self.root, {f: ff for f, ff in sorted(self._read.items()) if ff})
 
     def write(
         self,
@@ -463,6 +485,19 @@ class Transaction:
         )
         self._read.pop(family, None)
         return path
+
+
+def _reread(path: Path, known: FamilyFile | None) -> FamilyFile | None:
+    if known is not None and known.text_digest:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            text = None  # load_file says what is wrong
+        if text is not None and _text_digest(text) == known.text_digest:
+            return known
+    return load_file(path) if path.exists() else None
 
 
 _held = threading.local()
@@ -528,7 +563,8 @@ def write_family(
     """
     check_family(family)
     with transaction(registry.root) as tx:
-        _check_unchanged(registry.families.get(family), tx.family(family), tx.directory, family)
+        read = registry.families.get(family)
+        _check_unchanged(read, tx.family(family, known=read), tx.directory, family)
         return tx.write(family, records, description=description, known_failures=known_failures)
 
 

@@ -51,6 +51,21 @@ def test_a_transaction_reads_the_family_as_it_is_under_the_lock(project: Path) -
     assert sorted(registry_mod.load(project).families["fam"].records) == ["fam/a", "fam/b"]
 
 
+def test_a_transaction_reuses_a_family_read_before_only_while_its_file_is_unchanged(
+    project: Path,
+) -> None:
+    registry_mod.write_family(registry_mod.load(project), "fam", [_record("fam/a")])
+    before = registry_mod.load(project)
+    with registry_mod.transaction(project) as tx:
+        assert tx.family("fam", known=before.families["fam"]) is before.families["fam"]
+        assert tx.registry(known=before).families == before.families
+    registry_mod.write_family(before, "fam", [_record("fam/a"), _record("fam/b", 1)])
+    with registry_mod.transaction(project) as tx:
+        now = tx.family("fam", known=before.families["fam"])
+        assert now is not None and sorted(now.records) == ["fam/a", "fam/b"]
+        assert sorted(tx.registry(known=before).families["fam"].records) == ["fam/a", "fam/b"]
+
+
 def test_transactions_exclude_each_other_and_nest_on_one_thread(project: Path) -> None:
     inside = threading.Event()
     order: list[str] = []
