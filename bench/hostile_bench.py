@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tarfile
 import tempfile
 import time
@@ -33,20 +34,28 @@ from fixture_store.objects.store import Store
 from fixture_store.readers import archives
 from fixture_store.readers import npy as arrays
 
+Pair = tuple[float, float]
 
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    times = []
+
+def medians(repeat: int, ours: Callable[[], object], theirs: Callable[[], object]) -> Pair:
+    """Median seconds of ``ours`` and ``theirs``: one untimed run each (imports, page cache),
+    then ``repeat`` timed runs alternating between them, so both are measured warm."""
+    ours()
+    theirs()
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+        for fn, out in ((ours, times[0]), (theirs, times[1])):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
-def row(what: str, ours: float, theirs: float, other: str) -> None:
+def row(what: str, pair: Pair, other: str) -> None:
+    ours, theirs = pair
     print(
         f"{what:<34} fixture-store {ours * 1000:9.1f} ms   {other:<28} {theirs * 1000:9.1f} ms"
-        f"   ratio {ours / theirs:5.2f}x"
+        f"   time ratio {ours / theirs:5.2f}x"
     )
 
 
@@ -70,7 +79,10 @@ def main() -> None:
         archives.write_tar(members, zst, "zstd")
         lz4_path = tmp / "a.tar.lz4"
         archives.write_tar(members, lz4_path, "lz4")
-        print(f"payload {args.mib} MiB in {n_files} members; best of {args.repeat}")
+        print(
+            f"payload {args.mib} MiB in {n_files} members; medians of {args.repeat} runs "
+            "each, after one untimed run, alternating; time ratio = fixture-store / other"
+        )
 
         def ours_extract() -> None:
             store = Store.at(tmp / "store")
@@ -87,8 +99,7 @@ def main() -> None:
 
         row(
             "extract .tar.zst",
-            best_of(args.repeat, ours_extract),
-            best_of(args.repeat, tarfile_extract),
+            medians(args.repeat, ours_extract, tarfile_extract),
             "tarfile extractall(data)",
         )
 
@@ -102,8 +113,7 @@ def main() -> None:
 
         row(
             "scan .tar.lz4 (read all members)",
-            best_of(args.repeat, lambda: archives.scan(lz4_path, manifest=manifest)),
-            best_of(args.repeat, tarfile_read),
+            medians(args.repeat, lambda: archives.scan(lz4_path, manifest=manifest), tarfile_read),
             "tarfile read",
         )
 
@@ -112,14 +122,12 @@ def main() -> None:
         np.save(npy, arr)
         row(
             "read .npy (then sum)",
-            best_of(args.repeat, lambda: arrays.read_npy(npy).sum()),
-            best_of(args.repeat, lambda: np.load(npy).sum()),
+            medians(args.repeat, lambda: arrays.read_npy(npy).sum(), lambda: np.load(npy).sum()),
             "numpy.load",
         )
         row(
             "open .npy (header only, mmap)",
-            best_of(args.repeat, lambda: arrays.read_npy(npy)),
-            best_of(args.repeat, lambda: np.load(npy, mmap_mode="r")),
+            medians(args.repeat, lambda: arrays.read_npy(npy), lambda: np.load(npy, mmap_mode="r")),
             "numpy.load(mmap_mode=r)",
         )
 
@@ -135,8 +143,7 @@ def main() -> None:
 
         row(
             "read .npz (8 arrays)",
-            best_of(args.repeat, lambda: arrays.read_npz(npz, manifest=spec)),
-            best_of(args.repeat, numpy_npz),
+            medians(args.repeat, lambda: arrays.read_npz(npz, manifest=spec), numpy_npz),
             "numpy.load",
         )
 

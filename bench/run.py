@@ -5,8 +5,9 @@
 
 Every case builds its own data in a temp folder. Each contender runs as a child process, so its
 peak RSS (``os.wait4``) is its own; RSS is reported above the baseline of a child that only
-imports fixture-store. Each measurement is repeated; the table shows the median and the spread
-(min-max), and ratios are taken between medians measured side by side in the same run.
+imports fixture-store. The contenders of a case run round-robin (one discarded run each, then
+``--repeat`` rounds), so load from elsewhere falls on all of them; the table shows the median
+and the spread (min-max), and ratios are taken between medians measured side by side.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -49,12 +50,17 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
+# A file shared with the store has (at least) two names: its own and the object's.
+LINKED = 2
+
+
 @dataclass
 class Sample:
     seconds: float
     rss_kib: int
     hashed_bytes: int = 0
     phases: dict[str, float] = field(default_factory=dict)
+    links: int | None = None  # the fewest hard links any source file had after the run
 
 
 @dataclass
@@ -67,6 +73,18 @@ class Row:
     target: float | None = None  # the speed ratio aimed for (anchor time / this time)
     note: str = ""
     ratio: float | None = field(default=None)
+    expect_linked: bool = False  # the run must leave every source file hard-linked
+
+    @property
+    def links(self) -> int | None:
+        """The fewest hard links a source file had after any run (None: not checked)."""
+        counts = [s.links for s in self.samples if s.links is not None]
+        return min(counts) if counts else None
+
+    @property
+    def not_linked(self) -> bool:
+        links = self.links
+        return self.expect_linked and (links is None or links < LINKED)
 
     @property
     def median(self) -> float:
@@ -82,6 +100,10 @@ class Row:
         return max(s.rss_kib for s in self.samples)
 
 
+# (contender, run, anchor, target) for Bench.measure_together
+Entry = tuple[str, Callable[[int], Sample], str | None, float | None]
+
+
 class Bench:
     def __init__(self, work: Path, repeat: int) -> None:
         self.work = work
@@ -91,6 +113,9 @@ class Bench:
         # Users have bytecode caches; without them every run would recompile every import.
         self.env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         self.env["DVC_NO_ANALYTICS"] = "1"
+        # The fetch rows use a loopback mirror; the caller's offline switch is not for them.
+        for var in ("FIXTURE_STORE_OFFLINE", "HF_HUB_OFFLINE"):
+            self.env.pop(var, None)
         self._warm_up()
         self.baseline_kib = statistics.median(self.child(["noop"]).rss_kib for _ in range(3))
 
@@ -120,8 +145,12 @@ class Bench:
         _rmtree(scratch)
 
     # -- running contenders -------------------------------------------------------------------
-    def spawn(self, cmd: Sequence[str], cwd: Path | None = None) -> tuple[float, int, str]:
-        """Run ``cmd`` under the launcher; return (wall seconds, peak RSS KiB, stdout)."""
+    def spawn(
+        self, cmd: Sequence[str], cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> tuple[float, int, str]:
+        """Run ``cmd`` under the launcher; return (wall seconds, peak RSS KiB, stdout).
+
+        ``env`` adds to (or overrides) the bench's environment for this run."""
         with (
             tempfile.TemporaryFile() as out,
             tempfile.TemporaryFile() as err,
@@ -132,7 +161,7 @@ class Bench:
                 stdout=out,
                 stderr=err,
                 cwd=cwd,
-                env=self.env,
+                env={**self.env, **(env or {})},
                 check=False,
             )
             out.seek(0)
@@ -149,56 +178,47 @@ class Bench:
         doc = json.loads(stdout.strip().splitlines()[-1])
         return Sample(doc["seconds"], rss, doc["bytes"], doc.get("phases", {}))
 
-    def external(self, cmd: Sequence[str], cwd: Path | None = None) -> Sample:
-        wall, rss, _ = self.spawn(cmd, cwd)
+    def external(
+        self, cmd: Sequence[str], cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> Sample:
+        wall, rss, _ = self.spawn(cmd, cwd, env)
         return Sample(wall, rss)
-
-    def measure(
-        self,
-        case: str,
-        contender: str,
-        nbytes: int,
-        run: Callable[[int], Sample],
-        *,
-        anchor: str | None = None,
-        target: float | None = None,
-        note: str = "",
-        prepare: Callable[[int], None] | None = None,
-    ) -> Row:
-        samples = []
-        if prepare is None:
-            run(-1)  # one discarded run: the first after another contender pays for the switch
-        for i in range(self.repeat):
-            if prepare is not None:
-                prepare(i)
-            # Start every run with no dirty pages: dvc and pooch leave their writes in the page
-            # cache, and the next contender's fsync would pay for writing them out.
-            os.sync()
-            samples.append(run(i))
-        row = Row(case, contender, samples, nbytes, anchor, target, note)
-        self.rows.append(row)
-        self._report(row)
-        return row
 
     def measure_together(
         self,
         case: str,
         nbytes: int,
-        entries: Sequence[tuple[str, Callable[[int], Sample], str | None, float | None]],
+        entries: Sequence[Entry],
+        *,
+        prepare: Mapping[str, Callable[[int], None]] | None = None,
+        linked: Collection[str] = (),
+        note: str = "measured round-robin",
     ) -> list[Row]:
         """Measure several (contender, run, anchor, target) round-robin: each repeat runs every
         contender once, so a machine that drifts during the group drifts for all of them and
-        their ratios compare like with like."""
-        for _, run, _, _ in entries:
-            run(-1)  # one discarded run each
+        their ratios compare like with like.
+
+        ``prepare[contender](i)`` runs untimed before that contender's run ``i`` (``-1`` for the
+        discarded one); the contenders in ``linked`` must leave their sources hard-linked."""
+        prepare = prepare or {}
+        for name, run, _, _ in entries:
+            if name in prepare:
+                prepare[name](-1)
+            os.sync()
+            run(-1)  # one discarded run each: the first after another case pays for the switch
         samples: dict[str, list[Sample]] = {name: [] for name, _, _, _ in entries}
         for i in range(self.repeat):
             for name, run, _, _ in entries:
+                if name in prepare:
+                    prepare[name](i)
+                # Start every run with no dirty pages: dvc and pooch leave their writes in the
+                # page cache, and the next contender's fsync would pay for writing them out.
                 os.sync()
                 samples[name].append(run(i))
         rows = []
         for name, _, anchor, target in entries:
-            row = Row(case, name, samples[name], nbytes, anchor, target, "measured round-robin")
+            row = Row(case, name, samples[name], nbytes, anchor, target, note)
+            row.expect_linked = name in linked
             self.rows.append(row)
             self._report(row)
             rows.append(row)
@@ -225,10 +245,13 @@ class Bench:
 
     def _report(self, row: Row) -> None:
         case, contender = row.case, row.contender
+        links = "" if row.links is None else f"  links {row.links}"
+        if row.not_linked:
+            links += "  NOT LINKED: the store holds a copy"
         print(
             f"  {case:7s} {contender:46s} {row.median:8.3f} s  "
             f"({row.spread[0]:.3f}-{row.spread[1]:.3f})  "
-            f"rss +{self.above(row) / 1024:6.1f} MiB",
+            f"rss +{self.above(row) / 1024:6.1f} MiB{links}",
             file=sys.stderr,
             flush=True,
         )
@@ -298,7 +321,7 @@ def free_port() -> int:
 def case_single(
     b: Bench, case: str, size: int, writer: Callable[[Path, int], None], fetch: bool
 ) -> None:
-    """One large object: full verify, BLAKE3 verify, warm verify, ingest, fetch-verify."""
+    """One large object: full verify, BLAKE3 verify, warm verify, ingest, https fetch."""
     root = b.work / case
     data = root / "proj" / "data" / ("object.bin" if case == "big" else "tensor.npy")
     data.parent.mkdir(parents=True)
@@ -323,173 +346,332 @@ def case_single(
         )
     )
 
-    b.measure(
-        case, "hashlib sha256 (1 core)", nbytes, lambda _i: b.child(["hashlib", str(listing)])
-    )
-    b.measure(
+    hashlib_row = "hashlib sha256 (1 core)"
+    full = "fixture-store verify --full sha256"
+    b.measure_together(
         case,
-        "sha256sum (coreutils)",
         nbytes,
-        lambda _i: b.external(["sha256sum", str(data)]),
-        anchor="hashlib sha256 (1 core)",
-    )
-    b.measure(
-        case,
-        "fixture-store verify --full sha256",
-        nbytes,
-        lambda _i: b.child(["verify", str(store), str(proj), "full", "sha256", "thread"]),
-        anchor="hashlib sha256 (1 core)",
-        target=0.95,
-    )
-    b.measure(
-        case,
-        "fixture-store verify --full (blake3)",
-        nbytes,
-        lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
-        anchor="hashlib sha256 (1 core)",
-        target=3.0,
-    )
-    b.measure(
-        case,
-        "fixture-store verify (warm)",
-        nbytes,
-        lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
-        anchor="fixture-store verify --full sha256",
+        [
+            (hashlib_row, lambda _i: b.child(["hashlib", str(listing)]), None, None),
+            (
+                "sha256sum (coreutils)",
+                lambda _i: b.external(["sha256sum", str(data)]),
+                hashlib_row,
+                None,
+            ),
+            (full, _verify(b, store, proj, "full", "sha256"), hashlib_row, 0.95),
+            (
+                "fixture-store verify --full (blake3)",
+                _verify(b, store, proj, "full", "auto"),
+                hashlib_row,
+                3.0,
+            ),
+            ("fixture-store verify (warm)", _verify(b, store, proj, "warm", "auto"), full, None),
+        ],
     )
 
-    # Ingest: fresh store and registry for each run; dvc gets a fresh repo with its own copy.
-    fresh: dict[str, Path] = {}
-
-    def prep_fs(i: int) -> None:
-        fresh["store"] = root / f"ingest-store-{i}"
-        (proj / "provenance" / "bench.json").unlink(missing_ok=True)
-
-    b.measure(
-        case,
-        "dvc add",
-        nbytes,
-        lambda i: b.external(
-            [sys.executable, "-m", "dvc", "add", "-q", data.name], cwd=fresh["dvc"]
-        ),
-        prepare=lambda i: _dvc_copy(fresh, root / f"dvc-{i}", data),
-        note="CLI wall time",
-    )
-    b.measure(
-        case,
-        "fixture-store add",
-        nbytes,
-        lambda i: b.external(
-            b.fs(
-                "--store",
-                str(fresh["store"]),
-                "--registry",
-                str(proj),
-                "add",
-                str(data),
-                "--name",
-                f"bench/{case}",
-                "--kind",
-                "fixture",
-            )
-        ),
-        prepare=prep_fs,
-        anchor="dvc add",
-        target=5.0,
-        note="CLI wall time",
-    )
-    b.measure(
-        case,
-        "fixture-store add --link",
-        nbytes,
-        lambda i: b.external(
-            b.fs(
-                "--store",
-                str(fresh["store"]),
-                "--registry",
-                str(proj),
-                "add",
-                str(data),
-                "--name",
-                f"bench/{case}",
-                "--kind",
-                "fixture",
-                "--link",
-            )
-        ),
-        prepare=prep_fs,
-        anchor="dvc add",
-        target=5.0,
-        note="CLI wall time; a hard link",
-    )
-
+    _ingest_rows(_Ingest(b, case, root, proj, data, "fixture"), ("", ""))
     if fetch:
         _fetch_case(b, case, data, nbytes)
-    for p in root.glob("ingest-store-*"):
-        _rmtree(p)
-    for p in root.glob("dvc-*"):
-        _rmtree(p)
 
 
-def _dvc_copy(fresh: dict[str, Path], repo: Path, data: Path) -> None:
-    dvc_repo(repo)
-    shutil.copyfile(data, repo / data.name)
-    fresh["dvc"] = repo
+def _verify(
+    b: Bench, store: Path | str, proj: Path | str, mode: str, algorithm: str
+) -> Callable[[int], Sample]:
+    """A run of the verify child: ``mode`` is "full" or "warm", ``algorithm`` sha256 or auto."""
+    return lambda _i: b.child(["verify", str(store), str(proj), mode, algorithm, "thread"])
+
+
+def fewest_links(path: Path) -> int:
+    """The fewest hard links of ``path``, or of any file under it: 1 means a copy somewhere."""
+    if not path.is_dir():
+        return path.stat().st_nlink
+    return min(p.stat().st_nlink for p in path.rglob("*") if p.is_file())
+
+
+@dataclass
+class _Ingest:
+    """The ``add`` rows of one case: fresh stores and DVC repositories, one per run."""
+
+    b: Bench
+    case: str
+    root: Path
+    proj: Path
+    source: Path
+    kind: str
+    dirs: dict[str, Path] = field(default_factory=dict)
+
+    def fresh(self, key: str, i: int) -> Path:
+        previous = self.dirs.get(key)
+        if previous is not None and previous.exists():
+            _rmtree(previous)
+        self.dirs[key] = self.root / f"ingest-{key}-{i + 1}"
+        return self.dirs[key]
+
+    def prep_dvc(self, key: str, *, hardlink: bool) -> Callable[[int], None]:
+        def prepare(i: int) -> None:
+            repo = dvc_repo(self.fresh(key, i))
+            if hardlink:
+                config = [sys.executable, "-m", "dvc", "config", "cache.type", "hardlink"]
+                subprocess.run(config, cwd=repo, check=True, env=self.b.env)
+            if self.source.is_dir():
+                shutil.copytree(self.source, repo / self.source.name)
+            else:
+                shutil.copyfile(self.source, repo / self.source.name)
+
+        return prepare
+
+    def prep_fs(self, key: str) -> Callable[[int], None]:
+        def prepare(i: int) -> None:
+            self.fresh(key, i)
+            (self.proj / "provenance" / "bench.json").unlink(missing_ok=True)
+
+        return prepare
+
+    def dvc_add(self, key: str, *, hardlink: bool) -> Callable[[int], Sample]:
+        def run(_i: int) -> Sample:
+            repo = self.dirs[key]
+            cmd = [sys.executable, "-m", "dvc", "add", "-q", self.source.name]
+            sample = self.b.external(cmd, cwd=repo)
+            if hardlink:
+                sample.links = fewest_links(repo / self.source.name)
+            return sample
+
+        return run
+
+    def fs_add(self, key: str, *, link: bool) -> Callable[[int], Sample]:
+        def run(_i: int) -> Sample:
+            args = ["--store", str(self.dirs[key]), "--registry", str(self.proj), "add"]
+            args += [str(self.source), "--name", f"bench/{self.case}", "--kind", self.kind]
+            sample = self.b.external(self.b.fs(*args, *(["--link"] if link else [])))
+            if link:
+                sample.links = fewest_links(self.source)
+            return sample
+
+        return run
+
+    def clean(self) -> None:
+        for path in self.dirs.values():
+            if path.exists():
+                _rmtree(path)
+
+
+def _ingest_rows(ingest: _Ingest, labels: tuple[str, str]) -> None:
+    """``add`` against copying ``dvc add``, ``add --link`` against ``dvc add`` with
+    ``cache.type hardlink``, round-robin. Every run gets a fresh store or DVC repository (the
+    previous run's is deleted first), so nothing is ever already there; the linking rows read
+    the source's link count after each run and the row fails if any file was copied.
+
+    ``labels``: what the dvc rows say in parentheses, and the fixture-store rows' suffix.
+    """
+    dvc_label, fs_label = labels
+    dvc_copy = f"dvc add ({dvc_label})" if dvc_label else "dvc add"
+    dvc_link = f"dvc add ({dvc_label + ', ' if dvc_label else ''}cache.type hardlink)"
+    fs_copy = f"fixture-store add{fs_label}"
+    fs_link = f"fixture-store add --link{fs_label}"
+    ingest.b.measure_together(
+        ingest.case,
+        source_bytes(ingest.source),
+        [
+            (dvc_copy, ingest.dvc_add("dvc-copy", hardlink=False), None, None),
+            (fs_copy, ingest.fs_add("fs-copy", link=False), dvc_copy, 5.0),
+            (dvc_link, ingest.dvc_add("dvc-link", hardlink=True), None, None),
+            (fs_link, ingest.fs_add("fs-link", link=True), dvc_link, 5.0),
+        ],
+        prepare={
+            dvc_copy: ingest.prep_dvc("dvc-copy", hardlink=False),
+            fs_copy: ingest.prep_fs("fs-copy"),
+            dvc_link: ingest.prep_dvc("dvc-link", hardlink=True),
+            fs_link: ingest.prep_fs("fs-link"),
+        },
+        linked=(dvc_link, fs_link),
+        note="CLI wall time, round-robin, fresh store or repository each run",
+    )
+    ingest.clean()
+
+
+def source_bytes(path: Path) -> int:
+    if not path.is_dir():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+# An https mirror on loopback for the fetch rows: serves a folder with the bench's certificate.
+HTTPS_MIRROR = """
+import functools, http.server, ssl, sys
+folder, cert, key, port = sys.argv[1:5]
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+handler = functools.partial(Quiet, directory=folder)
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), handler)
+server.daemon_threads = True
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+server.serve_forever()
+"""
+
+
+def make_cert(folder: Path) -> Path:
+    """A self-signed certificate for 127.0.0.1 (``cert.pem``, with ``key.pem`` beside it)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path = folder / "cert.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / "key.pem").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path
 
 
 def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
+    """``fixture-store fetch`` of a url record (https, then verified) against pooch.retrieve,
+    both as whole processes from the same loopback https mirror, round-robin, fresh store or
+    cache folder each run. Both trust the mirror's certificate through the environment:
+    ``SSL_CERT_FILE`` for the url source, ``REQUESTS_CA_BUNDLE`` for pooch's requests."""
     from fixture_store.objects import digests
 
+    root = b.work / case / "fetch"
+    root.mkdir()
+    cert = make_cert(root)
     digest = digests.of_file(data)
     port = free_port()
     server = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "http.server",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--directory",
+            "-c",
+            HTTPS_MIRROR,
             str(data.parent),
+            str(cert),
+            str(root / "key.pem"),
+            str(port),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        url = f"http://127.0.0.1:{port}/{data.name}"
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-        dest = b.work / case / "fetch"
-        b.measure(
+        url = f"https://127.0.0.1:{port}/{data.name}"
+        _wait_for_port(port)
+        proj = project(root / "proj")
+        record: dict[str, object] = {"kind": "fixture", "source": {"type": "url", "url": url}}
+        record |= {"digest": digest.text, "size": digest.size}
+        doc = {"format_version": 1, "records": {f"bench/{case}": record}}
+        (proj / "provenance" / "bench.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+        env = {"SSL_CERT_FILE": str(cert), "REQUESTS_CA_BUNDLE": str(cert)}
+        dirs: dict[str, Path] = {}
+
+        def fresh(key: str) -> Callable[[int], None]:
+            def prepare(i: int) -> None:
+                previous = dirs.get(key)
+                if previous is not None and previous.exists():
+                    _rmtree(previous)
+                dirs[key] = root / f"{key}-{i + 1}"
+
+            return prepare
+
+        pooch = "pooch.retrieve (https loopback mirror)"
+        fs = "fixture-store fetch (https, verified)"
+        b.measure_together(
             case,
-            "pooch.retrieve (loopback mirror)",
             nbytes,
-            lambda i: b.child(["pooch", url, digest.text, str(dest / f"pooch-{i}")]),
+            [
+                (
+                    pooch,
+                    lambda _i: b.external(
+                        [
+                            sys.executable,
+                            "-m",
+                            "bench.child",
+                            "pooch",
+                            url,
+                            digest.text,
+                            str(dirs["pooch"]),
+                        ],
+                        cwd=REPO,
+                        env=env,
+                    ),
+                    None,
+                    None,
+                ),
+                (
+                    fs,
+                    lambda _i: b.external(
+                        b.fs(
+                            "--store",
+                            str(dirs["store"]),
+                            "--registry",
+                            str(proj),
+                            "fetch",
+                            f"bench/{case}",
+                        ),
+                        env=env,
+                    ),
+                    pooch,
+                    None,
+                ),
+            ],
+            prepare={pooch: fresh("pooch"), fs: fresh("store")},
+            note="process wall time, round-robin, fresh store or cache folder each run",
         )
-        b.measure(
-            case,
-            "fixture-store fetch-verify",
-            nbytes,
-            lambda i: b.child(
-                ["fs-fetch", url, digest.text, str(digest.size), str(dest / f"store-{i}")]
-            ),
-            anchor="pooch.retrieve (loopback mirror)",
-        )
-        _rmtree(dest)
     finally:
         server.terminate()
         server.wait()
+    _rmtree(root)
 
 
-def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int, listing: Path) -> None:
+def _wait_for_port(port: int) -> None:
+    for _ in range(100):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing is listening on 127.0.0.1:{port}")
+
+
+def _executor_rows(
+    b: Bench,
+    case: str,
+    store: str,
+    proj: str,
+    *,
+    nbytes: int,
+    listing: Path,
+    extra: Sequence[Entry] = (),
+) -> None:
     """Full SHA-256 verify across objects against one-core hashlib: the default, and each way of
-    running it forced, measured round-robin with the anchor."""
+    running it forced, measured round-robin with the anchor (and the ``extra`` contenders)."""
     anchor = "hashlib sha256 (1 core)"
-    entries: list[tuple[str, Callable[[int], Sample], str | None, float | None]] = [
+    entries: list[Entry] = [
         (anchor, lambda _i: b.child(["hashlib", str(listing)]), None, None),
         (
             "fixture-store verify --full sha256",
@@ -513,7 +695,7 @@ def _executor_rows(b: Bench, case: str, store: str, proj: str, nbytes: int, list
                 None,
             )
         )
-    b.measure_together(case, nbytes, entries)
+    b.measure_together(case, nbytes, [*entries, *extra])
 
 
 def case_many(b: Bench, size: int, count: int = 64) -> None:
@@ -526,14 +708,15 @@ def case_many(b: Bench, size: int, count: int = 64) -> None:
     for i in range(count):
         write_random(folder / f"o{i:03d}.bin", size // count)
     _files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
-    _executor_rows(b, case, str(store), str(proj), nbytes, listing)
-    b.measure(
+    blake3 = _verify(b, store, proj, "full", "auto")
+    _executor_rows(
+        b,
         case,
-        "fixture-store verify --full (blake3)",
-        nbytes,
-        lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
-        anchor="hashlib sha256 (1 core)",
-        target=3.0,
+        str(store),
+        str(proj),
+        nbytes=nbytes,
+        listing=listing,
+        extra=[("fixture-store verify --full (blake3)", blake3, "hashlib sha256 (1 core)", 3.0)],
     )
 
 
@@ -573,101 +756,25 @@ def case_small(b: Bench, count: int) -> None:
     write_small(folder, count)
     files, listing, nbytes, store = _ingested_tree(b, case, root, proj, folder)
 
-    _executor_rows(b, case, str(store), str(proj), nbytes, listing)
-    b.measure(
-        case,
-        "sha256sum (coreutils)",
-        nbytes,
-        lambda _i: b.external(["sha256sum", *files]),
-        anchor="hashlib sha256 (1 core)",
-    )
-    b.measure(
-        case,
-        "fixture-store verify --full (blake3)",
-        nbytes,
-        lambda _i: b.child(["verify", str(store), str(proj), "full", "auto", "thread"]),
-        anchor="hashlib sha256 (1 core)",
-    )
-    b.measure(
-        case,
-        "fixture-store verify (warm)",
-        nbytes,
-        lambda _i: b.child(["verify", str(store), str(proj), "warm", "auto", "thread"]),
-        anchor="fixture-store verify --full sha256",
-    )
-
-    fresh: dict[str, Path] = {}
-
-    def prep_dvc(i: int) -> None:
-        repo = dvc_repo(root / f"dvc-{i}")
-        shutil.copytree(folder, repo / "files")
-        fresh["dvc"] = repo
-
-    def prep_fs(i: int) -> None:
-        fresh["store"] = root / f"ingest-store-{i}"
-        (proj / "provenance" / "bench.json").unlink(missing_ok=True)
-
-    b.measure(
-        case,
-        "dvc add (folder)",
-        nbytes,
-        lambda _i: b.external(
-            [sys.executable, "-m", "dvc", "add", "-q", "files"], cwd=fresh["dvc"]
+    hashlib_row = "hashlib sha256 (1 core)"
+    extra: list[Entry] = [
+        ("sha256sum (coreutils)", lambda _i: b.external(["sha256sum", *files]), hashlib_row, None),
+        (
+            "fixture-store verify --full (blake3)",
+            _verify(b, store, proj, "full", "auto"),
+            hashlib_row,
+            None,
         ),
-        prepare=prep_dvc,
-        note="CLI wall time, fresh repo each run",
-    )
-    b.measure(
-        case,
-        "fixture-store add (tree)",
-        nbytes,
-        lambda _i: b.external(
-            b.fs(
-                "--store",
-                str(fresh["store"]),
-                "--registry",
-                str(proj),
-                "add",
-                str(folder),
-                "--name",
-                "bench/small",
-                "--kind",
-                "tree",
-            )
+        (
+            "fixture-store verify (warm)",
+            _verify(b, store, proj, "warm", "auto"),
+            "fixture-store verify --full sha256",
+            None,
         ),
-        prepare=prep_fs,
-        anchor="dvc add (folder)",
-        target=5.0,
-        note="CLI wall time, fresh store each run",
-    )
-    b.measure(
-        case,
-        "fixture-store add --link (tree)",
-        nbytes,
-        lambda _i: b.external(
-            b.fs(
-                "--store",
-                str(fresh["store"]),
-                "--registry",
-                str(proj),
-                "add",
-                str(folder),
-                "--name",
-                "bench/small",
-                "--kind",
-                "tree",
-                "--link",
-            )
-        ),
-        prepare=prep_fs,
-        anchor="dvc add (folder)",
-        target=5.0,
-        note="CLI wall time, fresh store each run; hard links, no copy",
-    )
-    for p in root.glob("ingest-store-*"):
-        _rmtree(p)
-    for p in root.glob("dvc-*"):
-        _rmtree(p)
+    ]
+    _executor_rows(b, case, str(store), str(proj), nbytes=nbytes, listing=listing, extra=extra)
+
+    _ingest_rows(_Ingest(b, case, root, proj, folder, "tree"), ("folder", " (tree)"))
 
 
 def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
@@ -720,41 +827,39 @@ def case_corpus(b: Bench, records: int = 1765, files: int = 8000) -> None:
 
 
 def _corpus_rows(b: Bench, case: str, store: str, proj: str, nbytes: int) -> None:
-    full = b.measure(
+    listing = Path(proj) / "objects.txt"
+    listing.write_text("".join(f"{p}\n" for p in _object_paths(store, proj)))
+    full_row = "fixture-store verify --full sha256"
+    full, _blake3, warm, _stat = b.measure_together(
         case,
-        "fixture-store verify --full sha256",
         nbytes,
-        lambda _i: b.child(["verify", store, proj, "full", "sha256", "thread"]),
-    )
-    b.measure(
-        case,
-        "fixture-store verify --full (blake3)",
-        nbytes,
-        lambda _i: b.child(["verify", store, proj, "full", "auto", "thread"]),
-        anchor="fixture-store verify --full sha256",
-    )
-    warm = b.measure(
-        case,
-        "fixture-store verify (warm)",
-        nbytes,
-        lambda _i: b.child(["verify", store, proj, "warm", "auto", "thread"]),
-        anchor="fixture-store verify --full sha256",
-        target=20.0,
+        [
+            (full_row, _verify(b, store, proj, "full", "sha256"), None, None),
+            (
+                "fixture-store verify --full (blake3)",
+                _verify(b, store, proj, "full", "auto"),
+                full_row,
+                None,
+            ),
+            (
+                "fixture-store verify (warm)",
+                _verify(b, store, proj, "warm", "auto"),
+                full_row,
+                20.0,
+            ),
+            (
+                # The least any per-file warm check costs: the ceiling of the warm ratio.
+                "  stat floor: os.stat of each object",
+                lambda _i: b.child(["stat", str(listing)]),
+                "  verify phase --full sha256",
+                None,
+            ),
+        ],
     )
     b.phase(full, "registry load", "  registry load (part of each verify)")
     b.phase(full, "verify", "  verify phase --full sha256")
     b.phase(
         warm, "verify", "  verify phase (warm)", anchor="  verify phase --full sha256", target=20.0
-    )
-    listing = Path(proj) / "objects.txt"
-    listing.write_text("".join(f"{p}\n" for p in _object_paths(store, proj)))
-    b.measure(
-        case,
-        "  stat floor: os.stat of each object",
-        nbytes,
-        lambda _i: b.child(["stat", str(listing)]),
-        anchor="  verify phase --full sha256",
-        note="the least any per-file warm check costs: the ceiling of the warm ratio",
     )
 
 
@@ -798,21 +903,27 @@ def case_archive(b: Bench, size: int, count: int = 16) -> None:
     manifest.write_bytes(tree.canonical_bytes())
     _rmtree(src)
     nbytes = tree.total_size
+    tar_row = "tar --zstd -xf (unchecked)"
+    entries: list[Entry] = []
     if shutil.which("tar") and shutil.which("zstd"):
 
         def tar_run(i: int) -> Sample:
-            dest = root / f"tar-{i}"
+            dest = root / f"tar-{i + 1}"
             dest.mkdir()
             return b.external(["tar", "--zstd", "-xf", str(archive), "-C", str(dest)])
 
-        b.measure(case, "tar --zstd -xf (unchecked)", nbytes, tar_run)
-    b.measure(
-        case,
-        "fixture-store extract (checked, 1GiB profile)",
-        nbytes,
-        lambda i: b.child(["extract", str(archive), str(manifest), str(root / f"store-{i}")]),
-        anchor="tar --zstd -xf (unchecked)",
+        entries.append((tar_row, tar_run, None, None))
+    entries.append(
+        (
+            "fixture-store extract (checked, 1GiB profile)",
+            lambda i: b.child(
+                ["extract", str(archive), str(manifest), str(root / f"store-{i + 1}")]
+            ),
+            tar_row,
+            None,
+        )
     )
+    b.measure_together(case, nbytes, entries)
     for p in [*root.glob("tar-*"), *root.glob("store-*")]:
         _rmtree(p)
 
@@ -875,7 +986,7 @@ def finish(b: Bench) -> list[Row]:
 def table(b: Bench) -> str:
     head = (
         f"{'case':7s} {'contender':46s} {'median s':>9s} {'spread s':>15s} {'MB/s':>8s} "
-        f"{'ratio':>7s} {'target':>7s} {'RSS+MiB':>8s}"
+        f"{'ratio':>7s} {'target':>10s} {'RSS+MiB':>8s}  links"
     )
     lines = [head, "-" * len(head)]
     for r in b.rows:
@@ -884,15 +995,19 @@ def table(b: Bench) -> str:
         target = f">={r.target:g}x" if r.target is not None else ""
         if r.target is not None and r.ratio is not None:
             target += " ok" if r.ratio >= r.target else " NO"
+        links = "" if r.links is None else str(r.links)
+        if r.not_linked:
+            links += " NOT LINKED: a copy, this row measures nothing it claims"
         lines.append(
             f"{r.case:7s} {r.contender:46s} {r.median:9.3f} {f'{lo:.3f}-{hi:.3f}':>15s} "
             f"{r.nbytes / r.median / 1e6:8.0f} {ratio:>7s} {target:>10s} "
-            f"{b.above(r) / 1024:8.1f}"
+            f"{b.above(r) / 1024:8.1f}  {links}"
         )
     lines.append(
         "ratio = anchor median / this median (higher is faster); "
         f"RSS above a {b.baseline_kib / 1024:.0f} MiB baseline child; "
-        f"{b.repeat} runs each"
+        f"{b.repeat} runs each; links = the fewest hard links of a source file after a "
+        "linking run (2: the file and the store's object)"
     )
     for case, why in b.skipped.items():
         lines.append(f"skipped {case}: {why}")
@@ -943,11 +1058,15 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "median": r.median,
                         "spread": r.spread,
                         "rss_above_baseline_kib": b.above(r),
+                        "links": r.links,
                     }
                     for r in b.rows
                 ],
             }
             args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        unlinked = [f"{r.case}: {r.contender}" for r in b.rows if r.not_linked]
+        if unlinked:
+            raise SystemExit(f"not hard-linked after the run: {', '.join(unlinked)}")
     finally:
         if args.keep is None:
             _rmtree(work)

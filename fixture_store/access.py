@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -16,7 +17,8 @@ from typing import BinaryIO
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
-from fixture_store.objects import fsutil
+from fixture_store.objects import digests, fsutil
+from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.objects.trees import Tree
 from fixture_store.registry import Record, Registry
@@ -96,8 +98,17 @@ class Fixtures:
         return self.path(name).read_bytes()
 
     def tree(self, name: str) -> Path:
-        """A folder holding the verified members of a tree artifact (links to the objects)."""
+        """A folder holding exactly the verified members of a tree artifact (hard links to the
+        objects); read it through its manifest (:meth:`tree_files`), not by listing it."""
         return checkout_tree(self.store, self.verified(name))
+
+    def tree_files(self, name: str) -> dict[str, Path]:
+        """The verified members of a tree artifact: member path -> its file in the checkout,
+        from the manifest, so no caller needs to list the folder."""
+        record = self.verified(name)
+        folder = checkout_tree(self.store, record)
+        assert record.tree is not None
+        return {m: folder.joinpath(*m.split("/")) for m in record.tree.members}
 
 
 def checkout_tree(store: Store, record: Record) -> Path:
@@ -112,10 +123,12 @@ def checkout(store: Store, tree: Tree, key: str) -> Path:
     """Materialise a tree under ``trees/<key>`` as hard links to its (verified) objects.
 
     Built in a staging folder and renamed into place, so a crash never leaves a half tree. An
-    existing checkout is reused only if every member is still the same inode as its object.
+    existing checkout is reused only if it is exactly its manifest (see :func:`checkout_intact`);
+    anything else there is removed (a link only as a link) and the checkout is rebuilt.
+    ``trees/`` itself must be a plain folder of the store.
     """
     final = store.root / "trees" / key
-    if final.is_dir() and _checkout_intact(store, tree, final):
+    if store.plain("trees") and checkout_intact(store, tree, final):
         return final
     store.ensure()
     staging = Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="tree-"))
@@ -125,17 +138,17 @@ def checkout(store: Store, tree: Tree, key: str) -> Path:
             target.parent.mkdir(parents=True, exist_ok=True)
             source = store.object_path(digest)
             try:
-                os.link(source, target)
+                os.link(source, target, follow_symlinks=False)
             except OSError:
-                shutil.copyfile(source, target)
+                shutil.copyfile(source, target, follow_symlinks=False)
                 os.chmod(target, 0o444)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if final.exists():
+        store.plain("trees", create=True)
+        if os.path.lexists(final):
             fsutil.remove_tree(final)
         try:
             os.rename(staging, final)
         except OSError:
-            if not (final.is_dir() and _checkout_intact(store, tree, final)):
+            if not checkout_intact(store, tree, final):
                 raise
     finally:
         if staging.exists():
@@ -143,17 +156,42 @@ def checkout(store: Store, tree: Tree, key: str) -> Path:
     return final
 
 
-def _checkout_intact(store: Store, tree: Tree, folder: Path) -> bool:
-    count = 0
-    for dirpath, _dirs, files in os.walk(folder):
-        count += len(files)
-        del dirpath
-    if count != len(tree):
-        return False
-    for member, digest in tree:
-        try:
-            if not os.path.samefile(folder / member, store.object_path(digest)):
-                return False
-        except OSError:
+def checkout_intact(store: Store, tree: Tree, folder: Path) -> bool:
+    """Whether ``folder`` is exactly ``tree`` (DESIGN 11): a plain folder whose entries are the
+    manifest's members and the folders that hold them, nothing else (no extra entry, no link,
+    no special file), each member a regular file that is its object (the same inode) or, for a
+    copy, holds its bytes. Nothing is followed: every entry's type comes from the listing."""
+    members = dict(tree.members)
+    folders = {""} | {m.rsplit("/", 1)[0] for m in members if "/" in m}
+    folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
             return False
-    return True
+        seen = 0
+        pending = [""]
+        while pending:
+            rel = pending.pop()
+            with os.scandir(folder / rel if rel else folder) as it:
+                for entry in it:
+                    name = f"{rel}/{entry.name}" if rel else entry.name
+                    if entry.is_dir(follow_symlinks=False) and name in folders:
+                        pending.append(name)
+                    elif entry.is_file(follow_symlinks=False) and name in members:
+                        if not _is_object(store, entry, members[name]):
+                            return False
+                        seen += 1
+                    else:  # a link, a special file, or an entry the manifest does not have
+                        return False
+        return seen == len(members)
+    except OSError:
+        return False
+
+
+def _is_object(store: Store, entry: os.DirEntry[str], digest: Digest) -> bool:
+    """Whether a checkout's regular file is ``digest``'s object: the same inode, or a copy
+    (another filesystem) whose bytes hash to it."""
+    st = entry.stat(follow_symlinks=False)
+    obj = os.lstat(store.object_path(digest))
+    if (st.st_dev, st.st_ino) == (obj.st_dev, obj.st_ino):
+        return True
+    return st.st_size == digest.size and digests.of_file(entry.path) == digest

@@ -21,7 +21,7 @@ from typing import Any
 
 from fixture_store.errors import ArtifactError, FixtureStoreError
 from fixture_store.objects.store import Store, holding_writer_lock
-from fixture_store.registry import Registry, family_of
+from fixture_store.registry import Record, Registry, family_of
 from fixture_store.sources import FetchContext, fetch_record, offline_from_env
 
 
@@ -90,6 +90,26 @@ class FetchReport:
         }
 
 
+def _fetch_one(ctx: FetchContext, record: Record, source: str, size: int) -> FetchResult:
+    """Fetch a record's bytes and verify them again: only then do they count as fetched."""
+    name = record.name
+    try:
+        fetch_record(ctx, record)
+    except FixtureStoreError as e:
+        return FetchResult(name, Outcome.FAILED, source, e.message, e.fix, size)
+    after = ctx.verifier.verify(record)
+    if not after.ok:
+        return FetchResult(
+            name,
+            Outcome.FAILED,
+            source,
+            f"fetched but does not verify: {after.message}",
+            after.fix,
+            size,
+        )
+    return FetchResult(name, Outcome.FETCHED, source, size=size)
+
+
 @holding_writer_lock
 def fetch_names(
     store: Store,
@@ -112,9 +132,9 @@ def fetch_names(
 
     def one(name: str) -> FetchResult:
         with store.writing():  # this thread's temp files in the command's writer folder
-            return fetch_one(name)
+            return outcome(name)
 
-    def fetch_one(name: str) -> FetchResult:
+    def outcome(name: str) -> FetchResult:
         if name in invalid:
             err = invalid[name]
             return FetchResult(
@@ -134,21 +154,7 @@ def fetch_names(
             return FetchResult(name, Outcome.GAP, source, record.gap.reason)
         if ctx.verifier.verify(record).ok:
             return FetchResult(name, Outcome.PRESENT, source, size=size)
-        try:
-            fetch_record(ctx, record)
-        except FixtureStoreError as e:
-            return FetchResult(name, Outcome.FAILED, source, e.message, e.fix, size)
-        after = ctx.verifier.verify(record)
-        if not after.ok:
-            return FetchResult(
-                name,
-                Outcome.FAILED,
-                source,
-                f"fetched but does not verify: {after.message}",
-                after.fix,
-                size,
-            )
-        return FetchResult(name, Outcome.FETCHED, source, size=size)
+        return _fetch_one(ctx, record, source, size)
 
     results: list[FetchResult] = []
     try:

@@ -35,15 +35,18 @@ def referenced(registries: Iterable[Registry]) -> set[str]:
 
 
 def find_garbage(store: Store, registries: Iterable[Registry]) -> list[Garbage]:
+    """Object entries no record references, and every entry that is not a regular file (a link
+    is never an object, referenced or not: removing it removes only the link)."""
     keep = referenced(registries)
     out = []
-    for hexpart, path in store.iter_objects():
-        if hexpart not in keep:
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            out.append(Garbage(hexpart, path, size))
+    for hexpart, entry in store.object_entries():
+        if hexpart in keep and entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            size = entry.stat(follow_symlinks=False).st_size
+        except FileNotFoundError:
+            continue
+        out.append(Garbage(hexpart, Path(entry.path), size))
     return out
 
 
@@ -83,6 +86,7 @@ def sweep(
     It is refused while a record is invalid: the objects it would reference cannot be told
     apart from garbage.
     """
+    store.check_plain()  # before anything is deleted: a linked folder is refused, never swept
     if not delete:
         return Sweep(find_garbage(store, [registry]))
     with store.collecting(on_wait), registry_mod.transaction(registry.root) as tx:

@@ -108,7 +108,7 @@ def build_record(
 
 
 @holding_writer_lock  # from the first temp file until the record is written: gc waits
-def add(
+def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     store: Store,
     registry: Registry,
     path: str | os.PathLike[str],

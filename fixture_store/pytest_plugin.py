@@ -9,8 +9,8 @@
   never object bytes.
 - Refusals: a digest mismatch, an invalid record, unsafe content or a name without a record is an
   **error**; a missing object is a **skip** naming the fetch command, or a **failure** under
-  ``--fixture-store-require`` or ``FIXTURE_STORE_REQUIRE=1`` (exactly ``1``); a declared gap is an
-  **xfail** with its reason.
+  ``--fixture-store-require`` or ``FIXTURE_STORE_REQUIRE=1`` (exactly ``1``; ``0`` or empty mean
+  off, any other value is a usage error); a declared gap is an **xfail** with its reason.
 - ``--fixture-store-complete``: adds a check that every registry family is consumed by a
   collected test or declared a gap (every record a ``gap``, or the family listed in the ini option
   ``fixture_store_gaps``), and that no gap is stale: a gap record whose object is in the store, or
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from fixture_store.readers.onnxcase import OnnxCase
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
+REQUIRE_VALUES = {"1": True, "0": False, "": False}
 MARKER = "fixture_store"
 _STATE_KEY = pytest.StashKey["PluginState"]()
 _REQUIRED_MISSING = pytest.StashKey[list[str]]()
@@ -72,7 +73,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="A missing object fails the test instead of skipping it (also "
-        f"{REQUIRE_ENV}=1; only the exact value 1 counts).",
+        f"{REQUIRE_ENV}=1; 0 or empty mean off, other values are refused).",
     )
     group.addoption(
         "--fixture-store-complete",
@@ -90,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    global _current
+    global _current  # noqa: PLW0603 - fixture_store_cases() runs at import time, before any fixture
     config.addinivalue_line(
         "markers",
         f"{MARKER}(*names, family=None, kind=None, argname='artifact'): artifacts the test "
@@ -101,8 +102,26 @@ def pytest_configure(config: pytest.Config) -> None:
     _current = state
 
 
+def pytest_sessionstart() -> None:
+    # Here rather than at configure time, so that ``pytest --help`` still works.
+    require_from_env()
+
+
+def require_from_env() -> bool:
+    """``$FIXTURE_STORE_REQUIRE`` as a bool; a value that is neither 1, 0 nor empty is refused,
+    since a CI job that sets ``true`` means require mode and would silently not get it."""
+    value = os.environ.get(REQUIRE_ENV, "")
+    if value not in REQUIRE_VALUES:
+        raise pytest.UsageError(
+            f"{REQUIRE_ENV}={value!r} is not one of the allowed values: "
+            "'1' (a missing object fails the test), '0' or empty (it skips); "
+            f"set {REQUIRE_ENV}=1 for require mode, or unset it"
+        )
+    return REQUIRE_VALUES[value]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _current
+    global _current  # noqa: PLW0603 - see pytest_configure
     state = config.stash.get(_STATE_KEY, None)
     if state is not None and state._fixtures is not None:
         state._fixtures.close()
@@ -121,9 +140,7 @@ class PluginState:
 
     @property
     def require(self) -> bool:
-        return bool(self.config.getoption("fixture_store_require")) or (
-            os.environ.get(REQUIRE_ENV) == "1"
-        )
+        return bool(self.config.getoption("fixture_store_require")) or require_from_env()
 
     def store(self) -> Store:
         return Store.at(self.config.getoption("fixture_store_dir"))
@@ -223,8 +240,14 @@ class VerifiedFixtures:
         return self.path(name).read_bytes()
 
     def tree(self, name: str) -> Path:
+        """The checkout of a verified tree: exactly its manifest (see :meth:`tree_files`)."""
         self._state.enforce(name)
         return self.fixtures.tree(name)
+
+    def tree_files(self, name: str) -> dict[str, Path]:
+        """A verified tree's members as member path -> file, from its manifest."""
+        self._state.enforce(name)
+        return self.fixtures.tree_files(name)
 
     def arrays(self, name: str) -> dict[str, Any]:
         """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.
@@ -346,11 +369,18 @@ def consumed_families(items: list[pytest.Item]) -> set[str]:
 
 
 def parse_gaps(lines: list[str]) -> dict[str, str]:
+    """The ini option ``fixture_store_gaps``: one ``family: reason`` per line.
+
+    A malformed line is a pytest usage error (exit code 4) naming the line, not an INTERNALERROR.
+    """
     gaps = {}
     for line in lines:
         family, sep, reason = line.partition(":")
         if not sep or not family.strip() or not reason.strip():
-            raise UsageError(f"fixture_store_gaps: {line!r} is not 'family: reason'")
+            raise pytest.UsageError(
+                f"ini option fixture_store_gaps: the line {line!r} is not 'family: reason'; "
+                "every declared gap needs its reason, e.g. 'video: no clips licensed yet'"
+            )
         gaps[family.strip()] = reason.strip()
     return gaps
 
@@ -397,7 +427,8 @@ class CompletenessItem(pytest.Item):
         if self.problems:
             raise CompletenessError(self.problems)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+    # pytest's signature; the completeness report has one style.
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # noqa: ARG002
         if isinstance(excinfo.value, CompletenessError):
             return "fixture-store completeness:\n" + "\n".join(
                 f"  - {p}" for p in excinfo.value.problems
@@ -433,7 +464,7 @@ def pytest_collection_modifyitems(
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[Any]
+    call: pytest.CallInfo[Any],
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """Keep refusals readable: the error's message and fix, not a library traceback."""
     report = yield

@@ -10,6 +10,7 @@ import contextlib
 import gc
 import multiprocessing
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -108,6 +109,18 @@ class ObjectCheck:
     cached: bool = False
     note: str | None = None  # replaces the generic mismatch message when set
     blake3: str | None = None  # BLAKE3 of bytes whose SHA-256 matched (when asked for)
+    fix: str | None = None  # with a note: what to do before the record's repair command
+
+
+def _not_an_object(path: str, mode: int) -> ObjectCheck:
+    """The check of an object entry that is not a regular file: never read, never trusted."""
+    what = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+    return ObjectCheck(
+        Status.MISMATCH,
+        note=f"the object file {path} is {what}, not an object; the store must be plain "
+        "folders and files",
+        fix=f"remove {'the link ' if stat.S_ISLNK(mode) else ''}{path}",
+    )
 
 
 _CACHED = ObjectCheck(Status.VERIFIED, cached=True)  # the cache vouches for it: nothing hashed
@@ -185,6 +198,7 @@ class Verifier:
         if self.record_blake3:
             self.full, self.algorithm = True, Algorithm.SHA256
         self._objects = str(self.store.objects_dir)
+        self._folders_checked = False
 
     def _path(self, hexpart: str) -> str:
         # String joins: this runs once per object on the warm path, where Path objects dominate.
@@ -205,19 +219,40 @@ class Verifier:
     ) -> list[tuple[ObjectKey, os.stat_result]]:
         """:meth:`quick` over many objects, settling into ``checks`` the missing ones and those
         the cache vouches for; returns the others, to hash. A tight loop: on a warm run this is
-        the whole verification, one stat and one tuple compare per object."""
-        stat, vouches, path_of = os.stat, self.cache.vouches, self._path
-        use_cache = not self.full
+        the whole verification, one lstat and one cache lookup per object.
+
+        The cache vouches only for what it saw: the record's size, and the proof this check
+        would use (the record's BLAKE3, or SHA-256). ``lstat`` costs what ``stat`` costs and
+        tells a link apart: an object file that is not a regular file is never read. The store's
+        object folders (``objects/sha256`` and its shards) are checked once per verifier, from
+        one listing: a link there is refused (:class:`StoreError`), not followed.
+        """
+        if not self._folders_checked:
+            self.store.shards()
+            self._folders_checked = True
+        lstat, path_of, is_regular = os.lstat, self._path, stat.S_ISREG
+        sha256_rows, blake3_rows = self.cache.rows()
+        by_sha256, by_blake3 = sha256_rows.get, blake3_rows.get
+        use_cache, auto = not self.full, self.algorithm is Algorithm.AUTO
         to_hash: list[tuple[ObjectKey, os.stat_result]] = []
         for key in expected_of:
-            hexpart = key[0]
+            hexpart, size, blake3 = key
+            path = path_of(hexpart)
             try:
-                st = stat(path_of(hexpart))
+                st = lstat(path)
             except FileNotFoundError:
                 checks[key] = _MISSING
                 continue
-            if use_cache and vouches(hexpart, st):
-                checks[key] = _CACHED
+            # A row matches only the record's size and the proof this check would use; the
+            # same inode, mtime and ctime mean the file is the one that was hashed.
+            if use_cache and (
+                by_blake3(hexpart) == (blake3, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns)
+                if auto and blake3 is not None
+                else by_sha256(hexpart) == (st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns)
+            ):
+                checks[key] = _CACHED  # only a regular file's stat is ever remembered
+            elif not is_regular(st.st_mode):
+                checks[key] = _not_an_object(path, st.st_mode)
             else:
                 to_hash.append((key, st))
         return to_hash
@@ -237,33 +272,41 @@ class Verifier:
             return ObjectCheck(Status.MISSING)
         actual = hashed.sha256
         if actual is None:  # BLAKE3 re-verification
-            if hashed.size == expected.size and hashed.blake3 == recorded:
-                # Remember the stat taken before hashing: a write during hashing changes it.
-                self.cache.remember(expected.hex, st)
-                return ObjectCheck(Status.VERIFIED, expected, hashed.size)
-            # Failures only: name the actual identity.
-            actual = _hash_quiet(Path(self._path(expected.hex)))
-            if actual is None:
-                return ObjectCheck(Status.MISSING)
-            self.cache.forget(expected.hex)
-            if actual == expected:
-                return ObjectCheck(
-                    Status.MISMATCH,
-                    actual,
-                    hashed.size + actual.size,
-                    note=(
-                        f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
-                        f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"
-                    ),
-                )
-            return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
+            return self._judge_blake3(expected, recorded, st, hashed)
         if actual != expected:
             self.cache.forget(expected.hex)
             return ObjectCheck(Status.MISMATCH, actual, actual.size)
         self.cache.remember(expected.hex, st)
-        if hashed.blake3 is not None:
+        if hashed.blake3 is not None:  # hashed in the same pass: the file's own BLAKE3, seen
+            self.cache.remember(expected.hex, st, hashed.blake3)
             self.seen_blake3[expected.hex] = hashed.blake3
         return ObjectCheck(Status.VERIFIED, actual, actual.size, blake3=hashed.blake3)
+
+    def _judge_blake3(
+        self, expected: Digest, recorded: str | None, st: os.stat_result, hashed: Hashed
+    ) -> ObjectCheck:
+        """:meth:`judge` for bytes hashed with the record's BLAKE3 only."""
+        if recorded is not None and hashed.size == expected.size and hashed.blake3 == recorded:
+            # Remember the stat taken before hashing (a write during hashing changes it),
+            # proved by the record's BLAKE3: it vouches for no other check.
+            self.cache.remember(expected.hex, st, recorded)
+            return ObjectCheck(Status.VERIFIED, expected, hashed.size)
+        # Failures only: name the actual identity.
+        actual = _hash_quiet(Path(self._path(expected.hex)))
+        if actual is None:
+            return ObjectCheck(Status.MISSING)
+        self.cache.forget(expected.hex)
+        if actual == expected:
+            return ObjectCheck(
+                Status.MISMATCH,
+                actual,
+                hashed.size + actual.size,
+                note=(
+                    f"the record's BLAKE3 {recorded} is wrong: the bytes match the recorded "
+                    f"SHA-256 {expected} but their BLAKE3 is {hashed.blake3}"
+                ),
+            )
+        return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
 
     def check_object(self, expected: Digest, blake3: str | None = None) -> ObjectCheck:
         quick, st = self.quick(expected)
@@ -273,7 +316,7 @@ class Verifier:
         return self.judge(expected, blake3, st, hash_path(*self.job(expected, blake3, st.st_size)))
 
     def verify(self, record: Record) -> Result:
-        return assemble(record, self.store, lambda d, b3: self.check_object(d, b3), full=self.full)
+        return assemble(record, self.store, self.check_object, full=self.full)
 
 
 def repair_command(record: Record) -> str:
@@ -303,7 +346,9 @@ def assemble(
         hashed += c.hashed
         all_cached = all_cached and c.cached
         if c.status is not Status.VERIFIED:
-            return _failure(record, store, c, ref.member, ref.digest, fetch, hashed)
+            return _failure(
+                record, store, c, member=ref.member, expected=ref.digest, fetch=fetch, hashed=hashed
+            )
     if content.needs_check(record):
         failure = content.check(store, record, full=full)
         if failure is not None:
@@ -334,6 +379,7 @@ def _failure(
     record: Record,
     store: Store,
     check: ObjectCheck,
+    *,
     member: str | None,
     expected: Digest,
     fetch: str,
@@ -368,7 +414,9 @@ def _failure(
             member=member,
             kind=record.kind,
             hashed_bytes=hashed,
-            fix=f"fixture-store rehash {record.name}  (rewrites the record's BLAKE3 "
+            fix=f"{check.fix}, then {fetch}"
+            if check.fix
+            else f"fixture-store rehash {record.name}  (rewrites the record's BLAKE3 "
             "after a SHA-256 check)",
         )
     msg = (
@@ -410,7 +458,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
 
 
 @_cyclic_gc_paused()
-def verify_names(
+def verify_names(  # noqa: PLR0913 - the verify command's options, each keyword-only
     store: Store,
     registry: Registry,
     names: Iterable[str],

@@ -20,6 +20,9 @@ from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
 from fixture_store.registry import Kind, Record
 from fixture_store.verify import Status
 
+# A corruption report lists this many of the bad frames.
+_FRAMES_SHOWN = 10
+
 
 @dataclass(frozen=True)
 class VideoInfo:
@@ -98,7 +101,8 @@ def frames(fixtures: Fixtures, name: str) -> Iterator[np.ndarray[Any, Any]]:
         path = fixtures.store.object_path(record.digest) if record.digest else None
         bad = corrupted_frames(path.read_bytes(), vi) if path and path.is_file() else []
         if bad:
-            shown = ", ".join(str(i) for i in bad[:10]) + (" …" if len(bad) > 10 else "")
+            shown = ", ".join(str(i) for i in bad[:_FRAMES_SHOWN])
+            shown += " …" if len(bad) > _FRAMES_SHOWN else ""
             raise DigestMismatchError(
                 name,
                 f"{len(bad)} corrupted frame(s) of {vi.frames}: {shown}; {result.message}",

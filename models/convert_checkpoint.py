@@ -19,6 +19,7 @@ import _pins
 STAGE = "checkpoints"
 CONVERTER_VERSION = "1"
 UPSTREAM = ("onnx==1.22.0",)
+_BIAS = 2  # Gemm's and Conv's inputs: the data, the weight, then the optional bias
 
 
 def module_of(model: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
@@ -35,14 +36,14 @@ def module_of(model: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
         if attrs.get("transB") != 1 or attrs.get("alpha", 1.0) != 1.0:
             raise SystemExit("error: Gemm is not a Linear layer (transB=1, alpha=1)")
         state = {"weight": inits[node.input[1]]}
-        if len(node.input) > 2:
-            state["bias"] = inits[node.input[2]]
+        if len(node.input) > _BIAS:
+            state["bias"] = inits[node.input[_BIAS]]
     elif ops == ["Transpose", "MatMul"]:
         state = {"weight": inits[graph.node[0].input[0]]}
     elif ops == ["Conv"]:
         state = {"weight": inits[node.input[1]]}
-        if len(node.input) > 2:
-            state["bias"] = inits[node.input[2]]
+        if len(node.input) > _BIAS:
+            state["bias"] = inits[node.input[_BIAS]]
         config: dict[str, Any] = {k: list(attrs[k]) for k in ("strides", "pads", "dilations")}
         config["groups"] = int(attrs.get("group", 1))
         return "Conv2d", config, state

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 Array = Any
 
 
-def linear(state: Mapping[str, Array], config: Mapping[str, Any], x: Array) -> Array:
+def linear(state: Mapping[str, Array], _config: Mapping[str, Any], x: Array) -> Array:
     y = jnp.matmul(x, jnp.asarray(state["weight"]).T, precision=jax.lax.Precision.HIGHEST)
     return y + state["bias"] if "bias" in state else y
 

@@ -87,12 +87,12 @@ def build(archive: SafeArchive) -> dict[str, list[Record]]:
     for name in sorted(archive.names()):
         if not name.startswith(DATA + "/"):
             continue
-        parts = name[len(DATA) + 1 :].split("/")
-        if parts[0] in FOLDER_FAMILIES and len(parts) >= 3:
-            cases[(parts[0], parts[1])]["/".join(parts[2:])] = hash_member(archive, name)
-        elif parts[0] == "light" and len(parts) == 2:
-            stem = parts[1].removesuffix(".onnx").removesuffix("_output_0.pb")
-            light[stem][parts[1]] = hash_member(archive, name)
+        match name[len(DATA) + 1 :].split("/"):
+            case [folder, case_name, *member] if folder in FOLDER_FAMILIES and member:
+                cases[(folder, case_name)]["/".join(member)] = hash_member(archive, name)
+            case ["light", file]:
+                stem = file.removesuffix(".onnx").removesuffix("_output_0.pb")
+                light[stem][file] = hash_member(archive, name)
     for (folder, case), members in sorted(cases.items()):
         family = FOLDER_FAMILIES[folder]
         families[family].append(

@@ -150,11 +150,11 @@ def check_store_clean(store: Store, work: Path, project: Path) -> None:
     archive_digest = digests.of_file(work / "archive.tar.zst")
     folder = archives.extraction_path(store, archive_digest)
     if folder.exists():
-        # A visible extraction is complete, or it is detected and refused (never trusted).
-        with contextlib.suppress(Exception):
-            archives.check_extraction(
-                store, work / "archive.tar.zst", _manifest(work), archive_digest=archive_digest
-            )
+        # An extraction is renamed into place only when complete: a visible one passes.
+        members = archives.check_extraction(
+            store, work / "archive.tar.zst", _manifest(work), archive_digest=archive_digest
+        )
+        assert members == folder / archives.MEMBERS
     # No lock the dead writer held blocks anyone (flock dies with its holder).
     for lock_path in (store.root / "locks").glob("*.lock"):
         lock = FileLock(str(lock_path), timeout=5)
@@ -207,14 +207,72 @@ def _kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> Counter[
     return phases
 
 
+PHASES = ("fetch", "put", "extract")
+
+
+def _read_until_phase(proc: subprocess.Popen[str], phase: str) -> bool:
+    """Read the child's announcements until it starts ``phase``; False if it ended first."""
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line or line.strip() == "done":
+            return False
+        if line.split() == ["phase", phase]:
+            return True
+
+
+def _phase_spans(tmp_path: Path, work: Path) -> dict[str, float]:
+    """How long each phase takes here (the shortest of two uninterrupted runs)."""
+    runs = []
+    for i in range(2):
+        proc = _child(tmp_path / f"phase-calibration-{i}", work)
+        _wait_ready(proc)
+        assert proc.stdout is not None
+        marks: dict[str, float] = {}
+        for line in proc.stdout:
+            words = line.split()
+            if words[:1] == ["phase"] or words == ["done"]:
+                marks[words[-1]] = time.monotonic()
+        proc.wait(timeout=120)
+        assert proc.returncode == 0
+        ends = [*PHASES[1:], "done"]
+        runs.append({p: marks[end] - marks[p] for p, end in zip(PHASES, ends, strict=True)})
+    return {p: min(r[p] for r in runs) for p in PHASES}
+
+
+def _aimed_kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> Counter[str]:
+    """Kill a writer ``trials`` times, each aimed at one phase in turn: the kill lands at a
+    random instant of that phase's calibrated span, once the child has announced it."""
+    spans = _phase_spans(tmp_path, work)
+    rng = random.Random(seed)
+    phases: Counter[str] = Counter()
+    for trial in range(trials):
+        target = PHASES[trial % len(PHASES)]
+        store_root = tmp_path / f"store-{trial}"
+        proc = _child(store_root, work)
+        _wait_ready(proc)
+        if _read_until_phase(proc, target):
+            time.sleep(rng.uniform(0.05, 0.6) * spans[target])
+        killed = proc.poll() is None
+        if killed:
+            proc.send_signal(signal.SIGKILL)
+        out, _ = _finish(proc)
+        said = [line.split()[1] for line in out.splitlines() if line.startswith("phase ")]
+        phases[(said[-1] if said else target) if killed else "finished"] += 1
+        check_store_clean(Store.at(store_root), work, tmp_path / f"project-{trial}")
+    return phases
+
+
 @pytest.mark.timeout(600)
 def test_sigkill_during_put_and_extract_leaves_the_store_clean(
     tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    phases = _kill_trials(tmp_path, work, FAST_TRIALS, seed=1)
+    phases = _aimed_kill_trials(tmp_path, work, FAST_TRIALS, seed=1)
     with capsys.disabled():
         print(f"\ncrash trials: {FAST_TRIALS}, kills by phase: {dict(phases)}")
     assert FAST_TRIALS - phases["finished"] >= FAST_TRIALS // 3
+    aimed = {PHASES[trial % len(PHASES)] for trial in range(FAST_TRIALS)}
+    assert all(phases[p] > 0 for p in aimed), phases
 
 
 @pytest.mark.slow
@@ -272,6 +330,7 @@ def small_tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
         capture_output=True,
         text=True,
+        check=False,
     )
     if done.returncode != 0:
         pytest.skip(

@@ -40,7 +40,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
 
 def _gap(root: Path, name: str, reason: str, *, digest_of: Path | None = None) -> None:
     registry = registry_mod.load(root)
-    family = name.split("/")[0]
+    family = name.split("/", maxsplit=1)[0]
     raw: dict[str, object] = {
         "kind": "fixture",
         "source": {"type": "local", "path": "later"},
@@ -72,6 +72,7 @@ def test_verified_accessors_and_family_parametrization(inner: pytest.Pytester) -
         def test_cases(fixture_store, case):
             loaded = fixture_store.onnx_case(case)
             assert loaded.datasets and (fixture_store.tree(case) / "model.onnx").is_file()
+            assert fixture_store.tree_files(case)["model.onnx"].is_file()
 
         @pytest.mark.parametrize("name", fixture_store_cases("onnx-node", kind="onnx-case"))
         def test_helper(fixture_store, name):
@@ -180,13 +181,14 @@ def _remove_object(inner: pytest.Pytester, name: str) -> None:
     path.unlink()
 
 
+@pytest.mark.parametrize("value", ["0", ""])
 def test_missing_object_skips_with_the_fetch_command(
-    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     _remove_object(inner, "onnx-node/test_add")
     inner.makepyfile(test_inner=_NEEDS_ADD)
-    # Only the exact value 1 turns require mode on.
-    monkeypatch.setenv("FIXTURE_STORE_REQUIRE", "true")
+    # Only the exact value 1 turns require mode on; 0 and empty leave it off.
+    monkeypatch.setenv("FIXTURE_STORE_REQUIRE", value)
     result = inner.runpytest("-rs")
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(
@@ -211,6 +213,25 @@ def test_missing_object_fails_in_require_mode(
             "fixture-store fetch onnx-node/test_add*"
         ]
     )
+
+
+@pytest.mark.parametrize("value", ["true", "yes", "2", " 1"])
+def test_require_env_with_another_value_is_a_usage_error(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    # "true" used to mean off, silently: a CI job asking for require mode did not get it.
+    inner.makepyfile(test_inner=_NEEDS_ADD)
+    monkeypatch.setenv("FIXTURE_STORE_REQUIRE", value)
+    result = inner.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            f"ERROR: FIXTURE_STORE_REQUIRE={value!r} is not one of the allowed values: "
+            "'1' (a missing object fails the test), '0' or empty (it skips)*"
+        ]
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
 
 
 def test_declared_gap_is_an_xfail_with_its_reason(inner: pytest.Pytester) -> None:
@@ -271,6 +292,18 @@ def test_completeness_passes_when_consumed_or_declared_a_gap(inner: pytest.Pytes
     inner.runpytest("--fixture-store-complete").assert_outcomes(passed=3)
 
 
+def test_a_gap_line_without_a_reason_is_a_usage_error_naming_it(inner: pytest.Pytester) -> None:
+    inner.makepyfile(test_inner=_CONSUMES_ONNX)
+    inner.makeini("[pytest]\nfixture_store_gaps =\n    video: no clips licensed yet\n    misc\n")
+    result = inner.runpytest("--fixture-store-complete")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: ini option fixture_store_gaps: the line 'misc' is not 'family: reason'*"]
+    )
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output and "Traceback" not in output
+
+
 def test_completeness_catches_stale_gaps(inner: pytest.Pytester) -> None:
     # A gap record whose object is now in the store: adding the fixture must remove the gap.
     extra = inner.path / "weights.bin"
@@ -301,12 +334,12 @@ def _add_arrays(
     store = Store.at(root / "store")
     record = ingest.add(store, registry_mod.load(root), path, name=name, kind="array")
     registry = registry_mod.load(root)
-    fam = registry.families[name.split("/")[0]]
+    fam = registry.families[name.split("/", maxsplit=1)[0]]
     records = dict(fam.records)
     records[name] = registry_mod.parse_record(
         name, {**record.to_json(), "arrays": arrays_manifest}, file="t"
     )
-    write_family(registry, name.split("/")[0], records.values())
+    write_family(registry, name.split("/", maxsplit=1)[0], records.values())
 
 
 def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
@@ -356,3 +389,68 @@ def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
     result.stdout.fnmatch_lines(
         ["*fixture-store refused: misc/lying*differs from the manifest's 'float64'*"]
     )
+
+
+def _damage(inner: pytest.Pytester, name: str) -> None:
+    """Flip the last byte of a single-object artifact's object in place (same size)."""
+    fixtures = Fixtures(Store.at(inner.path / "store"), registry_mod.load(inner.path))
+    digest = fixtures.registry.get(name).digest
+    assert digest is not None
+    path = fixtures.store.object_path(digest)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+_ACCESSORS_IN_THE_BODY = """
+    import pytest
+
+    @pytest.mark.parametrize("accessor", ["path", "read_bytes"])
+    @pytest.mark.parametrize("name", ["misc/damaged", "misc/gone", "misc/later"])
+    def test_body(fixture_store, accessor, name):
+        got = getattr(fixture_store, accessor)(name)
+        data = got if isinstance(got, bytes) else got.read_bytes()
+        raise AssertionError(f"UNVERIFIED BYTES HANDED OUT: {data!r}")
+"""
+
+
+def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
+    inner: pytest.Pytester,
+) -> None:
+    """The accessors verify by themselves: no marker is needed for a refusal."""
+    root = inner.path
+    for name, data in (("damaged", b"damaged bytes"), ("gone", b"gone bytes")):
+        (root / f"{name}.bin").write_bytes(data)
+        ingest.add(
+            Store.at(root / "store"),
+            registry_mod.load(root),
+            root / f"{name}.bin",
+            name=f"misc/{name}",
+            kind="fixture",
+        )
+    _damage(inner, "misc/damaged")
+    gone = registry_mod.load(root).get("misc/gone").digest
+    assert gone is not None
+    Store.at(root / "store").object_path(gone).chmod(0o644)
+    Store.at(root / "store").remove(gone)
+    _gap(root, "misc/later", "upstream publishes it next release")
+    inner.makepyfile(test_inner=_ACCESSORS_IN_THE_BODY)
+
+    result = inner.runpytest("-rsx")
+    result.assert_outcomes(failed=2, skipped=2, xfailed=2)
+    out = result.stdout.str()
+    assert "UNVERIFIED BYTES HANDED OUT" not in out
+    assert out.count("fixture-store refused: misc/damaged: object does not match its record") == 2
+    result.stdout.fnmatch_lines(
+        [
+            "*misc/gone: missing object*fetch it: fixture-store fetch misc/gone*",
+            "*misc/later: declared gap: upstream publishes it next release*",
+        ]
+    )
+    # In require mode the missing object is a failure too; the damaged one stays refused.
+    # -rN: no short summary, which under CI=true repeats each failure's message untruncated.
+    required = inner.runpytest("--fixture-store-require", "-rN")
+    required.assert_outcomes(failed=4, xfailed=2)
+    assert "UNVERIFIED BYTES HANDED OUT" not in required.stdout.str()
+    assert required.stdout.str().count("missing object (required by --fixture-store-require") == 2

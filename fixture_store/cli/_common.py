@@ -83,7 +83,7 @@ def progress(total: int, label: str, *, enabled: bool) -> Progress:
         TimeElapsedColumn(),
         console=err,
         transient=True,
-        disable=not enabled or total < 2,
+        disable=not enabled or total <= 1,
     )
 
 

@@ -71,6 +71,12 @@ def fetch(
 
     Artifacts that already verify are not downloaded again; a missing or damaged object is
     fetched and replaced. Every byte is checked against its record before it enters the store.
+
+    Downloads are bounded in time: each artifact must arrive within
+    $FIXTURE_STORE_DOWNLOAD_DEADLINE seconds, all attempts included (default: 120 plus its size
+    at the minimum rate; 900 for the package tool), and its body at no less than
+    $FIXTURE_STORE_DOWNLOAD_MIN_RATE bytes per second averaged over 10 seconds (default: 16384).
+
     Exit 0 if everything asked for is present and verified, 1 if any fetch failed, 2 on usage
     or registry errors.
     """

@@ -27,7 +27,8 @@ from fixture_store.registry import Registry
 )
 @click.pass_obj
 @handle_errors
-def provenance(obj: Context, name: str, fmt: str, members: bool) -> None:
+# click passes --format, which has one choice today.
+def provenance(obj: Context, name: str, fmt: str, members: bool) -> None:  # noqa: ARG001
     """Print NAME's provenance: an in-toto Statement v1 with a SLSA provenance v1 predicate."""
     registry = obj.registry()
     print_json(provenance_mod.in_toto_statement(registry, name, members=members), sort_keys=True)

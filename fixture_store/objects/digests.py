@@ -18,6 +18,7 @@ import blake3 as _blake3
 from fixture_store.errors import DigestFormatError
 
 PREFIX = "sha256:"
+HEX_LEN = 64  # hex characters of a SHA-256 digest
 CHUNK = 1 << 20  # large reads: fewer syscalls, hashlib releases the GIL on big buffers
 READ_AHEAD = 3  # chunks in flight between the reading thread and the hashing one
 _HEX = re.compile(r"[0-9a-f]{64}")
@@ -65,9 +66,9 @@ def parse_hex(text: object) -> str:
             raise DigestFormatError(f"unsupported digest algorithm {algo!r}: identity is sha256")
         raise DigestFormatError(f"digest {text!r} lacks the 'sha256:' prefix")
     hexpart = text[len(PREFIX) :]
-    if len(hexpart) != 64:
+    if len(hexpart) != HEX_LEN:
         raise DigestFormatError(
-            f"digest {text!r} has {len(hexpart)} hex characters, SHA-256 has 64"
+            f"digest {text!r} has {len(hexpart)} hex characters, SHA-256 has {HEX_LEN}"
         )
     if _HEX.fullmatch(hexpart) is None:
         if _HEX.fullmatch(hexpart.lower()) is not None:

@@ -16,6 +16,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
 
+from fixture_store.errors import StoreError
+
 # Concurrent fsyncs share journal commits, so many small ones finish sooner in parallel.
 FSYNC_WORKERS = 8
 # A filesystem sync costs about what a few fsyncs cost, so below this many files fsync each.
@@ -76,7 +78,12 @@ def flocked(
         finally:
             lock.release()
         return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:  # a lock file that is a link would create or lock what it points to
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise link_refused(path) from e
+        raise
     try:
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
         try:
@@ -91,16 +98,79 @@ def flocked(
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a folder even though its files and folders are read-only (as store content is)."""
+    """Remove a folder even though its files and folders are read-only (as store content is).
+
+    Never descends through a link (DESIGN 11): a ``path`` that is a link loses only the link,
+    a link inside is unlinked, never followed, and only real folders and files are made
+    writable (``chmod`` would follow a link and change what it points to).
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(path)
+        return
 
     def make_writable(_func: object, p: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o755)
-            os.chmod(p, 0o644)
+        for folder, mode in ((os.path.dirname(p), 0o755), (p, 0o644)):
+            with contextlib.suppress(OSError):
+                if not stat.S_ISLNK(os.lstat(folder).st_mode):
+                    os.chmod(folder, mode)
         with contextlib.suppress(OSError):
             os.unlink(p)
 
     shutil.rmtree(path, onerror=make_writable)
+
+
+class _Missing(Exception):
+    """A checked folder that does not exist (and was not to be created)."""
+
+
+def link_refused(path: str | os.PathLike[str]) -> StoreError:
+    """The error for a link found where the store keeps a folder or an object."""
+    return StoreError(
+        f"{os.fspath(path)} is a symbolic link; the store must be plain folders and files, "
+        "and it never follows a link out of itself",
+        fix=f"remove the link {os.fspath(path)} and run `fixture-store verify`",
+    )
+
+
+def plain_folder(root: Path, *parts: str, create: bool = False) -> bool:
+    """Whether ``root/parts`` exists, after checking that it and every folder between it and
+    ``root`` is a plain folder: each is ``lstat``-ed, so a symbolic link is refused (a
+    :class:`StoreError` naming it), never followed. ``root`` itself is not checked: the store
+    root may be a link the user chose, resolved once (see ``Store.at``). With ``create``,
+    missing folders are made (``root`` too).
+    """
+    if create and not root.is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+    path = root
+    for part in parts:
+        path = path / part
+        try:
+            _check_folder(path, create)
+        except _Missing:
+            return False
+    return True
+
+
+def _check_folder(path: Path, create: bool) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        if not create:
+            raise _Missing from None
+        with contextlib.suppress(FileExistsError):  # made meanwhile: checked below
+            os.mkdir(path)
+        st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise link_refused(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError(
+            f"{path} is not a folder; the store must be plain folders and files",
+            fix=f"move {path} out of the store and run `fixture-store verify`",
+        )
 
 
 def kernel_copy(source: BinaryIO, out_fd: int, limit: int | None, min_size: int) -> bool:
@@ -183,7 +253,8 @@ class SyncBatch:
 
     def sync_all(self) -> None:
         """One filesystem sync: every write, create and rename on it so far is durable."""
-        assert self._syncfs is not None and self._fd is not None, "check syncs_filesystem first"
+        assert self._syncfs is not None, "check syncs_filesystem first"
+        assert self._fd is not None, "check syncs_filesystem first"
         if self._syncfs(self._fd) != 0:
             import ctypes
 
@@ -194,7 +265,7 @@ class SyncBatch:
         """Make these files' bytes durable."""
         if self.syncs_filesystem(len(paths)):
             self.sync_all()
-        elif len(paths) < 2:
+        elif len(paths) <= 1:
             for p in paths:
                 fsync_path(p)
         else:

@@ -8,6 +8,14 @@ Layout under the store root::
     locks/ab.lock               one lock per shard, held only around the check-and-rename
     locks/gc.lock               the writer lock: shared by writers, exclusive for gc
     state/                      caches that may be deleted at any time (verified-state cache)
+    trees/, extracted/, envs/   checkouts, extractions and pinned environments, made on demand
+
+The store is plain folders (DESIGN 11). Its root may be a symbolic link the user chose: it is
+resolved once, when the handle is made (:meth:`Store.at`). Below the root every folder the code
+walks, writes or deletes in is checked with ``lstat`` before use (:meth:`Store.plain`), so a link
+is refused with an error naming it, never followed; an object file that is a link is not an
+object (:meth:`Store.has`, verify and gc never trust one), and deletion never descends through
+a link.
 
 A write hashes the bytes while copying them into ``tmp/``, fsyncs, checks the digest against the
 expected one and only then renames the file into ``objects/``: a crash at any instant leaves at
@@ -49,7 +57,7 @@ import platformdirs
 
 from fixture_store.errors import IntegrityError, StoreError
 from fixture_store.objects import digests, fsutil
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import HEX_LEN, Digest
 
 ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -65,6 +73,8 @@ _link_names = itertools.count()
 STALE_TMP_SECONDS = 3600.0
 WRITER_LOCK = "gc.lock"
 WRITER_PREFIX = "writer-"
+# An object's shard folder is named by the first hex characters of its digest.
+SHARD_LEN = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +103,9 @@ class Store:
 
     @classmethod
     def at(cls, root: str | os.PathLike[str] | None = None) -> Store:
-        return cls(default_root(root).absolute())
+        """The store at ``root`` (see :func:`default_root`), its links resolved once: everything
+        below it must then be plain folders."""
+        return cls(default_root(root).resolve())
 
     # -- layout ---------------------------------------------------------------------------------
     @property
@@ -110,12 +122,41 @@ class Store:
 
     def object_path(self, digest: Digest | str) -> Path:
         hexpart = digest.hex if isinstance(digest, Digest) else digest
-        return self.objects_dir / hexpart[:2] / hexpart[2:]
+        return self.objects_dir / hexpart[:SHARD_LEN] / hexpart[SHARD_LEN:]
+
+    def plain(self, *parts: str, create: bool = False) -> bool:
+        """Whether the store folder ``root/parts`` exists; it and every folder above it (below
+        the root) must be a plain folder, or :class:`StoreError` names the link. With
+        ``create``, missing folders are made. One ``lstat`` per folder: callers check once per
+        command, never per object (see :func:`fsutil.plain_folder`)."""
+        return fsutil.plain_folder(self.root, *parts, create=create)
+
+    def check_plain(self) -> None:
+        """Refuse the store if any of its folders that exist (``objects/sha256`` and its shards,
+        ``tmp/``, ``locks/``, ``state/``, ``trees/``, ``extracted/``, ``envs/``) is a link."""
+        for parts in _FOLDERS:
+            self.plain(*parts)
+        self.shards()
+
+    def shards(self) -> list[str]:
+        """The shard folders of ``objects/sha256`` (two hex characters), from one listing; a
+        shard that is a link or not a folder is refused. Stray names are skipped."""
+        if not self.plain("objects", "sha256"):
+            return []
+        found = []
+        with os.scandir(self.objects_dir) as it:
+            for entry in it:
+                if len(entry.name) != SHARD_LEN or not all(c in _HEX for c in entry.name):
+                    continue
+                if not entry.is_dir(follow_symlinks=False):  # a link, or not a folder
+                    fsutil.plain_folder(self.objects_dir, entry.name)  # raises, naming it
+                found.append(entry.name)
+        return sorted(found)
 
     def ensure(self) -> Store:
         try:
-            for d in (self.objects_dir, self.tmp_dir, self.root / "locks", self.state_dir):
-                d.mkdir(parents=True, exist_ok=True)
+            for parts in (("objects", "sha256"), ("tmp",), ("locks",), ("state",)):
+                self.plain(*parts, create=True)
         except OSError as e:
             raise StoreError(
                 f"cannot create the store at {self.root}: {e.strerror}",
@@ -186,23 +227,27 @@ class Store:
 
     # -- reading --------------------------------------------------------------------------------
     def has(self, digest: Digest) -> bool:
-        """Whether an object file exists with the right size. Presence is not verification."""
-        try:
-            return self.object_path(digest).stat().st_size == digest.size
-        except FileNotFoundError:
-            return False
+        """Whether an object file exists with the right size. Presence is not verification,
+        and a link is not an object file."""
+        return _intact_size(self.object_path(digest), digest)
 
     def iter_objects(self) -> Iterator[tuple[str, Path]]:
-        """Every object file as (hex, path); stray names are skipped, never trusted."""
-        if not self.objects_dir.is_dir():
-            return
-        for shard in sorted(self.objects_dir.iterdir()):
-            if len(shard.name) != 2 or not shard.is_dir():
-                continue
-            for obj in sorted(shard.iterdir()):
-                hexpart = shard.name + obj.name
-                if len(hexpart) == 64 and all(c in "0123456789abcdef" for c in hexpart):
-                    yield hexpart, obj
+        """Every object entry as (hex, path), links included (see :meth:`object_entries`)."""
+        for hexpart, entry in self.object_entries():
+            yield hexpart, Path(entry.path)
+
+    def object_entries(self) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Every object entry as (hex, directory entry), from one listing per shard: the entry's
+        type comes with the listing, so a caller tells a link (never an object) apart without a
+        stat. Stray names are skipped, never trusted; a shard that is a link is refused (see
+        :meth:`shards`)."""
+        for shard in self.shards():
+            with os.scandir(self.objects_dir / shard) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for entry in entries:
+                hexpart = shard + entry.name
+                if len(hexpart) == HEX_LEN and all(c in _HEX for c in hexpart):
+                    yield hexpart, entry
 
     # -- writing --------------------------------------------------------------------------------
     def write_stream(
@@ -406,13 +451,15 @@ class Store:
         shard = os.path.join(self.objects_dir, entries[0][1].hex[:2])
         with self.lock(entries[0][1]):
             renamed = False
+            # objects/sha256 was checked by ensure(); the shard is checked here, once per commit
+            exists = fsutil.plain_folder(self.objects_dir, entries[0][1].hex[:SHARD_LEN])
             for tmp, digest in entries:
                 final = os.path.join(shard, digest.hex[2:])
                 if not replace and _intact_size(final, digest):
                     continue  # another writer got there first: one copy of each object
-                if not created and not os.path.isdir(shard):
+                if not created and not exists:
                     os.makedirs(shard, exist_ok=True)
-                    created = True
+                    created = exists = True
                 os.chmod(tmp, READ_ONLY)
                 os.replace(tmp, final)
                 renamed = True
@@ -421,7 +468,11 @@ class Store:
         return created
 
     def remove(self, digest: Digest | str) -> None:
+        """Remove an object entry (a link loses only the link); a shard that is a link is
+        refused, never descended into."""
         path = self.object_path(digest)
+        if not self.plain("objects", "sha256", path.parent.name):
+            return
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
 
@@ -433,20 +484,24 @@ class Store:
         fresh. A loose entry (a caller that held no lock) goes only when untouched for
         ``older_than`` seconds: it may still be being written.
         """
-        if not self.tmp_dir.is_dir():
+        if not self.plain("tmp"):  # a tmp/ that is a link is refused: never cleaned through
             return 0
         with self.collecting():
             count = 0
             cutoff = time.time() - older_than
-            for p in self.tmp_dir.iterdir():
+            with os.scandir(self.tmp_dir) as it:
+                entries = list(it)
+            for entry in entries:
                 try:
-                    owned = p.name.startswith(WRITER_PREFIX) and not p.is_symlink()
-                    if not owned and _newest_mtime(p) > cutoff:
+                    owned = entry.name.startswith(WRITER_PREFIX) and entry.is_dir(
+                        follow_symlinks=False
+                    )
+                    if not owned and _newest_mtime(entry) > cutoff:
                         continue
-                    if p.is_dir() and not p.is_symlink():
-                        fsutil.remove_tree(p)
+                    if entry.is_dir(follow_symlinks=False):
+                        fsutil.remove_tree(Path(entry.path))
                     else:
-                        p.unlink()
+                        os.unlink(entry.path)  # a link: only the link goes
                     count += 1
                 except FileNotFoundError:
                     continue
@@ -535,10 +590,24 @@ def holding_writer_lock(
     return held
 
 
-def _newest_mtime(path: Path) -> float:
-    newest = path.lstat().st_mtime
-    if path.is_dir() and not path.is_symlink():
-        for dirpath, dirnames, filenames in os.walk(path):
+_HEX = frozenset("0123456789abcdef")
+# Every folder of the store's layout, as parts under the root (see the module docstring).
+_FOLDERS = (
+    ("objects", "sha256"),
+    ("tmp",),
+    ("locks",),
+    ("state",),
+    ("trees",),
+    ("extracted",),
+    ("envs",),
+)
+
+
+def _newest_mtime(entry: os.DirEntry[str]) -> float:
+    """The newest mtime in a temp entry; a folder is walked without following any link."""
+    newest = entry.stat(follow_symlinks=False).st_mtime
+    if entry.is_dir(follow_symlinks=False):
+        for dirpath, dirnames, filenames in os.walk(entry.path):  # os.walk never enters links
             for name in [*dirnames, *filenames]:
                 with contextlib.suppress(FileNotFoundError):
                     newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
@@ -603,10 +672,12 @@ def _open_source(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def _intact_size(path: str | Path, digest: Digest) -> bool:
+    """Whether ``path`` is a regular file of the digest's size (a link is not an object)."""
     try:
-        return os.stat(path).st_size == digest.size
-    except FileNotFoundError:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
         return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == digest.size
 
 
 def io_error(e: OSError, root: Path) -> StoreError:

@@ -1,1 +1,9 @@
-"""parity"""
+"""Parity: arrays compared under a tolerance, and ONNX cases run by real runtimes.
+
+``arrays`` (bit-identical / within tolerance / drift, with max and mean errors per array),
+``cases`` (a compare run over verified cases with its known failures), ``results`` (the outcome of
+one case and runtime), ``runtimes`` (ONNX Runtime and the onnx ReferenceEvaluator, in worker
+processes) and the reports (``report_html``, ``report_metrics``).
+"""
+
+__all__ = ["arrays", "cases", "report_html", "report_metrics", "results", "runtimes"]

@@ -146,8 +146,11 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
     if result.outcome in (Outcome.REFUSED, Outcome.GAP):
         return result
     entry = next((k for k in known if k.matches(result.runtime, result.name)), None)
-    if entry is None:
-        return result
+    return result if entry is None else _apply(result, entry)
+
+
+def _apply(result: CaseResult, entry: KnownFailure) -> CaseResult:
+    """What the known failure that matches a result makes of it."""
     if not entry.active():
         note = (
             f"the known failure {entry.pattern!r} ({entry.runtime}) applies only where "
@@ -172,8 +175,13 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
             detail=f"{result.detail} (a known failure matches but is registered as "
             f"{entry.outcome!r}: {entry.reason})",
         )
-    if result.outcome is not Outcome.MISMATCH:
-        return _excused(result, entry)
+    if result.outcome is Outcome.MISMATCH:
+        return _bounded(result, entry)
+    return _excused(result, entry)
+
+
+def _bounded(result: CaseResult, entry: KnownFailure) -> CaseResult:
+    """A mismatch is excused only by a mismatch entry, and only up to its bounds."""
     if entry.outcome is None:
         return dataclasses.replace(
             result,
@@ -266,5 +274,8 @@ def _verified_tasks(
             continue
         record = fixtures.registry.get(check.name)
         folder = checkout_tree(fixtures.store, record)
-        tasks.extend(Task(check.name, rt, str(folder), record.tolerance) for rt in runtimes)
+        members = tuple(record.members.members) if record.members is not None else None
+        tasks.extend(
+            Task(check.name, rt, str(folder), record.tolerance, members) for rt in runtimes
+        )
     return tasks, by_name

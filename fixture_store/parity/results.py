@@ -45,6 +45,7 @@ class Task:
     runtime: str
     folder: str
     tolerance: Tolerance | None = None
+    members: tuple[str, ...] | None = None  # the tree's manifest: the only files the worker reads
 
 
 @dataclass(frozen=True)

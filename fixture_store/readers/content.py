@@ -81,7 +81,7 @@ def check(
     """None if the record's (already digest-verified) object passes its content rules."""
     profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
     marker = _marker(store, record, profile)
-    if not full and marker.exists():
+    if not full and statecache.has_marker(marker, store.root):
         return None
     try:
         _check(store, record, profile)

@@ -77,9 +77,10 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
             "npy-version",
             f"NPY format version {version[0]}.{version[1]} is not 1.0, 2.0 or 3.0",
         )
-    len_size = 2 if version == (1, 0) else 4
+    len_format = "<H" if version == (1, 0) else "<I"
+    len_size = struct.calcsize(len_format)
     raw_len = _read_exact(stream, len_size, artifact, "NPY header length")
-    (header_len,) = struct.unpack("<H" if len_size == 2 else "<I", raw_len)
+    (header_len,) = struct.unpack(len_format, raw_len)
     if header_len > limits.tensor_header_bytes:
         raise _fail(
             artifact,

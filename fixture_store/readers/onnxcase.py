@@ -5,19 +5,23 @@ parsed as the protobuf the model's graph declares for that position (tensor, seq
 map), as the onnx backend runner does, and turned into numpy values with onnx.numpy_helper:
 bfloat16, float8, float4 and int4 arrive as ml_dtypes arrays. The model is loaded without its
 external data; every external data location must name a member of the verified tree.
+
+A case is read from its manifest, never from a listing of its folder (DESIGN 11): whatever else
+is in the folder (a planted link, a stray file) is never opened.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fixture_store._extras import require
 from fixture_store.errors import UnsafeContentError, UsageError
-from fixture_store.objects.trees import TreePathError, check_member_path
+from fixture_store.objects.trees import TreePathError, check_member_path, scan_folder
 from fixture_store.registry import Kind, Tolerance
 
 if TYPE_CHECKING:
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
 MODEL = "model.onnx"
 _DATASET = re.compile(r"test_data_set_(\d+)")
 _PB = re.compile(r"(input|output)_(\d+)\.pb")
+_READING = "reading an ONNX test case"
 
 
 @dataclass(frozen=True)
@@ -71,56 +76,83 @@ def load_verified(fixtures: Fixtures, name: str) -> OnnxCase:
     record = fixtures.verified(name)
     if record.kind is not Kind.ONNX_CASE:
         raise UsageError(f"{name} is a {record.kind!r} artifact, not an onnx-case")
-    return load_case(fixtures.tree(name), name=name, tolerance=record.tolerance)
+    members = record.members.members if record.members is not None else ()
+    return load_case(fixtures.tree(name), name=name, tolerance=record.tolerance, members=members)
 
 
 def load_case(
-    folder: str | os.PathLike[str], *, name: str, tolerance: Tolerance | None = None
+    folder: str | os.PathLike[str],
+    *,
+    name: str,
+    tolerance: Tolerance | None = None,
+    members: Iterable[str] | None = None,
 ) -> OnnxCase:
-    """Load a case folder (already verified by the caller)."""
+    """Load a case folder (already verified by the caller) from its ``members``: the verified
+    tree's manifest, the only files read. Without ``members`` the folder's own listing is the
+    manifest, and a link or special file in it is refused."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
 
     root = Path(folder)
-    model_path = root / MODEL
-    if not model_path.is_file():
+    files = _case_files(root, members, name)
+    if MODEL not in files:
         raise UnsafeContentError(name, f"the tree has no {MODEL}; it is not an ONNX test case")
     try:
-        model = onnx.load(os.fspath(model_path), load_external_data=False)
+        model = onnx.load(os.fspath(files[MODEL]), load_external_data=False)
     except Exception as e:
         raise UnsafeContentError(name, f"{MODEL} does not parse as an ONNX model: {e}") from e
-    check_external_data(model, root, name)
-    datasets = []
-    for sub in sorted(root.iterdir(), key=_dataset_key):
-        match = _DATASET.fullmatch(sub.name)
-        if match is None or not sub.is_dir():
+    check_external_data(model, root, name, files)
+    grouped: dict[str, dict[str, dict[int, Path]]] = {}  # data set folder -> role -> files
+    for member, path in files.items():
+        folder_name, _, file_name = member.partition("/")
+        if not file_name or "/" in file_name or _DATASET.fullmatch(folder_name) is None:
             continue
-        datasets.append(_load_dataset(model, sub, int(match.group(1)), name))
+        found = grouped.setdefault(folder_name, {"input": {}, "output": {}})
+        pb = _PB.fullmatch(file_name)
+        if pb is not None:
+            found[pb.group(1)][int(pb.group(2))] = path
+    datasets = [
+        _load_dataset(model, folder_name, grouped[folder_name], _dataset_index(folder_name), name)
+        for folder_name in sorted(grouped, key=lambda f: (_dataset_index(f), f))
+    ]
     return OnnxCase(name, root, model, tuple(datasets), tolerance)
 
 
-def _dataset_key(path: Path) -> tuple[int, str]:
-    match = _DATASET.fullmatch(path.name)
-    return (int(match.group(1)) if match else -1, path.name)
+def _dataset_index(folder: str) -> int:
+    match = _DATASET.fullmatch(folder)
+    assert match is not None
+    return int(match.group(1))
 
 
-def _load_dataset(model: onnx.ModelProto, folder: Path, index: int, name: str) -> DataSet:
-    found: dict[str, dict[int, Path]] = {"input": {}, "output": {}}
-    for f in folder.iterdir():
-        match = _PB.fullmatch(f.name)
-        if match is not None:
-            found[match.group(1)][int(match.group(2))] = f
+def _case_files(root: Path, members: Iterable[str] | None, name: str) -> dict[str, Path]:
+    """Member path -> file: the manifest's members under ``root``, or the folder's listing."""
+    try:
+        if members is None:
+            return scan_folder(root)
+        return {check_member_path(m): root.joinpath(*m.split("/")) for m in members}
+    except TreePathError as e:
+        raise UnsafeContentError(name, e.message) from e
+
+
+def _load_dataset(
+    model: onnx.ModelProto,
+    folder: str,
+    found: dict[str, dict[int, Path]],
+    index: int,
+    name: str,
+) -> DataSet:
     graph_io = {"input": model.graph.input, "output": model.graph.output}
     loaded: dict[str, list[tuple[str, Any]]] = {"input": [], "output": []}
     for role in ("input", "output"):
         positions = sorted(found[role])
         if positions != list(range(len(positions))):
             raise UnsafeContentError(
-                name, f"{folder.name}: {role} files are not numbered 0..{len(positions) - 1}"
+                name, f"{folder}: {role} files are not numbered 0..{len(positions) - 1}"
             )
         if len(positions) > len(graph_io[role]):
             raise UnsafeContentError(
                 name,
-                f"{folder.name}: {len(positions)} {role} files but the graph declares "
+                f"{folder}: {len(positions)} {role} files but the graph declares "
                 f"{len(graph_io[role])} {role}s",
             )
         for i in positions:
@@ -133,6 +165,7 @@ def _load_dataset(model: onnx.ModelProto, folder: Path, index: int, name: str) -
 
 def read_value(path: Path, type_proto: onnx.TypeProto, name: str = "") -> Any:
     """Parse one ``.pb`` as the protobuf ``type_proto`` calls for and convert it to numpy."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
     from onnx import numpy_helper
 
@@ -173,10 +206,16 @@ def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _tensors(g)
 
 
-def check_external_data(model: onnx.ModelProto, root: Path, name: str) -> None:
-    """Every external data location must be a file inside the verified tree, never elsewhere."""
+def check_external_data(
+    model: onnx.ModelProto, root: Path, name: str, files: dict[str, Path] | None = None
+) -> None:
+    """Every external data location must be a member of the verified tree (``files``, by
+    default the folder's listing), never anything else."""
+    require("onnx", for_what=_READING, modules=("onnx",))
     import onnx
 
+    if files is None:
+        files = _case_files(root, None, name)
     for tensor in _tensors(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
@@ -193,8 +232,7 @@ def check_external_data(model: onnx.ModelProto, root: Path, name: str) -> None:
                 f"tensor {tensor.name!r}: external data location {location!r} is not "
                 f"inside the verified tree ({e.message})",
             ) from e
-        target = root / location
-        if target.is_symlink() or not target.is_file():
+        if location not in files:
             raise UnsafeContentError(
                 name,
                 f"tensor {tensor.name!r}: external data {location!r} is not a member of "

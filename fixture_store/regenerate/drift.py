@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fixture_store._extras import require
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_arrays
@@ -107,6 +108,7 @@ class ArtifactComparison:
 
 def _pb_arrays(data: bytes) -> dict[str, Any] | None:
     """The arrays of an ONNX TensorProto / SequenceProto / OptionalProto, or None if not one."""
+    require("onnx", for_what="comparing regenerated ONNX tensors", modules=("onnx",))
     import onnx
     from onnx import numpy_helper
 
@@ -204,6 +206,7 @@ def compare(
     candidate: Path,
     reference: Reference,
     tolerance: Tolerance | None,
+    *,
     inspect_dir: Path,
 ) -> ArtifactComparison:
     """Compare one candidate (file or folder) with its reference."""

@@ -75,15 +75,20 @@ def uv_binary() -> str:
 
 
 def ensure(env: PinnedEnv, store: Store) -> Path:
-    """The environment's interpreter, making the environment once (atomically) if needed."""
+    """The environment's interpreter, making the environment once (atomically) if needed.
+
+    ``envs/`` and the environment's own folder must be plain folders of the store: a link
+    there is refused (:class:`StoreError`), so no interpreter outside the store is run and no
+    removal reaches through it. Inside an environment links are normal (``bin/python``).
+    """
     folder = env.folder(store)
     python = env.python_path(store)
-    if (folder / ".complete").is_file() and python.exists():
+    if _complete(store, env):
         return python
     store.ensure()
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    store.plain("envs", create=True)
     with FileLock(str(folder) + ".lock"):
-        if (folder / ".complete").is_file() and python.exists():
+        if _complete(store, env):
             return python
         staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{env.key}-"))
         try:
@@ -114,13 +119,20 @@ def ensure(env: PinnedEnv, store: Store) -> Path:
             )
             (staging / "requirements.txt").write_text("\n".join(env.requirements) + "\n")
             (staging / ".complete").write_text("")
-            if folder.exists():
+            if store.plain("envs", env.key):  # an incomplete one; shutil.rmtree refuses links
                 shutil.rmtree(folder)
             os.rename(staging, folder)
         finally:
             if staging.exists():
                 shutil.rmtree(staging, ignore_errors=True)
     return python
+
+
+def _complete(store: Store, env: PinnedEnv) -> bool:
+    """Whether the environment was made completely, in plain folders of the store."""
+    if not store.plain("envs", env.key):
+        return False
+    return (env.folder(store) / ".complete").is_file() and env.python_path(store).exists()
 
 
 def _run(cmd: Sequence[str], environ: dict[str, str], env: PinnedEnv) -> None:

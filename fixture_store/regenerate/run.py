@@ -158,7 +158,9 @@ def regenerate(
     scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
     inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
     out = scratch / "candidates"
-    _run_generator(root, store, stage, _generator_args(stage, inputs, scratch), out, python, log)
+    _run_generator(
+        root, store, stage, _generator_args(stage, inputs, scratch), out, python=python, log=log
+    )
     environment = envs.read_environment(out)
     outputs = _selected(read_outputs(out), only, stage)
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
@@ -172,7 +174,13 @@ def regenerate(
             if accept:
                 input_digests = {n: d for n, _p, d in inputs}
                 accepted = _accept(
-                    store, registry, stage, outputs, comparisons, environment, input_digests
+                    store,
+                    registry,
+                    stage,
+                    outputs,
+                    comparisons,
+                    environment=environment,
+                    input_digests=input_digests,
                 )
     return Report(
         stage.name,
@@ -218,6 +226,7 @@ def _run_generator(
     stage: stages_mod.Stage,
     args: list[str],
     out: Path,
+    *,
     python: str | None,
     log: Callable[[str], None],
 ) -> None:
@@ -252,7 +261,7 @@ def _compare_output(
         cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
         return ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None)
     tolerance = (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
-    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir)
+    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir=inspect_dir)
 
 
 def _no_longer_produced(
@@ -366,6 +375,7 @@ def _accept(
     stage: stages_mod.Stage,
     outputs: list[Output],
     comparisons: list[ArtifactComparison],
+    *,
     environment: Mapping[str, Any],
     input_digests: Mapping[str, Digest],
 ) -> list[str]:
@@ -406,6 +416,16 @@ def _accept(
         if lineage:
             record = dataclasses.replace(record, lineage=tuple(lineage))
         changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
+    _write_accepted(registry, changed, compared)
+    return sorted(changed)
+
+
+def _write_accepted(
+    registry: Registry, changed: Mapping[str, Record], compared: Mapping[str, Record | None]
+) -> None:
+    """Write the accepted records in one registry transaction; refuse them all if a record
+    compared against changed meanwhile (another writer rewrote it): the verdict no longer says
+    how the two differ."""
     with registry_mod.transaction(registry.root) as tx:
         rewritten: dict[str, dict[str, Record]] = {}
         for name, record in sorted(changed.items()):
@@ -422,7 +442,6 @@ def _accept(
             rewritten[family][name] = record
         for family, records in rewritten.items():
             tx.write(family, records.values())
-    return sorted(changed)
 
 
 def _reviewed_from(old: Record, new: Record) -> Record:

@@ -14,6 +14,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from fixture_store._extras import require
 from fixture_store.errors import UsageError
 from fixture_store.regenerate.envs import PinnedEnv
 from fixture_store.registry import Tolerance, Where
@@ -50,6 +51,7 @@ def load(root: Path) -> dict[str, Stage]:
     path = root / PARAMS_FILE
     if not path.is_file():
         raise UsageError(f"{path} does not exist; stages are declared in its '{SECTION}' section")
+    require("regenerate", for_what=f"reading the stages in {PARAMS_FILE}")
     import yaml  # only commands that read params.yaml pay for it
 
     try:

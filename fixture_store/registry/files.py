@@ -108,10 +108,11 @@ def _first_duplicate(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] |
 
 
 def _duplicate_error(dup: tuple[str, ...], file: str) -> RegistryError:
-    if len(dup) >= 3 and dup[0] == "records":
-        return RegistryError(
-            f"duplicate key {dup[-1]!r}", file=file, record=dup[1], field=".".join(dup[2:])
-        )
+    match dup:
+        case ("records", record, *field) if field:
+            return RegistryError(
+                f"duplicate key {dup[-1]!r}", file=file, record=record, field=".".join(field)
+            )
     return RegistryError(f"duplicate key {dup[-1]!r}", file=file, field=".".join(dup))
 
 
@@ -248,7 +249,9 @@ class _SchemaPasses:
 
     @property
     def known(self) -> bool:
-        return self.marker is not None and self.marker.exists()
+        if self.marker is None or self.store_root is None:
+            return False
+        return statecache.has_marker(self.marker, self.store_root)
 
     def remember(self) -> None:
         if self.marker is not None and self.store_root is not None:
@@ -481,7 +484,12 @@ class Transaction:
         keeps = description is None or known_failures is None
         existing = self.family(family) if keeps else None
         path = _replace_family(
-            self.directory, family, records, existing, description, known_failures
+            self.directory,
+            family,
+            records,
+            existing=existing,
+            description=description,
+            known_failures=known_failures,
         )
         self._read.pop(family, None)
         return path
@@ -588,6 +596,7 @@ def _replace_family(
     directory: Path,
     family: str,
     records: Iterable[Record],
+    *,
     existing: FamilyFile | None,
     description: str | None,
     known_failures: Iterable[KnownFailure] | None,

@@ -29,6 +29,8 @@ GLOB_CHARS = "*?["
 MISMATCH = "mismatch"
 # A bound is this many times the largest error seen, rounded up to two significant digits.
 MARGIN = 2.0
+# A wrong count lists this many of the names it matched, and counts the rest.
+_NAMES_SHOWN = 20
 
 
 def is_glob(pattern: str) -> bool:
@@ -182,7 +184,8 @@ def check_counts(known: Iterable[KnownFailure], names: Sequence[str]) -> None:
         hits = fnmatch.filter(names, entry.pattern)
         if len(hits) == entry.expected_count:
             continue
-        shown = ", ".join(hits[:20]) + (f", ... ({len(hits) - 20} more)" if len(hits) > 20 else "")
+        more = len(hits) - _NAMES_SHOWN
+        shown = ", ".join(hits[:_NAMES_SHOWN]) + (f", ... ({more} more)" if more > 0 else "")
         where = f"{entry.file}: known_failures[{entry.index}]: " if entry.file else ""
         wrong.append(
             f"{where}{entry.label} expects {entry.expected_count} case(s) and matches "

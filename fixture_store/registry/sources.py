@@ -17,9 +17,11 @@ from typing import Any, ClassVar, Literal, Self
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.frozen import freeze, thaw
+from fixture_store.registry.pins import require_pinned_hub_url
 from fixture_store.registry.where import Where
 
 _REVISION = re.compile(r"[0-9a-f]{40}")
+_COMMIT_LEN = 40  # hex characters of a full commit sha
 _HEXISH = re.compile(r"[0-9a-fA-F]+")
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9A-Za-z][0-9A-Za-z.+!-]*)")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -116,9 +118,9 @@ class HubSource:
 
 def _moving_reference(rev: str) -> str:
     """Why a revision that is not a full lower-case 40-hex commit is refused."""
-    if _HEXISH.fullmatch(rev) and len(rev) < 40:
+    if _HEXISH.fullmatch(rev) and len(rev) < _COMMIT_LEN:
         return f"{rev!r} is a short commit sha"
-    if _HEXISH.fullmatch(rev) and rev.lower() != rev and len(rev) == 40:
+    if _HEXISH.fullmatch(rev) and rev.lower() != rev and len(rev) == _COMMIT_LEN:
         return f"{rev!r} is upper case"
     return f"{rev!r} is a branch, tag or other moving reference"
 
@@ -221,8 +223,9 @@ class UrlSource:
             raise where.fail(
                 "source.url", f"{self.url!r} is not https; only https sources are allowed"
             )
-        if any(ch.isspace() or ord(ch) < 32 for ch in self.url):
+        if any(ch.isspace() or ch < " " for ch in self.url):
             raise where.fail("source.url", "contains whitespace or control characters")
+        require_pinned_hub_url(self.url, file=where.file, record=where.record)
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "url": self.url}

@@ -7,6 +7,7 @@ the :class:`ArrayTolerance` of one array, with the defaults filled in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -127,7 +128,7 @@ def _is_bound(value: Any) -> bool:
         not isinstance(value, bool)
         and isinstance(value, int | float)
         and value >= 0
-        and value == value  # NaN is not a bound
+        and not (isinstance(value, float) and math.isnan(value))  # NaN is not a bound
     )
 
 

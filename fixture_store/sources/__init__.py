@@ -29,6 +29,7 @@ from fixture_store.registry import (
     Record,
     UrlSource,
 )
+from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import Status, Verifier, repair_command
 
 OFFLINE_ENV_VARS = ("FIXTURE_STORE_OFFLINE", "HF_HUB_OFFLINE")
@@ -59,12 +60,14 @@ class FetchContext:
     """What every source needs during one fetch run: the store, the project root, the mode.
 
     ``downloaded`` counts bytes received from the network in this run (the idempotence check:
-    a second fetch of verified artifacts leaves it at zero).
+    a second fetch of verified artifacts leaves it at zero). ``policy`` bounds every download in
+    time (see :mod:`fixture_store.sources.transfer`); by default it is read from the environment.
     """
 
     store: Store
     root: Path
     offline: bool = False
+    policy: DownloadPolicy = field(default_factory=DownloadPolicy.from_env)
     verifier: Verifier = field(default=None)  # type: ignore[assignment]
     downloaded: int = 0
     downloads: int = 0
@@ -166,3 +169,17 @@ def fetcher_for(record: Record) -> Fetcher:
 def fetch_record(ctx: FetchContext, record: Record) -> None:
     """Bring the record's bytes into the store from its pinned source, verified."""
     fetcher_for(record)(ctx, record)
+
+
+__all__ = [
+    "OFFLINE_ENV_VARS",
+    "FetchContext",
+    "OfflineError",
+    "SourceError",
+    "fetch_record",
+    "fetcher_for",
+    "offline_from_env",
+    "put_object",
+    "put_tree",
+    "source_as",
+]

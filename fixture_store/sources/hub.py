@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from fixture_store._extras import require
 from fixture_store.registry import HubSource, Record
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 
@@ -26,6 +27,7 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _quiet_tqdm() -> Any:
+    require("hub", for_what="fetching a hub source", modules=("tqdm",))
     from tqdm import tqdm  # type: ignore[import-untyped]
 
     class Quiet(tqdm):  # type: ignore[misc]
@@ -68,6 +70,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
         return
     ctx.require_online(record, "the object")
 
+    require("hub", for_what="fetching a hub source")
     from huggingface_hub import constants, file_download, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 

@@ -22,12 +22,14 @@ from typing import BinaryIO
 
 from filelock import FileLock
 
+from fixture_store._extras import require
 from fixture_store.errors import IntegrityError, UsageError
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import PackageSource, Record
 from fixture_store.sources import FetchContext, SourceError, put_object, put_tree, source_as
 from fixture_store.sources.members import SafeArchive, open_archive
+from fixture_store.sources.transfer import DEADLINE_ENV
 
 PIP_ENV_VAR = "FIXTURE_STORE_PIP"
 TIMEOUT_S = 900
@@ -38,6 +40,7 @@ def pip_command() -> list[str]:
     override = os.environ.get(PIP_ENV_VAR)
     if override:
         return shlex.split(override)
+    require("package", for_what="fetching a package source")
     return [sys.executable, "-m", "pip"]
 
 
@@ -60,8 +63,11 @@ def selection_flags(filename: str) -> list[str]:
     return flags
 
 
-def download(requirement: str, filename: str, dest: Path) -> Path:
-    """Run the package tool to download exactly ``filename`` of ``requirement`` into ``dest``."""
+def download(requirement: str, filename: str, dest: Path, timeout: float = TIMEOUT_S) -> Path:
+    """Run the package tool to download exactly ``filename`` of ``requirement`` into ``dest``.
+
+    The tool is killed after ``timeout`` seconds in total, whatever the index does.
+    """
     cmd = [
         *pip_command(),
         "download",
@@ -75,20 +81,25 @@ def download(requirement: str, filename: str, dest: Path) -> Path:
         requirement,
     ]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except FileNotFoundError as e:
         raise UsageError(
             f"cannot run the package tool {cmd[0]!r}: {e.strerror}",
             fix=f"install pip, or set ${PIP_ENV_VAR} to a pip command",
         ) from e
     except subprocess.TimeoutExpired as e:
-        raise UsageError(f"downloading {requirement} took longer than {TIMEOUT_S}s") from e
+        raise UsageError(
+            f"downloading {requirement} ({filename}) took longer than {timeout:g}s; "
+            "the package tool was stopped and nothing was stored",
+            fix=f"check network access and the package index configuration, or allow more "
+            f"time with {DEADLINE_ENV}=SECONDS",
+        ) from e
     if proc.returncode != 0:
         tail = "\n    ".join((proc.stderr or proc.stdout).strip().splitlines()[-4:])
         if "No module named pip" in proc.stderr:
             raise UsageError(
                 f"{sys.executable} has no pip to download {requirement}",
-                fix=f"uv sync (pip is a dependency), or set ${PIP_ENV_VAR}",
+                fix=f"uv add 'fixture-store[package]', or set ${PIP_ENV_VAR}",
             )
         raise UsageError(
             f"the package tool could not download {requirement} ({filename}):\n    {tail}",
@@ -127,7 +138,8 @@ def _load(ctx: FetchContext, record: Record, source: PackageSource) -> SafeArchi
         ctx.require_online(record, f"the distribution {filename} of {requirement}")
         ctx.store.ensure()
         with tempfile.TemporaryDirectory(dir=ctx.store.temp_folder(), prefix="pkg-") as tmp:
-            path = download(requirement, filename, Path(tmp))
+            # An explicit download deadline bounds the package tool too.
+            path = download(requirement, filename, Path(tmp), ctx.policy.deadline or TIMEOUT_S)
             got = path.stat().st_size
             expected = Digest(hexpart, size if size is not None else got)
             try:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fixture_store.objects.store import Store
+import pytest
+
 from tests.support.cli import add_file_and_case, run
 
 
-def test_list_show_status_and_help(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_list_show_status_and_help(project: Path) -> None:
     add_file_and_case(project)
     code, out, _ = run("list", "--json")
     assert code == 0 and [r["name"] for r in json.loads(out)] == ["fam/a", "fam/case"]

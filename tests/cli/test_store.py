@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from fixture_store.objects.store import Store
 from tests.support.cli import add_file_and_case, run
 
 
-def test_add_refuses_to_overwrite_a_record_silently(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_add_refuses_to_overwrite_a_record_silently(project: Path) -> None:
     add_file_and_case(project)
     before = (project / "provenance" / "fam.json").read_bytes()
     (project / "data" / "a.bin").write_bytes(b"changed")
@@ -20,7 +23,8 @@ def test_add_refuses_to_overwrite_a_record_silently(project: Path, store: Store)
     assert (project / "provenance" / "fam.json").read_bytes() != before
 
 
-def test_add_with_a_branch_revision_is_refused(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_add_with_a_branch_revision_is_refused(project: Path) -> None:
     (project / "w.bin").write_bytes(b"w")
     code, _, err = run(
         "add",
@@ -46,12 +50,14 @@ def test_gc_is_a_dry_run_unless_yes(project: Path, store: Store) -> None:
     assert run("verify", "--full")[0] == 0
 
 
-def test_init_creates_the_registry_folder(tmp_path: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_init_creates_the_registry_folder(tmp_path: Path) -> None:
     code, _out, _ = run("init", str(tmp_path / "new"))
     assert code == 0 and (tmp_path / "new" / "provenance").is_dir()
 
 
-def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path) -> None:
     from fixture_store import registry as registry_mod
     from fixture_store.verify import repair_command
 

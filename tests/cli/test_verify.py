@@ -6,18 +6,22 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from fixture_store.objects.store import Store
 from tests.support.cli import add_file_and_case, run
 
 
-def test_verify_prints_a_table_and_exits_0(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_verify_prints_a_table_and_exits_0(project: Path) -> None:
     add_file_and_case(project)
     code, out, err = run("verify")
     assert code == 0, err
     assert "fam/a" in out and "fam/case" in out and "2 verified" in out
 
 
-def test_verify_json_is_machine_readable(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_verify_json_is_machine_readable(project: Path) -> None:
     add_file_and_case(project)
     code, out, _ = run("verify", "--json", "--full")
     doc = json.loads(out)
@@ -45,20 +49,23 @@ def test_missing_object_exits_1_with_the_fetch_command(project: Path, store: Sto
     assert code == 1 and "missing: fam/a" in err
 
 
-def test_registry_errors_exit_2_on_stderr_without_traceback(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_registry_errors_exit_2_on_stderr_without_traceback(project: Path) -> None:
     (project / "provenance" / "fam.json").write_text('{"format_version": 9, "records": {}}')
     code, out, err = run("verify")
     assert code == 2 and out == ""
     assert "unknown format_version 9" in err and "Traceback" not in err
 
 
-def test_unknown_name_exits_2(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_unknown_name_exits_2(project: Path) -> None:
     add_file_and_case(project)
     code, _, err = run("verify", "fam/nope")
     assert code == 2 and "no record" in err and "fixture-store add" in err
 
 
-def test_path_prints_verified_locations_only(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_path_prints_verified_locations_only(project: Path) -> None:
     add_file_and_case(project)
     code, out, _ = run("path", "fam/a")
     assert code == 0 and Path(out.strip()).read_bytes() == b"alpha" * 100

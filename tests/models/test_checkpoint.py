@@ -83,7 +83,7 @@ def test_archive_members_are_normalised(tmp_path: Path) -> None:
     assert set(meta["tensors"]) == {"weight", "bias"} and tensors["weight"].shape == (4, 3, 3, 2)
 
 
-def test_reader_refuses_a_tampered_tensor(tmp_path: Path) -> None:
+def test_reader_refuses_a_tampered_tensor() -> None:
     raw = ckpt.tar_bytes({"weight": np.ones(4, np.float32)}, {"module": {"type": "Linear"}})
     with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
         info = tar.getmember("tensors/weight.npy")
@@ -93,7 +93,7 @@ def test_reader_refuses_a_tampered_tensor(tmp_path: Path) -> None:
         ckpt.read(ckpt.compress(bytes(data), "zst"), "zst")
 
 
-def test_reader_refuses_an_extra_member(tmp_path: Path) -> None:
+def test_reader_refuses_an_extra_member() -> None:
     raw = ckpt.tar_bytes({"weight": np.ones(4, np.float32)}, {})
     buf = io.BytesIO()
     with tarfile.open(fileobj=io.BytesIO(raw)) as src, tarfile.open(fileobj=buf, mode="w") as dst:

@@ -76,7 +76,9 @@ def test_read_small_returns_whole_small_files_only(tmp_path: Path) -> None:
     assert digests.read_small(exact, limit=100) is None  # streamed instead
 
 
-@pytest.mark.parametrize("use_blake3,want_blake3", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize(
+    ("use_blake3", "want_blake3"), [(False, False), (True, False), (False, True)]
+)
 def test_the_small_file_path_hashes_like_the_streaming_one(
     tmp_path: Path, use_blake3: bool, want_blake3: bool
 ) -> None:

@@ -61,6 +61,40 @@ def test_put_with_replace_repairs_a_damaged_object(store: Store) -> None:
     assert p.read_bytes() == b"good bytes"
 
 
+def _truncate(path: Path, size: int) -> None:
+    os.chmod(path, 0o644)
+    with open(path, "r+b") as f:
+        f.truncate(size)
+
+
+@pytest.mark.parametrize("how", ["put_bytes", "write_files"])
+def test_an_existing_object_of_the_wrong_size_is_replaced_not_kept(
+    store: Store, tmp_path: Path, how: str
+) -> None:
+    good = b"the complete object"
+    d = store.put_bytes(good)
+    path = store.object_path(d)
+    _truncate(path, 4)  # a short copy: a crash of an older writer, or disk damage
+    if how == "put_bytes":
+        store.put_bytes(good, d)  # no replace: only an intact-sized copy is kept
+    else:
+        (tmp_path / "src.bin").write_bytes(good)
+        assert [s.digest for s in store.write_files([tmp_path / "src.bin"])] == [d]
+    assert path.read_bytes() == good
+    assert path.stat().st_mode & 0o222 == 0
+
+
+def test_has_is_false_for_an_object_of_the_wrong_size(store: Store) -> None:
+    d = store.put_bytes(b"twelve bytes")
+    assert store.has(d)
+    _truncate(store.object_path(d), 11)
+    assert not store.has(d)
+    _truncate(store.object_path(d), 0)
+    assert not store.has(d)
+    store.remove(d)
+    assert not store.has(d)
+
+
 def test_iter_objects_ignores_stray_names(store: Store) -> None:
     d = store.put_bytes(b"a")
     (store.objects_dir / "zz").mkdir()

@@ -66,7 +66,8 @@ def test_a_linked_file_with_the_wrong_digest_stores_nothing_and_keeps_the_file(
 
 
 @pytest.mark.skipif(not OTHER_FS.is_dir(), reason="needs /dev/shm as a second filesystem")
-def test_a_file_on_another_filesystem_is_copied_and_named(project: Path, store: Store) -> None:
+@pytest.mark.usefixtures("store")
+def test_a_file_on_another_filesystem_is_copied_and_named(project: Path) -> None:
     if os.stat(OTHER_FS).st_dev == os.stat(project).st_dev:
         pytest.skip("/dev/shm is on the same filesystem as the test folder here")
     (project / "data").mkdir()

@@ -22,8 +22,8 @@ from fixture_store.cli import main
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.parity import runtimes as comparators
-from fixture_store.parity.cases import Report, compare, select_cases
-from fixture_store.parity.results import CaseResult, KnownError, Outcome
+from fixture_store.parity.cases import Report, apply_known_failures, compare, select_cases
+from fixture_store.parity.results import FAILING, CaseResult, KnownError, Outcome
 from fixture_store.parity.runtimes.ort import from_ortvalue, to_ortvalue
 from fixture_store.registry import conditions
 from fixture_store.registry.files import write_family
@@ -168,7 +168,8 @@ def test_refused_in_process_never_reaches_the_runtime(
     project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fixtures = make_project(project, store, ("test_abs",))
-    tamper(store, fixtures, "onnx-node/test_abs", "model.onnx")
+    # An expected output, not the model: the case still loads, so only verification refuses it.
+    tamper(store, fixtures, "onnx-node/test_abs", "test_data_set_0/output_0.pb")
     calls: list[str] = []
 
     def spy(case: object) -> object:
@@ -187,7 +188,7 @@ def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
     fixtures, name = _perturbed_abs(
         project,
         store,
-        lambda name: [
+        lambda _name: [
             KnownFailure(
                 "ort",
                 "onnx-node/test_abs_*",
@@ -208,6 +209,58 @@ def test_known_failures_are_registry_data_and_a_now_passing_one_is_reported(
     assert stale.outcome is Outcome.PASS and stale.now_passing
     assert report.exit_code == 1
     assert [r["name"] for r in report.to_json()["now_passing"]] == ["onnx-node/test_abs"] * 2
+
+
+@pytest.mark.parametrize("outcome", [Outcome.REFUSED, Outcome.GAP])
+def test_a_refusal_or_a_gap_is_never_excused_by_a_known_failure(outcome: Outcome) -> None:
+    refused = CaseResult("onnx-node/test_abs", "ort", outcome, "mismatch: damaged", fix="fetch")
+    entries = [
+        KnownFailure("ort", "onnx-node/test_abs", "registered for this very outcome", str(outcome)),
+        KnownFailure("*", "onnx-node/*", "excuses every outcome of every case"),
+    ]
+    for known in (entries, entries[::-1]):
+        assert apply_known_failures(refused, known) == refused
+    assert refused.failing is (outcome is Outcome.REFUSED)
+
+
+def test_a_refused_case_stays_refused_under_a_known_failure_and_fails_the_run(
+    project: Path, store: Store
+) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    tamper(store, fixtures, "onnx-node/test_abs", "model.onnx")
+    registry = registry_mod.load(project)
+    write_family(
+        registry,
+        "onnx-node",
+        registry.families["onnx-node"].records.values(),
+        known_failures=[KnownFailure("*", "onnx-node/*", "excuses everything", expect=1)],
+    )
+    report = compare(_reload(fixtures, project), ["onnx-node/test_abs"], ["ort"], jobs=0)
+    [result] = report.results
+    assert result.outcome is Outcome.REFUSED and result.known_reason is None
+    assert report.exit_code == 1
+
+
+def test_a_known_failure_that_now_passes_alone_fails_the_run(project: Path, store: Store) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    registry = registry_mod.load(project)
+    write_family(
+        registry,
+        "onnx-node",
+        registry.families["onnx-node"].records.values(),
+        known_failures=[KnownFailure("ort", "onnx-node/test_abs", "stale: the case passes")],
+    )
+    report = compare(_reload(fixtures, project), ["onnx-node/test_abs"], ["ort"], jobs=0)
+    [result] = report.results
+    # The only thing wrong with this run is the stale entry: nothing else can fail it.
+    assert result.outcome is Outcome.PASS and result.outcome not in FAILING
+    assert result.now_passing and result.failing
+    assert result.fix is not None and "remove the known failure" in result.fix
+    assert report.exit_code == 1
+    cli = CliRunner().invoke(
+        main, ["compare", "onnx-node/test_abs", "--runtime", "ort", "--jobs", "0"]
+    )
+    assert cli.exit_code == 1, cli.output
 
 
 def test_known_failure_for_another_outcome_does_not_excuse(project: Path, store: Store) -> None:
@@ -298,9 +351,9 @@ def test_a_glob_matching_other_cases_than_it_expects_stops_the_compare(
     fixtures, name = _perturbed_abs(
         project,
         store,
-        lambda name: [KnownFailure("ort", "onnx-node/test_abs*", "r", "error", expect=1)],
+        lambda _name: [KnownFailure("ort", "onnx-node/test_abs*", "r", "error", expect=1)],
     )
-    monkeypatch.setattr(comparators.ort, "prepare", lambda case: pytest.fail("ran a case"))
+    monkeypatch.setattr(comparators.ort, "prepare", lambda _case: pytest.fail("ran a case"))
     with pytest.raises(RegistryError) as e:
         compare(fixtures, [name], ["ort"], jobs=0)
     assert "'onnx-node/test_abs*' (ort) expects 1 case(s) and matches 2: " in str(e.value)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import ml_dtypes
@@ -102,3 +103,45 @@ def test_input_files_must_be_numbered_without_holes(tmp_path: Path) -> None:
     (case / "test_data_set_0" / "input_0.pb").unlink()
     with pytest.raises(UnsafeContentError, match="not numbered"):
         load_case(case, name="onnx-node/test_add")
+
+
+def _plant_dataset_link(folder: Path, elsewhere: Path) -> None:
+    """``test_data_set_1 -> elsewhere``, holding a copy of data set 0 with other expected bytes."""
+    import shutil
+
+    shutil.copytree(folder / "test_data_set_0", elsewhere)
+    os.chmod(elsewhere, 0o755)
+    out = elsewhere / "output_0.pb"
+    os.chmod(out, 0o644)
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString(out.read_bytes())
+    forged = numpy_helper.to_array(tensor) + 1
+    out.write_bytes(numpy_helper.from_array(forged, tensor.name).SerializeToString())
+    os.chmod(folder, 0o755)
+    (folder / "test_data_set_1").symlink_to(elsewhere, target_is_directory=True)
+
+
+def test_a_directory_link_planted_in_a_checkout_never_reaches_a_case(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    folder = fixtures.tree("onnx-node/test_abs")
+    _plant_dataset_link(folder, tmp_path / "elsewhere")
+    case = load_verified(fixtures, "onnx-node/test_abs")
+    assert [d.index for d in case.datasets] == [0]
+    assert not os.path.lexists(case.folder / "test_data_set_1")
+
+
+def test_a_case_is_read_from_its_manifest_not_its_folder(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    record = fixtures.verified("onnx-node/test_abs")
+    assert record.members is not None
+    folder = fixtures.tree("onnx-node/test_abs")
+    _plant_dataset_link(folder, tmp_path / "elsewhere")
+    case = load_case(folder, name="onnx-node/test_abs", members=record.members.members)
+    assert [d.index for d in case.datasets] == [0]
+    # without a manifest, the folder's own listing is one, and a link in it is refused
+    with pytest.raises(UnsafeContentError, match="symbolic link"):
+        load_case(folder, name="onnx-node/test_abs")

@@ -70,7 +70,7 @@ def test_tree_names_missing_and_extra_members(tmp_path: Path) -> None:
         cand,
         Reference("test", tree.digest, tree, by_digest.get),
         TOL,
-        tmp_path / "inspect",
+        inspect_dir=tmp_path / "inspect",
     )
     assert result.verdict is Verdict.DRIFT
     reasons = {m.path: m.reason for m in result.differing}
@@ -90,6 +90,6 @@ def test_identical_file_needs_no_registered_bytes(tmp_path: Path) -> None:
         f,
         Reference("test", d, None, lambda _d: None),
         TOL,
-        tmp_path / "inspect",
+        inspect_dir=tmp_path / "inspect",
     )
     assert result.verdict is Verdict.IDENTICAL

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fixture_store.errors import UsageError
+from fixture_store.errors import StoreError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.regenerate import envs
 from tests.support.regen_project import numpy_pin
@@ -41,8 +41,28 @@ def test_environment_is_made_once_with_exactly_the_pins(tmp_path: Path) -> None:
     ).stdout.strip()
     assert numpy_pin() == f"numpy=={version}"
     # Nothing else of this project leaks in: the environment is isolated.
-    probe = subprocess.run([str(python), "-c", "import fixture_store"], capture_output=True)
+    probe = subprocess.run(
+        [str(python), "-c", "import fixture_store"], capture_output=True, check=False
+    )
     assert probe.returncode != 0
     marker = env.folder(store) / ".complete"
     stamp = marker.stat().st_mtime_ns
     assert envs.ensure(env, store) == python and marker.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.parametrize("where", ["envs", "env"])
+def test_an_environment_reached_through_a_link_is_refused(tmp_path: Path, where: str) -> None:
+    store = Store.at(tmp_path / "store").ensure()
+    env = envs.PinnedEnv(("numpy==2.0.0",), "3.11")
+    user = tmp_path / "user"
+    made = user / env.key if where == "envs" else user
+    (made / "bin").mkdir(parents=True)
+    (made / "bin" / "python").write_text("#!/bin/sh\n")  # an interpreter outside the store
+    (made / ".complete").write_text("")
+    link = store.root / "envs" if where == "envs" else env.folder(store)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(user, target_is_directory=True)
+    with pytest.raises(StoreError, match="plain folders") as info:
+        envs.ensure(env, store)
+    assert str(link) in info.value.message
+    assert (made / "bin" / "python").is_file() and (made / ".complete").is_file()

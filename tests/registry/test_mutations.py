@@ -96,7 +96,7 @@ def _rejection(path: Path, name: str) -> str:
 
 
 def _top(path: str) -> str:
-    return path.split(".")[0]
+    return path.split(".", maxsplit=1)[0]
 
 
 @pytest.mark.parametrize("base", sorted(BASES))

@@ -115,6 +115,21 @@ def test_different_bytes_at_the_pinned_revision_are_refused_before_download(
     assert not any(p.startswith("/cdn/") for _, p, _ in hub.requests)
 
 
+def test_another_size_at_the_pinned_revision_is_refused_before_download(
+    hub: HubState, store: Store, tmp_path: Path
+) -> None:
+    hub.add("org/tiny", "model.bin", WEIGHTS + b"more")
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
+    result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
+    assert result.outcome is Outcome.FAILED
+    assert f"the server announces {len(WEIGHTS) + 4} bytes" in result.message
+    assert "nothing was downloaded" in result.message
+    assert objects(store) == [] and leftovers(store) == []
+    assert not any(p.startswith("/cdn/") for _, p, _ in hub.requests)
+
+
 def test_server_lying_about_the_digest_is_caught_after_download_and_nothing_is_stored(
     hub: HubState, store: Store, tmp_path: Path
 ) -> None:
@@ -127,6 +142,25 @@ def test_server_lying_about_the_digest_is_caught_after_download_and_nothing_is_s
     assert "does not match the record" in result.message
     assert "nothing was stored" in result.message
     assert objects(store) == [] and leftovers(store) == []
+
+
+@pytest.mark.parametrize("lfs", [True, False])
+def test_an_answer_for_another_commit_is_refused_and_nothing_is_stored(
+    hub: HubState, store: Store, tmp_path: Path, lfs: bool
+) -> None:
+    # The server serves the right bytes but says they are those of another commit.
+    other = "f" * 40
+    hub.answered_commit = other
+    hub.add("org/tiny", "model.bin", WEIGHTS, lfs=lfs)
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
+    result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
+    assert result.outcome is Outcome.FAILED
+    assert f"answered for commit {other!r}, not the pinned {COMMIT}" in result.message
+    assert "nothing was stored" in result.message
+    assert objects(store) == [] and leftovers(store) == []
+    assert [m for m, _, _ in hub.requests] == ["HEAD"]  # no body was requested
 
 
 def test_moving_revision_is_refused_before_any_request(

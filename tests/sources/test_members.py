@@ -21,8 +21,8 @@ def hostile_zip(path: Path) -> Path:
         link = zipfile.ZipInfo("pkg/link")
         link.external_attr = (stat.S_IFLNK | 0o777) << 16
         z.writestr(link, "ok.bin")
+        z.writestr("pkg/dup.bin", b"one")
         with pytest.warns(UserWarning, match="Duplicate name"):
-            z.writestr("pkg/dup.bin", b"one")
             z.writestr("pkg/dup.bin", b"two")
     return path
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
+import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,7 @@ from fixture_store.objects.digests import of_bytes
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.sources.package import selection_flags
+from fixture_store.sources.transfer import DEADLINE_ENV
 from fixture_store.verify import Verifier
 from tests.support.fetchutil import file_record, make_registry, online_env, sha  # noqa: F401 - autouse
 
@@ -240,3 +244,24 @@ def test_concurrent_fetch_processes_share_one_store_safely(
     assert all(Verifier(Store.at(store), full=True).verify(r).ok for r in registry.records())
     assert list((store / "tmp").iterdir()) == []
     assert sum(json.loads(out)["downloads"] for out, _ in outputs) == 1
+
+
+def test_an_explicit_deadline_stops_a_hanging_package_tool(
+    wheelhouse: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = build_wheel(wheelhouse / WHEEL)
+    registry = project(tmp_path, wheel)
+    store = Store.at(tmp_path / "store")
+    hanging = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(20)'"
+    monkeypatch.setenv("FIXTURE_STORE_PIP", hanging)
+    monkeypatch.setenv(DEADLINE_ENV, "1")
+    started = time.monotonic()
+    result = fetch_names(store, registry, ["cases/notes"]).results[0]
+    assert time.monotonic() - started < 10
+    assert result.outcome is Outcome.FAILED
+    assert "downloading tinypkg==1.0.0 (tinypkg-1.0.0-py3-none-any.whl) took longer than 1s" in (
+        result.message
+    )
+    assert result.fix is not None and DEADLINE_ENV in result.fix
+    assert list(store.iter_objects()) == []
+    assert not store.tmp_dir.is_dir() or list(store.tmp_dir.iterdir()) == []

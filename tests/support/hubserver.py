@@ -12,7 +12,9 @@ It answers ``HEAD``/``GET /{repo_id}/resolve/{revision}/{path}`` (and ``/dataset
 
 Faults for tests: ``lie`` (announce the registered digest but serve other bytes), ``truncate``
 (close the connection half-way through every body), ``hang`` (send half the body, then stall),
-``hang_head`` (never answer the metadata request). Every request is recorded.
+``hang_head`` (never answer the metadata request); ``answered_commit`` makes every answer name
+another commit than the one requested (a server that resolved the revision elsewhere). Every
+request is recorded.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class HubFile:
 @dataclass
 class HubState:
     commit: str
+    answered_commit: str | None = None  # the X-Repo-Commit sent, when not ``commit``
     files: dict[tuple[str, str, str], HubFile] = field(default_factory=dict)  # type, repo, path
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)
@@ -62,6 +65,10 @@ class HubState:
         f = HubFile(content, **kwargs)
         self.files[(repo_type, repo_id, path)] = f
         return f
+
+    @property
+    def repo_commit(self) -> str:
+        return self.answered_commit or self.commit
 
     def by_sha(self, sha: str) -> HubFile | None:
         return next((f for f in self.files.values() if f.sha256 == sha), None)
@@ -85,7 +92,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self._serve(body=True)
 
-    def _serve(self, *, body: bool) -> None:
+    def _serve(self, *, body: bool) -> None:  # noqa: PLR0911 - one answer per route or refusal
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.state.record(self.command, self.path, headers)
         if self.role == "cdn":
@@ -109,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if f.lfs:
             self.send_response(302)
-            self.send_header("X-Repo-Commit", self.state.commit)
+            self.send_header("X-Repo-Commit", self.state.repo_commit)
             self.send_header("X-Linked-Etag", f'"{f.sha256}"')
             self.send_header("X-Linked-Size", str(f.size))
             self.send_header("ETag", '"0123456789abcdef0123456789abcdef01234567"')
@@ -125,7 +132,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("X-Error-Code", hub_code)
         self.send_header("X-Error-Message", hub_code)
-        self.send_header("X-Repo-Commit", self.state.commit)
+        self.send_header("X-Repo-Commit", self.state.repo_commit)
         self.send_header("Content-Length", str(len(msg)))
         self.end_headers()
         if self.command != "HEAD":
@@ -143,7 +150,7 @@ class _Handler(BaseHTTPRequestHandler):
                 data = data[start:end]
         self.send_response(206 if rng else 200)
         if hub:
-            self.send_header("X-Repo-Commit", self.state.commit)
+            self.send_header("X-Repo-Commit", self.state.repo_commit)
             self.send_header("ETag", f'"{hashlib.sha1(f.content).hexdigest()}"')
         if rng:
             self.send_header(

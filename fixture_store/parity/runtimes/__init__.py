@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from fixture_store._extras import require
 from fixture_store.errors import UsageError
 from fixture_store.readers.onnxcase import OnnxCase
 
@@ -18,6 +19,9 @@ BUILTIN = {
     "ort": "fixture_store.parity.runtimes.ort:prepare",
     "reference": "fixture_store.parity.runtimes.reference:prepare",
 }
+# What each built-in runtime imports (from the 'onnx' extra): checked before any case is verified
+# or a worker started, so a missing package is one usage error rather than an error per case.
+NEEDS = {"ort": ("onnx", "onnxruntime"), "reference": ("onnx",)}
 
 RunFn = Callable[[Mapping[str, Any]], Sequence[Any]]
 
@@ -27,8 +31,14 @@ class Prepare(Protocol):
 
 
 def check_runtime(name: str) -> str:
-    """Return ``name`` if it names a built-in runtime or a ``module:attribute`` spec."""
-    if name in BUILTIN or (":" in name and all(name.partition(":")[::2])):
+    """Return ``name`` if it names a built-in runtime or a ``module:attribute`` spec.
+
+    A built-in runtime whose packages are missing is a ``MissingExtraError``.
+    """
+    if name in BUILTIN:
+        require("onnx", for_what=f"fixture-store compare --runtime {name}", modules=NEEDS[name])
+        return name
+    if ":" in name and all(name.partition(":")[::2]):
         return name
     raise UsageError(
         f"unknown runtime {name!r}",
@@ -41,3 +51,6 @@ def resolve(name: str) -> Prepare:
     module, _, attr = spec.partition(":")
     found: Prepare = getattr(importlib.import_module(module), attr)
     return found
+
+
+__all__ = ["BUILTIN", "NEEDS", "Prepare", "check_runtime", "resolve"]

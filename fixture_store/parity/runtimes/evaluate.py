@@ -26,6 +26,9 @@ _NOT_IMPLEMENTED = re.compile(
     r"No Op registered|no schema registered",
     re.IGNORECASE,
 )
+# A report line stays readable: an error message is cut here, and this many problems are shown.
+_MESSAGE_MAX = 600
+_PROBLEMS_SHOWN = 3
 
 
 def classify(exc: BaseException) -> Outcome:
@@ -39,8 +42,8 @@ def classify(exc: BaseException) -> Outcome:
 
 def describe(exc: BaseException, stage: str) -> str:
     message = " ".join(str(exc).split())
-    if len(message) > 600:
-        message = message[:600] + "…"
+    if len(message) > _MESSAGE_MAX:
+        message = message[:_MESSAGE_MAX] + "…"
     return f"{stage}: {type(exc).__name__}: {message}"
 
 
@@ -67,7 +70,9 @@ def evaluate(task: Task) -> CaseResult:
         )
 
     try:
-        case = load_case(task.folder, name=task.name, tolerance=task.tolerance)
+        case = load_case(
+            task.folder, name=task.name, tolerance=task.tolerance, members=task.members
+        )
     except ArtifactError as e:
         return done(Outcome.REFUSED, e.message, fix=e.fix)
     ops = case.operators
@@ -98,7 +103,8 @@ def compare_outputs(
     for (name, exp), act in zip(expected, actual, strict=True):
         findings.value(name, name, exp, act)
     problems = findings.problems
-    return "; ".join(problems[:3]) + (" …" if len(problems) > 3 else ""), findings.found
+    shown = "; ".join(problems[:_PROBLEMS_SHOWN])
+    return shown + (" …" if len(problems) > _PROBLEMS_SHOWN else ""), findings.found
 
 
 @dataclass

@@ -15,9 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from fixture_store._extras import require
 from fixture_store.parity.runtimes import RunFn
 from fixture_store.readers.onnxcase import OnnxCase
 
+RUNTIME = "the ort runtime (ONNX Runtime)"
+MODULES = ("onnx", "onnxruntime")
+
+_BYTE_BITS = 8  # a type this wide is stored one value per byte, as is
 # ONNX element types numpy does not know natively (ml_dtypes provides them).
 _BRIDGED_NAMES = ("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")
 
@@ -27,6 +32,7 @@ def _bridged(type_string: str) -> bool:
 
 
 def prepare(case: OnnxCase) -> RunFn:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -54,22 +60,25 @@ def prepare(case: OnnxCase) -> RunFn:
 
 
 def _onnx_type(dtype: np.dtype[Any]) -> int:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     from onnx import helper
 
     return int(helper.np_dtype_to_tensor_dtype(dtype))
 
 
 def _packed_bits(onnx_type: int) -> int:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     from onnx import TensorProto
 
     if onnx_type in (TensorProto.INT4, TensorProto.UINT4, TensorProto.FLOAT4E2M1):
         return 4
     if onnx_type in (getattr(TensorProto, "INT2", -1), getattr(TensorProto, "UINT2", -1)):
         return 2
-    return 8
+    return _BYTE_BITS
 
 
 def to_ortvalue(value: Any) -> Any:
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     import onnxruntime as ort
 
     array = np.ascontiguousarray(value)
@@ -89,6 +98,7 @@ def to_ortvalue(value: Any) -> Any:
 def from_ortvalue(ortvalue: Any) -> Any:
     if not ortvalue.is_tensor() or not _bridged(ortvalue.data_type()):
         return ortvalue.numpy()
+    require("onnx", for_what=RUNTIME, modules=MODULES)
     from onnx import helper
 
     onnx_type = int(ortvalue.element_type())
@@ -103,9 +113,9 @@ def from_ortvalue(ortvalue: Any) -> Any:
 
 
 def _pack(raw: np.ndarray[Any, Any], bits: int) -> np.ndarray[Any, Any]:
-    if bits == 8:
+    if bits == _BYTE_BITS:
         return raw
-    per_byte = 8 // bits
+    per_byte = _BYTE_BITS // bits
     mask = (1 << bits) - 1
     padded = np.zeros(-(-raw.size // per_byte) * per_byte, np.uint8)
     padded[: raw.size] = raw & mask
@@ -116,9 +126,9 @@ def _pack(raw: np.ndarray[Any, Any], bits: int) -> np.ndarray[Any, Any]:
 
 
 def _unpack(raw: np.ndarray[Any, Any], bits: int, count: int) -> np.ndarray[Any, Any]:
-    if bits == 8:
+    if bits == _BYTE_BITS:
         return raw
-    per_byte = 8 // bits
+    per_byte = _BYTE_BITS // bits
     mask = (1 << bits) - 1
     out = np.empty(raw.size * per_byte, np.uint8)
     for k in range(per_byte):

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from fixture_store._extras import require
 from fixture_store.parity.runtimes import RunFn
 from fixture_store.readers.onnxcase import OnnxCase
 
+RUNTIME = "the reference runtime (onnx ReferenceEvaluator)"
+
 
 def prepare(case: OnnxCase) -> RunFn:
+    require("onnx", for_what=RUNTIME, modules=("onnx",))
     from onnx.reference import ReferenceEvaluator
 
     # The model proto was loaded without external data; the evaluator resolves it from the

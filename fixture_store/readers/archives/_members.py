@@ -77,7 +77,7 @@ class Checker:
             raise fail(self.artifact, "backslash", f"member {name!r} contains a backslash")
         if name.startswith("/"):
             raise fail(self.artifact, "absolute-path", f"member {name!r} is absolute")
-        if len(name) >= 2 and name[1] == ":" and name[0].isalpha():
+        if name[1:2] == ":" and name[0].isalpha():
             raise fail(self.artifact, "drive-letter", f"member {name!r} starts with a drive")
         if ".." in name.split("/"):
             raise fail(self.artifact, "traversal", f"member {name!r} escapes with '..'")

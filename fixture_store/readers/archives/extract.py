@@ -3,7 +3,8 @@
 Members are written into a staging folder under the store's ``tmp/``, which is renamed into
 place only when complete: ``members/`` holds the files and ``sentinel.json`` binds them to the
 archive digest and the member manifest, so a tampered extraction or an archive edited in place
-is caught by :func:`check_extraction`.
+is caught by :func:`check_extraction`. An extraction is exactly its manifest: ``extracted/`` is a
+plain folder of the store, and a link anywhere in an extraction makes it tampered, never followed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +60,7 @@ def extract(
         )
     final = extraction_path(store, actual_archive)
     tree = trees.Tree(dict(manifest_members(manifest) or {}))
-    if final.is_dir():
+    if store.plain("extracted") and os.path.lexists(final):
         with contextlib.suppress(UnsafeArchiveError):
             return check_extraction(store, p, tree, archive_digest=actual_archive, artifact=label)
     store.ensure()
@@ -78,16 +80,17 @@ def extract(
         }
         fsutil.write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
         fsutil.fsync_path(staging)
-        final.parent.mkdir(parents=True, exist_ok=True)
+        store.plain("extracted", create=True)
         with store.lock(actual_archive):
-            if final.exists():
+            if os.path.lexists(final):
                 try:
                     # Another process finished the same extraction first: keep theirs.
                     return check_extraction(
                         store, None, tree, archive_digest=actual_archive, artifact=label
                     )
                 except UnsafeArchiveError:
-                    # A damaged one is moved aside in one rename, so no reader sees it half gone.
+                    # A damaged one is moved aside in one rename, so no reader sees it half gone
+                    # (a link is renamed as a link: what it points to is never touched).
                     os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-")) / "x")
             os.rename(staging, final)
             fsutil.fsync_path(final.parent)
@@ -136,8 +139,11 @@ def check_extraction(
     """
     folder = extraction_path(store, archive_digest)
     tree = trees.Tree(dict(manifest_members(manifest) or {}))
+    store.plain("extracted")
+    for plain in (folder, folder / MEMBERS):
+        _refuse_link(plain, artifact)
     try:
-        sentinel = json.loads((folder / SENTINEL).read_bytes())
+        sentinel = json.loads(_read_no_follow(folder / SENTINEL))
     except (OSError, ValueError) as e:
         raise fail(
             artifact, "extraction-sentinel", f"extraction has no valid sentinel: {e}"
@@ -175,3 +181,23 @@ def check_extraction(
         if digests.of_file(found[member]) != want:
             raise fail(artifact, "extraction-tampered", f"extracted member {member!r} changed")
     return folder / MEMBERS
+
+
+def _refuse_link(path: Path, artifact: str) -> None:
+    """An extraction folder that is a link is tampered: it is never followed out of the store."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return  # missing: the sentinel or the member comparison reports it
+    if stat.S_ISLNK(mode):
+        raise fail(
+            artifact,
+            "extraction-tampered",
+            f"{path} is a symbolic link; an extraction must be plain folders in the store",
+        )
+
+
+def _read_no_follow(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as f:
+        return f.read()

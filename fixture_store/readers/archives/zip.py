@@ -9,6 +9,7 @@ devices; declared sizes are held to the profile before anything is inflated.
 from __future__ import annotations
 
 import contextlib
+import stat
 import struct
 import zipfile
 import zlib
@@ -30,6 +31,9 @@ _ZIP_FLAGS_OK = 0x2 | 0x4 | 0x8 | 0x800
 # Sizes and CRC follow the data, in a descriptor that may start with this signature.
 _ZIP_DESCRIPTOR_FLAG = 0x8
 _ZIP_DESCRIPTOR_MAGIC = b"PK\x07\x08"
+_ZIP_END_LEN = 22  # the end-of-central-directory record, before its comment
+_ZIP_LOCAL_LEN = 30  # a local file header, before its name and extra field
+_ZIP_SIZE_MAX = 0xFFFFFFFF  # a 4-byte size at its largest: the true size is in the ZIP64 extra
 
 
 @contextlib.contextmanager
@@ -66,14 +70,14 @@ def open_zip(
 
 
 def _check_zip_end(f: BinaryIO, size: int, label: str) -> None:
-    tail_len = min(size, 22 + 0xFFFF)
+    tail_len = min(size, _ZIP_END_LEN + 0xFFFF)
     f.seek(size - tail_len)
     tail = f.read(tail_len)
     at = tail.rfind(ZIP_END_MAGIC)
-    if at < 0 or len(tail) - at < 22:
+    if at < 0 or len(tail) - at < _ZIP_END_LEN:
         raise fail(label, "corrupt", "no zip end-of-central-directory record")
     (comment_len,) = struct.unpack("<H", tail[at + 20 : at + 22])
-    if at + 22 + comment_len != len(tail):
+    if at + _ZIP_END_LEN + comment_len != len(tail):
         raise fail(label, "trailing-garbage", "bytes after the zip end record")
 
 
@@ -114,7 +118,9 @@ def _check_zip_layout(
                 raise fail(label, "corrupt", f"directory {info.filename!r} has content")
             continue
         files.append(info)
-    _check_zip_tail(zf.start_dir, expected_offset, declared, size, limits, label)
+    _check_zip_tail(
+        zf.start_dir, expected_offset, declared=declared, size=size, limits=limits, label=label
+    )
     return files
 
 
@@ -131,8 +137,8 @@ def _read_local_header(
             f"{expected_offset} (hidden or overlapping data)",
         )
     f.seek(info.header_offset)
-    local = f.read(30)
-    if len(local) < 30 or local[:4] != ZIP_LOCAL_MAGIC:
+    local = f.read(_ZIP_LOCAL_LEN)
+    if len(local) < _ZIP_LOCAL_LEN or local[:4] != ZIP_LOCAL_MAGIC:
         raise fail(label, "corrupt", f"member {info.filename!r}: bad local header")
     flags, method = struct.unpack("<HH", local[6:10])
     csize, usize, nlen, xlen = struct.unpack("<IIHH", local[18:30])
@@ -150,10 +156,10 @@ def _check_zip_name(info: zipfile.ZipInfo, names: set[str], label: str) -> None:
 
 def _check_zip_kind(info: zipfile.ZipInfo, label: str) -> None:
     """A member is a regular file or a folder: no links, no devices."""
-    kind = (info.external_attr >> 16) & 0o170000
-    if kind == 0o120000:
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
         raise fail(label, "symlink", f"member {info.filename!r} is a symbolic link")
-    if kind not in (0, 0o100000, 0o040000):
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
         raise fail(label, "device", f"member {info.filename!r} is not a regular file")
 
 
@@ -174,7 +180,7 @@ def _check_zip_storage(info: zipfile.ZipInfo, local: _LocalHeader, label: str) -
         )
     if (
         not flags & _ZIP_DESCRIPTOR_FLAG
-        and (local.compress_size, local.file_size) != (0xFFFFFFFF, 0xFFFFFFFF)
+        and (local.compress_size, local.file_size) != (_ZIP_SIZE_MAX, _ZIP_SIZE_MAX)
         and (local.compress_size != info.compress_size or local.file_size != info.file_size)
     ):
         raise fail(
@@ -186,12 +192,14 @@ def _check_zip_storage(info: zipfile.ZipInfo, local: _LocalHeader, label: str) -
 
 def _member_end(f: BinaryIO, info: zipfile.ZipInfo, local: _LocalHeader) -> int:
     """The offset just past the member's data and its data descriptor, if it has one."""
-    end = info.header_offset + 30 + local.name_len + local.extra_len + info.compress_size
+    end = (
+        info.header_offset + _ZIP_LOCAL_LEN + local.name_len + local.extra_len + info.compress_size
+    )
     if local.flags & _ZIP_DESCRIPTOR_FLAG:
         f.seek(end)
         sig = f.read(4)
         desc = 16 if sig == _ZIP_DESCRIPTOR_MAGIC else 12
-        if info.file_size >= 0xFFFFFFFF or info.compress_size >= 0xFFFFFFFF:
+        if info.file_size >= _ZIP_SIZE_MAX or info.compress_size >= _ZIP_SIZE_MAX:
             desc += 8
         end += desc
     return end
@@ -217,7 +225,7 @@ def _count_declared(info: zipfile.ZipInfo, declared: int, limits: Limits, label:
 
 
 def _check_zip_tail(
-    start_dir: int, members_end: int, declared: int, size: int, limits: Limits, label: str
+    start_dir: int, members_end: int, *, declared: int, size: int, limits: Limits, label: str
 ) -> None:
     """The members end where the central directory starts, and declare no bomb."""
     if members_end > start_dir:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fixture_store.errors import UnsafeArchiveError
-from fixture_store.objects import digests
+from fixture_store.errors import StoreError, UnsafeArchiveError
+from fixture_store.objects import digests, fsutil
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.readers import archives
@@ -89,3 +89,33 @@ def test_sentinel_is_bound_to_the_manifest(tmp_path: Path) -> None:
     with pytest.raises(UnsafeArchiveError) as info:
         archives.check_extraction(store, archive, other, archive_digest=digest)
     assert info.value.rule == "extraction-sentinel"
+
+
+@pytest.mark.parametrize("where", ["extraction", "members"])
+def test_an_extraction_reached_through_a_link_is_not_reused(tmp_path: Path, where: str) -> None:
+    import shutil
+
+    store, archive, man, digest, folder = _extracted(tmp_path)
+    planted = folder.parent if where == "extraction" else folder
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(planted, elsewhere)  # an intact copy, outside the store
+    fsutil.remove_tree(planted)
+    planted.symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(UnsafeArchiveError) as info:
+        archives.check_extraction(store, archive, man, archive_digest=digest)
+    assert info.value.rule == "extraction-tampered" and "symbolic link" in info.value.message
+    repaired = archives.extract(store, archive, man, archive_digest=digest)
+    assert repaired == folder and not folder.is_symlink() and not folder.parent.is_symlink()
+    assert (elsewhere / ("b.txt" if where == "members" else "members/b.txt")).is_file()
+
+
+def test_an_extracted_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "ok.tar.zst"
+    archive.write_bytes(compress(regular_tar(GOOD), "tar.zst"))
+    store = Store.at(tmp_path / "store").ensure()
+    user = tmp_path / "user"
+    user.mkdir()
+    (store.root / "extracted").symlink_to(user, target_is_directory=True)
+    with pytest.raises(StoreError, match="plain folders"):
+        archives.extract(store, archive, manifest(GOOD))
+    assert list(user.iterdir()) == []

@@ -1,0 +1,349 @@
+"""Run the guard mutation campaign: break each guard on purpose, and check that its tests fail.
+
+Each guard of ``guards.toml`` names one file, an exact snippet of it (found exactly once), the
+replacement that breaks the guard, and the tests that must fail then. For every guard the
+repository (the files git knows, as they are in the working tree) is copied to a temp folder,
+the one replacement is applied there, and the tests run in that copy with the copy first on
+``PYTHONPATH``: the working tree is never edited. A guard is *killed* when its tests fail,
+*survived* when they pass (the promise is unprotected), and an *error* when its snippet is
+missing or ambiguous, its selection matches no test, or the run broke in another way.
+
+    uv run python scripts/mutation/run.py            # every guard, 2 at a time
+    uv run python scripts/mutation/run.py -j 1 --only store-has-size --json out.json
+
+Exit status: 0 when every guard is killed, 1 otherwise, 2 for a bad guard list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+GUARDS = HERE / "guards.toml"
+PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+# Plugins of dependencies that no guard's tests use; loading them cost a second of each run.
+UNUSED_PLUGINS = ["-p", "no:hydra_pytest", "-p", "no:hypothesispytest"]
+# Variables of the caller that would point the copy's tests at the caller's store or registry.
+_DROPPED_ENV = ("FIXTURE_STORE_REGISTRY", "FIXTURE_STORE_REQUIRE", "PYTEST_ADDOPTS")
+
+
+@dataclass(frozen=True)
+class Guard:
+    id: str
+    file: str
+    original: str
+    replacement: str
+    tests: tuple[str, ...]
+    promise: str
+    k: str | None = None
+
+    def pytest_args(self) -> list[str]:
+        return [*self.tests, *(["-k", self.k] if self.k else [])]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    id: str
+    status: str  # killed, survived, error
+    seconds: float
+    detail: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "status": self.status,
+            "seconds": round(self.seconds, 2),
+            "detail": self.detail,
+        }
+
+
+class GuardListError(Exception):
+    pass
+
+
+def load_guards(path: Path = GUARDS) -> list[Guard]:
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    guards: list[Guard] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(doc.get("guard", [])):
+        where = f"{path.name}: guard {i + 1} ({raw.get('id', '?')})"
+        for key in ("id", "file", "original", "replacement", "tests", "promise"):
+            if key not in raw:
+                raise GuardListError(f"{where}: missing {key!r}")
+        extra = set(raw) - {"id", "file", "original", "replacement", "tests", "promise", "k"}
+        if extra:
+            raise GuardListError(f"{where}: unknown field {sorted(extra)[0]!r}")
+        if raw["id"] in seen:
+            raise GuardListError(f"{where}: the id {raw['id']!r} is used twice")
+        seen.add(raw["id"])
+        if not raw["original"] or raw["original"] == raw["replacement"]:
+            raise GuardListError(f"{where}: the replacement must change a non-empty original")
+        tests = raw["tests"]
+        if isinstance(tests, str) or not tests or not all(isinstance(t, str) for t in tests):
+            raise GuardListError(f"{where}: 'tests' must be a non-empty list of pytest node ids")
+        guards.append(
+            Guard(
+                raw["id"],
+                raw["file"],
+                raw["original"],
+                raw["replacement"],
+                tuple(tests),
+                raw["promise"],
+                raw.get("k"),
+            )
+        )
+    if not guards:
+        raise GuardListError(f"{path.name}: no [[guard]] entries")
+    return guards
+
+
+def repository_files(repo: Path = REPO) -> list[str]:
+    """The files of the working tree that git tracks or would track (ignored files left out)."""
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sorted({f for f in out.split("\0") if f and (repo / f).is_file()})
+
+
+def copy_repository(files: Iterable[str], target: Path, repo: Path = REPO) -> None:
+    for rel in files:
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / rel, dest)
+
+
+def make_template(files: Iterable[str], target: Path) -> Path:
+    """One copy of the repository with its bytecode compiled, cloned for every guard (each run
+    then compiles only the file its mutation changed)."""
+    copy_repository(files, target)
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", "-j", "0", "fixture_store", "tests", "scripts"],
+        cwd=target,
+        capture_output=True,
+        check=True,
+    )
+    return target
+
+
+def clone(template: Path, target: Path) -> None:
+    shutil.copytree(template, target, copy_function=shutil.copy2)
+
+
+def _drop_bytecode(source: Path) -> None:
+    """Remove the compiled form of ``source``: a mutation of the same length written within the
+    second of the original's mtime would otherwise look unchanged to the bytecode check."""
+    for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
+        pyc.unlink()
+
+
+def environment(copy: Path, store: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
+    env["FIXTURE_STORE_DIR"] = str(store)
+    return env
+
+
+def check_imports_from_copy(copy: Path, store: Path) -> None:
+    """The copy's package, plugin and test helpers are the ones imported (not the installed
+    package, which an editable install points at the working tree)."""
+    probe = (
+        "import json, fixture_store, fixture_store.pytest_plugin, tests.support;"
+        "print(json.dumps([m.__file__ for m in (fixture_store, fixture_store.pytest_plugin,"
+        " tests.support)]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=copy,
+        env=environment(copy, store),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise GuardListError(f"the import probe failed in the copy:\n{done.stderr}")
+    root = str(copy.resolve())
+    for imported in json.loads(done.stdout):
+        if not str(Path(imported).resolve()).startswith(root + os.sep):
+            raise GuardListError(f"the copy imports {imported}, not its own modules: aborting")
+
+
+def run_pytest(copy: Path, store: Path, args: Sequence[str], timeout: float) -> tuple[int, str]:
+    try:
+        done = subprocess.run(
+            [sys.executable, *PYTEST, *UNUSED_PLUGINS, *args],
+            cwd=copy,
+            env=environment(copy, store),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
+        return -1, out
+    return done.returncode, done.stdout + done.stderr
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def run_guard(guard: Guard, template: Path, work: Path, timeout: float) -> Outcome:
+    start = time.monotonic()
+    folder = Path(tempfile.mkdtemp(prefix=f"{guard.id}-", dir=work))
+    copy, store = folder / "repo", folder / "store"
+    try:
+        clone(template, copy)
+        target = copy / guard.file
+        if not target.is_file():
+            return Outcome(guard.id, "error", time.monotonic() - start, f"no file {guard.file}")
+        text = target.read_text(encoding="utf-8")
+        found = text.count(guard.original)
+        if found != 1:
+            return Outcome(
+                guard.id,
+                "error",
+                time.monotonic() - start,
+                f"the original text is found {found} times in {guard.file} (needs exactly "
+                "once): re-target the guard's snippet",
+            )
+        target.write_text(text.replace(guard.original, guard.replacement), encoding="utf-8")
+        _drop_bytecode(target)
+        code, output = run_pytest(copy, store, guard.pytest_args(), timeout)
+        seconds = time.monotonic() - start
+        if code == 1:
+            # The run's own summary line (an inner pytest run in a test prints its own too).
+            failed = [ln for ln in output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+            ours = [ln for ln in failed if ln.split()[1].startswith("tests/")] or failed
+            return Outcome(guard.id, "killed", seconds, ours[-1] if ours else "")
+        if code == -1:
+            return Outcome(guard.id, "killed", seconds, f"timed out after {timeout:.0f}s")
+        if code == 0:
+            return Outcome(guard.id, "survived", seconds, "its tests pass with the guard broken")
+        return Outcome(guard.id, "error", seconds, f"pytest exit {code}:\n{_tail(output)}")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def baseline(guards: list[Guard], template: Path, work: Path, jobs: int, timeout: float) -> str:
+    """Run every guard's tests once on an unbroken copy; '' if they pass, else the failure. A
+    test that fails anyway would count as a kill of every guard it protects."""
+    copy, store = work / "baseline" / "repo", work / "baseline" / "store"
+    clone(template, copy)
+    plain = sorted({t for g in guards if not g.k for t in g.tests})
+    selections: list[list[str]] = [plain[i::jobs] for i in range(jobs) if plain[i::jobs]]
+    selections += [g.pytest_args() for g in guards if g.k]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = list(
+            pool.map(
+                lambda sel: run_pytest(copy, store.with_name(f"store-{id(sel)}"), sel, timeout),
+                selections,
+            )
+        )
+    for sel, (code, output) in zip(selections, runs, strict=True):
+        if code != 0:
+            return f"pytest exit {code} for {' '.join(sel)}:\n{_tail(output, 30)}"
+    return ""
+
+
+def table(outcomes: list[Outcome], guards: dict[str, Guard]) -> str:
+    width = max(len(o.id) for o in outcomes)
+    rows = [f"{'guard':<{width}}  {'result':<8}  {'seconds':>7}  file", "-" * (width + 40)]
+    for o in outcomes:
+        rows.append(f"{o.id:<{width}}  {o.status:<8}  {o.seconds:7.1f}  {guards[o.id].file}")
+        if o.status != "killed" and o.detail:
+            rows.extend(f"{'':<{width}}    {line}" for line in o.detail.splitlines())
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="guards run in parallel")
+    parser.add_argument("--only", action="append", default=[], metavar="ID", help="run one guard")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-')")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per guard")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unbroken run")
+    parser.add_argument("--list", action="store_true", help="print the guards and exit")
+    args = parser.parse_args(argv)
+    try:
+        guards = load_guards()
+    except (GuardListError, tomllib.TOMLDecodeError) as e:
+        print(f"guards.toml: {e}", file=sys.stderr)
+        return 2
+    if args.only:
+        unknown = sorted(set(args.only) - {g.id for g in guards})
+        if unknown:
+            print(f"no guard {unknown[0]!r} in guards.toml", file=sys.stderr)
+            return 2
+        guards = [g for g in guards if g.id in args.only]
+    if args.list:
+        for g in guards:
+            print(f"{g.id}: {g.file}: {g.promise}")
+        return 0
+    report = sys.stderr if args.json == "-" else sys.stdout
+    jobs = max(1, args.jobs)
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="fs-mutation-") as tmp:
+        work = Path(tmp)
+        template = make_template(repository_files(), work / "template")
+        try:
+            check_imports_from_copy(template, work / "probe-store")
+        except GuardListError as e:
+            print(str(e), file=sys.stderr)
+            return 2
+        broken = "" if args.no_baseline else baseline(guards, template, work, jobs, args.timeout)
+        if broken:
+            print(f"the guards' tests fail without any mutation:\n{broken}", file=sys.stderr)
+            outcomes = [Outcome(g.id, "error", 0.0, "baseline failed") for g in guards]
+        else:
+            base_seconds = time.monotonic() - started
+            print(f"baseline: {base_seconds:.1f}s; {len(guards)} guards, -j {jobs}", file=report)
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                outcomes = list(
+                    pool.map(lambda g: run_guard(g, template, work, args.timeout), guards)
+                )
+    total = time.monotonic() - started
+    by_id = {g.id: g for g in guards}
+    print(table(outcomes, by_id), file=report)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("killed", "survived", "error")}
+    print(
+        f"{counts['killed']} killed, {counts['survived']} survived, {counts['error']} errors "
+        f"of {len(outcomes)} guards in {total:.1f}s",
+        file=report,
+    )
+    if args.json:
+        doc = {
+            "total_seconds": round(total, 2),
+            "jobs": jobs,
+            "counts": counts,
+            "guards": [
+                {**o.to_json(), "file": by_id[o.id].file, "promise": by_id[o.id].promise}
+                for o in outcomes
+            ],
+        }
+        text = json.dumps(doc, indent=2) + "\n"
+        if args.json == "-":
+            sys.stdout.write(text)
+        else:
+            Path(args.json).write_text(text, encoding="utf-8")
+    return 0 if counts["killed"] == len(outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
