@@ -13,7 +13,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +85,12 @@ def _add(project: Path, store: Store, path: Path, name: str, **kw: Any) -> Calla
 
 
 @pytest.fixture
-def files(project: Path) -> Iterator[Path]:
+def files(project: Path) -> Path:
     data = project / "data"
     data.mkdir()
     for name in ("a", "b"):
         (data / f"{name}.bin").write_bytes(name.encode() * 5000)
-    yield data
+    return data
 
 
 # -- registry transactions ----------------------------------------------------------------------
@@ -177,6 +177,25 @@ def test_regenerate_accept_refuses_when_a_record_changed_since_it_was_compared(
     after = registry_mod.load(project).get("toy/case")
     assert after.description == "reviewed"  # the edit stands, nothing was accepted over it
     assert after.digest == before.get("toy/case").digest
+
+
+def test_rehash_leaves_a_record_rewritten_meanwhile_as_it_now_is(
+    project: Path, store: Store, files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _add(project, store, files / "a.bin", "fam/a")()
+    registry = registry_mod.load(project)
+    bare = [dataclasses.replace(r, blake3=None) for r in registry.records()]
+    registry_mod.write_family(registry, "fam", bare)
+
+    def verify_then_replace(*args: Any, **kwargs: Any) -> Any:
+        results = verify_names(*args, **kwargs)
+        _add(project, store, files / "b.bin", "fam/a", replace=True)()  # other bytes now
+        return results
+
+    monkeypatch.setattr("fixture_store.rehash.verify_names", verify_then_replace)
+    report = rehash.record_blake3(store, registry_mod.load(project), ["fam/a"])
+    assert report.updated == ()
+    assert registry_mod.load(project).get("fam/a").digest == digests.of_file(files / "b.bin")
 
 
 # -- gc and writers -----------------------------------------------------------------------------
