@@ -3,6 +3,8 @@
 Idempotent: an artifact whose objects already verify is not touched, a missing or damaged object
 is (re)fetched, and every artifact is verified again after its fetch. Parallel across artifacts;
 the store's shard locks and atomic renames make concurrent fetches (threads or processes) safe.
+A fetch holds the store's writer lock while it publishes (see
+:mod:`fixture_store.objects.store`), so ``gc`` never runs in the middle of one.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import ArtifactError, FixtureStoreError
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.registry import Record, Registry, family_of
 from fixture_store.sources import FetchContext, fetch_record, offline_from_env
 
@@ -108,6 +110,7 @@ def _fetch_one(ctx: FetchContext, record: Record, source: str, size: int) -> Fet
     return FetchResult(name, Outcome.FETCHED, source, size=size)
 
 
+@holding_writer_lock
 def fetch_names(
     store: Store,
     registry: Registry,
@@ -128,6 +131,10 @@ def fetch_names(
     invalid = dict(registry.invalid())
 
     def one(name: str) -> FetchResult:
+        with store.writing():  # this thread's temp files in the command's writer folder
+            return outcome(name)
+
+    def outcome(name: str) -> FetchResult:
         if name in invalid:
             err = invalid[name]
             return FetchResult(

@@ -1,11 +1,18 @@
-"""Garbage collection: objects no record references. Dry run unless asked to delete."""
+"""Garbage collection: objects no record references. Dry run unless asked to delete.
+
+Deleting runs under the store's writer lock held exclusively (see
+:mod:`fixture_store.objects.store`, "Locks: writers and gc"): it waits for writers in flight,
+then re-reads the registry under the registry lock, so an object whose record is about to land
+is never taken for garbage.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
@@ -64,23 +71,33 @@ class Sweep:
         return sum(g.size for g in self.garbage)
 
 
-def sweep(store: Store, registry: Registry, *, delete: bool) -> Sweep:
+def sweep(
+    store: Store,
+    registry: Registry,
+    *,
+    delete: bool,
+    on_wait: Callable[[], None] | None = None,
+) -> Sweep:
     """The objects ``registry`` does not reference; with ``delete``, remove them and the store's
-    stale temporary files.
+    dead temporary files.
 
-    Deleting is refused while a record is invalid: the objects it would reference cannot be
-    told apart from garbage.
+    Deleting waits for the store's writers (``on_wait`` is called first if there are any) and
+    decides from the registry as it is once they are done, not from ``registry`` as loaded.
+    It is refused while a record is invalid: the objects it would reference cannot be told
+    apart from garbage.
     """
     store.check_plain()  # before anything is deleted: a linked folder is refused, never swept
-    invalid = dict(registry.invalid())
-    if invalid and delete:
-        raise UsageError(
-            f"{len(invalid)} record(s) are invalid, so their objects cannot be told apart from "
-            "garbage; refusing to delete",
-            fix="fixture-store verify, fix the records, rerun gc",
-        )
-    garbage = find_garbage(store, [registry])
     if not delete:
-        return Sweep(garbage)
-    removed = collect(store, garbage)
-    return Sweep(garbage, removed, store.clean_tmp())
+        return Sweep(find_garbage(store, [registry]))
+    with store.collecting(on_wait), registry_mod.transaction(registry.root) as tx:
+        current = tx.registry(known=registry)
+        invalid = dict(current.invalid())
+        if invalid:
+            raise UsageError(
+                f"{len(invalid)} record(s) are invalid, so their objects cannot be told apart "
+                "from garbage; refusing to delete",
+                fix="fixture-store verify, fix the records, rerun gc",
+            )
+        garbage = find_garbage(store, [current])
+        removed = collect(store, garbage)
+        return Sweep(garbage, removed, store.clean_tmp())

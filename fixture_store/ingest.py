@@ -20,7 +20,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.readers import content
 from fixture_store.registry import (
     MEDIA_TYPE_FORMATS,
@@ -180,6 +180,7 @@ def build_record(
     return registry_mod.check_record(record, file=file)
 
 
+@holding_writer_lock  # from the first temp file until the record is written: gc waits
 def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     store: Store,
     registry: Registry,
@@ -219,7 +220,6 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     file = f"provenance/{family}.json"
     source.check(Where(file, name))  # before any byte enters the store
     annotations = Annotations.from_json(extra or {}, Where(file, name))
-    existing_file = registry.families.get(family)
     described = content.PLAIN  # a folder's members are objects of their own
     if p.is_dir():
         if kind not in TREE_KINDS:
@@ -256,19 +256,23 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
         )
         record = with_blake3(record, stored.blake3, {})
         _confirm_content(store, record, p)
-    records = dict(existing_file.records) if existing_file else {}
-    if existing_file and name in existing_file.invalid and not replace:
-        raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
-    old = records.get(name)
-    if old is not None and old.digest != record.digest and not replace:
-        raise UsageError(
-            f"{name} is already registered with {old.digest}; the new bytes are {record.digest}",
-            fix="compare first (fixture-store regenerate), or pass --replace to rewrite the record",
-        )
-    if old is not None and old.digest == record.digest:
-        # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 and the content
-        # manifest it lacked.
-        record = with_content(with_blake3(old, record.blake3, record.member_blake3), described)
-    records[name] = record
-    registry_mod.write_family(registry, family, records.values())
+    with registry_mod.transaction(registry.root) as tx:  # checked against the file as it is now
+        existing_file = tx.family(family, known=registry.families.get(family))
+        records = dict(existing_file.records) if existing_file else {}
+        if existing_file and name in existing_file.invalid and not replace:
+            raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
+        old = records.get(name)
+        if old is not None and old.digest != record.digest and not replace:
+            raise UsageError(
+                f"{name} is already registered with {old.digest}; the new bytes are "
+                f"{record.digest}",
+                fix="compare first (fixture-store regenerate), or pass --replace to rewrite "
+                "the record",
+            )
+        if old is not None and old.digest == record.digest:
+            # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 and the content
+            # manifest it lacked.
+            record = with_content(with_blake3(old, record.blake3, record.member_blake3), described)
+        records[name] = record
+        tx.write(family, records.values())
     return record

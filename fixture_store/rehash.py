@@ -3,7 +3,9 @@
 ``fixture-store add`` records BLAKE3 as it ingests; this fills it in for records written before,
 or by tools that only know SHA-256. Each object is read once, hashed with both functions; only an
 object whose SHA-256 and size match its record gets a BLAKE3, so SHA-256 stays the identity and
-BLAKE3 only ever vouches for bytes the identity vouched for first.
+BLAKE3 only ever vouches for bytes the identity vouched for first. The records are rewritten in
+one registry transaction, and only those still as they were verified: a record another writer
+changed meanwhile is left as it now is.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from fixture_store import registry as registry_mod
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.registry import Record, Registry, family_of
 from fixture_store.verify import Result, Verifier, verify_names
 
@@ -28,6 +30,7 @@ class RehashReport:
     failed: tuple[Result, ...]
 
 
+@holding_writer_lock
 def record_blake3(
     store: Store,
     registry: Registry,
@@ -47,8 +50,8 @@ def record_blake3(
         store, registry, names, workers=workers, on_result=on_result, verifier=verifier
     )
     seen = verifier.seen_blake3
-    updated: dict[str, list[Record]] = {}
-    changed: list[str] = []
+    order = {r.name: i for i, r in enumerate(results)}
+    updated: dict[str, list[tuple[Record, Record]]] = {}
     unchanged: list[str] = []
     for result in results:
         if not result.ok:
@@ -58,12 +61,23 @@ def record_blake3(
         if new == record:
             unchanged.append(record.name)
             continue
-        changed.append(record.name)
-        updated.setdefault(family_of(record.name), []).append(new)
-    for family, records in updated.items():
-        by_name = dict(registry.families[family].records)
-        by_name.update({r.name: r for r in records})
-        registry_mod.write_family(registry, family, by_name.values())
+        updated.setdefault(family_of(record.name), []).append((record, new))
+    done: set[str] = set()
+    if updated:
+        with registry_mod.transaction(registry.root) as tx:
+            for family, pairs in updated.items():
+                current = tx.family(family, known=registry.families.get(family))
+                by_name = dict(current.records) if current is not None else {}
+                for verified, new in pairs:
+                    if by_name.get(verified.name) == verified:
+                        by_name[new.name] = new
+                        done.add(new.name)
+                    else:  # changed since it was verified: its new bytes were not hashed here
+                        unchanged.append(verified.name)
+                if current is not None:
+                    tx.write(family, by_name.values())
+    changed = [r.name for pairs in updated.values() for r, _ in pairs if r.name in done]
+    changed.sort(key=order.__getitem__)
     failed = tuple(r for r in results if not r.ok and r.status.value != "gap")
     return RehashReport(tuple(changed), tuple(unchanged), failed)
 

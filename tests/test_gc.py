@@ -63,6 +63,18 @@ def test_gc_refuses_a_tmp_folder_that_is_a_link_and_deletes_nothing_through_it(
     assert store.has(orphan)  # refused before anything was deleted
 
 
+def test_gc_refuses_a_store_with_any_linked_folder_before_deleting_anything(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    user = tmp_path / "user"
+    user.mkdir()
+    orphan = store.put_bytes(b"orphan")
+    (store.root / "trees").symlink_to(user, target_is_directory=True)  # not a folder gc writes
+    with pytest.raises(StoreError, match="plain folders"):
+        gc.sweep(store, registry_mod.load(project), delete=True)
+    assert store.has(orphan)  # the whole layout is checked before anything is deleted
+
+
 def test_gc_refuses_a_shard_that_is_a_link_and_deletes_nothing_through_it(
     project: Path, store: Store, tmp_path: Path
 ) -> None:

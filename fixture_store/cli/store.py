@@ -185,9 +185,15 @@ def gc(obj: Context, yes: bool, as_json: bool) -> None:
     """Remove objects no record of this registry references. Dry run unless --yes.
 
     The store may be shared by several checkouts: only objects unreferenced by this registry are
-    considered, so run gc from the checkout whose registry is the superset.
+    considered, so run gc from the checkout whose registry is the superset. Deleting waits for
+    commands writing to the store (add, fetch, regenerate, rehash) to finish first.
     """
-    swept = gc_mod.sweep(obj.store, obj.registry(), delete=yes)
+    swept = gc_mod.sweep(
+        obj.store,
+        obj.registry(),
+        delete=yes,
+        on_wait=lambda: err.print("waiting for the store's writers to finish", markup=False),
+    )
     if as_json:
         print_json(
             {

@@ -51,18 +51,32 @@ def write_synced(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def flocked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (created if needed) for the block: ``flock``, which
-    the kernel releases if the holder dies, so a killed writer never leaves a stuck lock.
+def flocked(
+    path: Path, *, shared: bool = False, on_wait: Callable[[], None] | None = None
+) -> Iterator[None]:
+    """Hold a lock on ``path`` (created if needed) for the block: exclusive, or ``shared`` with
+    other shared holders. ``flock``, which the kernel releases if the holder dies, so a killed
+    writer never leaves a stuck lock. The lock belongs to the open file, so two blocks in one
+    process exclude each other as two processes do. ``on_wait`` is called once if the lock is
+    not free at once, before waiting for it.
     A plain open and flock: a lock library's per-call bookkeeping cost more than the renames it
     guarded when a batch commits 256 shards."""
     try:
         import fcntl
-    except ImportError:  # not POSIX
-        from filelock import FileLock
+    except ImportError:  # not POSIX: one holder at a time, shared or not
+        from filelock import FileLock, Timeout
 
-        with FileLock(str(path)):
+        lock = FileLock(str(path))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            if on_wait is not None:
+                on_wait()
+            lock.acquire()
+        try:
             yield
+        finally:
+            lock.release()
         return
     try:  # a lock file that is a link would create or lock what it points to
         fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -71,7 +85,13 @@ def flocked(path: Path) -> Iterator[None]:
             raise link_refused(path) from e
         raise
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        try:
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, mode)
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock

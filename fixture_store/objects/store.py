@@ -4,7 +4,9 @@ Layout under the store root::
 
     objects/sha256/ab/cdef...   read-only objects, named by the hex of their SHA-256
     tmp/                        temp files of writes in progress (same filesystem: rename is atomic)
+    tmp/writer-<pid>-<rand>/    the temp files of one process holding the writer lock
     locks/ab.lock               one lock per shard, held only around the check-and-rename
+    locks/gc.lock               the writer lock: shared by writers, exclusive for gc
     state/                      caches that may be deleted at any time (verified-state cache)
     trees/, extracted/, envs/   checkouts, extractions and pinned environments, made on demand
 
@@ -18,23 +20,38 @@ a link.
 A write hashes the bytes while copying them into ``tmp/``, fsyncs, checks the digest against the
 expected one and only then renames the file into ``objects/``: a crash at any instant leaves at
 most an orphan temp file, never a partial object.
+
+Locks: writers and gc (DESIGN decision 10). An object is garbage once no record references it,
+so between an object landing and its record landing a writer's object looks like garbage. A
+command that publishes objects for records (add, fetch, regenerate, rehash) therefore holds
+``locks/gc.lock`` *shared* (:meth:`Store.writing`) from before its first temp file until its
+record is written, and puts its temp files in its own ``tmp/writer-*`` folder; ``gc --yes``
+holds it *exclusively* (:meth:`Store.collecting`): it waits for the writers in flight, no writer
+starts until it is done, and it reads the registry only once it holds the lock. So while gc
+runs no writer is alive, and every ``writer-*`` folder in ``tmp/`` is a dead writer's, whatever
+its age; loose temp entries of callers that hold no lock (a library writing through the store
+directly, archive extraction) are still judged by age. One flock per command, not per object;
+the kernel releases it when its holder dies. Order: the writer lock, then the registry lock,
+then a shard lock.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import io
 import itertools
 import os
 import stat
 import tempfile
+import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Concatenate, ParamSpec, TypeVar
 
 import platformdirs
 
@@ -51,8 +68,11 @@ KERNEL_COPY_MIN = 4 << 20
 # A hard link is impossible here (another filesystem, or none supported): copy instead.
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP}
 _link_names = itertools.count()
-# A temp entry untouched this long belongs to a writer that died, not to one still writing.
+# A loose temp entry (of a caller holding no lock) untouched this long belongs to a writer that
+# died, not to one still writing.
 STALE_TMP_SECONDS = 3600.0
+WRITER_LOCK = "gc.lock"
+WRITER_PREFIX = "writer-"
 # An object's shard folder is named by the first hex characters of its digest.
 SHARD_LEN = 2
 
@@ -150,6 +170,61 @@ class Store:
         with fsutil.flocked(self.root / "locks" / f"{digest.hex[:2]}.lock"):
             yield
 
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the writer lock shared for the block (see the module docstring): gc collects
+        nothing while the block runs, so objects written here are safe until their records
+        land. Temp files of the block's writes go in this process's ``tmp/writer-*`` folder.
+        Re-entrant, and shared by the threads of a process: the lock is taken once, when the
+        first block starts, and released when the last one ends. Waits while gc runs."""
+        key = self.root
+        held_here = _held_by_thread()
+        with _writing_guard:
+            held = _writing.get(key)
+            if held is None or held.pid != os.getpid():  # none yet, or the parent's (forked)
+                held = _writing[key] = _Writing.start(self)
+            held.holders += 1
+        held_here[key] = held_here.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            held_here[key] -= 1
+            with _writing_guard:
+                held.holders -= 1
+                if held.holders == 0:
+                    if _writing.get(key) is held:
+                        del _writing[key]
+                    held.stop()
+
+    @contextlib.contextmanager
+    def collecting(self, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold the writer lock exclusively for the block: no writer is publishing while it runs
+        (see the module docstring). Waits for the writers in flight, calling ``on_wait`` first
+        if there are any."""
+        if _held_by_thread().get(self.root):
+            raise StoreError(
+                "cannot collect garbage while this thread holds the store's writer lock: "
+                "it would wait for itself"
+            )
+        if self.root in _collecting_here():
+            yield
+            return
+        self.ensure()
+        with fsutil.flocked(self.root / "locks" / WRITER_LOCK, on_wait=on_wait):
+            _collecting_here().add(self.root)
+            try:
+                yield
+            finally:
+                _collecting_here().discard(self.root)
+
+    def temp_folder(self) -> Path:
+        """Where a write puts its temp files: this process's writer folder while this thread
+        holds :meth:`writing`, else ``tmp/``."""
+        held = _writing.get(self.root)
+        if held is not None and held.pid == os.getpid() and _held_by_thread().get(self.root):
+            return held.folder
+        return self.tmp_dir
+
     # -- reading --------------------------------------------------------------------------------
     def has(self, digest: Digest) -> bool:
         """Whether an object file exists with the right size. Presence is not verification,
@@ -207,7 +282,7 @@ class Store:
         With ``sync`` the temp file is fsynced here; without, the caller settles a whole batch
         (see :class:`fsutil.SyncBatch`) before anything is renamed into place.
         """
-        fd, tmp_name = tempfile.mkstemp(dir=self.tmp_dir, prefix="put-")
+        fd, tmp_name = tempfile.mkstemp(dir=self.temp_folder(), prefix="put-")
         tmp = Path(tmp_name)
         with self._removed_on_error(tmp):
             limit = None if expected is None else expected.size + 1
@@ -275,7 +350,8 @@ class Store:
             return None
         tmp = Path(
             os.path.join(
-                self.tmp_dir, f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"
+                self.temp_folder(),
+                f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}",
             )
         )
         try:
@@ -401,29 +477,117 @@ class Store:
             path.unlink()
 
     def clean_tmp(self, older_than: float = STALE_TMP_SECONDS) -> int:
-        """Remove temp files left by writers that died. Returns how many were removed.
+        """Remove temp files left by writers that died. Returns how many entries were removed.
 
-        Only entries untouched for ``older_than`` seconds go: a live writer's temp file or
-        staging folder (another process sharing the store) is still being written.
+        Runs holding the writer lock exclusively (see :meth:`collecting`), so no writer that
+        holds the lock is alive: each ``writer-*`` folder is a dead writer's and goes, however
+        fresh. A loose entry (a caller that held no lock) goes only when untouched for
+        ``older_than`` seconds: it may still be being written.
         """
         if not self.plain("tmp"):  # a tmp/ that is a link is refused: never cleaned through
             return 0
-        count = 0
-        cutoff = time.time() - older_than
-        with os.scandir(self.tmp_dir) as it:
-            entries = list(it)
-        for entry in entries:
-            try:
-                if _newest_mtime(entry) > cutoff:
+        with self.collecting():
+            count = 0
+            cutoff = time.time() - older_than
+            with os.scandir(self.tmp_dir) as it:
+                entries = list(it)
+            for entry in entries:
+                try:
+                    owned = entry.name.startswith(WRITER_PREFIX) and entry.is_dir(
+                        follow_symlinks=False
+                    )
+                    if not owned and _newest_mtime(entry) > cutoff:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        fsutil.remove_tree(Path(entry.path))
+                    else:
+                        os.unlink(entry.path)  # a link: only the link goes
+                    count += 1
+                except FileNotFoundError:
                     continue
-                if entry.is_dir(follow_symlinks=False):
-                    fsutil.remove_tree(Path(entry.path))
-                else:
-                    os.unlink(entry.path)  # a link: only the link goes
-                count += 1
-            except FileNotFoundError:
-                continue
-        return count
+            return count
+
+
+@dataclass
+class _Writing:
+    """This process's hold on one store's writer lock, shared by its threads."""
+
+    pid: int
+    folder: Path
+    exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    holders: int = 0
+
+    @classmethod
+    def start(cls, store: Store) -> _Writing:
+        store.ensure()
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(fsutil.flocked(store.root / "locks" / WRITER_LOCK, shared=True))
+            prefix = f"{WRITER_PREFIX}{os.getpid()}-"
+            folder = Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix=prefix))
+        except OSError as e:
+            stack.close()
+            if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                # A store we cannot write to: nothing can be published, so there is nothing to
+                # guard (a fetch that finds everything present still works); a write fails
+                # with the store's own "not writable" error.
+                return cls(os.getpid(), store.tmp_dir, stack)
+            raise io_error(e, store.root) from e
+        except BaseException:
+            stack.close()
+            raise
+        stack.callback(_remove_folder, folder)  # before the lock goes: gc never sees it live
+        return cls(os.getpid(), folder, stack)
+
+    def stop(self) -> None:
+        self.exit.close()
+
+
+def _remove_folder(folder: Path) -> None:
+    try:
+        folder.rmdir()  # the usual case: every write renamed or removed its temp file
+    except FileNotFoundError:
+        pass
+    except OSError:
+        fsutil.remove_tree(folder)
+
+
+_writing: dict[Path, _Writing] = {}
+_writing_guard = threading.Lock()
+_thread_state = threading.local()
+
+
+def _held_by_thread() -> dict[Path, int]:
+    """How many :meth:`Store.writing` blocks this thread is in, per store root."""
+    held: dict[Path, int] | None = getattr(_thread_state, "writing", None)
+    if held is None:
+        held = _thread_state.writing = {}
+    return held
+
+
+def _collecting_here() -> set[Path]:
+    """The store roots whose writer lock this thread holds exclusively."""
+    roots: set[Path] | None = getattr(_thread_state, "collecting", None)
+    if roots is None:
+        roots = _thread_state.collecting = set()
+    return roots
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def holding_writer_lock(
+    fn: Callable[Concatenate[Store, _P], _R],
+) -> Callable[Concatenate[Store, _P], _R]:
+    """``fn``, taking its store first, run inside that store's :meth:`Store.writing` block."""
+
+    @functools.wraps(fn)
+    def held(store: Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with store.writing():
+            return fn(store, *args, **kwargs)
+
+    return held
 
 
 _HEX = frozenset("0123456789abcdef")

@@ -3,6 +3,9 @@
 Without ``accept`` the registry is never changed and the store only gains objects when ``fetch``
 asks for it and the candidate is bit-identical to its record (that is how a generator-sourced
 artifact is fetched: rebuilt and checked against the digest the registry already holds).
+Putting candidates and accepting them hold the store's writer lock (``gc`` waits), and the
+records are rewritten in one registry transaction, refused if a record compared against changed
+meanwhile (see :mod:`fixture_store.objects.store` and :mod:`fixture_store.registry.files`).
 """
 
 from __future__ import annotations
@@ -164,19 +167,22 @@ def regenerate(
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
     if not only:
         comparisons += _no_longer_produced(registry, stage, outputs)
-    fetched = _put_identical(store, outputs, comparisons) if fetch or accept else []
+    fetched: list[str] = []
     accepted: list[str] = []
-    if accept:
-        input_digests = {n: d for n, _p, d in inputs}
-        accepted = _accept(
-            store,
-            registry,
-            stage,
-            outputs,
-            comparisons,
-            environment=environment,
-            input_digests=input_digests,
-        )
+    if fetch or accept:
+        with store.writing():  # from the first candidate put until the records are written
+            fetched = _put_identical(store, outputs, comparisons)
+            if accept:
+                input_digests = {n: d for n, _p, d in inputs}
+                accepted = _accept(
+                    store,
+                    registry,
+                    stage,
+                    outputs,
+                    comparisons,
+                    environment=environment,
+                    input_digests=input_digests,
+                )
     return Report(
         stage.name,
         scratch,
@@ -377,15 +383,17 @@ def _accept(
     by_name = {o.name: o for o in outputs}
     verdicts = {c.name: c.verdict for c in comparisons}
     changed: dict[str, Record] = {}
+    compared: dict[str, Record | None] = {}
     produced: dict[str, Digest] = {}
     described = {o.name: _describe(registry, o) for o in outputs}  # refuses hostile ones first
     for o in outputs:
         produced[o.name] = _put(store, o)
     for name, o in by_name.items():
         if verdicts[name] is Verdict.IDENTICAL:
-            filled = _with_content(registry.get(name), described[name])
+            registered = registry.get(name)
+            filled = _with_content(registered, described[name])
             if filled is not None:
-                changed[name] = filled
+                changed[name], compared[name] = filled, registered
             continue
         digest = produced[name]
         lineage = []
@@ -413,17 +421,14 @@ def _accept(
             old: Record | None = registry.get(name)
         except UnknownArtifactError:
             old = None
+        compared[name] = old
         if old is not None:
             record = _reviewed_from(old, record)
         record = o.annotations.apply(record)
         if lineage:
             record = dataclasses.replace(record, lineage=tuple(lineage))
         changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
-    for family in sorted({family_of(n) for n in changed}):
-        existing = registry.families.get(family)
-        records = dict(existing.records) if existing else {}
-        records.update({n: r for n, r in changed.items() if family_of(n) == family})
-        registry_mod.write_family(registry, family, records.values())
+    _write_accepted(registry, changed, compared)
     return sorted(changed)
 
 
@@ -453,6 +458,30 @@ def _with_content(record: Record, described: content.Described) -> Record | None
     if filled == record:
         return None
     return registry_mod.check_record(filled, file=f"provenance/{record.family}.json")
+
+
+def _write_accepted(
+    registry: Registry, changed: Mapping[str, Record], compared: Mapping[str, Record | None]
+) -> None:
+    """Write the accepted records in one registry transaction; refuse them all if a record
+    compared against changed meanwhile (another writer rewrote it): the verdict no longer says
+    how the two differ."""
+    with registry_mod.transaction(registry.root) as tx:
+        rewritten: dict[str, dict[str, Record]] = {}
+        for name, record in sorted(changed.items()):
+            family = family_of(name)
+            if family not in rewritten:
+                existing = tx.family(family, known=registry.families.get(family))
+                rewritten[family] = dict(existing.records) if existing else {}
+            if rewritten[family].get(name) != compared[name]:
+                raise UsageError(
+                    f"{name} changed in provenance/{family}.json while it was being "
+                    "regenerated; nothing was accepted",
+                    fix="run the regeneration again, to compare against the record as it is now",
+                )
+            rewritten[family][name] = record
+        for family, records in rewritten.items():
+            tx.write(family, records.values())
 
 
 def _reviewed_from(old: Record, new: Record) -> Record:

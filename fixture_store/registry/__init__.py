@@ -4,10 +4,12 @@ from fixture_store.registry.files import (
     FORMAT_VERSION,
     FamilyFile,
     Registry,
+    Transaction,
     dumps,
     find_root,
     load,
     load_file,
+    transaction,
     write_family,
 )
 from fixture_store.registry.known_failures import KnownFailure
@@ -64,6 +66,7 @@ __all__ = [
     "Registry",
     "Source",
     "Tolerance",
+    "Transaction",
     "UrlSource",
     "Where",
     "check_name",
@@ -77,5 +80,6 @@ __all__ = [
     "parse_kind",
     "parse_record",
     "parse_source",
+    "transaction",
     "write_family",
 ]

@@ -2,6 +2,15 @@
 
 Files are JSON with sorted keys, two-space indent and a trailing newline, so rewriting an unchanged
 record is byte-identical and diffs read well. Duplicate keys anywhere are an error.
+
+Writes are transactions (DESIGN decision 10): :func:`transaction` holds the registry lock
+(``provenance/.locks/registry.lock``, a flock the kernel releases if its holder dies; the folder
+ignores itself in git), re-reads what it changes under it, and replaces a file atomically (a
+temp file beside it, fsync, rename, fsync of the folder), so concurrent writers never lose each
+other's records and a killed one leaves the old document or the new one, never a torn one; the
+next transaction removes its temp file. :func:`write_family`, given a registry read earlier,
+refuses to write when the file changed since. A command that also publishes objects takes the
+store's writer lock first (see :mod:`fixture_store.objects.store`), then this one.
 """
 
 from __future__ import annotations
@@ -12,7 +21,9 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
-from fixture_store.objects import statecache
+from fixture_store.objects import fsutil, statecache
 from fixture_store.registry.known_failures import KnownFailure
 from fixture_store.registry.known_failures import parse as parse_known_failure
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
@@ -29,6 +40,10 @@ from fixture_store.registry.records import Record, check_family, family_of, pars
 FORMAT_VERSION = 1
 DIRNAME = "provenance"
 ENV_VAR = "FIXTURE_STORE_REGISTRY"
+LOCKS_DIRNAME = ".locks"
+LOCK_NAME = "registry.lock"
+# The temp file of a family file being replaced: ``.<family>.json.<random>.tmp``.
+_TEMP_NAME = re.compile(r"\.[a-z0-9][a-z0-9_-]*\.json\.[A-Za-z0-9_]+\.tmp")
 
 
 @cache
@@ -116,6 +131,13 @@ class FamilyFile:
     invalid: Mapping[str, RegistryError]
     known_failures: tuple[KnownFailure, ...] = ()
     description: str | None = None
+    # SHA-256 of the text it was parsed from: a transaction that finds the file unchanged reuses
+    # this parse instead of parsing it again under the lock.
+    text_digest: str = field(default="", compare=False)
+
+
+def _text_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def load_file(path: str | os.PathLike[str]) -> FamilyFile:
@@ -136,7 +158,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         parse_known_failure(kf, file=shown, index=i)
         for i, kf in enumerate(doc.get("known_failures") or [])
     )
-    return FamilyFile(p, family, records, invalid, known, doc.get("description"))
+    return FamilyFile(
+        p, family, records, invalid, known, doc.get("description"), _text_digest(text)
+    )
 
 
 def _parse_document(text: str, shown: str) -> dict[str, Any]:
@@ -391,11 +415,14 @@ def create_directory(project: str | os.PathLike[str]) -> tuple[Path, bool]:
     return directory, created
 
 
+def _project_root(root: str | os.PathLike[str] | None) -> Path:
+    base = Path(root).absolute() if root is not None else find_root()
+    return base.parent if base.name == DIRNAME else base
+
+
 def load(root: str | os.PathLike[str] | None = None) -> Registry:
     """Load every ``provenance/*.json`` under the project root."""
-    base = Path(root).absolute() if root is not None else find_root()
-    if base.name == DIRNAME:
-        base = base.parent
+    base = _project_root(root)
     directory = base / DIRNAME
     if not directory.is_dir():
         raise UsageError(f"{directory} does not exist", fix="fixture-store init")
@@ -406,6 +433,127 @@ def load(root: str | os.PathLike[str] | None = None) -> Registry:
     return Registry(base, families)
 
 
+class Transaction:
+    """A read-modify-write of one project's registry, made under its lock (see
+    :func:`transaction`): what it reads is the registry as it is now, what it writes replaces a
+    family file atomically."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._read: dict[str, FamilyFile | None] = {}
+
+    @property
+    def directory(self) -> Path:
+        return self.root / DIRNAME
+
+    def family(self, family: str, known: FamilyFile | None = None) -> FamilyFile | None:
+        """The family's file as it is on disk now; ``None`` if it has none yet. ``known``, the
+        family as read before the transaction, is returned as it is if the file still holds
+        the very text it was parsed from (parsing a large family again costs a second)."""
+        check_family(family)
+        if family not in self._read:
+            path = self.directory / f"{family}.json"
+            self._read[family] = _reread(path, known)
+        return self._read[family]
+
+    def registry(self, known: Registry | None = None) -> Registry:
+        """Every family file as it is on disk now; the families of ``known`` whose files are
+        unchanged are reused (see :meth:`family`)."""
+        if known is None:
+            return load(self.root)
+        if not self.directory.is_dir():
+            raise UsageError(f"{self.directory} does not exist", fix="fixture-store init")
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                check_family(path.stem)
+            except UsageError:
+                load_file(path)  # raises the registry error naming the file
+            self.family(path.stem, known=known.families.get(path.stem))
+        return Registry(self.root, {f: ff for f, ff in sorted(self._read.items()) if ff})
+
+    def write(
+        self,
+        family: str,
+        records: Iterable[Record],
+        *,
+        description: str | None = None,
+        known_failures: Iterable[KnownFailure] | None = None,
+    ) -> Path:
+        """Replace the family's file: ``records`` are its complete set; the description and
+        known failures stay as they are on disk unless given (``""`` and ``()``: none)."""
+        keeps = description is None or known_failures is None
+        existing = self.family(family) if keeps else None
+        path = _replace_family(
+            self.directory,
+            family,
+            records,
+            existing=existing,
+            description=description,
+            known_failures=known_failures,
+        )
+        self._read.pop(family, None)
+        return path
+
+
+def _reread(path: Path, known: FamilyFile | None) -> FamilyFile | None:
+    if known is not None and known.text_digest:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError):
+            text = None  # load_file says what is wrong
+        if text is not None and _text_digest(text) == known.text_digest:
+            return known
+    return load_file(path) if path.exists() else None
+
+
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def transaction(root: str | os.PathLike[str] | None = None) -> Iterator[Transaction]:
+    """Lock the registry of the project at ``root`` for a read-modify-write.
+
+    Every change to a family file happens in one: read the family through the transaction
+    (never a registry loaded before it), check, write. Concurrent transactions, in other
+    processes or threads, wait for each other; one nested in another on the same thread joins
+    it. On entry, temp files of writers that died mid-write are removed (under the lock no other
+    writer is writing).
+    """
+    base = _project_root(root)
+    held: set[Path] = _held.__dict__.setdefault("roots", set())
+    if base in held:
+        yield Transaction(base)
+        return
+    directory = base / DIRNAME
+    locks = directory / LOCKS_DIRNAME
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+        ignore = locks / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("*\n")  # the lock folder is no part of the reviewed registry
+    except OSError as e:
+        raise RegistryError(
+            f"cannot create the registry's lock folder {locks}: {e.strerror}",
+            fix="make provenance/ writable",
+        ) from e
+    with fsutil.flocked(locks / LOCK_NAME):
+        held.add(base)
+        try:
+            _remove_dead_temps(directory)
+            yield Transaction(base)
+        finally:
+            held.discard(base)
+
+
+def _remove_dead_temps(directory: Path) -> None:
+    for entry in os.scandir(directory):
+        if _TEMP_NAME.fullmatch(entry.name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(entry.path)
+
+
 def write_family(
     registry: Registry,
     family: str,
@@ -414,9 +562,47 @@ def write_family(
     description: str | None = None,
     known_failures: Iterable[KnownFailure] | None = None,
 ) -> Path:
-    """Write a family file atomically in the stable format. Records are the complete set."""
+    """Write a family file atomically in the stable format. Records are the complete set.
+
+    ``registry`` is what the records were derived from: if the family's file changed since it
+    was read (another writer), nothing is written and :class:`UsageError` says so, instead of
+    the other writer's records being lost. A read-modify-write that should merge with
+    concurrent writers reads under :func:`transaction` instead.
+    """
     check_family(family)
-    existing = registry.families.get(family)
+    with transaction(registry.root) as tx:
+        read = registry.families.get(family)
+        _check_unchanged(read, tx.family(family, known=read), tx.directory, family)
+        return tx.write(family, records, description=description, known_failures=known_failures)
+
+
+def _check_unchanged(
+    read: FamilyFile | None, now: FamilyFile | None, directory: Path, family: str
+) -> None:
+    def state(f: FamilyFile | None) -> object:
+        if f is None:
+            return None
+        return (dict(f.records), sorted(f.invalid), f.known_failures, f.description)
+
+    if state(read) != state(now):
+        raise UsageError(
+            f"{directory / f'{family}.json'} changed since this registry was read (another "
+            "writer); nothing was written",
+            fix="load the registry again and redo the change",
+        )
+
+
+def _replace_family(
+    directory: Path,
+    family: str,
+    records: Iterable[Record],
+    *,
+    existing: FamilyFile | None,
+    description: str | None,
+    known_failures: Iterable[KnownFailure] | None,
+) -> Path:
+    """Write a family file atomically in the stable format (the caller holds the lock)."""
+    check_family(family)
     doc: dict[str, Any] = {"format_version": FORMAT_VERSION}
     desc = description if description is not None else (existing.description if existing else None)
     if desc:
@@ -432,9 +618,9 @@ def write_family(
     for name in doc["records"]:
         if family_of(name) != family:
             raise UsageError(f"record {name!r} does not belong to family {family!r}")
-    path = registry.directory / f"{family}.json"
-    registry.directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=registry.directory, prefix=f".{family}.", suffix=".tmp")
+    path = directory / f"{family}.json"
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{family}.json.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(dumps(doc))
@@ -442,6 +628,7 @@ def write_family(
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; a registry file is ordinary reviewed text
         os.replace(tmp, path)
+        fsutil.fsync_path(directory)  # the rename itself durable: old or new after a crash
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

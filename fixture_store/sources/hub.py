@@ -106,7 +106,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     if urlsplit(meta.location).netloc != urlsplit(url).netloc:
         headers.pop("authorization", None)  # a signed CDN url: never send the token elsewhere
     ctx.store.ensure()
-    fd, tmp_name = tempfile.mkstemp(dir=ctx.store.tmp_dir, prefix="hub-")
+    fd, tmp_name = tempfile.mkstemp(dir=ctx.store.temp_folder(), prefix="hub-")
     tmp = Path(tmp_name)
     try:
         try:

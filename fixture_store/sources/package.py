@@ -137,7 +137,7 @@ def _load(ctx: FetchContext, record: Record, source: PackageSource) -> SafeArchi
     if not present:
         ctx.require_online(record, f"the distribution {filename} of {requirement}")
         ctx.store.ensure()
-        with tempfile.TemporaryDirectory(dir=ctx.store.tmp_dir, prefix="pkg-") as tmp:
+        with tempfile.TemporaryDirectory(dir=ctx.store.temp_folder(), prefix="pkg-") as tmp:
             # An explicit download deadline bounds the package tool too.
             path = download(requirement, filename, Path(tmp), ctx.policy.deadline or TIMEOUT_S)
             got = path.stat().st_size

@@ -1,0 +1,119 @@
+"""Registry writes are transactions (DESIGN decision 10): a lock, a re-read under it, an atomic
+replace; a stale read-modify-write is refused; a killed writer leaves a complete document."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.errors import UsageError
+from fixture_store.objects import digests
+from fixture_store.registry import Record
+from fixture_store.registry import files as files_mod
+from tests.support.trials import sigkill_registry_writes
+
+
+def _record(name: str, i: int = 0) -> Record:
+    data = f"bytes {i}".encode()
+    raw = {
+        "kind": "fixture",
+        "source": {"type": "local", "path": f"data/{i}.bin"},
+        "digest": digests.of_bytes(data).text,
+        "size": len(data),
+    }
+    return registry_mod.parse_record(name, raw, file="<test>")
+
+
+def test_write_family_refuses_a_registry_that_changed_since_it_was_read(project: Path) -> None:
+    registry_mod.write_family(registry_mod.load(project), "fam", [_record("fam/a")])
+    stale = registry_mod.load(project)
+    fresh = registry_mod.load(project)
+    registry_mod.write_family(fresh, "fam", [*fresh.records(), _record("fam/b", 1)])
+    with pytest.raises(UsageError, match="changed since this registry was read"):
+        registry_mod.write_family(stale, "fam", [*stale.records(), _record("fam/c", 2)])
+    assert sorted(registry_mod.load(project).families["fam"].records) == ["fam/a", "fam/b"]
+
+
+def test_a_transaction_reads_the_family_as_it_is_under_the_lock(project: Path) -> None:
+    before = registry_mod.load(project)
+    registry_mod.write_family(before, "fam", [_record("fam/a")])
+    with registry_mod.transaction(project) as tx:
+        current = tx.family("fam")
+        assert current is not None and list(current.records) == ["fam/a"]
+        tx.write("fam", [*current.records.values(), _record("fam/b", 1)])
+        again = tx.family("fam")  # read again after the write
+        assert again is not None and len(again.records) == 2
+        assert tx.family("other") is None
+    assert sorted(registry_mod.load(project).families["fam"].records) == ["fam/a", "fam/b"]
+
+
+def test_a_transaction_reuses_a_family_read_before_only_while_its_file_is_unchanged(
+    project: Path,
+) -> None:
+    registry_mod.write_family(registry_mod.load(project), "fam", [_record("fam/a")])
+    before = registry_mod.load(project)
+    with registry_mod.transaction(project) as tx:
+        assert tx.family("fam", known=before.families["fam"]) is before.families["fam"]
+        assert tx.registry(known=before).families == before.families
+    registry_mod.write_family(before, "fam", [_record("fam/a"), _record("fam/b", 1)])
+    with registry_mod.transaction(project) as tx:
+        now = tx.family("fam", known=before.families["fam"])
+        assert now is not None and sorted(now.records) == ["fam/a", "fam/b"]
+        assert sorted(tx.registry(known=before).families["fam"].records) == ["fam/a", "fam/b"]
+
+
+def test_transactions_exclude_each_other_and_nest_on_one_thread(project: Path) -> None:
+    inside = threading.Event()
+    order: list[str] = []
+
+    def second() -> None:
+        inside.wait(10)
+        with registry_mod.transaction(project):
+            order.append("second")
+
+    other = threading.Thread(target=second)
+    other.start()
+    with registry_mod.transaction(project):
+        inside.set()
+        time.sleep(0.3)
+        with registry_mod.transaction(project) as nested:  # joins, does not wait for itself
+            nested.write("fam", [_record("fam/a")])
+        order.append("first")
+    other.join(10)
+    assert order == ["first", "second"]
+
+
+def test_the_lock_folder_ignores_itself_and_is_no_family(project: Path) -> None:
+    with registry_mod.transaction(project):
+        pass
+    locks = project / "provenance" / files_mod.LOCKS_DIRNAME
+    assert (locks / ".gitignore").read_text() == "*\n"
+    assert registry_mod.load(project).families == {}
+
+
+def test_a_transaction_removes_the_temp_file_of_a_writer_that_died(project: Path) -> None:
+    dead = project / "provenance" / ".fam.json.k1ll3d_x.tmp"
+    dead.write_text('{"format_version": 1, "rec')
+    unrelated = project / "provenance" / "notes.tmp"
+    unrelated.write_text("mine")
+    registry_mod.write_family(registry_mod.load(project), "fam", [_record("fam/a")])
+    assert not dead.exists() and unrelated.exists()
+
+
+def test_a_writer_killed_mid_write_leaves_the_old_or_the_new_document(tmp_path: Path) -> None:
+    tally = sigkill_registry_writes(tmp_path / "trial", rounds=3)
+    assert tally.rounds == 3
+    assert tally.clean, str(tally)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_write_leaves_the_old_or_the_new_document_50_times(
+    tmp_path: Path,
+) -> None:
+    tally = sigkill_registry_writes(tmp_path / "trial", rounds=50)
+    assert tally.rounds == 50
+    assert tally.clean, str(tally)
