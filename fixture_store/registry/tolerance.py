@@ -75,7 +75,7 @@ class Tolerance:
             raise where.fail(f"{field}.metric", f"unknown metric {metric!r}")
         for key in _BOUNDS:
             if key in raw and not _is_bound(raw[key]):
-                raise where.fail(f"{field}.{key}", "must be a non-negative number")
+                raise where.fail(f"{field}.{key}", "must be a finite, non-negative number")
         return cls(
             Metric(metric) if metric is not None else None,
             raw.get("atol"),
@@ -128,7 +128,8 @@ def _is_bound(value: Any) -> bool:
         not isinstance(value, bool)
         and isinstance(value, int | float)
         and value >= 0
-        and not (isinstance(value, float) and math.isnan(value))  # NaN is not a bound
+        # NaN is no bound, and an infinite one (``Infinity``, ``1e400``) passes any drift.
+        and not (isinstance(value, float) and not math.isfinite(value))
     )
 
 

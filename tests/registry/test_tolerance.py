@@ -133,3 +133,10 @@ def test_refusals_name_the_field(raw: Any, field: str, needle: str) -> None:
 def test_an_override_needs_no_metric() -> None:
     tol = parse({"metric": "exact", "per_array": {"y": {"atol": 0.1}}})
     assert tol.override("y") == Tolerance(atol=0.1)
+
+
+@pytest.mark.parametrize("bound", [float("inf"), 1e400, float("nan"), -1.0])
+def test_a_bound_that_would_pass_any_drift_is_refused(bound: float) -> None:
+    raw = {"metric": "allclose", "rtol": bound, "atol": 0}
+    with pytest.raises(RegistryError, match="must be a finite, non-negative number"):
+        Tolerance.from_json(raw, Where("provenance/f.json", "f/r"))
