@@ -7,10 +7,11 @@ of ``app`` from a command would be a cycle.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sys
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,7 +27,7 @@ from fixture_store.registry import Registry
 from fixture_store.verify import Status
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
+    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,11 +73,13 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def progress(total: int, label: str, *, enabled: bool) -> Progress:
-    """A transient bar on stderr; hidden for ``--json`` and for fewer than two items."""
+@contextlib.contextmanager
+def progress(total: int, label: str, *, enabled: bool) -> Iterator[Callable[[object], None]]:
+    """A transient bar on stderr, hidden for ``--json`` and for fewer than two items; yields the
+    ``on_result`` callback that advances it by one."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    return Progress(
+    bar = Progress(
         TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
@@ -85,6 +88,9 @@ def progress(total: int, label: str, *, enabled: bool) -> Progress:
         transient=True,
         disable=not enabled or total <= 1,
     )
+    with bar:
+        task = bar.add_task(label, total=total)
+        yield lambda _result: bar.advance(task)
 
 
 workers_option = click.option(

@@ -110,15 +110,14 @@ def compare_cmd(
     fixtures = Fixtures(obj.store, obj.registry(), full=full)
     chosen = select_cases(fixtures, names, families)
     total = len(chosen) * len(set(runtimes))
-    with progress(total, "comparing", enabled=not as_json) as bar:
-        task = bar.add_task("compare", total=total)
+    with progress(total, "comparing", enabled=not as_json) as advance:
         report = compare(
             fixtures,
             chosen,
             runtimes,
             jobs=jobs,
             timeout=timeout,
-            on_result=lambda _r: bar.advance(task),
+            on_result=advance,
         )
     _write_files(report, str(obj.store.root), report_path, output_path, metrics_path, plot_path)
     if as_json:

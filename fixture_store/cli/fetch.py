@@ -90,15 +90,14 @@ def fetch(
     chosen = registry.select(names, families)
     offline = offline or offline_from_env()
     started = time.perf_counter()
-    with progress(len(chosen), "fetching", enabled=not as_json) as bar:
-        task = bar.add_task("fetch", total=len(chosen))
+    with progress(len(chosen), "fetching", enabled=not as_json) as advance:
         report = fetch_names(
             obj.store,
             registry,
             chosen,
             offline=offline,
             jobs=jobs,
-            on_result=lambda _r: bar.advance(task),
+            on_result=advance,
         )
     elapsed = time.perf_counter() - started
     if report_path is not None:

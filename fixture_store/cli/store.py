@@ -149,15 +149,14 @@ def rehash(
     """
     registry = obj.registry()
     chosen = registry.select(names, families)
-    with progress(len(chosen), "hashing", enabled=not as_json) as bar:
-        task = bar.add_task("rehash", total=len(chosen))
+    with progress(len(chosen), "hashing", enabled=not as_json) as advance:
         report = record_blake3(
             obj.store,
             registry,
             chosen,
             replace=replace,
             workers=workers,
-            on_result=lambda _r: bar.advance(task),
+            on_result=advance,
         )
     if as_json:
         print_json(

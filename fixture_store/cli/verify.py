@@ -64,8 +64,7 @@ def verify(
     """
     registry = obj.registry()
     chosen = registry.select(names, families)
-    with progress(len(chosen), "verifying", enabled=not as_json) as bar:
-        task = bar.add_task("verify", total=len(chosen))
+    with progress(len(chosen), "verifying", enabled=not as_json) as advance:
         results = verify_names(
             obj.store,
             registry,
@@ -73,7 +72,7 @@ def verify(
             full=full,
             workers=workers,
             algorithm=Algorithm(algorithm),
-            on_result=lambda _r: bar.advance(task),
+            on_result=advance,
         )
     if as_json:
         counts = Counter(str(r.status) for r in results)
