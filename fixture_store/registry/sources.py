@@ -17,12 +17,9 @@ from typing import Any, ClassVar, Literal, Self
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.frozen import freeze, thaw
-from fixture_store.registry.pins import require_pinned_hub_url
+from fixture_store.registry.pins import require_pinned_hub_url, revision_problem
 from fixture_store.registry.where import Where
 
-_REVISION = re.compile(r"[0-9a-f]{40}")
-_COMMIT_LEN = 40  # hex characters of a full commit sha
-_HEXISH = re.compile(r"[0-9a-fA-F]+")
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9A-Za-z][0-9A-Za-z.+!-]*)")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 REPO_TYPES = ("model", "dataset", "space")
@@ -90,10 +87,11 @@ class HubSource:
             repo_type=self.repo_type,
             revision=self.revision,
         )
-        if _REVISION.fullmatch(self.revision) is None:
+        problem = revision_problem(self.revision)
+        if problem is not None:
             raise where.fail(
                 "source.revision",
-                f"{_moving_reference(self.revision)}; a revision must be a full 40-hex commit",
+                f"{problem}; a revision must be a full 40-hex commit",
                 fix="pin the commit: huggingface-cli / the Hub page 'History' gives the full sha",
             )
         if _REPO_ID.fullmatch(self.repo_id) is None:
@@ -114,15 +112,6 @@ class HubSource:
 
     def describe(self) -> str:
         return f"hub {self.resolved_repo_type} {self.repo_id}@{self.revision[:12]}:{self.path}"
-
-
-def _moving_reference(rev: str) -> str:
-    """Why a revision that is not a full lower-case 40-hex commit is refused."""
-    if _HEXISH.fullmatch(rev) and len(rev) < _COMMIT_LEN:
-        return f"{rev!r} is a short commit sha"
-    if _HEXISH.fullmatch(rev) and rev.lower() != rev and len(rev) == _COMMIT_LEN:
-        return f"{rev!r} is upper case"
-    return f"{rev!r} is a branch, tag or other moving reference"
 
 
 @dataclass(frozen=True)
