@@ -27,6 +27,8 @@ EXTRAS = MappingProxyType(
         # pip is run as ``python -m pip download`` to fetch package sources, never imported.
         "package": ("pip",),
         "regenerate": ("yaml",),
+        "s3": ("boto3", "botocore"),
+        "video": ("av",),
     }
 )
 
