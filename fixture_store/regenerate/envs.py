@@ -17,9 +17,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -195,3 +196,25 @@ def read_environment(out: Path) -> dict[str, object]:
     if not isinstance(doc, dict):
         raise GeneratorError(f"{path} is not a JSON object")
     return doc
+
+
+# Machine details a generator's environment.json reports that do not define the environment: the
+# kernel build string and the architecture differ between a laptop, a colleague's workstation and
+# a CI runner that make the same bytes from the same pins. They stay in the run's own
+# environment.json (in the untracked scratch folder); the registry and the tracked reports keep
+# only what defines the environment, so ``dvc.lock`` is the same on every machine.
+MACHINE_DETAILS = ("platform", "machine")
+
+
+def defining(environment: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of a recorded environment that defines it: pins, lock digest, interpreter line.
+
+    The Python version is cut to ``major.minor`` (the patch level is a machine detail: the pins
+    and the interpreter line decide what a generator computes); everything a generator added
+    itself (``stage``, a converter version) is kept as written.
+    """
+    kept = {k: v for k, v in environment.items() if k not in MACHINE_DETAILS}
+    python = kept.get("python")
+    if isinstance(python, str) and python.count(".") >= 2:  # noqa: PLR2004 - major.minor.patch
+        kept["python"] = ".".join(python.split(".")[:2])
+    return kept

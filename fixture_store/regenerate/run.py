@@ -95,9 +95,11 @@ class Report:
         return all(c.verdict.ok for c in self.comparisons)
 
     def to_json(self, *, stable: bool = False) -> dict[str, Any]:
-        """The report; ``stable`` leaves out what changes run to run (time, scratch folder)."""
+        """The report; ``stable`` leaves out what changes run to run or machine to machine (time,
+        scratch folder, the kernel build string: see ``envs.defining``)."""
         doc = self._doc()
         if stable:
+            doc["environment"] = envs.defining(self.environment)
             doc.pop("scratch")
             doc.pop("seconds")
             doc.pop("fetched")
@@ -180,7 +182,7 @@ def regenerate(
                     stage,
                     outputs,
                     comparisons,
-                    environment=environment,
+                    environment=envs.defining(environment),
                     input_digests=input_digests,
                 )
     return Report(
