@@ -31,6 +31,7 @@ from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
 from fixture_store.regenerate import envs
+from fixture_store.regenerate import restore as restore_mod
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
 from fixture_store.registry import (
@@ -159,7 +160,10 @@ def regenerate(
     registry = registry_mod.load(root)
     stage, only = stage_for(root, target)
     scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
-    inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
+    input_names = _expand(registry, stage.inputs)
+    if fetch or accept:
+        restore(root, store, input_names, python=python, log=log)  # inputs the store lacks
+    inputs = [_resolve_input(store, registry, name) for name in input_names]
     out = scratch / "candidates"
     _run_generator(
         root, store, stage, _generator_args(stage, inputs, scratch), out, python=python, log=log
@@ -194,6 +198,41 @@ def regenerate(
         tuple(fetched),
         time.perf_counter() - started,
     )
+
+
+@dataclass(frozen=True)
+class Restoration:
+    """What :func:`restore` did: the stages it ran and the records still missing after them."""
+
+    stages: tuple[str, ...]
+    restored: tuple[str, ...]
+    still_missing: tuple[str, ...]
+
+
+def restore(
+    root: Path,
+    store: Store,
+    names: Iterable[str],
+    *,
+    python: str | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Restoration:
+    """Bring the generator-made records among ``names`` that the store lacks back into it, by
+    running their stages with ``fetch`` (producers of missing inputs first).
+
+    A record comes back only if its stage makes it bit-identically here; one that drifts or is
+    merely within tolerance stays missing and is listed, never replaced by other bytes.
+    """
+    names = list(names)
+    registry = registry_mod.load(root)
+    todo = restore_mod.plan(registry, stages_mod.load(root), Verifier(store), names)
+    for stage in todo.stages:
+        log(f"restoring {stage}: its generator-made records are not in the store")
+        regenerate(root, store, stage, fetch=True, python=python, log=log)
+    verifier = Verifier(store)
+    wanted = todo.names
+    back = [n for n in wanted if verifier.verify(registry.get(n)).ok]
+    return Restoration(todo.stages, tuple(back), tuple(n for n in wanted if n not in set(back)))
 
 
 def _fresh_folder(path: Path) -> Path:
