@@ -111,7 +111,7 @@ def fetch(
             on_result=advance,
         )
     if regenerate_missing:
-        report = _restored(obj, registry, report)
+        report = _restored(obj, registry, report, offline=offline)
     elapsed = time.perf_counter() - started
     if report_path is not None:
         write_json(report_path, report.summary(registry), sort_keys=True)
@@ -141,7 +141,9 @@ def fetch(
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
 
 
-def _restored(obj: Context, registry: Registry, report: FetchReport) -> FetchReport:
+def _restored(
+    obj: Context, registry: Registry, report: FetchReport, *, offline: bool
+) -> FetchReport:
     """``report`` after running the stages of the generator-made artifacts it could not fetch."""
     # params.yaml, pyyaml and the runner only when asked
     from fixture_store.regenerate import restore
@@ -154,7 +156,9 @@ def _restored(obj: Context, registry: Registry, report: FetchReport) -> FetchRep
     }
     if not wanted:
         return report
-    done = restore(registry.root, obj.store, wanted, log=lambda m: err.print(m, markup=False))
+    done = restore(
+        registry.root, obj.store, wanted, offline=offline, log=lambda m: err.print(m, markup=False)
+    )
     back = set(done.restored)
 
     def after(r: FetchResult) -> FetchResult:

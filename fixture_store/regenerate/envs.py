@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,8 +75,18 @@ def uv_binary() -> str:
     return found
 
 
-def ensure(env: PinnedEnv, store: Store) -> Path:
+def ensure(
+    env: PinnedEnv,
+    store: Store,
+    *,
+    offline: bool = False,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Path:
     """The environment's interpreter, making the environment once (atomically) if needed.
+
+    Making one is the only time regeneration reaches the package index (through uv; uv's cache
+    first). ``offline`` makes it from uv's cache alone, and says so clearly when the cache
+    lacks a pin. uv's own progress lines go to ``log`` while it works.
 
     ``envs/`` and the environment's own folder must be plain folders of the store: a link
     there is refused (:class:`StoreError`), so no interpreter outside the store is run and no
@@ -92,6 +102,8 @@ def ensure(env: PinnedEnv, store: Store) -> Path:
         if _complete(store, env):
             return python
         staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{env.key}-"))
+        where = "uv's cache only (--offline)" if offline else "the package index, through uv"
+        log(f"making the pinned environment {' '.join(env.requirements)} from {where}")
         try:
             uv = uv_binary()
             clean = {
@@ -100,23 +112,37 @@ def ensure(env: PinnedEnv, store: Store) -> Path:
                 if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
             }
             # Relocatable so the staged folder can be renamed into place.
+            flags = ["--offline"] if offline else []
             _run(
-                [uv, "venv", "--quiet", "--relocatable", "--python", env.python, str(staging)],
+                [
+                    uv,
+                    "venv",
+                    "--quiet",
+                    *flags,
+                    "--relocatable",
+                    "--python",
+                    env.python,
+                    str(staging),
+                ],
                 clean,
                 env,
+                offline=offline,
+                log=log,
             )
             _run(
                 [
                     uv,
                     "pip",
                     "install",
-                    "--quiet",
+                    *flags,
                     "--python",
                     str(staging / "bin" / "python"),
                     *env.requirements,
                 ],
                 clean,
                 env,
+                offline=offline,
+                log=log,
             )
             (staging / "requirements.txt").write_text("\n".join(env.requirements) + "\n")
             (staging / ".complete").write_text("")
@@ -136,15 +162,38 @@ def _complete(store: Store, env: PinnedEnv) -> bool:
     return (env.folder(store) / ".complete").is_file() and env.python_path(store).exists()
 
 
-def _run(cmd: Sequence[str], environ: dict[str, str], env: PinnedEnv) -> None:
-    proc = subprocess.run(cmd, env=environ, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
+def _run(
+    cmd: Sequence[str],
+    environ: dict[str, str],
+    env: PinnedEnv,
+    *,
+    offline: bool,
+    log: Callable[[str], None],
+) -> None:
+    """Run a uv command, passing each line it prints to ``log`` as it comes."""
+    lines: list[str] = []
+    with subprocess.Popen(
+        cmd, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if line.strip():
+                log(f"  uv: {line.strip()}")
+    if proc.returncode == 0:
+        return
+    tail = "\n".join(ln for ln in lines[-8:] if ln.strip())
+    pins = " ".join(env.requirements)
+    if offline:
         raise GeneratorError(
-            f"could not make the pinned environment {' '.join(env.requirements)} "
-            f"(python {env.python}): {tail}",
-            fix="check the pins in params.yaml exist for this Python and platform",
+            f"cannot make the pinned environment {pins} (python {env.python}) offline: "
+            f"uv's cache does not hold everything it needs: {tail}",
+            fix="make it once with the network (the same command without --offline)",
         )
+    raise GeneratorError(
+        f"could not make the pinned environment {pins} (python {env.python}): {tail}",
+        fix="check the pins in params.yaml exist for this Python and platform",
+    )
 
 
 def run_generator(

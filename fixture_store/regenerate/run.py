@@ -145,7 +145,7 @@ def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:
     )
 
 
-def regenerate(
+def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keyword-only
     root: Path,
     store: Store,
     target: str,
@@ -154,6 +154,7 @@ def regenerate(
     accept: bool = False,
     fetch: bool = False,
     python: str | None = None,
+    offline: bool = False,
     log: Callable[[str], None] = lambda _m: None,
 ) -> Report:
     started = time.perf_counter()
@@ -162,11 +163,18 @@ def regenerate(
     scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
     input_names = _expand(registry, stage.inputs)
     if fetch or accept:
-        restore(root, store, input_names, python=python, log=log)  # inputs the store lacks
+        restore(root, store, input_names, python=python, offline=offline, log=log)
     inputs = [_resolve_input(store, registry, name) for name in input_names]
     out = scratch / "candidates"
     _run_generator(
-        root, store, stage, _generator_args(stage, inputs, scratch), out, python=python, log=log
+        root,
+        store,
+        stage,
+        _generator_args(stage, inputs, scratch),
+        out,
+        python=python,
+        offline=offline,
+        log=log,
     )
     environment = envs.read_environment(out)
     outputs = _selected(read_outputs(out), only, stage)
@@ -215,6 +223,7 @@ def restore(
     names: Iterable[str],
     *,
     python: str | None = None,
+    offline: bool = False,
     log: Callable[[str], None] = lambda _m: None,
 ) -> Restoration:
     """Bring the generator-made records among ``names`` that the store lacks back into it, by
@@ -228,7 +237,7 @@ def restore(
     todo = restore_mod.plan(registry, stages_mod.load(root), Verifier(store), names)
     for stage in todo.stages:
         log(f"restoring {stage}: its generator-made records are not in the store")
-        regenerate(root, store, stage, fetch=True, python=python, log=log)
+        regenerate(root, store, stage, fetch=True, python=python, offline=offline, log=log)
     verifier = Verifier(store)
     wanted = todo.names
     back = [n for n in wanted if verifier.verify(registry.get(n)).ok]
@@ -270,11 +279,12 @@ def _run_generator(
     out: Path,
     *,
     python: str | None,
+    offline: bool,
     log: Callable[[str], None],
 ) -> None:
     """Run the stage's generator into ``out``: in ``python`` if given, else in its pinned
     environment."""
-    interpreter = python or str(envs.ensure(stage.env, store))
+    interpreter = python or str(envs.ensure(stage.env, store, offline=offline, log=log))
     log(
         f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
         f" ({', '.join(stage.env.requirements)})"
