@@ -157,13 +157,37 @@ def test_cli_reports_a_protocol_error_with_exit_2_and_no_traceback(tmp_path: Pat
     assert "Traceback" not in result.output
 
 
-def test_a_well_formed_file_passes_and_the_runner_writes_valid_inputs(tmp_path: Path) -> None:
+def test_a_well_formed_file_passes(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "outputs.json").write_text(json.dumps({"protocol": 1, "outputs": [GOOD_OUTPUT]}))
     assert protocol.load(out, protocol.OUTPUTS_FILE, stage="s")["outputs"] == [GOOD_OUTPUT]
-    inputs = [{"name": "fam/x", "path": "/x", "digest": "sha256:" + "a" * 64, "size": 1}]
-    jsonschema.Draft202012Validator(protocol.schema(protocol.INPUTS_FILE)).validate(inputs)
+
+
+def test_the_inputs_file_the_runner_writes_follows_its_schema(tmp_path: Path) -> None:
+    root = raw_project(
+        tmp_path / "p",
+        outputs=json.dumps({"outputs": [GOOD_OUTPUT]}),
+        environment=json.dumps(GOOD_ENVIRONMENT),
+    )
+    (root / "in.bin").write_bytes(b"input")
+    store = tmp_path / "store"
+    added = CliRunner().invoke(
+        main,
+        [
+            *("--store", str(store), "--registry", str(root)),
+            *("add", str(root / "in.bin"), "--name", "src/in.bin", "--kind", "fixture"),
+        ],
+    )
+    assert added.exit_code == 0, added.output
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["regenerate"]["raw"]["inputs"] = ["src/*"]
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    regenerate(root, Store.at(store), "raw", scratch=tmp_path / "s", python=PYTHON)
+    written = json.loads((tmp_path / "s" / protocol.INPUTS_FILE).read_text())
+    jsonschema.Draft202012Validator(protocol.schema(protocol.INPUTS_FILE)).validate(written)
+    assert [(i["name"], i["size"]) for i in written] == [("src/in.bin", 5)]
+    assert Path(written[0]["path"]).read_bytes() == b"input"  # the verified object itself
 
 
 def test_field_paths_read_like_the_documents() -> None:
