@@ -3,7 +3,8 @@
 A generator declares the upstream it needs as exact pins. Its environment lives in the store's
 ``envs/<key>`` folder, keyed by the digest of (python, pins), so every checkout and CI job sharing a
 store shares it. The environment actually used (every installed distribution, Python, platform) is
-read back from the generator's own report and recorded with its outputs.
+read back from the generator's own report and recorded with its outputs. The generator runs with
+the generator kit on its ``PYTHONPATH`` (:mod:`fixture_store.regenerate.protocol`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from filelock import FileLock
 
 from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects.store import Store
+from fixture_store.regenerate import protocol
 
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[0-9A-Za-z][0-9A-Za-z.+!-]*")
 
@@ -215,6 +217,9 @@ def run_generator(
     cmd += list(args)
     environ = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     environ["PYTHONHASHSEED"] = "0"
+    # The generator kit, importable without fixture-store in the pinned environment; the
+    # folder holds nothing else, so no other module of the package leaks onto the path.
+    environ["PYTHONPATH"] = str(protocol.kit_folder())
     proc = subprocess.run(cmd, env=environ, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
@@ -234,17 +239,6 @@ def _quiet(text: str) -> str:
     """Keep the generator's own summary lines; upstream warnings are noise in a report."""
     keep = [ln for ln in text.splitlines() if not ("Warning" in ln or ln.startswith("  "))]
     return "\n".join(keep[-5:]) + ("\n" if keep else "")
-
-
-def read_environment(out: Path) -> dict[str, object]:
-    path = out / "environment.json"
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise GeneratorError(f"the generator wrote no readable {path.name}: {e}") from e
-    if not isinstance(doc, dict):
-        raise GeneratorError(f"{path} is not a JSON object")
-    return doc
 
 
 # Machine details a generator's environment.json reports that do not define the environment: the

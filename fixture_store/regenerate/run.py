@@ -25,12 +25,12 @@ from typing import Any
 from fixture_store import ingest, limits
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import UnknownArtifactError, UsageError
+from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
-from fixture_store.regenerate import envs
+from fixture_store.regenerate import envs, protocol
 from fixture_store.regenerate import restore as restore_mod
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
@@ -45,8 +45,6 @@ from fixture_store.registry import (
     parse_kind,
 )
 from fixture_store.verify import Status, Verifier
-
-OUTPUTS_FILE = "outputs.json"
 
 
 @dataclass(frozen=True)
@@ -176,8 +174,8 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
         offline=offline,
         log=log,
     )
-    environment = envs.read_environment(out)
-    outputs = _selected(read_outputs(out), only, stage)
+    outputs = _selected(read_outputs(out, stage=stage.name), only, stage)
+    environment = protocol.load(out, protocol.ENVIRONMENT_FILE, stage=stage.name)
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
     if not only:
         comparisons += _no_longer_produced(registry, stage, outputs)
@@ -257,7 +255,7 @@ def _generator_args(
 ) -> list[str]:
     """The generator's command line: the verified inputs (as a file it reads) and the stage's
     arguments."""
-    inputs_file = scratch / "inputs.json"
+    inputs_file = scratch / protocol.INPUTS_FILE
     inputs_file.write_text(
         json.dumps(
             [{"name": n, "path": str(p), "digest": d.text, "size": d.size} for n, p, d in inputs],
@@ -352,36 +350,46 @@ def _put_identical(
     return fetched
 
 
-def read_outputs(out: Path) -> list[Output]:
-    path = out / OUTPUTS_FILE
-    try:
-        doc = json.loads(path.read_text())
-        rows = doc["outputs"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise UsageError(f"generator wrote no readable {path}: {e}") from e
+def read_outputs(out: Path, *, stage: str) -> list[Output]:
+    """The outputs the generator declares in ``outputs.json``, checked against the protocol's
+    schema, then each name, path and descriptive field as its record will have it."""
+    path = out / protocol.OUTPUTS_FILE
+    rows = protocol.load(out, protocol.OUTPUTS_FILE, stage=stage)["outputs"]
     outs = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        try:
+            outs.append(_output(out, path, row))
+        except RegistryError as e:
+            field = f"outputs[{i}].{e.field}" if e.field else f"outputs[{i}]"
+            raise protocol.ProtocolError(e.reason, stage=stage, file=path, field=field) from e
+        except UsageError as e:
+            field = f"outputs[{i}]"
+            raise protocol.ProtocolError(e.message, stage=stage, file=path, field=field) from e
+    return sorted(outs, key=lambda o: o.name)
+
+
+def _output(out: Path, path: Path, row: Mapping[str, Any]) -> Output:
+    where = Where(str(path), row["name"])
+    try:
         registry_mod.check_name(row["name"])
         rel = trees.check_member_path(row["path"])
-        p = out / rel
-        if not p.exists():
-            raise UsageError(f"generator declared {row['name']} at {rel} but wrote nothing there")
-        where = Where(str(path), row["name"])
-        given = {
-            k: v
-            for k, v in row.items()
-            if k not in ("name", "kind", "path", "parents") and v is not None
-        }
-        outs.append(
-            Output(
-                row["name"],
-                parse_kind(row["kind"], where),
-                p,
-                tuple(row.get("parents") or ()),
-                Annotations.from_json(given, where),
-            )
-        )
-    return sorted(outs, key=lambda o: o.name)
+    except UsageError as e:
+        raise where.fail("path" if isinstance(e, trees.TreePathError) else "name", e.message) from e
+    p = out / rel
+    if not p.exists():
+        raise where.fail("path", f"the generator declared {rel!r} but wrote nothing there")
+    given = {
+        k: v
+        for k, v in row.items()
+        if k not in ("name", "kind", "path", "parents") and v is not None
+    }
+    return Output(
+        row["name"],
+        parse_kind(row["kind"], where),
+        p,
+        tuple(row.get("parents") or ()),
+        Annotations.from_json(given, where),
+    )
 
 
 def _expand(registry: Registry, patterns: Iterable[str]) -> list[str]:
