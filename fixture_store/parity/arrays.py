@@ -46,6 +46,8 @@ class ArrayComparison:
     reason: str = ""
     tolerance: ArrayTolerance | None = None
     max_ulp: float = 0.0
+    # False when nothing was measured: a dtype or shape mismatch, strings or objects.
+    measured: bool = True
 
     @property
     def ok(self) -> bool:
@@ -83,7 +85,7 @@ def compare_arrays(
     exp = np.asarray(expected)
     act, problem = _conform(exp, np.asarray(actual), tol)
     if problem:
-        return ArrayComparison(name, Outcome.DRIFT, reason=problem, tolerance=tol)
+        return ArrayComparison(name, Outcome.DRIFT, reason=problem, tolerance=tol, measured=False)
     low_precision = _is_low_precision(exp.dtype)
     exact_only = exp.dtype.kind in "OUSb" or (exp.dtype.kind == "V" and not low_precision)
     if not exact_only and np.ascontiguousarray(exp).tobytes() == (
@@ -100,6 +102,7 @@ def compare_arrays(
             worst_index=equal or None,
             reason="values differ (compared exactly: strings, objects and booleans)",
             tolerance=tol,
+            measured=False,
         )
     if low_precision and tol.metric is Metric.ALLCLOSE:
         tol = replace(tol, rtol=max(tol.rtol, WIDENED_RTOL.get(dtype_name(exp.dtype), 1e-1)))

@@ -77,6 +77,10 @@ class MemberComparison:
     def max_rel(self) -> float:
         return max((a.max_rel for a in self.arrays), default=0.0)
 
+    @property
+    def max_ulp(self) -> float:
+        return max((a.max_ulp for a in self.arrays), default=0.0)
+
 
 @dataclass(frozen=True)
 class ArtifactComparison:
