@@ -158,6 +158,7 @@ def _array_name(member: str, key: str, data: bytes) -> str:
     if key:
         return key
     if member.lower().endswith(".pb"):
+        require("onnx", for_what="comparing regenerated ONNX tensors", modules=("onnx",))
         import onnx
 
         tensor = onnx.TensorProto()
