@@ -26,6 +26,7 @@ import numpy as np
 _SMALL_FLOAT_PREFIXES = ("float", "bfloat")
 _SMALL_INT_PREFIXES = ("int", "uint")
 _SMALL_BYTES = 2  # bfloat16 and below: counted on a table of every value
+_WIDE_BYTES = 8  # float64: ordinals whose difference overflows int64
 _IEEE = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
 
@@ -46,8 +47,10 @@ def distance(expected: Any, actual: Any) -> np.ndarray[Any, np.dtype[np.float64]
         return np.abs(exp.astype(np.float64) - act.astype(np.float64))
     if not is_float(exp.dtype):
         raise TypeError(f"no unit in the last place for dtype {exp.dtype}")
-    steps = _steps(_ordinals(exp), _ordinals(act))
-    return _special(exp.astype(np.float64), act.astype(np.float64), steps)
+    steps = _steps(_ordinals(exp), _ordinals(act), wide=exp.dtype.itemsize == _WIDE_BYTES)
+    if exp.dtype not in _IEEE:  # ml_dtypes' floats are tested for NaN and inf in float64
+        exp, act = exp.astype(np.float64), act.astype(np.float64)
+    return _special(exp, act, steps)
 
 
 def is_float(dtype: np.dtype[Any]) -> bool:
@@ -81,8 +84,11 @@ def _table(dtype: np.dtype[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
 
 
 def _steps(
-    a: np.ndarray[Any, np.dtype[np.int64]], b: np.ndarray[Any, np.dtype[np.int64]]
+    a: np.ndarray[Any, np.dtype[np.int64]], b: np.ndarray[Any, np.dtype[np.int64]], *, wide: bool
 ) -> np.ndarray[Any, np.dtype[np.float64]]:
+    if not wide:  # ordinals of 32 bits or fewer: their difference fits in int64
+        narrow: np.ndarray[Any, np.dtype[np.float64]] = np.abs(a - b).astype(np.float64)
+        return narrow
     # In uint64, where float64's widest gap (2**64 - 2 steps) fits and wrap-around is exact.
     au, bu = a.view(np.uint64), b.view(np.uint64)
     with np.errstate(over="ignore"):
@@ -90,10 +96,12 @@ def _steps(
 
 
 def _special(
-    e: np.ndarray[Any, np.dtype[np.float64]],
-    a: np.ndarray[Any, np.dtype[np.float64]],
+    e: np.ndarray[Any, Any],
+    a: np.ndarray[Any, Any],
     steps: np.ndarray[Any, np.dtype[np.float64]],
 ) -> np.ndarray[Any, np.dtype[np.float64]]:
     finite = np.isfinite(e) & np.isfinite(a)
+    if finite.all():
+        return steps
     same = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (e == a))
     return np.where(finite, steps, np.where(same, 0.0, np.inf))
