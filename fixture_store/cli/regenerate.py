@@ -136,9 +136,9 @@ def regenerate_cmd(
     """Rebuild STAGE (or the artifacts NAME of a stage) from its pinned generator and compare.
 
     Every candidate is bit-identical, within the record's tolerance (max and mean abs/rel error
-    per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or unavailable
-    references (both sides are kept in the scratch folder), 2 on usage errors. Without --accept
-    the registry and the store are never changed.
+    and max ULPs per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or
+    unavailable references (both sides are kept in the scratch folder), 2 on usage errors.
+    Without --accept the registry and the store are never changed.
     """
     report = regenerate(
         obj.project(),
