@@ -28,7 +28,7 @@ from fixture_store.sources import offline_from_env
 
 def print_report(report: Report, *, limit: int = 40) -> None:
     table = Table(title=f"regenerate {report.stage}")
-    for col in ("artifact", "verdict", "file", "max abs", "max rel", "detail"):
+    for col in ("artifact", "verdict", "file", "max abs", "max rel", "max ulp", "detail"):
         table.add_column(col, overflow="fold", justify="right" if col.startswith("max") else "left")
     rows = 0
     for c in report.comparisons:
@@ -36,7 +36,7 @@ def print_report(report: Report, *, limit: int = 40) -> None:
             continue
         members = c.differing or ()
         if not members:
-            table.add_row(c.name, styled(c.verdict), "", "", "", c.reason)
+            table.add_row(c.name, styled(c.verdict), "", "", "", "", c.reason)
             rows += 1
         for m in members:
             if rows >= limit and m.verdict is Verdict.WITHIN:
@@ -50,6 +50,7 @@ def print_report(report: Report, *, limit: int = 40) -> None:
                 m.path,
                 f"{m.max_abs:.3g}" if m.arrays else "",
                 f"{m.max_rel:.3g}" if m.arrays else "",
+                f"{m.max_ulp:.4g}" if m.arrays else "",
                 detail,
             )
             rows += 1
@@ -135,9 +136,9 @@ def regenerate_cmd(
     """Rebuild STAGE (or the artifacts NAME of a stage) from its pinned generator and compare.
 
     Every candidate is bit-identical, within the record's tolerance (max and mean abs/rel error
-    per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or unavailable
-    references (both sides are kept in the scratch folder), 2 on usage errors. Without --accept
-    the registry and the store are never changed.
+    and max ULPs per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or
+    unavailable references (both sides are kept in the scratch folder), 2 on usage errors.
+    Without --accept the registry and the store are never changed.
     """
     report = regenerate(
         obj.project(),
