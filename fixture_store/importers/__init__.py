@@ -54,7 +54,7 @@ def plan_import(origin: plan_mod.Origin, manifest: str, fmt: str | None = None) 
     listed file's bytes against it; nothing is stored or registered."""
     text, shown = origin.manifest(manifest)
     name, entries = parse(fmt, text, shown)
-    return plan_mod.make_plan(name, manifest, shown, entries, origin)
+    return plan_mod.make_plan(name, manifest, entries, origin)
 
 
 __all__ = ["FORMATS", "ManifestEntry", "ManifestError", "detect", "parse", "plan_import"]

@@ -45,6 +45,10 @@ class Origin(Protocol):
         """The manifest's text and the name to show for it."""
         ...
 
+    def name(self, manifest: str) -> str:
+        """The manifest as records name it: no machine path in a reviewed registry."""
+        ...
+
     def locate(self, entry: ManifestEntry) -> Located | None:
         """The entry's bytes, or ``None`` if the file is absent."""
         ...
@@ -87,6 +91,12 @@ class LocalOrigin:
             return file.read_text(encoding="utf-8"), str(path)
         except (OSError, UnicodeDecodeError) as e:
             raise ManifestError(str(path), f"cannot read: {e}") from e
+
+    def name(self, manifest: str) -> str:
+        try:
+            return Path(manifest).absolute().relative_to(self.project.absolute()).as_posix()
+        except ValueError:
+            return Path(manifest).name
 
     def locate(self, entry: ManifestEntry) -> Located | None:
         path = self.root / entry.path
@@ -150,6 +160,9 @@ class PackageOrigin:
             return data.decode("utf-8"), shown
         except UnicodeDecodeError as e:
             raise ManifestError(shown, f"not UTF-8 text: {e}") from e
+
+    def name(self, manifest: str) -> str:
+        return f"{self.distribution.requirement}:{manifest}"
 
     def locate(self, entry: ManifestEntry) -> Located | None:
         member = self._member(entry.path)
@@ -225,7 +238,7 @@ class Plan:
     """What an import would do, before it does anything."""
 
     format: str
-    manifest: str
+    manifest: str  # as records name it (see Origin.name)
     accepted: tuple[Accepted, ...]
     absent: tuple[ManifestEntry, ...]
     mismatched: tuple[Mismatch, ...]
@@ -245,9 +258,7 @@ class Plan:
         }
 
 
-def make_plan(
-    fmt: str, manifest: str, shown: str, entries: Iterable[ManifestEntry], origin: Origin
-) -> Plan:
+def make_plan(fmt: str, manifest: str, entries: Iterable[ManifestEntry], origin: Origin) -> Plan:
     """Check every entry's bytes against the manifest; nothing is stored or registered."""
     entries = tuple(entries)
     accepted: list[Accepted] = []
@@ -261,7 +272,14 @@ def make_plan(
         outcome = check_bytes(entry, located)
         (accepted if isinstance(outcome, Accepted) else mismatched).append(outcome)  # type: ignore[arg-type]
     orphans = origin.unlisted(frozenset(e.path for e in entries), manifest)
-    return Plan(fmt, shown, tuple(accepted), tuple(absent), tuple(mismatched), tuple(orphans))
+    return Plan(
+        fmt,
+        origin.name(manifest),
+        tuple(accepted),
+        tuple(absent),
+        tuple(mismatched),
+        tuple(orphans),
+    )
 
 
 def check_bytes(entry: ManifestEntry, located: Located) -> Accepted | Mismatch:

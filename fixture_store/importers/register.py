@@ -184,7 +184,7 @@ def _gap(
 ) -> Record:
     name = record_name(family, entry)
     annotations = _record_fields(entry, plan, Where(file, name))
-    gap = Gap(f"listed in {plan.manifest} ({entry.where}) but absent when it was imported")
+    gap = Gap(f"listed in {plan.manifest} but absent when it was imported")
     record = Record(name, kind, origin.source(entry.path), gap=gap)
     return registry_mod.check_record(annotations.apply(record), file=file)
 
