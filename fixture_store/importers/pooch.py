@@ -11,6 +11,7 @@ the rest split like a shell line into ``name hash [url]`` (quotes allowed); the 
 from __future__ import annotations
 
 import ast
+import re
 import shlex
 
 from fixture_store.importers.entry import (
@@ -21,6 +22,7 @@ from fixture_store.importers.entry import (
 )
 
 FORMAT = "pooch"
+_HASH = re.compile(r"([A-Za-z0-9_]+:)?[0-9A-Fa-f]{32,}")
 _FIX = "write one 'name hash [url]' per line, as pooch.make_registry does"
 
 
@@ -32,19 +34,14 @@ def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
 
 
 def looks_like(text: str, shown: str) -> bool:
-    """Whether ``text`` reads as a pooch registry (for auto-detection)."""
+    """Whether ``text`` reads as a pooch registry (for auto-detection): every line a name then
+    a hash, where sha256sum output has the hash first."""
     if shown.endswith(".py"):
         return "registry" in text
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    lines = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
     return bool(lines) and all(
-        len(ln.split()) in (2, 3) and _hash_first(ln) is False for ln in lines
+        len(ln) in (2, 3) and _HASH.fullmatch(ln[1]) and not _HASH.fullmatch(ln[0]) for ln in lines
     )
-
-
-def _hash_first(line: str) -> bool:
-    """sha256sum output starts with the hash; a pooch line with the name."""
-    head = line.split(maxsplit=1)[0].lower()
-    return len(head) >= 32 and all(c in "0123456789abcdef" for c in head)  # noqa: PLR2004
 
 
 def parse_text(text: str, shown: str) -> tuple[ManifestEntry, ...]:

@@ -149,9 +149,12 @@ def register(
     """Put the plan's accepted files into the store and register them with their gaps."""
     refuse_mismatches(plan)
     file = f"provenance/{family}.json"
+    absent = plan.absent if gaps else ()
+    for entry in (*(a.entry for a in plan.accepted), *absent):
+        record_name(family, entry)  # every name checked before any byte is stored
     records = [_build(store, a, plan, family=family, kind=kind, file=file) for a in plan.accepted]
-    declared = [_gap(e, plan, origin, family=family, kind=kind, file=file) for e in plan.absent]
-    return _write(registry, family, records, declared if gaps else [], replace=replace)
+    declared = [_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent]
+    return _write(registry, family, records, declared, replace=replace)
 
 
 def _build(
@@ -175,7 +178,12 @@ def _build(
     record = ingest.with_blake3(record, stored.blake3, {})
     failure = content.check(store, record, full=True)
     if failure is not None:
-        raise ManifestError(entry.where, f"{entry.path}: {failure.message}", fix=failure.fix)
+        raise ManifestError(
+            entry.where,
+            f"{entry.path} does not hold what the manifest says: {failure.message}",
+            fix="the manifest's arrays must be the file's own (dtype and shape of each); fix "
+            "the manifest, or the file",
+        )
     return record
 
 
