@@ -30,13 +30,15 @@ def _split_args(args: tuple[str, ...]) -> tuple[str | None, str]:
     )
 
 
-def _distribution(requirement: str, dist: str | None, dist_digest: str | None) -> PackageSource:
+def _distribution(
+    requirement: str, dist: str | None, dist_digest: str | None, manifest: str
+) -> PackageSource:
     if dist is None or dist_digest is None:
         raise UsageError(
             "--package needs --dist FILE and --dist-digest sha256:HEX (the pinned distribution)",
             fix="pip download --no-deps NAME==VERSION, then sha256sum the file it saved",
         )
-    source = PackageSource(requirement, dist, dist_digest, ".")
+    source = PackageSource(requirement, dist, dist_digest, manifest)
     source.check(Where("--package", None))
     return source
 
@@ -106,7 +108,7 @@ def import_cmd(
     with tempfile.TemporaryDirectory(prefix="import-") as scratch:
         origin: plan_mod.Origin
         if requirement is not None:
-            source = _distribution(requirement, dist, dist_digest)
+            source = _distribution(requirement, dist, dist_digest, manifest)
             base = root if root is not None else str(Path(manifest).parent)
             origin = plan_mod.package_origin(
                 store, registry.root, source, base.removeprefix("./"), Path(scratch)

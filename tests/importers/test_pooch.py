@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 import pooch
@@ -113,3 +114,52 @@ def test_a_mismatching_file_registers_nothing(store: Store, project: Path) -> No
         run_import(store, project, registry_file)
     assert family_doc(project) == {}
     assert list(store.iter_objects()) == []
+
+
+# scikit-image 0.26.0 ships 32 of the data files its own pooch registry lists (with SHA-256) in
+# its wheel: the registry and the files are read inside the pinned distribution.
+SKIMAGE_WHEEL = "scikit_image-0.26.0-cp311-cp311-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl"
+SKIMAGE_DIGEST = "sha256:74aa5518ccea28121f57a95374581d3b979839adc25bb03f289b1bc9b99c58af"
+
+
+@pytest.mark.network
+def test_scikit_image_registry_imports_through_its_package_source(
+    store: Store, project: Path
+) -> None:
+    from tests.support.cli import run
+
+    code, out, err = run(
+        "import",
+        "pooch",
+        "skimage/data/_registry.py",
+        "--family",
+        "skimage",
+        "--root",
+        "skimage",
+        "--package",
+        "scikit-image==0.26.0",
+        "--dist",
+        SKIMAGE_WHEEL,
+        "--dist-digest",
+        SKIMAGE_DIGEST,
+        "--json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert len(doc["accepted"]) == 32
+    assert len(doc["imported"]["written"]) == 32
+    assert "data/astronaut.png" in [a["path"] for a in doc["accepted"]]
+    assert len(doc["absent"]) == 86  # listed, fetched by pooch at run time, not in the wheel
+    assert sorted(o for o in doc["orphans"] if o.startswith("data/")) == [
+        "data/README.txt",
+        "data/__init__.py",
+        "data/__init__.pyi",
+        "data/_binary_blobs.py",
+        "data/_fetchers.py",
+    ]
+    registry = registry_mod.load(project)
+    record = registry.get("skimage/data/astronaut.png")
+    assert record.source.to_json()["path"] == "skimage/data/astronaut.png"
+    assert record.source.to_json()["file_digest"] == SKIMAGE_DIGEST
+    names = registry.select(families=["skimage"])
+    assert {r.status for r in verify_names(store, registry, names)} == {Status.VERIFIED}
