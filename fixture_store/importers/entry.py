@@ -152,6 +152,35 @@ class ManifestEntry:
         """The SHA-256 hex the manifest states, if it states one."""
         return next((d.hex for d in self.digests if d.algorithm == "sha256"), None)
 
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Self:
+        """The entry :meth:`to_json` printed (a plan saved for review, read back)."""
+        where = str(raw.get("where", "<entry>"))
+        try:
+            digests = tuple(
+                ExpectedDigest.parse(alg, hexpart, where, weak_ok=True)
+                for alg, _, hexpart in (str(text).partition(":") for text in raw["digests"])
+            )
+            upstream = raw.get("upstream")
+            shape = raw.get("input_shape")
+            return cls(
+                raw["path"],
+                digests,
+                where,
+                size=raw.get("size"),
+                url=raw.get("url"),
+                arrays=raw.get("arrays"),
+                tolerance=raw.get("tolerance"),
+                upstream=Upstream.from_json(upstream, where) if upstream is not None else None,
+                seed=raw.get("seed"),
+                input_shape=tuple(shape) if shape is not None else None,
+                generator=raw.get("generator"),
+                metadata=raw.get("metadata") or {},
+                cached_at=raw.get("cached_at"),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ManifestError(where, f"not a manifest entry: {e!r}") from e
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "path": self.path,
