@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from fixture_store import importers
 from fixture_store.cli._common import Context, err, handle_errors, out, print_json
@@ -49,7 +48,7 @@ def _note(label: str, paths: list[str], hint: str) -> None:
     named = ", ".join(paths[:_SHOWN]) + (
         f", ... and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
     )
-    err.print(f"{label}: {len(paths)} ({escape(named)}); {hint}", markup=False)
+    err.print(f"{label}: {len(paths)} ({named}); {hint}", markup=False)
 
 
 @click.command()

@@ -305,8 +305,10 @@ def check_bytes(entry: ManifestEntry, located: Located) -> Accepted | Mismatch:
     return Accepted(entry, digest, located)
 
 
-def _chunks(path: Path) -> Iterator[bytes]:
+def _chunks(path: Path) -> Iterator[memoryview]:
+    """The file's bytes in large reads into one reused buffer: each chunk is valid until the
+    next is asked for."""
     with open(path, "rb", buffering=0) as f:
         view = digests.read_buffer()
         while n := f.readinto(view):
-            yield bytes(view[:n])
+            yield view[:n]
