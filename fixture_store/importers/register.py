@@ -159,7 +159,7 @@ def register(
 
 def _build(
     store: Store, accepted: Accepted, plan: Plan, *, family: str, kind: Kind, file: str
-) -> Record:
+) -> tuple[Record, content.Described]:
     entry, path, source = accepted.entry, accepted.located.path, accepted.located.source
     name = record_name(family, entry)
     annotations = _record_fields(entry, plan, Where(file, name))
@@ -184,7 +184,7 @@ def _build(
             fix="the manifest's arrays must be the file's own (dtype and shape of each); fix "
             "the manifest, or the file",
         )
-    return record
+    return record, described
 
 
 def _gap(
@@ -200,7 +200,7 @@ def _gap(
 def _write(
     registry: Registry,
     family: str,
-    records: Iterable[Record],
+    records: Iterable[tuple[Record, content.Described]],
     gaps: Iterable[Record],
     *,
     replace: bool,
@@ -213,14 +213,16 @@ def _write(
         merged = dict(existing.records) if existing else {}
         invalid = set(existing.invalid) if existing else set()
         conflicts = []
-        for record in records:
+        for record, described in records:
             old = merged.get(record.name)
             if (
                 record.name in invalid or (old is not None and old.digest != record.digest)
             ) and not replace:
                 conflicts.append(record.name)
             elif old is not None and old.digest == record.digest:
-                merged[record.name] = ingest.with_blake3(old, record.blake3, record.member_blake3)
+                # The reviewed record stays; only BLAKE3 and a content manifest it lacked are added.
+                filled = ingest.with_blake3(old, record.blake3, record.member_blake3)
+                merged[record.name] = ingest.with_content(filled, described)
                 kept.append(record.name)
             else:
                 merged[record.name] = record

@@ -93,3 +93,17 @@ def test_a_gap_never_replaces_a_registered_record(store: Store, project: Path) -
     _, done = run_import(store, project, manifest, gaps=True)
     assert done.gaps == ()
     assert registry_mod.load(project).get("imp/a.bin").gap is None
+
+
+def test_a_reviewed_record_with_the_same_bytes_is_kept_as_it_is(
+    store: Store, project: Path
+) -> None:
+    write(project / "data", {"a.bin": b"a"})
+    registry = registry_mod.load(project)
+    path = project / "data" / "a.bin"
+    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+    _, done = run_import(store, project, _sums(project / "data", {"a.bin": b"a"}))
+    assert done.kept == ("imp/a.bin",)
+    record = registry_mod.load(project).get("imp/a.bin")
+    assert record.license == "MIT"
+    assert record.metadata is None  # nothing of the manifest overwrote the reviewed record
