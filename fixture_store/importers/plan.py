@@ -101,21 +101,23 @@ class LocalOrigin:
     def locate(self, entry: ManifestEntry) -> Located | None:
         path = self.root / entry.path
         try:
-            st = path.lstat()
-        except FileNotFoundError:
+            st: os.stat_result | None = path.lstat()
+        except (FileNotFoundError, NotADirectoryError):
             st = None
-        except NotADirectoryError:
-            st = None
-        if st is not None and not stat.S_ISREG(st.st_mode):
+        source = self.source(entry.path)
+        if st is not None and stat.S_ISREG(st.st_mode):
+            return Located(path, source)
+        if entry.cached_at is not None and (st is None or stat.S_ISLNK(st.st_mode)):
+            # Absent, or a link DVC made into its cache: the cache object itself is read (and
+            # checked), the link is not followed.
+            return Located(Path(entry.cached_at), source)
+        if st is not None:
             raise ManifestError(
                 entry.where,
                 f"{path} is not a regular file (a link, folder or device); nothing is followed",
                 fix="replace it with the file itself",
             )
-        source = self.source(entry.path)
-        if st is not None:
-            return Located(path, source)
-        return Located(Path(entry.cached_at), source) if entry.cached_at else None
+        return None
 
     def unlisted(self, listed: frozenset[str], manifest: str) -> list[str]:
         skip = {Path(manifest).absolute()}

@@ -80,6 +80,14 @@ def test_an_absent_workspace_file_is_read_from_the_dvc_cache(store: Store, repo:
     assert [r.object.hex for r in done.written] == [SHA]
 
 
+def test_a_workspace_link_into_the_cache_reads_the_cache_object(store: Store, repo: Path) -> None:
+    target = repo / "data" / "ref.bin"
+    target.unlink()
+    os.symlink(_cache_object(repo, MD5), target)  # what DVC's cache.type = symlink leaves
+    _, done = run_import(store, repo, repo / "data" / "ref.bin.dvc")
+    assert [r.object.hex for r in done.written] == [SHA]
+
+
 def test_bytes_that_fail_dvc_md5_are_refused_and_nothing_is_registered(
     store: Store, repo: Path
 ) -> None:
