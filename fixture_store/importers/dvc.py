@@ -61,10 +61,11 @@ def _load_yaml(text: str, shown: str) -> Any:
         out.line = node.start_mark.line + 1
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
+            where = f"{shown} line {key_node.start_mark.line + 1}"
+            if not isinstance(key, str):
+                raise ManifestError(where, f"a key must be a string, not {key!r}")
             if key in out:
-                raise ManifestError(
-                    f"{shown} line {key_node.start_mark.line + 1}", f"duplicate key {key!r}"
-                )
+                raise ManifestError(where, f"duplicate key {key!r}")
             out[key] = loader.construct_object(value_node, deep=True)
         return out
 
