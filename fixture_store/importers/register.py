@@ -38,6 +38,7 @@ from fixture_store.registry import (
 # error. Records learn this metric separately; until the registry parses it, the tolerance is
 # kept in the record's metadata under "tolerance" (see _tolerance).
 MEAN_ABS = "mean_abs"
+IMPORTED_FROM = "imported_from"  # the metadata field saying which manifest a record came from
 
 
 class ImportRefusedError(FixtureStoreError):
@@ -89,6 +90,12 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
     seed, input_shape, generator, url, a mean-abs tolerance and the manifest's own extra fields
     go into metadata, with where they were imported from.
     """
+    if IMPORTED_FROM in entry.metadata:
+        raise ManifestError(
+            entry.where,
+            f"{IMPORTED_FROM!r} is the field an import records itself in",
+            fix="rename that field of the manifest",
+        )
     tolerance, tolerance_meta = _tolerance(entry, where)
     described: dict[str, Any] = {
         "upstream": entry.upstream.to_json() if entry.upstream else None,
@@ -99,9 +106,9 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
         "tolerance": tolerance_meta,
     }
     metadata = {
-        **{k: v for k, v in entry.metadata.items()},
+        **entry.metadata,
         **{k: v for k, v in described.items() if v is not None},
-        "imported_from": {
+        IMPORTED_FROM: {
             "format": plan.format,
             "manifest": plan.manifest,
             "digests": [str(d) for d in entry.digests],

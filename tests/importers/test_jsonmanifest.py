@@ -142,6 +142,12 @@ def test_hostile_names_are_refused(name: str, message: str) -> None:
         jsonmanifest.parse(json.dumps(doc), "manifest.json")
 
 
+def test_a_field_named_like_the_import_record_is_refused(store: Store, project: Path) -> None:
+    doc = _manifest(imported_from="elsewhere")
+    with pytest.raises(ManifestError, match="'imported_from' is the field an import records"):
+        run_import(store, project, _write(project, doc))
+
+
 def test_duplicate_keys_are_refused() -> None:
     text = f'{{"format_version": 1, "files": {{"a.bin": {{"sha256": "{SHA}"}}, "a.bin": {{}}}}}}'
     with pytest.raises(ManifestError, match=r"duplicate key 'a\.bin'"):
