@@ -116,6 +116,8 @@ def import_cmd(
             base_dir = Path(root) if root is not None else Path(manifest).parent
             origin = plan_mod.LocalOrigin(registry.root, base_dir)
         plan = importers.plan_import(origin, manifest, fmt)
+        if plan.mismatched and as_json:
+            print_json({**plan.to_json(), "imported": None})  # the mismatches, for machines
         register_mod.refuse_mismatches(plan)
         imported = None
         if not dry_run:

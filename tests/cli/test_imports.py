@@ -66,6 +66,9 @@ def test_a_mismatch_exits_1_and_registers_nothing(project: Path) -> None:
     assert "nothing was stored or registered" in err
     assert "Traceback" not in err
     assert family_doc(project) == {}
+    code, out, _ = run("import", "data/SHA256SUMS", "--family", "imp", "--json")
+    assert code == 1
+    assert [m["path"] for m in json.loads(out)["mismatched"]] == ["b.bin"]
 
 
 @pytest.mark.usefixtures("store")
