@@ -73,10 +73,11 @@ def test_a_name_listed_twice_is_refused_naming_both_lines() -> None:
         pooch_format.parse(f"a.bin {SHA_A}\na.bin {SHA_A}\n", "registry.txt")
 
 
-def test_the_module_form_is_read_without_running_it() -> None:
+def test_the_module_form_is_read_without_running_it(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
     text = (
-        "import os\n"
-        "os.system('touch /tmp/pwned')\n"
+        "import pathlib\n"
+        f"pathlib.Path({str(marker)!r}).touch()\n"
         "registry = {\n"
         f"    'data/a.bin': '{SHA_A}',\n"
         "}\n"
@@ -86,6 +87,7 @@ def test_the_module_form_is_read_without_running_it() -> None:
     assert entry.path == "data/a.bin"
     assert entry.url == "https://example.org/a.bin"
     assert entry.where == "_registry.py line 4"
+    assert not marker.exists()
 
 
 def test_a_module_listing_a_key_twice_is_refused() -> None:
