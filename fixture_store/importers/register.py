@@ -21,7 +21,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 from fixture_store.importers.plan import Accepted, Origin, Plan
-from fixture_store.objects.store import Store, holding_writer_lock
+from fixture_store.objects.store import Store, Stored, holding_writer_lock
 from fixture_store.readers import content
 from fixture_store.registry import (
     Annotations,
@@ -159,19 +159,53 @@ def register(
     absent = plan.absent if gaps else ()
     for entry in (*(a.entry for a in plan.accepted), *absent):
         record_name(family, entry)  # every name checked before any byte is stored
-    records = [_build(store, a, plan, family=family, kind=kind, file=file) for a in plan.accepted]
+    records = _build_all(store, plan, family=family, kind=kind, file=file)
     declared = [_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent]
     return _write(registry, family, records, declared, replace=replace)
 
 
+def _build_all(
+    store: Store, plan: Plan, *, family: str, kind: Kind, file: str
+) -> list[tuple[Record, content.Described]]:
+    """Every accepted file read by the content readers first (a hostile archive or a pickle is
+    refused before any byte is stored), then stored in one batch (one filesystem sync for all,
+    where an fsync per file dominated), then each record built and its content confirmed."""
+    profile = limits.profile(None)
+    described = [
+        ingest.describe_file(
+            a.located.path, record_name(family, a.entry), kind, a.located.source, profile
+        )
+        for a in plan.accepted
+    ]
+    stored = store.write_files([a.located.path for a in plan.accepted])
+    for accepted, got in zip(plan.accepted, stored, strict=True):
+        if got.digest != accepted.digest:  # the bytes checked again, as they were copied
+            raise ImportRefusedError(
+                f"{accepted.entry.where}: {accepted.located.path} changed while it was "
+                f"imported: it now has {got.digest}, it was checked as {accepted.digest}; "
+                "nothing was registered",
+                fix="import again once nothing writes to the files",
+            )
+    return [
+        (_build(store, a, d, st, plan, family=family, kind=kind, file=file), d)
+        for a, d, st in zip(plan.accepted, described, stored, strict=True)
+    ]
+
+
 def _build(
-    store: Store, accepted: Accepted, plan: Plan, *, family: str, kind: Kind, file: str
-) -> tuple[Record, content.Described]:
+    store: Store,
+    accepted: Accepted,
+    described: content.Described,
+    stored: Stored,
+    plan: Plan,
+    *,
+    family: str,
+    kind: Kind,
+    file: str,
+) -> Record:
     entry, path, source = accepted.entry, accepted.located.path, accepted.located.source
     name = record_name(family, entry)
     annotations = _record_fields(entry, plan, Where(file, name))
-    described = ingest.describe_file(path, name, kind, source, limits.profile(None))
-    stored = store.write_file(path, accepted.digest)  # the bytes checked again, while copied
     record = ingest.build_record(
         name,
         kind,
@@ -191,7 +225,7 @@ def _build(
             fix="the manifest's arrays must be the file's own (dtype and shape of each); fix "
             "the manifest, or the file",
         )
-    return record, described
+    return record
 
 
 def _gap(

@@ -11,9 +11,11 @@ from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
 from fixture_store.importers.entry import ManifestError
+from fixture_store.importers.plan import LocalOrigin
+from fixture_store.importers.register import ImportRefusedError, register
 from fixture_store.objects.store import Store
 from fixture_store.verify import Status, verify_names
-from tests.support.importing import family_doc, run_import, write
+from tests.support.importing import family_doc, plan, run_import, write
 
 
 def _sums(folder: Path, files: dict[str, bytes]) -> Path:
@@ -36,10 +38,11 @@ def test_an_absent_file_that_cannot_be_named_matters_only_as_a_gap(
 ) -> None:
     manifest = _sums(project / "data", {"a.bin": b"a", "_gone.bin": b"g"})
     (project / "data" / "_gone.bin").unlink()
-    _, done = run_import(store, project, manifest)
-    assert [r.name for r in done.written] == ["imp/a.bin"]
     with pytest.raises(ManifestError, match="cannot be an artifact name"):
         run_import(store, project, manifest, gaps=True)
+    assert list(store.iter_objects()) == []  # checked before any byte is stored
+    _, done = run_import(store, project, manifest)
+    assert [r.name for r in done.written] == ["imp/a.bin"]
 
 
 def test_a_record_with_other_bytes_is_refused_unless_replace(store: Store, project: Path) -> None:
@@ -107,3 +110,18 @@ def test_a_reviewed_record_with_the_same_bytes_is_kept_as_it_is(
     record = registry_mod.load(project).get("imp/a.bin")
     assert record.license == "MIT"
     assert record.metadata is None  # nothing of the manifest overwrote the reviewed record
+
+
+def test_a_file_changed_since_it_was_planned_is_refused(store: Store, project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a"})
+    planned = plan(project, manifest)
+    (project / "data" / "a.bin").write_bytes(b"b")  # after the check, before registration
+    with pytest.raises(ImportRefusedError, match="changed while it was imported"):
+        register(
+            store,
+            registry_mod.load(project),
+            planned,
+            LocalOrigin(project, project / "data"),
+            family="imp",
+        )
+    assert family_doc(project) == {}
