@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
@@ -90,6 +91,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Write a failing parity assertion's candidate (and a copy of its reference) "
         "under DIR, outside the store (also $FIXTURE_STORE_PARITY_DUMP).",
     )
+    group.addoption(
+        "--fixture-store-shard",
+        metavar="I/N",
+        default=None,
+        type=Shard.parse,
+        help="Run only shard I of N (1 <= I <= N): each test belongs to one shard, decided "
+        "by its node id alone, so adding tests never moves the others.",
+    )
+    group.addoption(
+        "--fixture-store-shards",
+        metavar="N",
+        default=None,
+        type=int,
+        help="Print how the collected tests split into N shards (tests and artifacts per "
+        "shard) and fail unless every test falls in exactly one; use with --collect-only.",
+    )
+    group.addoption(
+        "--fixture-store-fetch",
+        action="store_true",
+        default=False,
+        help="Before the tests run, fetch exactly the artifacts the selected tests (after "
+        "-k, -m and --fixture-store-shard) name, from their pinned sources.",
+    )
     parser.addini(
         "fixture_store_gaps",
         type="linelist",
@@ -107,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     state = PluginState(config)
     config.stash[_STATE_KEY] = state
+    config.pluginmanager.register(ShardHooks(), "fixture-store-shards")
     _current = state
 
 
@@ -466,3 +491,121 @@ def pytest_runtest_makereport(
     if isinstance(exc, ArtifactError | UsageError) and report.failed:
         report.longrepr = f"fixture-store refused: {exc}"
     return report
+
+
+# -- shards and shard-aware fetch -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based), as ``--fixture-store-shard I/N`` writes it."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, sep, count = text.partition("/")
+        if not (sep and index.isdigit() and count.isdigit()):
+            raise pytest.UsageError(f"--fixture-store-shard {text!r} is not I/N (e.g. 2/4)")
+        shard = cls(int(index), int(count))
+        if not 1 <= shard.index <= shard.count:
+            raise pytest.UsageError(
+                f"--fixture-store-shard {text}: I must be between 1 and N ({shard.count})"
+            )
+        return shard
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, item: pytest.Item) -> bool:
+        return shard_of(item.nodeid, self.count) == self.index
+
+
+def shard_of(nodeid: str, count: int) -> int:
+    """The shard (1..count) of a test: a hash of its node id alone, the same in every process
+    and on every machine, unmoved when other tests are added or removed."""
+    digest = hashlib.sha256(nodeid.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def consumed_names(items: list[pytest.Item]) -> list[str]:
+    """The artifacts ``items`` name in their markers (parametrized families resolved), in order."""
+    return list(dict.fromkeys(name for item in items for name in _declared(item)))
+
+
+class ShardHooks:
+    """Hooks that must see the selection -k and -m leave: registered beside the module's own
+    hooks (whose completeness check sees the whole collection first)."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        shard: Shard | None = config.getoption("fixture_store_shard")
+        if shard is None:
+            return
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
+        for item in items:
+            # the completeness check looks at the whole suite: it runs in every shard
+            held = isinstance(item, CompletenessItem) or shard.holds(item)
+            (keep if held else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        config = session.config
+        count = config.getoption("fixture_store_shards")
+        if count is not None:
+            _report_shards(session, count)
+        if config.getoption("fixture_store_fetch"):
+            _fetch_selected(session)
+
+
+def shard_table(items: list[pytest.Item], count: int) -> list[tuple[int, int, int]]:
+    """(shard, tests, artifacts) for each of ``count`` shards; raises if a test is in none or
+    in several (the check a CI matrix relies on)."""
+    if count < 1:
+        raise pytest.UsageError(f"--fixture-store-shards {count}: N must be at least 1")
+    tests = [i for i in items if not isinstance(i, CompletenessItem)]
+    shards = [Shard(k, count) for k in range(1, count + 1)]
+    held = {i.nodeid: [s.index for s in shards if s.holds(i)] for i in tests}
+    wrong = {nodeid: where for nodeid, where in held.items() if len(where) != 1}
+    if wrong:
+        raise pytest.UsageError(f"tests not in exactly one of {count} shards: {wrong}")
+    rows = []
+    for s in shards:
+        mine = [i for i in tests if held[i.nodeid] == [s.index]]
+        rows.append((s.index, len(mine), len(consumed_names(mine))))
+    return rows
+
+
+def _report_shards(session: pytest.Session, count: int) -> None:
+    rows = shard_table(list(session.items), count)
+    writer = session.config.get_terminal_writer()
+    writer.line(f"fixture-store shards: {sum(r[1] for r in rows)} tests in {count} shards")
+    for index, tests, artifacts in rows:
+        writer.line(f"  shard {index}/{count}: {tests} tests, {artifacts} artifacts")
+
+
+def _fetch_selected(session: pytest.Session) -> None:
+    """Fetch what the selected tests consume; under xdist each worker fetches its own items
+    (fetches are idempotent and safe to run at once)."""
+    from fixture_store.fetch import fetch_names  # only when asked
+
+    state = _state(session.config)
+    registry = state.registry()
+    known = set(registry.names())
+    names = [n for n in consumed_names(list(session.items)) if n in known]
+    report = fetch_names(state.store(), registry, names)
+    failed = [r for r in report.results if not r.ok]
+    writer = session.config.get_terminal_writer()
+    writer.line(
+        f"fixture-store fetch: {len(names)} artifacts the selected tests use; "
+        f"downloaded {report.downloaded_bytes:,} bytes in {report.downloads} downloads"
+        + (f"; {len(failed)} failed" if failed else "")
+    )
+    for r in failed:
+        writer.line(f"  {r.name}: {r.message}" + (f"  (fix: {r.fix})" if r.fix else ""))

@@ -1,0 +1,104 @@
+"""The plugin's shards and shard-aware fetch, exercised by real inner pytest runs."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.objects.store import Store
+from fixture_store.pytest_plugin import shard_of
+from fixture_store.verify import Verifier
+from tests.test_pytest_plugin import inner
+
+__all__ = ["inner"]  # the inner project fixture, shared with the plugin's own tests
+
+MANY = """
+import pytest
+
+@pytest.mark.parametrize("i", range(24))
+def test_many(i):
+    pass
+
+@pytest.mark.fixture_store("misc/blob")
+def test_blob(fixture_store):
+    assert fixture_store.path("misc/blob").read_bytes() == b"reference bytes"
+"""
+
+
+def _passed(result: pytest.RunResult) -> set[str]:
+    """Node ids reported PASSED by ``-v`` (``ID PASSED``; under xdist ``PASSED ID``)."""
+    found = (re.search(r"(\S+::\S+) PASSED|PASSED (\S+::\S+)", line) for line in result.outlines)
+    return {m.group(1) or m.group(2) for m in found if m}
+
+
+def test_a_tests_shard_depends_on_its_own_id_alone() -> None:
+    ids = [f"tests/test_x.py::test_case[{i}]" for i in range(2000)]
+    before = {i: shard_of(i, 4) for i in ids}
+    more = [*ids, *(f"tests/test_y.py::test_new[{i}]" for i in range(500))]
+    assert {i: shard_of(i, 4) for i in more if i in before} == before
+    sizes = [list(before.values()).count(k) for k in range(1, 5)]
+    assert all(400 <= n <= 600 for n in sizes), sizes  # roughly even
+
+
+def test_shards_partition_the_collected_tests(inner: pytest.Pytester) -> None:
+    inner.makepyfile(test_inner=MANY)
+    everything = _passed(inner.runpytest("-v"))
+    assert len(everything) == 25
+    shards = [_passed(inner.runpytest("-v", "--fixture-store-shard", f"{k}/3")) for k in (1, 2, 3)]
+    assert set().union(*shards) == everything
+    assert sum(len(s) for s in shards) == len(everything)  # no test in two shards
+
+
+def test_a_shard_is_the_same_under_xdist(inner: pytest.Pytester) -> None:
+    inner.makepyfile(test_inner=MANY)
+    alone = _passed(inner.runpytest_subprocess("-v", "--fixture-store-shard", "2/3"))
+    spread = _passed(
+        inner.runpytest_subprocess("-v", "-p", "xdist", "-n", "2", "--fixture-store-shard", "2/3")
+    )
+    assert spread == alone and alone
+
+
+def test_the_shard_report_counts_tests_and_artifacts(inner: pytest.Pytester) -> None:
+    inner.makepyfile(test_inner=MANY)
+    result = inner.runpytest("--collect-only", "-q", "--fixture-store-shards", "3")
+    result.stdout.fnmatch_lines(["fixture-store shards: 25 tests in 3 shards"])
+    rows = [re.search(r"shard \d/3: (\d+) tests, (\d+) artifacts", ln) for ln in result.outlines]
+    counts = [(int(m.group(1)), int(m.group(2))) for m in rows if m]
+    assert len(counts) == 3 and sum(t for t, _ in counts) == 25
+    assert sum(a for _, a in counts) == 1  # misc/blob, in the one shard holding test_blob
+
+
+@pytest.mark.parametrize("spec", ["4/3", "0/2", "two/3", "3"])
+def test_a_shard_that_is_not_i_of_n_is_a_usage_error(inner: pytest.Pytester, spec: str) -> None:
+    inner.makepyfile(test_inner=MANY)
+    result = inner.runpytest("--fixture-store-shard", spec)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--fixture-store-shard" in "\n".join(result.errlines)
+
+
+def _blob_present(inner: pytest.Pytester) -> bool:
+    registry = registry_mod.load(inner.path)
+    return Verifier(Store.at(inner.path / "store")).verify(registry.get("misc/blob")).ok
+
+
+def _drop_blob(inner: pytest.Pytester) -> None:
+    record = registry_mod.load(inner.path).get("misc/blob")
+    path = Store.at(inner.path / "store").object_path(record.object)
+    path.chmod(0o644)
+    path.unlink()
+
+
+def test_fetch_brings_exactly_what_the_selection_uses(inner: pytest.Pytester) -> None:
+    inner.makepyfile(test_inner=MANY)
+    _drop_blob(inner)
+    # a selection that does not use the blob fetches nothing
+    result = inner.runpytest("--fixture-store-fetch", "-k", "test_many")
+    result.stdout.fnmatch_lines(["fixture-store fetch: 0 artifacts the selected tests use*"])
+    assert not _blob_present(inner)
+    # one that does fetches it from its pinned (local) source, and the test passes in require mode
+    result = inner.runpytest("--fixture-store-fetch", "--fixture-store-require", "-k", "blob")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["fixture-store fetch: 1 artifacts the selected tests use*"])
+    assert _blob_present(inner)
