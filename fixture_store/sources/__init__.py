@@ -25,6 +25,7 @@ from fixture_store.registry import (
     GeneratorSource,
     HubSource,
     LocalSource,
+    NoSource,
     PackageSource,
     Record,
     UrlSource,
@@ -163,6 +164,13 @@ def fetcher_for(record: Record) -> Fetcher:
                 record.name,
                 f"is produced by the generator stage {stage!r}, not downloaded",
                 fix=f"{repair_command(record)}  (or: uv run dvc repro {stage})",
+            )
+        case NoSource():
+            raise SourceError(
+                record.name,
+                "is a declared gap with no source yet: there is nothing to fetch",
+                fix=f"register its bytes: fixture-store add PATH --name {record.name} "
+                f"--kind {record.kind} --replace",
             )
 
 

@@ -143,3 +143,26 @@ def test_annotations_parse_given_fields_and_refuse_others() -> None:
     assert info.value.field == "digest" and info.value.file == "outputs.json"
     with pytest.raises(RegistryError, match="unknown limits profile"):
         Annotations.from_json({"profile": "2GiB"}, where)
+
+
+def test_a_gap_needs_no_source_and_may_name_its_digest_without_a_size() -> None:
+    bare = {"kind": "fixture", "gap": {"reason": "upstream not released"}}
+    record = parse_record("f/x", bare, file="f.json")
+    assert record.is_gap and record.digest is None and record.to_json() == bare
+    named = {**bare, "digest": f"sha256:{HEX}"}
+    record = parse_record("f/x", named, file="f.json")
+    assert record.gap is not None and record.gap.expected == f"sha256:{HEX}"
+    assert record.digest is None and record.objects() == [] and record.to_json() == named
+    with pytest.raises(RegistryError, match="lacks the 'sha256:' prefix"):
+        parse_record("f/x", {**bare, "digest": HEX}, file="f.json")
+
+
+def test_only_a_gap_may_go_without_a_source() -> None:
+    with pytest.raises(RegistryError, match="only a declared gap may omit it") as e:
+        parse_record("f/x", {"kind": "fixture", "digest": f"sha256:{HEX}", "size": 1}, file="f")
+    assert e.value.field == "source"
+    from fixture_store.registry import NoSource
+
+    with pytest.raises(RegistryError) as e:
+        check_record(Record("f/x", Kind.FIXTURE, NoSource(), Digest(HEX, 1)), file="f")
+    assert e.value.field == "source"
