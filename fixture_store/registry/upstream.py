@@ -280,7 +280,8 @@ def _from_text(text: str, where: Where, field: str) -> Upstream:
             hub = HubSource.from_uri(text)
         except UsageError as e:
             raise where.fail(field, e.message) from e
-        return HubUpstream(hub.repo_id, hub.revision, hub.path, hub.repo_type)
+        repo_type = None if hub.repo_type == "model" else hub.repo_type  # the default
+        return HubUpstream(hub.repo_id, hub.revision, hub.path, repo_type)
     if text.startswith(GIT_SCHEME):
         located, _, path = text[len(GIT_SCHEME) :].partition("#")
         url, at, commit = located.rpartition("@")
