@@ -28,9 +28,7 @@ HEX = "ab" * 32
     [
         (
             f"hf://MIT/ast-finetuned-audioset-10-10-0.4593@{REV}/model.safetensors",
-            HubUpstream(
-                "MIT/ast-finetuned-audioset-10-10-0.4593", REV, "model.safetensors"
-            ),
+            HubUpstream("MIT/ast-finetuned-audioset-10-10-0.4593", REV, "model.safetensors"),
         ),
         (
             f"git+https://github.com/o/r@{REV}#src/model.py",
