@@ -24,6 +24,7 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import UsageError
 from fixture_store.registry import HubSource, Source, UrlSource, shorthand
+from fixture_store.registry import project as project_mod
 from fixture_store.rehash import record_blake3
 
 
@@ -32,11 +33,19 @@ from fixture_store.rehash import record_blake3
 @click.pass_obj
 @handle_errors
 def init(obj: Context, project: Path) -> None:
-    """Create provenance/ in PROJECT (default: here) and the object store."""
+    """Create provenance/ in PROJECT (default: here) and the object store.
+
+    Also adds /reports/, /metrics/ and /plots/ to PROJECT's .gitignore: committed, the
+    pipeline's outputs make a fresh clone's 'dvc repro' skip the stages that put the
+    generator-made fixtures into its store.
+    """
     directory, created = registry_mod.files.create_directory(project)
+    ignored = project_mod.ignore_pipeline_outputs(project)
     store = obj.store.ensure()
     out.print(f"registry: {directory} ({'created' if created else 'already there'})")
     out.print(f"store:    {store.root}")
+    if ignored:
+        out.print(f".gitignore: added {' '.join(ignored)} (pipeline outputs)", markup=False)
 
 
 def parse_source(text: str | None) -> Source | None:

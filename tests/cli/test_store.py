@@ -60,6 +60,23 @@ def test_init_creates_the_registry_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("store")
+def test_init_ignores_the_pipeline_outputs_and_keeps_the_gitignore_it_finds(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "new"
+    project.mkdir()
+    (project / ".gitignore").write_text(".venv/\n/metrics/")
+    code, out, _ = run("init", str(project))
+    assert code == 0 and "/reports/ /plots/" in out
+    lines = (project / ".gitignore").read_text().splitlines()
+    assert lines[:2] == [".venv/", "/metrics/"] and {"/reports/", "/plots/"} <= set(lines)
+    assert lines.count("/metrics/") == 1
+    before = (project / ".gitignore").read_bytes()
+    assert run("init", str(project))[0] == 0
+    assert (project / ".gitignore").read_bytes() == before
+
+
+@pytest.mark.usefixtures("store")
 def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path) -> None:
     from fixture_store import registry as registry_mod
     from fixture_store.verify import repair_command
