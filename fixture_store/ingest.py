@@ -364,13 +364,13 @@ def _check_distinct(registrations: Sequence[Registration]) -> None:
     seen: dict[str, Registration] = {}
     for reg in registrations:
         check_name(reg.name)
-        first = seen.setdefault(reg.name, reg)
-        if first is not reg:
+        if reg.name in seen:
             raise UsageError(
-                f"{reg.name} is named twice in one registration ({first.path} and {reg.path}); "
-                "nothing was registered",
+                f"{reg.name} is named twice in one registration ({seen[reg.name].path} and "
+                f"{reg.path}); nothing was registered",
                 fix="give each file its own --name, or add them from different families",
             )
+        seen[reg.name] = reg
 
 
 def _decide(

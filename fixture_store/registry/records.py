@@ -367,6 +367,7 @@ def check_record(record: Record, *, file: str) -> Record:
     where = Where(file, record.name)
     _check_name(record.name, where)
     record.source.check(where)
+    _check_stated(record, where)
     _check_shape(
         where,
         source=record.source,
@@ -377,6 +378,16 @@ def check_record(record: Record, *, file: str) -> Record:
         content=record.content,
     )
     return record
+
+
+def _check_stated(record: Record, where: Where) -> None:
+    """The upstreams, seed, input shape and command of a record built in code, by the rules
+    their JSON is parsed by."""
+    if record.upstream:
+        upstream_mod.parse_list([u.to_json() for u in record.upstream], where)
+    _parse_seed(record.seed, where)
+    _parse_input_shape(thaw(record.input_shape), where)
+    _parse_command(list(record.command) if record.command is not None else None, where)
 
 
 def _check_name(name: str, where: Where) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,16 @@ def test_only_a_gap_may_go_without_a_source() -> None:
     with pytest.raises(RegistryError) as e:
         check_record(Record("f/x", Kind.FIXTURE, NoSource(), Digest(HEX, 1)), file="f")
     assert e.value.field == "source"
+
+
+def test_check_record_applies_the_upstream_and_command_rules_to_values_built_in_code() -> None:
+    from fixture_store.registry import HubUpstream
+
+    base = Record("f/x", Kind.FIXTURE, LocalSource("x"), Digest(HEX, 1))
+    moving = HubUpstream("MIT/ast", "main", "model.safetensors")
+    with pytest.raises(RegistryError, match="'main' is a branch") as e:
+        check_record(replace(base, upstream=(moving,)), file="f")
+    assert e.value.field == "upstream[0].revision"
+    with pytest.raises(RegistryError) as e:
+        check_record(replace(base, command=()), file="f")
+    assert e.value.field == "command"
