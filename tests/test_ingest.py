@@ -225,9 +225,11 @@ def test_a_gap_is_filled_with_its_bytes_only_by_an_explicit_replace(
     from fixture_store.registry import Gap
 
     registry = registry_mod.load(project)
+    data = _write(project, "data/later.bin", b"bytes at last")
+    with pytest.raises(UsageError, match="a declared gap has no bytes"):
+        ingest.add(store, registry, data, name="fam/later", kind="fixture", gap=Gap("soon"))
     gap = ingest.add(store, registry, None, name="fam/later", kind="fixture", gap=Gap("soon"))
     assert gap.is_gap and gap.digest is None and gap.source.type == "none"
-    data = _write(project, "data/later.bin", b"bytes at last")
     with pytest.raises(UsageError, match=re.escape('gap: {"reason": "soon"} -> (none)')):
         _add(store, project, data, "fam/later", "fixture")
     filled = ingest.add(
