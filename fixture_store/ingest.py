@@ -150,10 +150,17 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
     return [p for p, h in pairs if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
 
 
-def _confirm_content(store: Store, record: Record, path: Path) -> None:
+def _confirm_content(store: Store, record: Record, path: Path, *, stated: bool = False) -> None:
     """The stored bytes pass the content check the record will be verified by (and the pass
-    is remembered); a file changed while it was added is refused."""
+    is remembered); a manifest ``stated`` by the caller that the bytes do not hold, or a file
+    changed while it was added, is refused."""
     failure = content.check(store, record, full=True)
+    if failure is not None and stated:
+        raise UsageError(
+            f"{path}: the arrays manifest given for {record.name} is not what its bytes hold: "
+            f"{failure.message}",
+            fix="give the manifest the file's headers hold, or none: add reads it from them",
+        )
     if failure is not None:
         raise UsageError(
             f"{path} changed while it was added: {failure.message}",
@@ -326,12 +333,13 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     return done.record
 
 
-def differences(old: Record, new: Record) -> tuple[str, ...]:
+def differences(old: Record, new: Record, stated: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """``field: old -> new`` for every field of two records' JSON that differs; for the same
-    bytes, a field the bytes fill in (BLAKE3, media type, manifests) is no difference."""
+    bytes, a field the bytes fill in (BLAKE3, media type, manifests) is no difference unless
+    it is ``stated`` (an arrays manifest an importer gives, say)."""
     a, b = old.to_json(), new.to_json()
     same_bytes = old.digest is not None and old.digest == new.digest
-    skip = _FILLED_BY_BYTES if same_bytes else frozenset({"members", "blake3"})
+    skip = (_FILLED_BY_BYTES - stated) if same_bytes else frozenset({"members", "blake3"})
     return tuple(
         f"{key}: {_shown(a.get(key))} -> {_shown(b.get(key))}"
         for key in sorted(set(a) | set(b))
@@ -385,11 +393,16 @@ def _decide(
     if old.digest is not None and old.digest == new.digest:
         # The same bytes: what the reviewed record says of them stays; only what it lacked
         # (BLAKE3, the content manifest) is filled in.
-        bytes_own = {k: getattr(old, k) for k in ("media_type", "members", "arrays")}
+        bytes_own = {
+            k: getattr(old, k)
+            for k in ("media_type", "members", "arrays")
+            if getattr(reg.annotations, k, None) is None
+        }
         merged = dataclasses.replace(merged, **bytes_own, blake3=old.blake3)
         merged = with_content(with_blake3(merged, new.blake3, new.member_blake3), described)
     merged = registry_mod.check_record(merged, file=reg.file)
-    diffs = differences(old, merged)
+    stated = frozenset(k for k in ("media_type", "arrays") if getattr(reg.annotations, k))
+    diffs = differences(old, merged, stated)
     if diffs:
         return Registered(merged, Change.REPLACED, diffs)
     return Registered(merged, Change.UNCHANGED if merged == old else Change.FILLED)
@@ -477,5 +490,5 @@ def _prepare_file(
         file=reg.file,
     )
     record = with_blake3(record, stored.blake3, {})
-    _confirm_content(store, record, p)
+    _confirm_content(store, record, p, stated=annotations.arrays is not None)
     return record, described

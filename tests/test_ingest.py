@@ -238,3 +238,40 @@ def test_a_gap_is_filled_with_its_bytes_only_by_an_explicit_replace(
     assert filled.gap is None and filled.digest == digests.of_file(data)
     [result] = verify_names(store, registry_mod.load(project), ["fam/later"], full=True)
     assert result.status is Status.VERIFIED
+
+
+def test_an_arrays_manifest_is_stated_only_as_the_bytes_hold_it(
+    project: Path, store: Store
+) -> None:
+    from fixture_store.errors import UsageError
+    from fixture_store.registry import Annotations
+
+    buf = io.BytesIO()
+    np.savez(buf, x=np.arange(4, dtype=np.int32))
+    path = _write(project, "data/x.npz", buf.getvalue())
+    wrong = Annotations(arrays={"y": {"dtype": "int32", "shape": [4]}})
+    with pytest.raises(UsageError, match="the arrays manifest given for fam/x is not what"):
+        ingest.add(
+            store, registry_mod.load(project), path, name="fam/x", kind="array", annotations=wrong
+        )
+    assert not (project / "provenance" / "fam.json").exists()
+    _add(store, project, path, "fam/x", "array")
+    doc = json.loads((project / "provenance" / "fam.json").read_text())
+    doc["records"]["fam/x"]["arrays"] = {"y": {"dtype": "int32", "shape": [4]}}  # edited by hand
+    (project / "provenance" / "fam.json").write_text(registry_mod.dumps(doc))
+    right = Annotations(arrays={"x": {"dtype": "int32", "shape": [4]}})
+    with pytest.raises(UsageError, match="arrays: "):
+        ingest.add(
+            store, registry_mod.load(project), path, name="fam/x", kind="array", annotations=right
+        )
+    fixed = ingest.add(
+        store,
+        registry_mod.load(project),
+        path,
+        name="fam/x",
+        kind="array",
+        annotations=right,
+        replace=True,
+    )
+    assert dict(fixed.arrays or {}) == {"x": {"dtype": "int32", "shape": [4]}}
+    assert verify_names(store, registry_mod.load(project), ["fam/x"], full=True)[0].ok
