@@ -325,6 +325,8 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     digest = None
     if gap is not None and "size" not in raw and "digest" in raw:
         gap = dataclasses.replace(gap, expected=_parse_expected(raw["digest"], where))
+    elif gap is not None and "digest" not in raw and "size" in raw:
+        raise where.fail("size", "a declared gap gives a size only with its digest")
     elif gap is None or "digest" in raw or "size" in raw:
         digest = _parse_digest(raw, where)
     blake3 = _parse_blake3(raw.get("blake3"), where)

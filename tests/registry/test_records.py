@@ -156,6 +156,8 @@ def test_a_gap_needs_no_source_and_may_name_its_digest_without_a_size() -> None:
     assert record.digest is None and record.objects() == [] and record.to_json() == named
     with pytest.raises(RegistryError, match="lacks the 'sha256:' prefix"):
         parse_record("f/x", {**bare, "digest": HEX}, file="f.json")
+    with pytest.raises(RegistryError, match="a size only with its digest"):
+        parse_record("f/x", {**bare, "size": 3}, file="f.json")
 
 
 def test_only_a_gap_may_go_without_a_source() -> None:
