@@ -70,7 +70,14 @@ def tolerance_json(text: str, where: Where) -> Any:
     if not sep:
         return doc
     if "=" not in rest:
-        doc[BOUND_KEY] = _value(rest)
+        bound = _value(rest)
+        if isinstance(bound, str):
+            raise where.fail(
+                "tolerance",
+                f"{rest!r} is not a bound (in {text!r}): write METRIC:NUMBER or "
+                "METRIC:KEY=VALUE,...",
+            )
+        doc[BOUND_KEY] = bound
         return doc
     for item in rest.split(","):
         key, eq, value = item.partition("=")
