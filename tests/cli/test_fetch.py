@@ -108,7 +108,7 @@ def test_report_is_the_same_whether_fetched_or_already_present(
 def test_a_refused_download_is_reported_as_refused_not_as_zero_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import huggingface_hub
+    import huggingface_hub.constants
 
     from tests.support.hubserver import hub_server
 
