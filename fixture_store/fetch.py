@@ -63,6 +63,8 @@ class FetchReport:
     results: list[FetchResult]
     downloaded_bytes: int
     downloads: int
+    refused: int = 0  # downloads received whole whose bytes did not match: nothing stored
+    refused_bytes: int = 0
 
     def summary(self, registry: Registry) -> dict[str, Any]:
         """What is now verified in the store, per family, and the pinned sources it came from.
@@ -165,4 +167,4 @@ def fetch_names(
                     on_result(result)
     finally:
         ctx.verifier.cache.flush()
-    return FetchReport(results, ctx.downloaded, ctx.downloads)
+    return FetchReport(results, ctx.downloaded, ctx.downloads, ctx.refused, ctx.refused_bytes)

@@ -9,8 +9,11 @@ refused here, never recorded.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -27,9 +30,11 @@ from fixture_store.registry import (
     TREE_KINDS,
     Annotations,
     Content,
+    Gap,
     HubSource,
     Kind,
     LocalSource,
+    NoSource,
     PackageSource,
     Record,
     Registry,
@@ -39,6 +44,7 @@ from fixture_store.registry import (
     family_of,
     parse_kind,
 )
+from fixture_store.registry.records import ANNOTATION_KEYS
 
 MEDIA_TYPES = {
     ".npy": "application/x-npy",
@@ -144,10 +150,17 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
     return [p for p, h in pairs if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
 
 
-def _confirm_content(store: Store, record: Record, path: Path) -> None:
+def _confirm_content(store: Store, record: Record, path: Path, *, stated: bool = False) -> None:
     """The stored bytes pass the content check the record will be verified by (and the pass
-    is remembered); a file changed while it was added is refused."""
+    is remembered); a manifest ``stated`` by the caller that the bytes do not hold, or a file
+    changed while it was added, is refused."""
     failure = content.check(store, record, full=True)
+    if failure is not None and stated:
+        raise UsageError(
+            f"{path}: the arrays manifest given for {record.name} is not what its bytes hold: "
+            f"{failure.message}",
+            fix="give the manifest the file's headers hold, or none: add reads it from them",
+        )
     if failure is not None:
         raise UsageError(
             f"{path} changed while it was added: {failure.message}",
@@ -155,15 +168,16 @@ def _confirm_content(store: Store, record: Record, path: Path) -> None:
         )
 
 
-def build_record(
+def build_record(  # noqa: PLR0913 - a record's values, each keyword-only
     name: str,
     kind: Kind | str,
-    digest: Digest,
+    digest: Digest | None,
     source: Source,
     *,
     members: trees.Tree | None = None,
     media_type: str | None = None,
     annotations: Annotations | None = None,
+    gap: Gap | None = None,
     file: str = "<new record>",
 ) -> Record:
     """A new record of these values, checked by the rules the registry applies to a record."""
@@ -174,105 +188,307 @@ def build_record(
         digest,
         media_type=media_type,
         members=members,
+        gap=gap,
     )
     if annotations is not None:
         record = annotations.apply(record)
     return registry_mod.check_record(record, file=file)
 
 
-@holding_writer_lock  # from the first temp file until the record is written: gc waits
+@dataclass(frozen=True)
+class Registration:
+    """One artifact to register, as ``fixture-store add`` (or an importer) states it.
+
+    ``path`` is the file or folder whose bytes it is (``None`` for a declared ``gap``, which
+    has no bytes); ``source`` where they come from (``None``: the path inside the project, or
+    for a gap no source at all); ``annotations`` what the record says about them (license,
+    description, tolerance, metadata, upstream, seed, input shape, command, ...; a field left
+    ``None`` is not stated). The arrays manifest of NPY/NPZ bytes and the members of an archive
+    are read from the bytes unless ``annotations`` gives them.
+    """
+
+    name: str
+    kind: Kind | str
+    path: Path | None = None
+    source: Source | None = None
+    annotations: Annotations = field(default_factory=Annotations)
+    gap: Gap | None = None
+
+    @property
+    def file(self) -> str:
+        """The registry file its record goes to."""
+        return f"provenance/{family_of(self.name)}.json"
+
+    @property
+    def where(self) -> Where:
+        return Where(self.file, self.name)
+
+
+class Change(StrEnum):
+    """What registering did to an artifact's record."""
+
+    ADDED = "added"  # there was none
+    REPLACED = "replaced"  # it differed, and ``replace`` rewrote it
+    FILLED = "filled"  # same bytes and statements; the BLAKE3 or manifest it lacked written
+    UNCHANGED = "unchanged"  # identical: nothing written
+
+
+@dataclass(frozen=True)
+class Registered:
+    """The record one registration left in the registry, what happened to it, and how it
+    differs from the record it replaced (``field: old -> new``)."""
+
+    record: Record
+    change: Change
+    differences: tuple[str, ...] = ()
+
+
+# What registering states about an artifact beyond its bytes; a field a registration leaves
+# ``None`` is kept from the reviewed record. The media type and the manifests belong to the bytes.
+_STATED = tuple(sorted(ANNOTATION_KEYS - {"media_type", "arrays"}))
+# Fields filled from the bytes when a record lacks them; never a difference for the same bytes.
+_FILLED_BY_BYTES = frozenset({"blake3", "media_type", "members", "arrays"})
+
+
+@holding_writer_lock  # from the first temp file until the records are written: gc waits
+def register(
+    store: Store,
+    registry: Registry,
+    registrations: Sequence[Registration],
+    *,
+    replace: bool = False,
+    link: bool = False,
+) -> tuple[Registered, ...]:
+    """Ingest the bytes of every registration and write their records in one registry
+    transaction: all of them, or none when one is refused (its file and the reason named).
+
+    A record that exists is never changed silently: an identical registration leaves it as it
+    is (:attr:`Change.UNCHANGED`; only a BLAKE3 or content manifest it lacked is filled in), one
+    that differs in its bytes, kind, source, gap or a stated field is refused with the
+    differences unless ``replace`` (then the stated fields replace the record's, and the ones not
+    stated are kept). With ``link`` the bytes are hard-linked into the store where possible
+    (see :meth:`Store.write_file`; :func:`copied_not_linked` tells which were copied anyway).
+    """
+    _check_distinct(registrations)
+    prepared = [_prepare(store, registry, r, link=link) for r in registrations]
+    with registry_mod.transaction(registry.root) as tx:  # checked against the files as they are
+        families: dict[str, dict[str, Record]] = {}
+        outcomes: list[Registered] = []
+        refused: list[str] = []
+        for reg, (new, described) in zip(registrations, prepared, strict=True):
+            family = family_of(reg.name)
+            existing = tx.family(family, known=registry.families.get(family))
+            records = families.setdefault(family, dict(existing.records) if existing else {})
+            if existing and reg.name in existing.invalid and not replace:
+                refused.append(f"{reg.name} has an invalid record; fix it or pass --replace")
+                continue
+            outcome = _decide(reg, records.get(reg.name), new, described)
+            if outcome.change is Change.REPLACED and not replace:
+                refused.append(_refusal(reg, outcome.differences))
+                continue
+            records[reg.name] = outcome.record
+            outcomes.append(outcome)
+        if refused:
+            raise UsageError(
+                "\n".join(refused) + "\nnothing was registered",
+                fix="compare first (fixture-store show NAME; fixture-store regenerate for a "
+                "generated artifact), or pass --replace to rewrite the record",
+            )
+        changed = {family_of(o.record.name) for o in outcomes if o.change is not Change.UNCHANGED}
+        for family in sorted(changed):
+            tx.write(family, families[family].values())
+    return tuple(outcomes)
+
+
 def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     store: Store,
     registry: Registry,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None,
     *,
     name: str,
     kind: str,
     source: Source | None = None,
     extra: Mapping[str, Any] | None = None,
+    annotations: Annotations | None = None,
+    gap: Gap | None = None,
     replace: bool = False,
     link: bool = False,
 ) -> Record:
-    """Ingest a local file or folder and write its record; never overwrite a record silently.
+    """Register one file or folder (``None`` and a ``gap``: a declared gap) and return its
+    record: :func:`register` of one :class:`Registration`.
 
-    ``source`` is checked as the registry checks it (a local source inside the project by
-    default); ``extra`` holds descriptive fields such as ``license``, in their JSON form.
-    With ``link`` the bytes are hard-linked into the store where possible instead of copied
-    (see :meth:`Store.write_file`); :func:`copied_not_linked` tells which were copied anyway.
+    ``extra`` holds descriptive fields (``license``, ``tolerance``, ``upstream``, ...) in their
+    JSON form, checked as the registry checks them; ``annotations`` the same as values (the
+    fields of both are merged, ``extra``'s last).
     """
-    check_name(name)
-    p = Path(path)
+    file = f"provenance/{family_of(check_name(name))}.json"
+    given = annotations or Annotations()
+    if extra:
+        parsed = Annotations.from_json(extra, Where(file, name))
+        given = dataclasses.replace(given, **_given_fields(parsed))
+    registration = Registration(
+        name, kind, Path(path) if path is not None else None, source, given, gap
+    )
+    [done] = register(store, registry, [registration], replace=replace, link=link)
+    return done.record
+
+
+def differences(old: Record, new: Record, stated: frozenset[str] = frozenset()) -> tuple[str, ...]:
+    """``field: old -> new`` for every field of two records' JSON that differs; for the same
+    bytes, a field the bytes fill in (BLAKE3, media type, manifests) is no difference unless
+    it is ``stated`` (an arrays manifest an importer gives, say)."""
+    a, b = old.to_json(), new.to_json()
+    same_bytes = old.digest is not None and old.digest == new.digest
+    skip = (_FILLED_BY_BYTES - stated) if same_bytes else frozenset({"members", "blake3"})
+    return tuple(
+        f"{key}: {_shown(a.get(key))} -> {_shown(b.get(key))}"
+        for key in sorted(set(a) | set(b))
+        if key not in skip and a.get(key) != b.get(key)
+    )
+
+
+def _given_fields(annotations: Annotations) -> dict[str, Any]:
+    return {
+        f.name: getattr(annotations, f.name)
+        for f in dataclasses.fields(annotations)
+        if getattr(annotations, f.name) is not None
+    }
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+    if value is None:
+        return "(none)"
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _refusal(reg: Registration, diffs: Sequence[str]) -> str:
+    shown = "".join(f"\n    {d}" for d in diffs)
+    what = f"this registration ({reg.path})" if reg.path is not None else "this declared gap"
+    return f"{reg.name} is already registered, and {what} differs:{shown}"
+
+
+def _check_distinct(registrations: Sequence[Registration]) -> None:
+    seen: dict[str, Registration] = {}
+    for reg in registrations:
+        check_name(reg.name)
+        if reg.name in seen:
+            raise UsageError(
+                f"{reg.name} is named twice in one registration ({seen[reg.name].path} and "
+                f"{reg.path}); nothing was registered",
+                fix="give each file its own --name, or add them from different families",
+            )
+        seen[reg.name] = reg
+
+
+def _decide(
+    reg: Registration, old: Record | None, new: Record, described: content.Described
+) -> Registered:
+    """What registering ``new`` over ``old`` writes; :attr:`Change.REPLACED` when it differs
+    (the caller refuses that without ``replace``)."""
+    if old is None:
+        return Registered(new, Change.ADDED)
+    kept = {key: getattr(old, key) for key in _STATED if getattr(reg.annotations, key) is None}
+    merged = dataclasses.replace(new, lineage=old.lineage, **kept)
+    if old.digest is not None and old.digest == new.digest:
+        # The same bytes: what the reviewed record says of them stays; only what it lacked
+        # (BLAKE3, the content manifest) is filled in.
+        bytes_own = {
+            k: getattr(old, k)
+            for k in ("media_type", "members", "arrays")
+            if getattr(reg.annotations, k, None) is None
+        }
+        merged = dataclasses.replace(merged, **bytes_own, blake3=old.blake3)
+        merged = with_content(with_blake3(merged, new.blake3, new.member_blake3), described)
+    merged = registry_mod.check_record(merged, file=reg.file)
+    stated = frozenset(k for k in ("media_type", "arrays") if getattr(reg.annotations, k))
+    diffs = differences(old, merged, stated)
+    if diffs:
+        return Registered(merged, Change.REPLACED, diffs)
+    return Registered(merged, Change.UNCHANGED if merged == old else Change.FILLED)
+
+
+def _prepare(
+    store: Store, registry: Registry, reg: Registration, *, link: bool
+) -> tuple[Record, content.Described]:
+    """The record of one registration, its bytes in the store, and what they were read as."""
+    if reg.gap is not None:
+        return _prepare_gap(reg), content.PLAIN
+    if reg.path is None:
+        raise UsageError(
+            f"{reg.name}: no bytes to register", fix="give its PATH, or --gap REASON for a gap"
+        )
+    p = reg.path
     if not p.exists():
         raise UsageError(f"{p} does not exist")
-    if source is None:
-        try:
-            rel = p.absolute().relative_to(registry.root).as_posix()
-        except ValueError:
-            rel = None
-        if rel is None:
-            raise UsageError(
-                f"{p} is outside the project {registry.root}; a local source must be a path "
-                "inside it",
-                fix="copy it into the project, or give --source https://... / hf://...",
-            )
-        source = LocalSource(rel)
-    family = family_of(name)
-    file = f"provenance/{family}.json"
-    source.check(Where(file, name))  # before any byte enters the store
-    annotations = Annotations.from_json(extra or {}, Where(file, name))
-    described = content.PLAIN  # a folder's members are objects of their own
+    source = reg.source if reg.source is not None else _local_source(registry, p)
+    source.check(reg.where)  # before any byte enters the store
     if p.is_dir():
-        if kind not in TREE_KINDS:
-            raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
-        tree, member_b3 = ingest_folder_stored(store, p, link=link)
-        record = build_record(
-            name,
-            kind,
-            tree.digest,
-            source,
-            members=tree,
-            annotations=annotations,
-            file=file,
+        return _prepare_folder(store, reg, p, source, link=link), content.PLAIN
+    return _prepare_file(store, reg, p, source, link=link)
+
+
+def _prepare_gap(reg: Registration) -> Record:
+    if reg.path is not None:
+        raise UsageError(
+            f"{reg.name}: a declared gap has no bytes, but {reg.path} was given",
+            fix="give the PATH to register its bytes, or --gap REASON alone to declare a gap",
         )
-        record = with_blake3(record, None, member_b3)
-    else:
-        if kind in TREE_KINDS:
-            raise UsageError(f"{p} is a file: --kind {kind} needs a folder")
-        profile = limits.profile(annotations.profile)
-        described = describe_file(p, name, parse_kind(kind, Where(file, name)), source, profile)
-        stored = store.write_file(p, link=link)
-        record = build_record(
-            name,
-            kind,
-            stored.digest,
-            source,
-            media_type=described.media_type or media_type_by_name(p),
-            members=described.members,
-            # The arrays of the bytes, unless the caller gives a manifest of its own.
-            annotations=dataclasses.replace(
-                annotations, arrays=annotations.arrays or described.arrays
-            ),
-            file=file,
-        )
-        record = with_blake3(record, stored.blake3, {})
-        _confirm_content(store, record, p)
-    with registry_mod.transaction(registry.root) as tx:  # checked against the file as it is now
-        existing_file = tx.family(family, known=registry.families.get(family))
-        records = dict(existing_file.records) if existing_file else {}
-        if existing_file and name in existing_file.invalid and not replace:
-            raise UsageError(f"{name} has an invalid record; fix it or pass --replace")
-        old = records.get(name)
-        if old is not None and old.digest != record.digest and not replace:
-            raise UsageError(
-                f"{name} is already registered with {old.digest}; the new bytes are "
-                f"{record.digest}",
-                fix="compare first (fixture-store regenerate), or pass --replace to rewrite "
-                "the record",
-            )
-        if old is not None and old.digest == record.digest:
-            # Unchanged bytes: keep the reviewed record, only filling in BLAKE3 and the content
-            # manifest it lacked.
-            record = with_content(with_blake3(old, record.blake3, record.member_blake3), described)
-        records[name] = record
-        tx.write(family, records.values())
-    return record
+    source = reg.source if reg.source is not None else NoSource()
+    return build_record(
+        reg.name, reg.kind, None, source, annotations=reg.annotations, gap=reg.gap, file=reg.file
+    )
+
+
+def _local_source(registry: Registry, p: Path) -> LocalSource:
+    try:
+        return LocalSource(p.absolute().relative_to(registry.root).as_posix())
+    except ValueError:
+        raise UsageError(
+            f"{p} is outside the project {registry.root}; a local source must be a path inside it",
+            fix="copy it into the project, or give --source https://... / hf://...",
+        ) from None
+
+
+def _prepare_folder(
+    store: Store, reg: Registration, p: Path, source: Source, *, link: bool
+) -> Record:
+    if reg.kind not in TREE_KINDS:
+        raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
+    tree, member_b3 = ingest_folder_stored(store, p, link=link)
+    record = build_record(
+        reg.name,
+        reg.kind,
+        tree.digest,
+        source,
+        members=tree,
+        annotations=reg.annotations,
+        file=reg.file,
+    )
+    return with_blake3(record, None, member_b3)
+
+
+def _prepare_file(
+    store: Store, reg: Registration, p: Path, source: Source, *, link: bool
+) -> tuple[Record, content.Described]:
+    if reg.kind in TREE_KINDS:
+        raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
+    annotations = reg.annotations
+    profile = limits.profile(annotations.profile)
+    kind = parse_kind(reg.kind, reg.where)
+    described = describe_file(p, reg.name, kind, source, profile)
+    stored = store.write_file(p, link=link)
+    record = build_record(
+        reg.name,
+        kind,
+        stored.digest,
+        source,
+        media_type=described.media_type or media_type_by_name(p),
+        members=described.members,
+        # The arrays of the bytes, unless the caller gives a manifest of its own.
+        annotations=dataclasses.replace(annotations, arrays=annotations.arrays or described.arrays),
+        file=reg.file,
+    )
+    record = with_blake3(record, stored.blake3, {})
+    _confirm_content(store, record, p, stated=annotations.arrays is not None)
+    return record, described

@@ -1,8 +1,9 @@
 """Provenance export and lineage: where an artifact came from, as data.
 
 ``in_toto_statement`` gives an in-toto Statement v1 whose predicate is SLSA provenance v1:
-subjects are the artifact's digests, resolved dependencies are its pinned upstream source and its
-lineage parents (each with its digest), and the build environment recorded at regeneration.
+subjects are the artifact's digests, resolved dependencies are its pinned upstream source, its
+lineage parents (each with its digest) and its pinned upstreams (with the digests known of them),
+and the build environment recorded at regeneration.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ from typing import Any
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import (
     GeneratorSource,
+    GitUpstream,
     HubSource,
+    HubUpstream,
     PackageSource,
     Record,
     Registry,
+    Upstream,
     UrlSource,
 )
 
@@ -94,6 +98,22 @@ def _source_dependency(record: Record) -> dict[str, Any] | None:
     return None
 
 
+def _upstream_dependency(up: Upstream) -> dict[str, Any]:
+    """A pinned upstream as a resolved dependency: its URI, and the digests known of it (the
+    commit a Hub or git pin names; the file's sha256 when the record gives it)."""
+    digest: dict[str, str] = {}
+    if isinstance(up, HubUpstream | GitUpstream):
+        digest["gitCommit"] = up.revision if isinstance(up, HubUpstream) else up.commit
+    if up.digest is not None:
+        digest["sha256"] = up.digest.removeprefix("sha256:")
+    dep: dict[str, Any] = {"uri": up.uri(), "annotations": {"role": "upstream"}}
+    if digest:
+        dep["digest"] = digest
+    if up.license is not None:
+        dep["annotations"]["license"] = up.license
+    return dep
+
+
 def in_toto_statement(registry: Registry, name: str, *, members: bool = True) -> dict[str, Any]:
     record = registry.get(name)
     digest = record.object  # a gap without a digest has no subject: GapError
@@ -115,6 +135,7 @@ def in_toto_statement(registry: Registry, name: str, *, members: bool = True) ->
             if up is not None:
                 dep["annotations"] = {"source": up["uri"]}
         deps.append(dep)
+    deps += [_upstream_dependency(up) for up in record.upstream]
     fields = record.source.to_json()
     source_type = fields.pop("type")
     environment = fields.pop("environment", None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,87 @@ def test_a_tree_member_manifest_is_untouched_by_content_checks(project: Path, st
     assert record.is_tree and record.media_type is None and record.arrays is None
     tree = trees.hash_folder(folder)[0]
     assert record.members == tree and record.digest == tree.digest
+
+
+def test_register_writes_a_batch_in_one_transaction_or_nothing(project: Path, store: Store) -> None:
+    from fixture_store.errors import UsageError
+    from fixture_store.ingest import Change, Registration
+
+    a = _write(project, "data/a.bin", b"a" * 10)
+    b = _write(project, "data/b.bin", b"b" * 10)
+    _add(store, project, a, "fam/a", "fixture")
+    path = project / "provenance" / "fam.json"
+    before = path.read_bytes()
+    batch = [
+        Registration("fam/b", "fixture", b),
+        Registration("fam/a", "checkpoint", a),  # differs from the record: refused
+    ]
+    with pytest.raises(UsageError, match="fam/a is already registered") as e:
+        ingest.register(store, registry_mod.load(project), batch)
+    assert 'kind: "fixture" -> "checkpoint"' in e.value.message
+    assert path.read_bytes() == before  # fam/b was not registered either
+    done = ingest.register(store, registry_mod.load(project), batch, replace=True)
+    assert [d.change for d in done] == [Change.ADDED, Change.REPLACED]
+    again = ingest.register(store, registry_mod.load(project), batch)
+    assert [d.change for d in again] == [Change.UNCHANGED, Change.UNCHANGED]
+    with pytest.raises(UsageError, match="named twice"):
+        ingest.register(store, registry_mod.load(project), [batch[0], batch[0]])
+
+
+def test_a_gap_is_filled_with_its_bytes_only_by_an_explicit_replace(
+    project: Path, store: Store
+) -> None:
+    from fixture_store.errors import UsageError
+    from fixture_store.registry import Gap
+
+    registry = registry_mod.load(project)
+    data = _write(project, "data/later.bin", b"bytes at last")
+    with pytest.raises(UsageError, match="a declared gap has no bytes"):
+        ingest.add(store, registry, data, name="fam/later", kind="fixture", gap=Gap("soon"))
+    gap = ingest.add(store, registry, None, name="fam/later", kind="fixture", gap=Gap("soon"))
+    assert gap.is_gap and gap.digest is None and gap.source.type == "none"
+    with pytest.raises(UsageError, match=re.escape('gap: {"reason": "soon"} -> (none)')):
+        _add(store, project, data, "fam/later", "fixture")
+    filled = ingest.add(
+        store, registry_mod.load(project), data, name="fam/later", kind="fixture", replace=True
+    )
+    assert filled.gap is None and filled.digest == digests.of_file(data)
+    [result] = verify_names(store, registry_mod.load(project), ["fam/later"], full=True)
+    assert result.status is Status.VERIFIED
+
+
+def test_an_arrays_manifest_is_stated_only_as_the_bytes_hold_it(
+    project: Path, store: Store
+) -> None:
+    from fixture_store.errors import UsageError
+    from fixture_store.registry import Annotations
+
+    buf = io.BytesIO()
+    np.savez(buf, x=np.arange(4, dtype=np.int32))
+    path = _write(project, "data/x.npz", buf.getvalue())
+    wrong = Annotations(arrays={"y": {"dtype": "int32", "shape": [4]}})
+    with pytest.raises(UsageError, match="the arrays manifest given for fam/x is not what"):
+        ingest.add(
+            store, registry_mod.load(project), path, name="fam/x", kind="array", annotations=wrong
+        )
+    assert not (project / "provenance" / "fam.json").exists()
+    _add(store, project, path, "fam/x", "array")
+    doc = json.loads((project / "provenance" / "fam.json").read_text())
+    doc["records"]["fam/x"]["arrays"] = {"y": {"dtype": "int32", "shape": [4]}}  # edited by hand
+    (project / "provenance" / "fam.json").write_text(registry_mod.dumps(doc))
+    right = Annotations(arrays={"x": {"dtype": "int32", "shape": [4]}})
+    with pytest.raises(UsageError, match="arrays: "):
+        ingest.add(
+            store, registry_mod.load(project), path, name="fam/x", kind="array", annotations=right
+        )
+    fixed = ingest.add(
+        store,
+        registry_mod.load(project),
+        path,
+        name="fam/x",
+        kind="array",
+        annotations=right,
+        replace=True,
+    )
+    assert dict(fixed.arrays or {}) == {"x": {"dtype": "int32", "shape": [4]}}
+    assert verify_names(store, registry_mod.load(project), ["fam/x"], full=True)[0].ok

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from click.testing import CliRunner
 
@@ -99,3 +100,40 @@ def test_package_source_becomes_a_purl_dependency(tmp_path: Path) -> None:
     (dep,) = st["predicate"]["buildDefinition"]["resolvedDependencies"]
     assert dep["uri"] == "pkg:pypi/onnx@1.22.0#onnx-1.22.0-cp311-abi3-manylinux.whl"
     assert dep["digest"] == {"sha256": "ab" * 32}
+
+
+def test_pinned_upstreams_are_resolved_dependencies(tmp_path: Path, monkeypatch: Any) -> None:
+    from fixture_store import ingest
+    from fixture_store.registry import Annotations, GitUpstream, HubUpstream, Where
+
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "store"))
+    (tmp_path / "provenance").mkdir()
+    (tmp_path / "ref.bin").write_bytes(b"reference")
+    rev = "f826b80d28226b62986cc218e5cec390b1096902"
+    ups = (
+        HubUpstream("MIT/ast", rev, "model.safetensors", license="bsd-3-clause"),
+        GitUpstream("https://github.com/o/r", rev, "gen.py", digest="sha256:" + "ab" * 32),
+    )
+    for up in ups:
+        up.check(Where(), "upstream")
+    store = Store.at(tmp_path / "store").ensure()
+    ingest.add(
+        store,
+        load(tmp_path),
+        tmp_path / "ref.bin",
+        name="ref/out",
+        kind="fixture",
+        annotations=Annotations(upstream=ups),
+    )
+    statement = provenance.in_toto_statement(load(tmp_path), "ref/out")
+    deps = statement["predicate"]["buildDefinition"]["resolvedDependencies"]
+    assert {
+        "uri": f"hf://MIT/ast@{rev}/model.safetensors",
+        "digest": {"gitCommit": rev},
+        "annotations": {"role": "upstream", "license": "bsd-3-clause"},
+    } in deps
+    assert {
+        "uri": f"git+https://github.com/o/r@{rev}#gen.py",
+        "digest": {"gitCommit": rev, "sha256": "ab" * 32},
+        "annotations": {"role": "upstream"},
+    } in deps

@@ -124,6 +124,8 @@ def fetch(
                 "offline": offline,
                 "downloaded_bytes": report.downloaded_bytes,
                 "downloads": report.downloads,
+                "refused_downloads": report.refused,
+                "refused_bytes": report.refused_bytes,
                 "seconds": round(elapsed, 3),
                 "counts": dict(sorted(counts.items())),
                 "results": [r.to_json() for r in results],
@@ -135,7 +137,13 @@ def fetch(
         out.print(
             f"{len(results)} artifacts: {summary or 'none'}; downloaded "
             f"{report.downloaded_bytes:,} bytes in {report.downloads} downloads; "
-            f"{elapsed:.1f}s"
+            + (
+                f"refused {report.refused} downloads ({report.refused_bytes:,} bytes that did "
+                "not match their records; nothing stored); "
+                if report.refused
+                else ""
+            )
+            + f"{elapsed:.1f}s"
         )
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))

@@ -217,7 +217,7 @@ def regenerate_summary_cmd(
         print_json(doc, sort_keys=True)
     else:
         _print_summary(doc)
-    report_failures(Failure(r.status, r.name, r.message) for r in summary.results if not r.ok)
+    report_failures(Failure(r.status, r.name, r.message) for r in summary.failures)
     sys.exit(EXIT_OK if summary.ok else EXIT_FAILED)
 
 

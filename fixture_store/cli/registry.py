@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 from typing import Any
 
@@ -11,6 +13,7 @@ from rich.table import Table
 
 from fixture_store.cli._common import Context, exit_code, handle_errors, out, print_json, styled
 from fixture_store.registry import Record, Registry
+from fixture_store.registry.frozen import thaw
 from fixture_store.verify import presence_by_family, verify_names
 
 PRESENCE_COLUMNS = ("present", "missing", "gap", "invalid")
@@ -110,10 +113,30 @@ def _print_record(name: str, record: Record) -> None:
         out.print(f"  members: {len(record.members)} files, {record.members.total_size:,} bytes")
     if record.lineage:
         out.print(f"  lineage: {', '.join(record.lineage)}")
-    if record.tolerance:
-        out.print(f"  tolerance: {record.tolerance.to_json()}", markup=False)
+    for label, value in _described(record):
+        out.print(f"  {label + ':':<12} {value}", markup=False)
+    for up in record.upstream:
+        out.print(f"  {'upstream:':<12} {up.describe()}", markup=False)
     if record.gap:
         out.print(f"  gap:     {record.gap}", markup=False)
+
+
+def _described(record: Record) -> list[tuple[str, str]]:
+    """What the record says about its bytes, as ``show`` prints it (only the fields it has)."""
+    fields: list[tuple[str, Any]] = [
+        ("license", record.license),
+        ("description", record.description),
+        ("tolerance", json.dumps(record.tolerance.to_json()) if record.tolerance else None),
+        ("arrays", len(record.arrays) if record.arrays else None),
+        ("seed", record.seed),
+        ("input shape", json.dumps(thaw(record.input_shape)) if record.input_shape else None),
+        ("command", shlex.join(record.command) if record.command else None),
+        (
+            "metadata",
+            json.dumps(thaw(record.metadata), sort_keys=True) if record.metadata else None,
+        ),
+    ]
+    return [(label, str(value)) for label, value in fields if value is not None]
 
 
 @click.command()

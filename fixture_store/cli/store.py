@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -24,7 +23,8 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.errors import UsageError
-from fixture_store.registry import HubSource, Source, UrlSource
+from fixture_store.registry import HubSource, Source, UrlSource, shorthand
+from fixture_store.registry import project as project_mod
 from fixture_store.rehash import record_blake3
 
 
@@ -33,11 +33,19 @@ from fixture_store.rehash import record_blake3
 @click.pass_obj
 @handle_errors
 def init(obj: Context, project: Path) -> None:
-    """Create provenance/ in PROJECT (default: here) and the object store."""
+    """Create provenance/ in PROJECT (default: here) and the object store.
+
+    Also adds /reports/, /metrics/ and /plots/ to PROJECT's .gitignore: committed, the
+    pipeline's outputs make a fresh clone's 'dvc repro' skip the stages that put the
+    generator-made fixtures into its store.
+    """
     directory, created = registry_mod.files.create_directory(project)
+    ignored = project_mod.ignore_pipeline_outputs(project)
     store = obj.store.ensure()
     out.print(f"registry: {directory} ({'created' if created else 'already there'})")
     out.print(f"store:    {store.root}")
+    if ignored:
+        out.print(f".gitignore: added {' '.join(ignored)} (pipeline outputs)", markup=False)
 
 
 def parse_source(text: str | None) -> Source | None:
@@ -55,8 +63,9 @@ def parse_source(text: str | None) -> Source | None:
 
 
 @click.command()
-@click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--name", required=True, help="Artifact name, 'family/...'.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option("--name", help="Artifact name, 'family/...' (one PATH, or a --gap).")
+@click.option("--family", help="Register each PATH as FAMILY/<its file name> (many files at once).")
 @click.option(
     "--kind",
     required=True,
@@ -70,7 +79,50 @@ def parse_source(text: str | None) -> Source | None:
     help="Pinned source: https://URL, hf://REPO@REV/PATH; default: local path.",
 )
 @click.option("--license", "license_", help="License of the bytes (SPDX id).")
-@click.option("--replace", is_flag=True, help="Rewrite an existing record whose bytes changed.")
+@click.option("--description", help="What the artifact is, in a sentence.")
+@click.option(
+    "--tolerance",
+    "tolerance_text",
+    metavar="TOLERANCE",
+    help="How a comparison judges it: JSON, METRIC, METRIC:BOUND (mean_abs:5e-4) or "
+    "METRIC:KEY=VALUE,... (allclose:atol=1e-6,rtol=1e-4).",
+)
+@click.option(
+    "--metadata",
+    "metadata_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A metadata field (text; KEY:=JSON for a JSON value). Repeatable.",
+)
+@click.option(
+    "--metadata-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A JSON object of metadata (--metadata fields are set over it).",
+)
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="PIN",
+    help="What the bytes were derived from, pinned, digest optional: hf://REPO@<40-hex>/PATH, "
+    "git+https://HOST/REPO@<40-hex>#PATH, pypi:NAME==VERSION/FILE, https://URL, or the JSON "
+    "object. Repeatable.",
+)
+@click.option("--upstream-license", help="License of the upstreams given (SPDX id).")
+@click.option("--seed", type=int, help="The generator's random seed.")
+@click.option("--input-shape", help="The generator's input shape: 1,3,224,224 or JSON.")
+@click.option("--command", "command_text", help="The generator's command line.")
+@click.option(
+    "--gap",
+    "gap_reason",
+    metavar="REASON",
+    help="Declare a gap: an artifact expected but not available yet (no PATH, no source).",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Rewrite an existing record that differs (bytes, kind, source or a stated field).",
+)
 @click.option(
     "--link",
     is_flag=True,
@@ -79,34 +131,121 @@ def parse_source(text: str | None) -> Source | None:
     "the store: replace them, never edit them in place. Files on another "
     "filesystem or owned by someone else are copied, and named.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcomes as JSON.")
 @click.pass_obj
 @handle_errors
 def add(
     obj: Context,
-    path: Path,
-    name: str,
+    paths: tuple[Path, ...],
+    name: str | None,
+    family: str | None,
     kind: str,
     source_text: str | None,
     license_: str | None,
+    description: str | None,
+    tolerance_text: str | None,
+    metadata_pairs: tuple[str, ...],
+    metadata_file: Path | None,
+    upstreams: tuple[str, ...],
+    upstream_license: str | None,
+    seed: int | None,
+    input_shape: str | None,
+    command_text: str | None,
+    gap_reason: str | None,
     replace: bool,
     link: bool,
     as_json: bool,
 ) -> None:
-    """Register a local file or folder PATH as NAME and ingest its bytes."""
-    registry = obj.registry()
-    extra = {"license": license_} if license_ else None
-    record = ingest.add(
-        obj.store,
-        registry,
-        path,
-        name=name,
-        kind=kind,
-        source=parse_source(source_text),
-        extra=extra,
-        replace=replace,
-        link=link,
+    """Register local files or folders PATHS (or a declared --gap) and ingest their bytes.
+
+    One PATH with --name, or many with --family (each named FAMILY/<file name>), in one
+    registry transaction: all are registered, or none when one is refused. The arrays manifest
+    of NPY/NPZ files and the members of archives are read from their bytes. A record that
+    exists is never changed silently: an identical add does nothing, one that differs is
+    refused with the differences unless --replace. Exit 2 on a refusal.
+    """
+    names = _names(paths, name, family, gap=gap_reason is not None)
+    where = registry_mod.Where("the command line", names[0] if names else None)
+    stated = shorthand.stated(
+        where,
+        license=license_,
+        description=description,
+        tolerance=tolerance_text,
+        metadata=metadata_pairs,
+        metadata_file=metadata_file.read_text() if metadata_file is not None else None,
+        upstream=upstreams,
+        upstream_license=upstream_license,
+        seed=seed,
+        input_shape=input_shape,
+        command=command_text,
     )
+    source = parse_source(source_text)
+    if source is not None and len(names) > 1:
+        raise UsageError("--source names one file's source: give it with one PATH and --name")
+    gap = registry_mod.Gap(gap_reason) if gap_reason is not None else None
+    registrations = [
+        ingest.Registration(n, kind, p, source, stated, gap)
+        for n, p in zip(names, paths or (None,), strict=True)
+    ]
+    done = ingest.register(obj.store, obj.registry(), registrations, replace=replace, link=link)
+    if as_json:
+        print_json([_outcome_json(d) for d in done])
+        return
+    for d in done:
+        _print_outcome(d)
+    for p, d in zip(paths, done, strict=False):
+        _note_copied(obj, p, d.record, link)
+
+
+def _names(
+    paths: tuple[Path, ...], name: str | None, family: str | None, *, gap: bool
+) -> list[str]:
+    """The artifact name of each PATH (or of the one declared gap)."""
+    if (name is None) == (family is None):
+        raise UsageError(
+            "give --name NAME (one PATH or a --gap) or --family FAMILY (PATHS named by file)"
+        )
+    if gap:
+        if paths or name is None:
+            raise UsageError(
+                "a declared gap has no bytes: --gap REASON with --name NAME and no PATH",
+                fix="fixture-store add --name FAMILY/NAME --kind KIND --gap 'why it is missing'",
+            )
+        return [name]
+    if not paths:
+        raise UsageError("nothing to add: give PATHS, or --gap REASON to declare a gap")
+    if name is not None:
+        if len(paths) > 1:
+            raise UsageError(
+                f"--name names one artifact, but {len(paths)} paths were given",
+                fix="use --family FAMILY to name each by its file name",
+            )
+        return [name]
+    return [f"{family}/{p.name}" for p in paths]
+
+
+def _print_outcome(done: ingest.Registered) -> None:
+    record = done.record
+    what = record.digest.text if record.digest else f"gap: {record.gap}"
+    note = {
+        ingest.Change.UNCHANGED: "  (already registered exactly so; nothing written)",
+        ingest.Change.FILLED: "  (same bytes; filled in what the record lacked)",
+    }.get(done.change, "")
+    out.print(f"{done.change} {record.name}: {what}{note}", markup=False)
+    for line in done.differences:
+        out.print(f"    {line}", markup=False)
+
+
+def _outcome_json(done: ingest.Registered) -> dict[str, object]:
+    return {
+        "name": done.record.name,
+        "change": str(done.change),
+        "differences": list(done.differences),
+        "record": done.record.to_json(),
+    }
+
+
+def _note_copied(obj: Context, path: Path, record: registry_mod.Record, link: bool) -> None:
     copied = ingest.copied_not_linked(obj.store, path, record) if link else []
     if copied:
         err.print(
@@ -114,10 +253,6 @@ def add(
             f"yours, or the store had the bytes already), e.g. {copied[0]}",
             markup=False,
         )
-    if as_json:
-        out.print_json(json.dumps({"name": record.name, **record.to_json()}))
-    else:
-        out.print(f"added {record.name}: {record.object}")
 
 
 @click.command()

@@ -450,9 +450,9 @@ def _accept(
     for name, o in by_name.items():
         if verdicts[name] is Verdict.IDENTICAL:
             registered = registry.get(name)
-            filled = _with_content(registered, described[name])
-            if filled is not None:
-                changed[name], compared[name] = filled, registered
+            updated = _identical_updated(registered, described[name], o.annotations)
+            if updated is not None:
+                changed[name], compared[name] = updated, registered
             continue
         digest = produced[name]
         lineage = []
@@ -510,13 +510,16 @@ def _describe(registry: Registry, o: Output) -> content.Described:
     )
 
 
-def _with_content(record: Record, described: content.Described) -> Record | None:
+def _identical_updated(
+    record: Record, described: content.Described, declared: Annotations
+) -> Record | None:
     """The registered record of bytes regenerated bit-identical, with the content manifest it
-    lacked; ``None`` when it lacks nothing."""
-    filled = ingest.with_content(record, described)
-    if filled == record:
+    lacked and what the generator declares of them now (a tolerance, metadata, ...: accepting
+    is how such a change reaches the registry); ``None`` when that changes nothing."""
+    updated = declared.apply(ingest.with_content(record, described))
+    if updated == record:
         return None
-    return registry_mod.check_record(filled, file=f"provenance/{record.family}.json")
+    return registry_mod.check_record(updated, file=f"provenance/{record.family}.json")
 
 
 def _write_accepted(
@@ -545,7 +548,8 @@ def _write_accepted(
 
 def _reviewed_from(old: Record, new: Record) -> Record:
     """``new`` with what the registered record says beyond its bytes (lineage, arrays,
-    tolerance, license, profile, description, metadata, a declared gap); identity, source and
+    tolerance, license, profile, description, metadata, a declared gap, upstreams, seed, input
+    shape, command); identity, source and
     manifest are the candidate's (its arrays too when the registered record lists none)."""
     return dataclasses.replace(
         new,
@@ -557,4 +561,8 @@ def _reviewed_from(old: Record, new: Record) -> Record:
         description=old.description,
         metadata=old.metadata,
         gap=old.gap,
+        upstream=old.upstream,
+        seed=old.seed,
+        input_shape=old.input_shape,
+        command=old.command,
     )

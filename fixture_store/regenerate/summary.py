@@ -18,7 +18,7 @@ from typing import Any
 from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.verify import Result, verify_names
+from fixture_store.verify import Result, Status, verify_names
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,14 @@ class Summary:
     parity_rows: tuple[dict[str, Any], ...]
 
     @property
+    def failures(self) -> tuple[Result, ...]:
+        """The artifacts that did not verify; a declared gap verifies as a gap, as in
+        ``verify``, so a project with one still passes its pipeline."""
+        return tuple(r for r in self.results if not r.ok and r.status is not Status.GAP)
+
+    @property
     def ok(self) -> bool:
-        return all(s["ok"] for s in self.stages.values()) and all(r.ok for r in self.results)
+        return all(s["ok"] for s in self.stages.values()) and not self.failures
 
     def metrics(self) -> dict[str, Any]:
         total: Counter[str] = Counter()

@@ -35,12 +35,20 @@ from fixture_store.registry.sources import (
     GeneratorSource,
     HubSource,
     LocalSource,
+    NoSource,
     PackageSource,
     Source,
     UrlSource,
     parse_source,
 )
 from fixture_store.registry.tolerance import ArrayTolerance, Metric, Tolerance
+from fixture_store.registry.upstream import (
+    GitUpstream,
+    HubUpstream,
+    PackageUpstream,
+    Upstream,
+    UrlUpstream,
+)
 from fixture_store.registry.where import Where
 
 __all__ = [
@@ -55,19 +63,25 @@ __all__ = [
     "FamilyFile",
     "Gap",
     "GeneratorSource",
+    "GitUpstream",
     "HubSource",
+    "HubUpstream",
     "Kind",
     "KnownFailure",
     "LocalSource",
     "Metric",
+    "NoSource",
     "ObjectRef",
     "PackageSource",
+    "PackageUpstream",
     "Record",
     "Registry",
     "Source",
     "Tolerance",
     "Transaction",
+    "Upstream",
     "UrlSource",
+    "UrlUpstream",
     "Where",
     "check_name",
     "check_record",

@@ -21,9 +21,11 @@ from fixture_store import limits
 from fixture_store.errors import DigestFormatError, GapError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
+from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import freeze, thaw
-from fixture_store.registry.sources import PackageSource, Source, parse_source
+from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
 from fixture_store.registry.tolerance import Tolerance
+from fixture_store.registry.upstream import Upstream
 from fixture_store.registry.where import Where
 
 
@@ -126,6 +128,9 @@ class Gap:
 
     reason: str
     issue: str | None = None  # where the gap is tracked, as written
+    # ``sha256:<hex>`` of the bytes the gap awaits, when known without their size (a manifest
+    # that lists a file by its sha256 alone); the record's ``digest`` field holds it.
+    expected: str | None = None
 
     @classmethod
     def from_json(cls, raw: Any, where: Where) -> Gap:
@@ -160,6 +165,11 @@ class Annotations:
     arrays: Mapping[str, Any] | None = None
     tolerance: Tolerance | None = None
     metadata: Mapping[str, Any] | None = None
+    upstream: tuple[Upstream, ...] | None = None
+    seed: int | None = None
+    # The generator's input shape: a list of dimensions, or input name -> dimensions.
+    input_shape: Any = None
+    command: tuple[str, ...] | None = None  # the generator's command line, one argument each
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: Where) -> Annotations:
@@ -206,6 +216,10 @@ class Record:
     gap: Gap | None = None
     description: str | None = None
     metadata: Mapping[str, Any] | None = None
+    upstream: tuple[Upstream, ...] = ()
+    seed: int | None = None
+    input_shape: Any = None
+    command: tuple[str, ...] | None = None
 
     @property
     def family(self) -> str:
@@ -264,10 +278,14 @@ class Record:
         return frozenset(keep)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind.value, "source": self.source.to_json()}
+        out: dict[str, Any] = {"kind": self.kind.value}
+        if not isinstance(self.source, NoSource):
+            out["source"] = self.source.to_json()
         if self.digest is not None:
             out["digest"] = self.digest.text
             out["size"] = self.digest.size
+        elif self.gap is not None and self.gap.expected is not None:
+            out["digest"] = self.gap.expected
         optional: dict[str, Any] = {
             "media_type": self.media_type,
             "blake3": self.blake3,
@@ -279,6 +297,10 @@ class Record:
             "arrays": thaw(self.arrays),
             "tolerance": self.tolerance.to_json() if self.tolerance is not None else None,
             "metadata": thaw(self.metadata),
+            "upstream": [u.to_json() for u in self.upstream] if self.upstream else None,
+            "seed": self.seed,
+            "input_shape": thaw(self.input_shape),
+            "command": list(self.command) if self.command is not None else None,
             "gap": self.gap.to_json() if self.gap is not None else None,
         }
         out.update((key, value) for key, value in optional.items() if value is not None)
@@ -297,9 +319,16 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     """Validate one record's mapping and return the Record; raise RegistryError otherwise."""
     where = Where(file, name)
     _check_name(name, where)
-    kind, source = _parse_head(raw, where)
+    raw = _mapping(raw, where)
     gap = Gap.from_json(raw["gap"], where) if "gap" in raw else None
-    digest = _parse_digest(raw, where) if gap is None or "digest" in raw or "size" in raw else None
+    kind, source = _parse_head(raw, where, gap is not None)
+    digest = None
+    if gap is not None and "size" not in raw and "digest" in raw:
+        gap = dataclasses.replace(gap, expected=_parse_expected(raw["digest"], where))
+    elif gap is not None and "digest" not in raw and "size" in raw:
+        raise where.fail("size", "a declared gap gives a size only with its digest")
+    elif gap is None or "digest" in raw or "size" in raw:
+        digest = _parse_digest(raw, where)
     blake3 = _parse_blake3(raw.get("blake3"), where)
     lineage = _parse_lineage(raw.get("lineage", []), where)
     members, member_blake3 = (
@@ -307,7 +336,9 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     )
     given = _parse_annotations(raw, where)
     content = content_of(kind, given.media_type, given.arrays)
-    _check_shape(where, kind=kind, digest=digest, gap=gap, members=members, content=content)
+    _check_shape(
+        where, source=source, kind=kind, digest=digest, gap=gap, members=members, content=content
+    )
     _check_overrides(given.tolerance, given.arrays, where)
     return Record(
         name,
@@ -326,6 +357,10 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
         gap=gap,
         description=given.description,
         metadata=given.metadata,
+        upstream=given.upstream or (),
+        seed=given.seed,
+        input_shape=given.input_shape,
+        command=given.command,
     )
 
 
@@ -335,8 +370,10 @@ def check_record(record: Record, *, file: str) -> Record:
     where = Where(file, record.name)
     _check_name(record.name, where)
     record.source.check(where)
+    _check_stated(record, where)
     _check_shape(
         where,
+        source=record.source,
         kind=record.kind,
         digest=record.digest,
         gap=record.gap,
@@ -355,6 +392,16 @@ def _check_overrides(
         tolerance.check_names(arrays, where)
 
 
+def _check_stated(record: Record, where: Where) -> None:
+    """The upstreams, seed, input shape and command of a record built in code, by the rules
+    their JSON is parsed by."""
+    if record.upstream:
+        upstream_mod.parse_list([u.to_json() for u in record.upstream], where)
+    _parse_seed(record.seed, where)
+    _parse_input_shape(thaw(record.input_shape), where)
+    _parse_command(list(record.command) if record.command is not None else None, where)
+
+
 def _check_name(name: str, where: Where) -> None:
     try:
         check_name(name)
@@ -362,13 +409,31 @@ def _check_name(name: str, where: Where) -> None:
         raise where.fail("name", e.message) from e
 
 
-def _parse_head(raw: Any, where: Where) -> tuple[Kind, Source]:
+def _mapping(raw: Any, where: Where) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise where.fail("record", "must be an object")
-    for key in ("kind", "source"):
-        if key not in raw:
-            raise where.fail(key, "missing required field")
+    return raw
+
+
+def _parse_head(raw: Mapping[str, Any], where: Where, is_gap: bool) -> tuple[Kind, Source]:
+    """The kind and source; a declared gap may leave its source out (it has none yet)."""
+    if "kind" not in raw:
+        raise where.fail("kind", "missing required field")
+    if "source" not in raw:
+        if not is_gap:
+            raise where.fail("source", "missing required field (only a declared gap may omit it)")
+        return parse_kind(raw["kind"], where), NoSource()
     return parse_kind(raw["kind"], where), parse_source(raw["source"], where)
+
+
+def _parse_expected(raw: Any, where: Where) -> str:
+    """The digest a gap declares without a size: the bytes it awaits."""
+    try:
+        digests.parse_hex(raw)
+    except DigestFormatError as e:
+        raise where.fail("digest", e.message) from e
+    text: str = raw
+    return text
 
 
 def _parse_digest(raw: Mapping[str, Any], where: Where) -> Digest:
@@ -425,15 +490,19 @@ def _parse_members(raw: Any, where: Where) -> tuple[trees.Tree, dict[str, str]]:
 def _check_shape(
     where: Where,
     *,
+    source: Source,
     kind: Kind,
     digest: Digest | None,
     gap: Gap | None,
     members: trees.Tree | None,
     content: Content | None,
 ) -> None:
-    """The rules between fields: a digest unless a gap, a tree bound to its manifest."""
+    """The rules between fields: a digest and a source unless a gap, a tree bound to its
+    manifest."""
     if digest is None and gap is None:
         raise where.fail("digest", "missing required field (only a declared gap may omit it)")
+    if isinstance(source, NoSource) and gap is None:
+        raise where.fail("source", "missing required field (only a declared gap may omit it)")
     if members is not None:
         # An archive record's digest is the archive's; its members are the content manifest.
         if digest is not None and content is not Content.ARCHIVE and members.digest != digest:
@@ -448,6 +517,7 @@ def _check_shape(
 
 def _parse_annotations(raw: Mapping[str, Any], where: Where) -> Annotations:
     arrays, tolerance, metadata = raw.get("arrays"), raw.get("tolerance"), raw.get("metadata")
+    upstream = raw.get("upstream")
     parsed_arrays = _parse_arrays(arrays, where) if arrays is not None else None
     parsed_tolerance = Tolerance.from_json(tolerance, where) if tolerance is not None else None
     strings = [_parse_string(raw, key, where) for key in _STRING_KEYS]
@@ -462,7 +532,43 @@ def _parse_annotations(raw: Mapping[str, Any], where: Where) -> Annotations:
         parsed_arrays,
         parsed_tolerance,
         _parse_metadata(metadata, where) if metadata is not None else None,
+        upstream_mod.parse_list(upstream, where) if upstream is not None else None,
+        _parse_seed(raw.get("seed"), where),
+        _parse_input_shape(raw.get("input_shape"), where),
+        _parse_command(raw.get("command"), where),
     )
+
+
+def _is_dims(value: Any) -> bool:
+    return isinstance(value, list | tuple) and all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
+    )
+
+
+def _parse_seed(raw: Any, where: Where) -> int | None:
+    if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
+        raise where.fail("seed", "must be an integer")
+    return raw
+
+
+def _parse_input_shape(raw: Any, where: Where) -> Any:
+    if raw is None:
+        return None
+    named = raw.values() if isinstance(raw, Mapping) else [raw]
+    if not named or not all(_is_dims(dims) for dims in named):
+        raise where.fail(
+            "input_shape",
+            "must be a list of non-negative integers, or an object of input name -> such a list",
+        )
+    return freeze(raw)
+
+
+def _parse_command(raw: Any, where: Where) -> tuple[str, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list | tuple) or not raw or not all(_is_text(a) for a in raw):
+        raise where.fail("command", "must be a non-empty list of arguments (strings)")
+    return tuple(raw)
 
 
 def _is_text(value: Any) -> bool:

@@ -24,6 +24,9 @@ _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9A-Za-z][0-9A-Za-z.+!-]*)"
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
 REPO_TYPES = ("model", "dataset", "space")
 HUB_SCHEME = "hf://"
+# The same rules, for other pinned references (a record's upstreams).
+PIN = _PIN
+REPO_ID = _REPO_ID
 
 _NON_EMPTY = "must be a non-empty string"
 _OBJECT = "must be an object"
@@ -300,9 +303,28 @@ class LocalSource:
         return f"local {self.path}"
 
 
-Source = HubSource | PackageSource | UrlSource | GeneratorSource | LocalSource
+@dataclass(frozen=True)
+class NoSource:
+    """The source of a declared gap that has none yet: there are no bytes anywhere to point at,
+    so none is made up (a null object; the record's JSON leaves ``source`` out). Only a gap may
+    have it: the record rules refuse it otherwise."""
 
-SOURCE_TYPES: Mapping[str, type[Source]] = {
+    type: ClassVar[Literal["none"]] = "none"
+
+    def check(self, where: Where) -> None:
+        """Nothing to check: whether the record may go without a source is a record rule."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {}
+
+    def describe(self) -> str:
+        return "none yet (a declared gap)"
+
+
+PinnedSource = HubSource | PackageSource | UrlSource | GeneratorSource | LocalSource
+Source = PinnedSource | NoSource
+
+SOURCE_TYPES: Mapping[str, type[PinnedSource]] = {
     cls.type: cls for cls in (HubSource, PackageSource, UrlSource, GeneratorSource, LocalSource)
 }
 
@@ -320,7 +342,7 @@ def parse_source(raw: Any, where: Where) -> Source:
     return cls.from_json(raw, where)
 
 
-def _check_keys(cls: type[Source], raw: Mapping[str, Any], where: Where) -> None:
+def _check_keys(cls: type[PinnedSource], raw: Mapping[str, Any], where: Where) -> None:
     """Every required field is there, no unknown one is, and no optional one is null."""
     for key in cls._required:
         if key not in raw:

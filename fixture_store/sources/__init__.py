@@ -25,6 +25,7 @@ from fixture_store.registry import (
     GeneratorSource,
     HubSource,
     LocalSource,
+    NoSource,
     PackageSource,
     Record,
     UrlSource,
@@ -59,9 +60,11 @@ def offline_from_env() -> bool:
 class FetchContext:
     """What every source needs during one fetch run: the store, the project root, the mode.
 
-    ``downloaded`` counts bytes received from the network in this run (the idempotence check:
-    a second fetch of verified artifacts leaves it at zero). ``policy`` bounds every download in
-    time (see :mod:`fixture_store.sources.transfer`); by default it is read from the environment.
+    ``downloaded`` counts bytes received from the network in this run and stored (the
+    idempotence check: a second fetch of verified artifacts leaves it at zero); ``refused``
+    counts the downloads whose bytes did not match their record, which nothing stored.
+    ``policy`` bounds every download in time (see :mod:`fixture_store.sources.transfer`); by
+    default it is read from the environment.
     """
 
     store: Store
@@ -71,6 +74,8 @@ class FetchContext:
     verifier: Verifier = field(default=None)  # type: ignore[assignment]
     downloaded: int = 0
     downloads: int = 0
+    refused: int = 0
+    refused_bytes: int = 0
     shared: dict[str, object] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _key_locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -87,6 +92,12 @@ class FetchContext:
         with self._lock:
             self.downloaded += nbytes
             self.downloads += 1
+
+    def count_refused(self, nbytes: int) -> None:
+        """A download received whole but refused: its bytes were not its record's."""
+        with self._lock:
+            self.refused_bytes += nbytes
+            self.refused += 1
 
     def key_lock(self, key: str) -> threading.Lock:
         """One lock per shared resource (a distribution), so threads download it once."""
@@ -161,9 +172,17 @@ def fetcher_for(record: Record) -> Fetcher:
         case GeneratorSource(stage=stage):
             raise SourceError(
                 record.name,
-                f"is produced by the generator stage {stage!r}, not downloaded",
+                f"is not in the store yet, and it is made by the generator stage {stage!r}, "
+                f"not downloaded: run {repair_command(record)}",
                 fix=f"{repair_command(record)}  (or: fixture-store fetch --regenerate ..., "
                 f"uv run dvc repro {stage})",
+            )
+        case NoSource():
+            raise SourceError(
+                record.name,
+                "is a declared gap with no source yet: there is nothing to fetch",
+                fix=f"register its bytes: fixture-store add PATH --name {record.name} "
+                f"--kind {record.kind} --replace",
             )
 
 

@@ -125,9 +125,14 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
                 f"{where}: download failed: {_describe(e)}; nothing was stored",
                 fix=_fix(record),
             ) from e
-        ctx.count_download(tmp.stat().st_size)
-        with open(tmp, "rb") as stream:
-            put_object(ctx, record, stream, expected)
+        received = tmp.stat().st_size
+        try:
+            with open(tmp, "rb") as stream:
+                put_object(ctx, record, stream, expected)
+        except SourceError:
+            ctx.count_refused(received)
+            raise
+        ctx.count_download(received)
     finally:
         tmp.unlink(missing_ok=True)
 

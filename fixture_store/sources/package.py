@@ -146,6 +146,7 @@ def _load(ctx: FetchContext, record: Record, source: PackageSource) -> SafeArchi
                 # Checked while copying into the store, before anything opens it as an archive.
                 ctx.store.write_file(path, expected, replace=True)
             except IntegrityError as e:
+                ctx.count_refused(got)
                 raise SourceError(
                     record.name,
                     f"the distribution {filename} of {requirement} does not match the pinned "

@@ -216,7 +216,11 @@ def fetch(
             stream = open_url(url, deadline)
             try:
                 guarded = _Guarded(stream, expected.size, ctx.policy.meter())
-                put_object(ctx, record, guarded, expected)  # type: ignore[arg-type]
+                try:
+                    put_object(ctx, record, guarded, expected)  # type: ignore[arg-type]
+                except SourceError:
+                    ctx.count_refused(guarded.read_so_far)
+                    raise
                 ctx.count_download(guarded.read_so_far)
                 return
             finally:

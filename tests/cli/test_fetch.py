@@ -103,3 +103,39 @@ def test_report_is_the_same_whether_fetched_or_already_present(
     assert doc["families"] == {"loc": {"artifacts": 3, "bytes": 300, "verified": 3}}
     assert [s["type"] for s in doc["sources"]] == ["local"]
     assert str(tmp_path) not in first.read_text()
+
+
+def test_a_refused_download_is_reported_as_refused_not_as_zero_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub.constants
+
+    from tests.support.hubserver import hub_server
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    weights = bytes(range(256)) * 16
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_ETAG_TIMEOUT", 1)
+    src = {"type": "hub", "repo_id": "org/x", "revision": commit, "path": "w.bin"}
+    root = tmp_path / "p"
+    make_registry(root, {"hub/w": file_record(src, weights, "checkpoint")})
+    with hub_server(commit) as (endpoint, state):
+        monkeypatch.setenv("HF_ENDPOINT", endpoint)
+        state.add("org/x", "w.bin", weights[::-1], fault="lie", announce=weights)
+        result = run(root, tmp_path, "fetch", "--all")
+    assert result.exit_code == 1
+    assert "refused 1 downloads (4,096 bytes that did not match their records" in result.output
+    assert "downloaded 0 bytes" in result.output  # nothing stored
+
+
+def test_fetch_all_says_how_to_make_a_generated_artifact_it_cannot_download(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "p"
+    make_registry(root, {"gen/out": file_record({"type": "generator", "stage": "toy"}, b"o")})
+    result = run(root, tmp_path, "fetch", "--all", "--json")
+    assert result.exit_code == 1
+    [row] = json.loads(result.stdout)["results"]
+    assert "not in the store yet" in row["message"]
+    assert "fixture-store regenerate toy --fetch" in row["message"]

@@ -22,3 +22,30 @@ def test_list_show_status_and_help(project: Path) -> None:
     for cmd in ("init", "add", "verify", "list", "show", "gc", "status"):
         code, out, _ = run(cmd, "--help")
         assert code == 0 and "Usage:" in out
+
+
+@pytest.mark.usefixtures("store")
+def test_show_prints_license_metadata_and_upstream(project: Path) -> None:
+    (project / "a.bin").write_bytes(b"a")
+    rev = "f826b80d28226b62986cc218e5cec390b1096902"
+    assert (
+        run(
+            "add",
+            "a.bin",
+            "--name",
+            "fam/a",
+            "--kind",
+            "fixture",
+            "--license",
+            "MIT",
+            "--metadata",
+            "model=[dinov2]",
+            "--upstream",
+            f"hf://MIT/ast@{rev}/model.safetensors",
+        )[0]
+        == 0
+    )
+    code, out, _ = run("show", "fam/a")
+    assert code == 0 and "license:" in out and "MIT" in out
+    assert '{"model": "[dinov2]"}' in out  # user text printed as it is, not as markup
+    assert f"hub MIT/ast@{rev[:12]}:model.safetensors" in out

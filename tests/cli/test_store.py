@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from fixture_store.objects.store import Store
@@ -57,6 +60,23 @@ def test_init_creates_the_registry_folder(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("store")
+def test_init_ignores_the_pipeline_outputs_and_keeps_the_gitignore_it_finds(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "new"
+    project.mkdir()
+    (project / ".gitignore").write_text(".venv/\n/metrics/")
+    code, out, _ = run("init", str(project))
+    assert code == 0 and "/reports/ /plots/" in out
+    lines = (project / ".gitignore").read_text().splitlines()
+    assert lines[:2] == [".venv/", "/metrics/"] and {"/reports/", "/plots/"} <= set(lines)
+    assert lines.count("/metrics/") == 1
+    before = (project / ".gitignore").read_bytes()
+    assert run("init", str(project))[0] == 0
+    assert (project / ".gitignore").read_bytes() == before
+
+
+@pytest.mark.usefixtures("store")
 def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path) -> None:
     from fixture_store import registry as registry_mod
     from fixture_store.verify import repair_command
@@ -73,3 +93,144 @@ def test_a_generator_artifact_points_at_its_stage_not_at_fetch(project: Path) ->
     record = registry_mod.load(project).get("video/clip")
     assert record.source.type == "generator"
     assert repair_command(record) == "fixture-store regenerate video --fetch"
+
+
+REV = "f826b80d28226b62986cc218e5cec390b1096902"
+HUB = f"hf://MIT/ast-finetuned-audioset-10-10-0.4593@{REV}/model.safetensors"
+
+
+def _npz(path: Path, **arrays: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
+
+
+def _records(project: Path, family: str) -> dict[str, Any]:
+    doc = json.loads((project / "provenance" / f"{family}.json").read_text())
+    records: dict[str, Any] = doc["records"]
+    return records
+
+
+@pytest.mark.usefixtures("store")
+def test_add_of_many_files_names_them_by_file_and_reads_their_arrays(project: Path) -> None:
+    _npz(project / "tests/data/a_ref.npz", cls=np.zeros((1, 4), np.float32))
+    _npz(project / "tests/data/b_ref.npz", x=np.arange(3, dtype=np.int32))
+    code, out, err = run(
+        "add",
+        "tests/data/a_ref.npz",
+        "tests/data/b_ref.npz",
+        "--family",
+        "equimo",
+        "--kind",
+        "fixture",
+        "--tolerance",
+        "allclose:atol=1e-6,rtol=1e-4",
+        "--license",
+        "MIT",
+        "--description",
+        "DINOv2 reference outputs",
+        "--metadata",
+        "model=dinov2",
+        "--metadata",
+        "layers:=12",
+        "--upstream",
+        HUB,
+        "--upstream-license",
+        "bsd-3-clause",
+        "--seed",
+        "0",
+        "--input-shape",
+        "1,3,224,224",
+        "--command",
+        "python gen.py --seed 0",
+    )
+    assert code == 0, err
+    assert "added equimo/a_ref.npz" in out and "added equimo/b_ref.npz" in out
+    records = _records(project, "equimo")
+    a = records["equimo/a_ref.npz"]
+    assert a["arrays"] == {"cls": {"dtype": "float32", "shape": [1, 4]}}
+    assert records["equimo/b_ref.npz"]["arrays"] == {"x": {"dtype": "int32", "shape": [3]}}
+    assert a["tolerance"] == {"metric": "allclose", "atol": 1e-6, "rtol": 1e-4}
+    assert a["license"] == "MIT" and a["description"] == "DINOv2 reference outputs"
+    assert a["metadata"] == {"model": "dinov2", "layers": 12}
+    assert a["upstream"] == [
+        {
+            "type": "hub",
+            "repo_id": "MIT/ast-finetuned-audioset-10-10-0.4593",
+            "revision": REV,
+            "path": "model.safetensors",
+            "license": "bsd-3-clause",
+        }
+    ]
+    assert a["seed"] == 0 and a["input_shape"] == [1, 3, 224, 224]
+    assert a["command"] == ["python", "gen.py", "--seed", "0"]
+    assert run("verify", "--full")[0] == 0
+
+
+@pytest.mark.usefixtures("store")
+def test_a_batch_with_one_refused_file_registers_none_and_names_it(project: Path) -> None:
+    _npz(project / "data/good.npz", x=np.arange(2))
+    bad = project / "data/bad.npy"
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    bad.write_bytes(buf.getvalue())
+    code, _, err = run("add", "data/good.npz", "data/bad.npy", "--family", "fam", "--kind", "array")
+    assert code == 1 and "bad.npy" in err and "nothing was stored or recorded" in err
+    assert not (project / "provenance" / "fam.json").exists()
+
+
+@pytest.mark.usefixtures("store")
+def test_a_moving_upstream_or_a_bad_tolerance_is_refused_before_anything_is_recorded(
+    project: Path,
+) -> None:
+    _npz(project / "data/a.npz", x=np.arange(2))
+    base = ("add", "data/a.npz", "--name", "fam/a", "--kind", "fixture")
+    code, _, err = run(*base, "--upstream", "hf://MIT/ast@main/model.safetensors")
+    assert code == 2 and "'main' is a branch" in err
+    code, _, err = run(*base, "--tolerance", "allclose:atol=Infinity")
+    assert code == 2 and "finite" in err
+    code, _, err = run(*base, "--metadata", "novalue")
+    assert code == 2 and "KEY=VALUE" in err
+    assert not (project / "provenance" / "fam.json").exists()
+
+
+@pytest.mark.usefixtures("store")
+def test_a_differing_add_is_refused_with_the_difference_and_replace_rewrites_it(
+    project: Path,
+) -> None:
+    add_file_and_case(project)
+    path = project / "provenance" / "fam.json"
+    before = path.read_bytes()
+    code, out, _ = run("add", "data/a.bin", "--name", "fam/a", "--kind", "fixture")
+    assert code == 0 and "unchanged fam/a" in out and "nothing written" in out
+    assert path.read_bytes() == before
+    changed = ("add", "data/a.bin", "--name", "fam/a", "--kind", "checkpoint", "--license", "MIT")
+    code, _, err = run(*changed)
+    assert code == 2 and "--replace" in err
+    assert 'kind: "fixture" -> "checkpoint"' in err and 'license: (none) -> "MIT"' in err
+    assert path.read_bytes() == before
+    code, out, _ = run(*changed, "--replace")
+    assert code == 0 and "replaced fam/a" in out
+    record = _records(project, "fam")["fam/a"]
+    assert record["kind"] == "checkpoint" and record["license"] == "MIT"
+    # Fields not stated again are kept; the same statement again changes nothing.
+    code, out, _ = run(*changed, "--tolerance", "exact", "--replace")
+    assert code == 0 and _records(project, "fam")["fam/a"]["license"] == "MIT"
+    after = path.read_bytes()
+    assert run(*changed)[0] == 0 and path.read_bytes() == after
+
+
+@pytest.mark.usefixtures("store")
+def test_a_declared_gap_has_no_bytes_digest_size_or_source(project: Path) -> None:
+    code, out, err = run(
+        "add", "--name", "fam/later.npz", "--kind", "fixture", "--gap", "not released yet"
+    )
+    assert code == 0 and "gap: not released yet" in out, err
+    assert _records(project, "fam")["fam/later.npz"] == {
+        "kind": "fixture",
+        "gap": {"reason": "not released yet"},
+    }
+    assert run("verify", "--full")[0] == 0
+    (project / "x.bin").write_bytes(b"x")
+    code, _, err = run("add", "x.bin", "--name", "fam/x", "--kind", "fixture", "--gap", "why")
+    assert code == 2 and "a declared gap has no bytes" in err

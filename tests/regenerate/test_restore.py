@@ -93,7 +93,7 @@ def test_fetch_of_a_generator_made_record_names_regenerate(project: Path, tmp_pa
     args = ["--store", str(empty.root), "--registry", str(project), "fetch", "--family", "toy"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 1
-    assert "is produced by the generator stage 'toy'" in result.output
+    assert "it is made by the generator stage 'toy'" in result.output
     assert "--regenerate" in result.output
 
 

@@ -269,3 +269,19 @@ def test_accept_fills_the_content_manifest_of_an_identical_record(
     }
     [result] = verify_names(store, registry_mod.load(project), ["toy/values.npy"], full=True)
     assert result.ok
+
+
+def test_accept_of_identical_bytes_writes_what_the_generator_declares_now(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    toy = project / "models" / "toy.py"
+    toy.write_text(toy.read_text().replace('{"note": "plain"}', '{"note": "reviewed"}'))
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s1", accept=True, python=PYTHON)
+    assert {c.verdict for c in report.comparisons} == {Verdict.IDENTICAL}
+    assert report.accepted == ("toy/values.npy",)
+    record = registry_mod.load(project).get("toy/values.npy")
+    assert record.metadata == {"note": "reviewed"}
+    before = (project / "provenance" / "toy.json").read_bytes()
+    again = regenerate(project, store, "toy", scratch=tmp_path / "s2", accept=True, python=PYTHON)
+    assert again.accepted == () and (project / "provenance" / "toy.json").read_bytes() == before

@@ -136,3 +136,47 @@ def test_the_within_tolerance_plot_carries_each_arrays_ulps(project: Path, store
         ("onnx-node/test_pow/old.pb", ""),
         ("onnx-node/test_pow/test_data_set_0/output_0.pb", "1.0"),
     ]
+
+
+def test_a_declared_gap_does_not_fail_the_summary_of_the_whole_registry(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "proj")
+    store = Store.at(tmp_path / "store").ensure()
+    code, output = cli(
+        project,
+        store,
+        "regenerate",
+        "toy",
+        "--python",
+        PYTHON,
+        "--accept",
+        "--report",
+        str(tmp_path / "toy.json"),
+    )
+    assert code == 0, output
+    code, output = cli(
+        project,
+        store,
+        "add",
+        "--name",
+        "later/x",
+        "--kind",
+        "fixture",
+        "--gap",
+        "upstream not released",
+    )
+    assert code == 0, output
+    assert cli(project, store, "verify", "--full")[0] == 0
+    metrics = tmp_path / "metrics.json"
+    code, output = cli(
+        project,
+        store,
+        "regenerate-summary",
+        str(tmp_path / "toy.json"),
+        "--metrics",
+        str(metrics),
+        "--all",
+        "--full",
+    )
+    doc = json.loads(metrics.read_text())
+    assert code == 0 and doc["ok"] is True, output
+    assert doc["verify"] == {"gap": 1, "verified": 2} and "gap: later/x" not in output

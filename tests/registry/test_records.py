@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +182,41 @@ def test_a_per_array_key_the_manifest_does_not_list_is_refused(key: str) -> None
     ).apply(good)
     with pytest.raises(RegistryError, match="names no array of the record's arrays manifest"):
         check_record(bad, file="f")
+
+
+def test_a_gap_needs_no_source_and_may_name_its_digest_without_a_size() -> None:
+    bare = {"kind": "fixture", "gap": {"reason": "upstream not released"}}
+    record = parse_record("f/x", bare, file="f.json")
+    assert record.is_gap and record.digest is None and record.to_json() == bare
+    named = {**bare, "digest": f"sha256:{HEX}"}
+    record = parse_record("f/x", named, file="f.json")
+    assert record.gap is not None and record.gap.expected == f"sha256:{HEX}"
+    assert record.digest is None and record.objects() == [] and record.to_json() == named
+    with pytest.raises(RegistryError, match="lacks the 'sha256:' prefix"):
+        parse_record("f/x", {**bare, "digest": HEX}, file="f.json")
+    with pytest.raises(RegistryError, match="a size only with its digest"):
+        parse_record("f/x", {**bare, "size": 3}, file="f.json")
+
+
+def test_only_a_gap_may_go_without_a_source() -> None:
+    with pytest.raises(RegistryError, match="only a declared gap may omit it") as e:
+        parse_record("f/x", {"kind": "fixture", "digest": f"sha256:{HEX}", "size": 1}, file="f")
+    assert e.value.field == "source"
+    from fixture_store.registry import NoSource
+
+    with pytest.raises(RegistryError) as e:
+        check_record(Record("f/x", Kind.FIXTURE, NoSource(), Digest(HEX, 1)), file="f")
+    assert e.value.field == "source"
+
+
+def test_check_record_applies_the_upstream_and_command_rules_to_values_built_in_code() -> None:
+    from fixture_store.registry import HubUpstream
+
+    base = Record("f/x", Kind.FIXTURE, LocalSource("x"), Digest(HEX, 1))
+    moving = HubUpstream("MIT/ast", "main", "model.safetensors")
+    with pytest.raises(RegistryError, match="'main' is a branch") as e:
+        check_record(replace(base, upstream=(moving,)), file="f")
+    assert e.value.field == "upstream[0].revision"
+    with pytest.raises(RegistryError) as e:
+        check_record(replace(base, command=()), file="f")
+    assert e.value.field == "command"

@@ -137,11 +137,15 @@ def test_server_lying_about_the_digest_is_caught_after_download_and_nothing_is_s
     registry = make_registry(
         tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
     )
-    result = fetch_names(store, registry, ["ckpt/tiny"]).results[0]
+    report = fetch_names(store, registry, ["ckpt/tiny"])
+    result = report.results[0]
     assert result.outcome is Outcome.FAILED
     assert "does not match the record" in result.message
     assert "nothing was stored" in result.message
     assert objects(store) == [] and leftovers(store) == []
+    # Received whole and refused: counted as refused, not as downloaded.
+    assert (report.downloads, report.downloaded_bytes) == (0, 0)
+    assert (report.refused, report.refused_bytes) == (1, len(WEIGHTS))
 
 
 @pytest.mark.parametrize("lfs", [True, False])

@@ -418,7 +418,7 @@ def concurrent_adds(work: Path, rounds: int, writers: int = 8) -> Tally:
 
 def same_name(work: Path, rounds: int, *, same_bytes: bool) -> Tally:
     """Two processes add one name at the same moment. With other bytes exactly one wins and
-    the other is refused (exit 2, naming the record and --replace); with the same bytes both
+    the other is refused (exit 2, naming the record and --replace); with the same file both
     succeed and the record is there once."""
     tally = Tally("2 adds of one name, " + ("same bytes" if same_bytes else "other bytes"))
     started = time.perf_counter()
@@ -429,10 +429,11 @@ def same_name(work: Path, rounds: int, *, same_bytes: bool) -> Tally:
         name = f"fam/s{r}"
         digests_of[name] = []
         for w in range(2):
-            path, digest = _source(project, f"s{r}-{w}", r, folder=False, old=False)
             if same_bytes and w == 1:
-                shutil.copyfile(project / "data" / f"s{r}-0", path)
-                digest = digests.of_file(path)
+                # The same registration: the same file (another path is another source).
+                path, digest = project / "data" / f"s{r}-0", digests_of[name][0]
+            else:
+                path, digest = _source(project, f"s{r}-{w}", r, folder=False, old=False)
             digests_of[name].append(digest)
             plans[w].append({"barrier": [str(work / "barriers" / str(r)), 2]})
             plans[w].append(
