@@ -6,10 +6,17 @@ import sys
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
-from fixture_store.cli._common import Context, exit_code, handle_errors, out, print_json, styled
+from fixture_store.cli._common import (
+    Context,
+    exit_code,
+    handle_errors,
+    line,
+    out,
+    print_json,
+    styled,
+)
 from fixture_store.registry import Record, Registry
 from fixture_store.verify import presence_by_family, verify_names
 
@@ -34,7 +41,7 @@ def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
     for row in rows:
         table.add_row(
             row["name"],
-            row["kind"] or "[red]invalid[/]",
+            row["kind"] or styled("invalid-record", "invalid"),
             f"{row['size']:,}" if row["size"] is not None else "",
             (row["digest"] or "")[7:19],
             row["source"] or row.get("invalid", ""),
@@ -96,12 +103,12 @@ def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
         print_json({"name": name, **record.to_json(), "status": str(result.status)}, sort_keys=True)
         return
     _print_record(name, record)
-    out.print(f"  status:  {styled(result.status)} {escape(result.message)}")
+    out.print(line("  status:  ", styled(result.status), " ", result.message))
     sys.exit(exit_code([result.status]))
 
 
 def _print_record(name: str, record: Record) -> None:
-    out.print(f"[bold]{name}[/]  ({record.kind})")
+    out.print(line((name, "bold"), f"  ({record.kind})"))
     if record.digest:
         out.print(f"  digest:  {record.digest.text}")
         out.print(f"  size:    {record.digest.size:,} bytes")
