@@ -104,6 +104,8 @@ def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
         return
     _print_record(name, record)
     out.print(line("  status:  ", styled(result.status), " ", result.message))
+    if result.fix:
+        out.print(f"  fix:     {result.fix}")
     sys.exit(exit_code([result.status]))
 
 
