@@ -134,6 +134,7 @@ STYLE = {
     "gap": "cyan",
     "known-failure": "cyan",
     "new": "cyan",
+    "orphan": "yellow",
     "error": "red",
     "timeout": "red",
     "mismatch": "bold red",

@@ -18,6 +18,7 @@ from fixture_store.cli._common import (
     styled,
 )
 from fixture_store.registry import Record, Registry
+from fixture_store.sources.local import Orphan, orphans
 from fixture_store.verify import presence_by_family, verify_names
 
 PRESENCE_COLUMNS = ("present", "missing", "gap", "invalid")
@@ -135,6 +136,7 @@ def status(obj: Context, as_json: bool) -> None:
     store = obj.store
     per_family = presence_by_family(store, registry)
     objects = sum(1 for _ in store.iter_objects())
+    unnamed = orphans(registry.root, registry.records())
     if as_json:
         print_json(
             {
@@ -142,6 +144,7 @@ def status(obj: Context, as_json: bool) -> None:
                 "registry": str(registry.directory),
                 "objects": objects,
                 "families": {k: dict(v) for k, v in per_family.items()},
+                "orphans": [o.to_json() for o in unnamed],
             }
         )
         return
@@ -154,3 +157,18 @@ def status(obj: Context, as_json: bool) -> None:
     for family, counts in per_family.items():
         table.add_row(family, *(str(counts[k]) for k in PRESENCE_COLUMNS))
     out.print(table)
+    _print_orphans(unnamed)
+
+
+def _print_orphans(unnamed: list[Orphan]) -> None:
+    if not unnamed:
+        return
+    out.print(
+        line(
+            styled("orphan", f"{len(unnamed)} orphan(s)"),
+            ": files in folders of local sources that no record names",
+        )
+    )
+    for o in unnamed:
+        out.print(f"  {o.path}")
+    out.print(f"  fix: {unnamed[0].fix}")

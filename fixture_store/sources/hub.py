@@ -133,8 +133,7 @@ def _download(
     """Stream ``url`` into ``out``, resuming with ranges after transient errors, within the
     deadline of ``ctx.policy`` (all attempts and pauses included) and its minimum rate."""
     import httpx2 as httpx  # the HTTP client huggingface_hub is built on (its session's errors)
-    from huggingface_hub import constants
-    from huggingface_hub import get_session
+    from huggingface_hub import constants, get_session
 
     where = record.source.describe()
     read_timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
