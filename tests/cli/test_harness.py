@@ -38,6 +38,7 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "compare": (("compare",), ("onnx-case",)),
     "fetch": (("fetch", "--all"), ()),
     "gc": (("gc", "--yes"), ()),
+    "import": (("import", "sha256sum", "data/SHA256SUMS", "--family", "imp"), ("SHA256SUMS",)),
     "init": (("init",), ()),
     "list": (("list",), ()),
     "path": (("path", "fam/a"), ()),
@@ -83,6 +84,7 @@ def _base(root: Path) -> Case:
     (project / "data" / "a.bin").write_bytes(DATA)
     (project / "data" / "new.bin").write_bytes(b"new bytes")
     (project / "report.json").write_text("{}\n")
+    (project / "data" / "SHA256SUMS").write_text(f"{digests.of_bytes(DATA).hex}  a.bin\n")
     store = Store.at(store_root).ensure()
     store.put_bytes(DATA)
     archive = regular_tar(GOOD_MEMBERS)
