@@ -23,7 +23,7 @@ from fixture_store.errors import UsageError
 EXTRAS = MappingProxyType(
     {
         "onnx": ("onnx", "onnxruntime", "ml_dtypes"),
-        "hub": ("huggingface_hub", "tqdm"),
+        "hub": ("huggingface_hub", "tqdm", "httpx2"),
         # pip is run as ``python -m pip download`` to fetch package sources, never imported.
         "package": ("pip",),
         "regenerate": ("yaml",),

@@ -62,6 +62,8 @@ class RegistryError(FixtureStoreError):
             )
             if part
         )
+        if fix is None and file is not None:
+            fix = f"edit {file}"  # a registry file is reviewed text: editing it is the repair
         super().__init__(f"{where}: {message}" if where else message, fix=fix)
         self.file = file
         self.record = record

@@ -93,9 +93,11 @@ def sweep(
         current = tx.registry(known=registry)
         invalid = dict(current.invalid())
         if invalid:
+            first = sorted(invalid)[0]
             raise UsageError(
-                f"{len(invalid)} record(s) are invalid, so their objects cannot be told apart "
-                "from garbage; refusing to delete",
+                f"{len(invalid)} record(s) are invalid (first: {first}: "
+                f"{invalid[first].message}), so their objects cannot be told apart from "
+                "garbage; refusing to delete",
                 fix="fixture-store verify, fix the records, rerun gc",
             )
         garbage = find_garbage(store, [current])

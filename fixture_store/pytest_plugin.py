@@ -17,7 +17,8 @@
 - ``--fixture-store-complete``: adds a check that every registry family is consumed by a
   collected test or declared a gap (every record a ``gap``, or the family listed in the ini option
   ``fixture_store_gaps``), and that no gap is stale: a gap record whose object is in the store, or
-  an ini gap for a family a collected test now consumes.
+  an ini gap for a family a collected test now consumes; and that every file in a folder of the
+  project's local sources is named by a record (no orphans).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from fixture_store.registry import (
     Registry,
     family_of,
 )
+from fixture_store.sources.local import orphans
 from fixture_store.verify import Result, Status, present
 
 if TYPE_CHECKING:
@@ -407,7 +409,9 @@ def parse_gaps(lines: list[str]) -> dict[str, str]:
 def completeness_problems(
     registry: Registry, store: Store, consumed: set[str], declared_gaps: Mapping[str, str]
 ) -> list[str]:
-    """Families nobody consumes, and stale gaps. Looks at presence only, never reads bytes."""
+    """Families nobody consumes, stale gaps, and orphans (files in a folder of local sources
+    that no record names, see :func:`fixture_store.sources.local.orphans`). Looks at presence
+    only, never reads bytes."""
     problems = []
     for family, fam in sorted(registry.families.items()):
         records = list(fam.records.values())
@@ -432,6 +436,10 @@ def completeness_problems(
                 f"@pytest.mark.fixture_store(family={family!r}) or declare it in the ini "
                 "option fixture_store_gaps"
             )
+    problems.extend(
+        f"{o.path}: in {o.folder}/, a folder of local sources, but no record names it; {o.fix}"
+        for o in orphans(registry.root, registry.records())
+    )
     return problems
 
 

@@ -492,6 +492,31 @@ def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
     assert required.stdout.str().count("missing object (required by --fixture-store-require") == 2
 
 
+def test_completeness_catches_files_no_record_names_in_folders_of_local_sources(
+    inner: pytest.Pytester,
+) -> None:
+    """``cases/`` holds the two local onnx-case sources: a file beside them, and a file inside
+    one that its manifest does not list, are orphans, as a hand-rolled validator would say."""
+    inner.makepyfile(test_inner=_CONSUMES_ONNX)
+    inner.makeini("[pytest]\nfixture_store_gaps =\n    misc: consumed by the docs build\n")
+    (inner.path / "cases" / "stray.npz").write_bytes(b"unregistered")
+    (inner.path / "cases" / "test_abs" / "extra.pb").write_bytes(b"unlisted")
+    (inner.path / "cases" / ".gitattributes").write_text("*.pb binary\n")
+    result = inner.runpytest("--fixture-store-complete")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*cases/stray.npz: in cases/, a folder of local sources, but no record names it;"
+            " register it (fixture-store add cases/stray.npz --name FAMILY/NAME*",
+            "*cases/test_abs/extra.pb: in cases/test_abs/*",
+        ]
+    )
+    assert ".gitattributes" not in result.stdout.str()
+    (inner.path / "cases" / "stray.npz").unlink()
+    (inner.path / "cases" / "test_abs" / "extra.pb").unlink()
+    inner.runpytest("--fixture-store-complete").assert_outcomes(passed=3)
+
+
 def test_assert_parity_compares_with_the_verified_reference_in_one_line(
     inner: pytest.Pytester,
 ) -> None:

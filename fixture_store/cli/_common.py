@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError
@@ -31,8 +31,11 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Markup is off on both consoles, so every string that reaches them (a record name, a path, a
+# message quoting the registry) prints as it is, '[...]' and all: colour comes only from
+# ``styled`` and ``line``, as Text, never from parsing text that may hold a user's brackets.
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,9 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except FixtureStoreError as e:
-            err.print(f"[bold red]error:[/] {escape(e.message)}", markup=True)
+            err.print(line(("error:", "bold red"), " ", e.message))
             if e.fix:
-                err.print(f"  fix: {e.fix}", markup=False)
+                err.print(f"  fix: {e.fix}")
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             err.print("interrupted; nothing partial was left in the store")
@@ -80,7 +83,7 @@ def progress(total: int, label: str, *, enabled: bool) -> Iterator[Callable[[obj
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     bar = Progress(
-        TextColumn(label),
+        TextColumn(label, markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -131,6 +134,7 @@ STYLE = {
     "gap": "cyan",
     "known-failure": "cyan",
     "new": "cyan",
+    "orphan": "yellow",
     "error": "red",
     "timeout": "red",
     "mismatch": "bold red",
@@ -145,9 +149,15 @@ STYLE = {
 }
 
 
-def styled(outcome: str, text: str | None = None) -> str:
-    """``text`` (default: the outcome itself) as markup in the outcome's colour."""
-    return f"[{STYLE.get(str(outcome), '')}]{outcome if text is None else text}[/]"
+def styled(outcome: str, text: str | None = None) -> Text:
+    """``text`` (default: the outcome itself) in the outcome's colour."""
+    return Text(str(outcome) if text is None else text, style=STYLE.get(str(outcome), ""))
+
+
+def line(*parts: str | Text | tuple[str, str]) -> Text:
+    """One printed line from plain strings, styled Text and ``(text, style)`` pairs; no part
+    is parsed as markup."""
+    return Text.assemble(*parts)
 
 
 def counts_text(counts: Iterable[tuple[str, int]]) -> str:

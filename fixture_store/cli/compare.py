@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from fixture_store.access import Fixtures
 from fixture_store.cli._common import (
@@ -197,7 +198,7 @@ def print_report(report: Report, *, limit: int = 60) -> None:
     out.print(summary)
 
 
-def _styled(r: CaseResult) -> str:
+def _styled(r: CaseResult) -> Text:
     return styled(r.outcome, "known failure now passes" if r.now_passing else None)
 
 

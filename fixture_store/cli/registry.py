@@ -8,12 +8,20 @@ import sys
 from typing import Any
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
-from fixture_store.cli._common import Context, exit_code, handle_errors, out, print_json, styled
+from fixture_store.cli._common import (
+    Context,
+    exit_code,
+    handle_errors,
+    line,
+    out,
+    print_json,
+    styled,
+)
 from fixture_store.registry import Record, Registry
 from fixture_store.registry.frozen import thaw
+from fixture_store.sources.local import Orphan, orphans
 from fixture_store.verify import presence_by_family, verify_names
 
 PRESENCE_COLUMNS = ("present", "missing", "gap", "invalid")
@@ -37,7 +45,7 @@ def list_(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
     for row in rows:
         table.add_row(
             row["name"],
-            row["kind"] or "[red]invalid[/]",
+            row["kind"] or styled("invalid-record", "invalid"),
             f"{row['size']:,}" if row["size"] is not None else "",
             (row["digest"] or "")[7:19],
             row["source"] or row.get("invalid", ""),
@@ -99,12 +107,14 @@ def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
         print_json({"name": name, **record.to_json(), "status": str(result.status)}, sort_keys=True)
         return
     _print_record(name, record)
-    out.print(f"  status:  {styled(result.status)} {escape(result.message)}")
+    out.print(line("  status:  ", styled(result.status), " ", result.message))
+    if result.fix:
+        out.print(f"  fix:     {result.fix}")
     sys.exit(exit_code([result.status]))
 
 
 def _print_record(name: str, record: Record) -> None:
-    out.print(f"[bold]{name}[/]  ({record.kind})")
+    out.print(line((name, "bold"), f"  ({record.kind})"))
     if record.digest:
         out.print(f"  digest:  {record.digest.text}")
         out.print(f"  size:    {record.digest.size:,} bytes")
@@ -149,6 +159,7 @@ def status(obj: Context, as_json: bool) -> None:
     store = obj.store
     per_family = presence_by_family(store, registry)
     objects = sum(1 for _ in store.iter_objects())
+    unnamed = orphans(registry.root, registry.records())
     if as_json:
         print_json(
             {
@@ -156,6 +167,7 @@ def status(obj: Context, as_json: bool) -> None:
                 "registry": str(registry.directory),
                 "objects": objects,
                 "families": {k: dict(v) for k, v in per_family.items()},
+                "orphans": [o.to_json() for o in unnamed],
             }
         )
         return
@@ -168,3 +180,18 @@ def status(obj: Context, as_json: bool) -> None:
     for family, counts in per_family.items():
         table.add_row(family, *(str(counts[k]) for k in PRESENCE_COLUMNS))
     out.print(table)
+    _print_orphans(unnamed)
+
+
+def _print_orphans(unnamed: list[Orphan]) -> None:
+    if not unnamed:
+        return
+    out.print(
+        line(
+            styled("orphan", f"{len(unnamed)} orphan(s)"),
+            ": files in folders of local sources that no record names",
+        )
+    )
+    for o in unnamed:
+        out.print(f"  {o.path}")
+    out.print(f"  fix: {unnamed[0].fix}")

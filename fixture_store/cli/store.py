@@ -306,7 +306,7 @@ def rehash(
             f"recorded BLAKE3 for {len(report.updated)} artifacts; "
             f"{len(report.unchanged)} already had it; {len(report.failed)} failed"
         )
-    report_failures(Failure(r.status, r.name, r.message) for r in report.failed)
+    report_failures(Failure(r.status, r.name, r.message, r.fix) for r in report.failed)
     sys.exit(exit_code(r.status for r in report.failed))
 
 

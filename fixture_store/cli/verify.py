@@ -6,7 +6,6 @@ import sys
 from collections import Counter
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from fixture_store.access import Fixtures
@@ -112,7 +111,7 @@ def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN)
     failures = all_failures[:limit]
     shown_ok = [r for r in results if r.ok][: max(0, limit - len(failures))]
     for r in [*failures, *shown_ok]:
-        table.add_row(escape(r.name), r.kind or "", styled(r.status), escape(_detail(r)))
+        table.add_row(r.name, r.kind or "", styled(r.status), _detail(r))
     hidden = len(results) - len(failures) - len(shown_ok)
     if hidden > 0:
         more_failed = len(all_failures) - len(failures)

@@ -36,8 +36,7 @@ class Digest:
             raise DigestFormatError(
                 f"not a SHA-256 hex digest: {self.hex!r} (need 64 lower-case hex characters)"
             )
-        if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
-            raise DigestFormatError(f"size must be a non-negative integer, got {self.size!r}")
+        check_size(self.size)
 
     @property
     def text(self) -> str:
@@ -82,9 +81,20 @@ def parse_hex(text: object) -> str:
 def parse(text: object, size: object) -> Digest:
     """Build a Digest from its record fields, with a clear error for each malformed part."""
     hexpart = parse_hex(text)
+    return Digest(hexpart, check_size(size))
+
+
+# Sizes are file sizes: past 2**63 - 1 no file system, st_size or SQLite integer holds one.
+MAX_SIZE = (1 << 63) - 1
+
+
+def check_size(size: object) -> int:
+    """``size`` if it is a byte count a file can have; :class:`DigestFormatError` otherwise."""
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise DigestFormatError(f"size must be a non-negative integer, got {size!r}")
-    return Digest(hexpart, size)
+        raise DigestFormatError(f"size must be a non-negative integer, got {size!r:.40}")
+    if size > MAX_SIZE:
+        raise DigestFormatError(f"size {size:.3g} is larger than any file can be (2**63 - 1)")
+    return size
 
 
 class Algorithm(StrEnum):

@@ -473,8 +473,16 @@ class Store:
         path = self.object_path(digest)
         if not self.plain("objects", "sha256", path.parent.name):
             return
-        with contextlib.suppress(FileNotFoundError):
+        try:
             path.unlink()
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError as e:  # not something this store wrote: never deleted
+            raise StoreError(
+                f"{path} is a folder where an object belongs; fixture-store did not make it "
+                "and does not delete it",
+                fix=f"look at {path} and remove it yourself, then rerun the command",
+            ) from e
 
     def clean_tmp(self, older_than: float = STALE_TMP_SECONDS) -> int:
         """Remove temp files left by writers that died. Returns how many entries were removed.
@@ -692,4 +700,7 @@ def io_error(e: OSError, root: Path) -> StoreError:
             f"the store {root} is not writable: {e.strerror}",
             fix=f"choose a writable location with --store or ${ENV_VAR}",
         )
-    return StoreError(f"I/O error in the store {root}: {e}")
+    return StoreError(
+        f"I/O error in the store {root}: {e}",
+        fix=f"check {e.filename or root}: the store holds only files fixture-store wrote",
+    )

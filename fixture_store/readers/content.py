@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store import limits
-from fixture_store.errors import FixtureStoreError, UnsafeContentError
+from fixture_store.errors import FixtureStoreError, MissingObjectError, UnsafeContentError
 from fixture_store.objects import statecache, trees
 from fixture_store.objects.store import Store
 from fixture_store.readers.formats import Sniffed, sniff
@@ -196,15 +196,22 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
     if record.content is not Content.ARCHIVE or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
     path = store.object_path(record.digest)
-    return archives.extract(
-        store,
-        path,
-        record.members,
-        profile_for(record, tighten),
-        archive_digest=record.digest,
-        artifact=record.name,
-        fmt=archives.detect_format(path),
-    )
+    try:
+        return archives.extract(
+            store,
+            path,
+            record.members,
+            profile_for(record, tighten),
+            archive_digest=record.digest,
+            artifact=record.name,
+            fmt=archives.detect_format(path),
+        )
+    except FileNotFoundError as e:  # the caller verified it, but the store may have lost it since
+        raise MissingObjectError(
+            record.name,
+            f"its object {record.digest.text} is not in the store {store.root}",
+            fix=f"fixture-store fetch {record.name}",
+        ) from e
 
 
 # -- describing a new file: the manifest its record will carry ---------------------------------

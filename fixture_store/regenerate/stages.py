@@ -50,7 +50,10 @@ class Stage:
 def load(root: Path) -> dict[str, Stage]:
     path = root / PARAMS_FILE
     if not path.is_file():
-        raise UsageError(f"{path} does not exist; stages are declared in its '{SECTION}' section")
+        raise UsageError(
+            f"{path} does not exist; stages are declared in its '{SECTION}' section",
+            fix=f"declare the stage under '{SECTION}' in {PARAMS_FILE} at the project root",
+        )
     require("regenerate", for_what=f"reading the stages in {PARAMS_FILE}")
     import yaml  # only commands that read params.yaml pay for it
 

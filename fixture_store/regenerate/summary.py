@@ -68,7 +68,10 @@ def _load(path: Path) -> dict[str, Any]:
             fix="fixture-store regenerate STAGE --report PATH",
         ) from e
     if not isinstance(doc, dict) or "stage" not in doc:
-        raise UsageError(f"{path} is not a regeneration report")
+        raise UsageError(
+            f"{path} is not a regeneration report",
+            fix="pass the files written by: fixture-store regenerate STAGE --report PATH",
+        )
     return doc
 
 

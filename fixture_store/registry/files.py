@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -33,6 +34,7 @@ from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import fsutil, statecache
+from fixture_store.registry import nesting
 from fixture_store.registry.known_failures import KnownFailure
 from fixture_store.registry.known_failures import parse as parse_known_failure
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
@@ -42,6 +44,10 @@ DIRNAME = "provenance"
 ENV_VAR = "FIXTURE_STORE_REGISTRY"
 LOCKS_DIRNAME = ".locks"
 LOCK_NAME = "registry.lock"
+# Deeper JSON than this is refused (metadata is the only free-form field; real ones nest a few
+# levels), and so are integer literals longer than any 64-bit size.
+MAX_DEPTH = nesting.MAX_DEPTH
+MAX_INTEGER_DIGITS = 20
 # The temp file of a family file being replaced: ``.<family>.json.<random>.tmp``.
 _TEMP_NAME = re.compile(r"\.[a-z0-9][a-z0-9_-]*\.json\.[A-Za-z0-9_]+\.tmp")
 
@@ -116,6 +122,40 @@ def _duplicate_error(dup: tuple[str, ...], file: str) -> RegistryError:
     return RegistryError(f"duplicate key {dup[-1]!r}", file=file, field=".".join(dup))
 
 
+class _LongInteger(int):
+    """An integer literal with more digits than :data:`MAX_INTEGER_DIGITS` (its value is 0)."""
+
+
+def _parse_int_bounded(literal: str) -> int:
+    return int(literal) if len(literal.lstrip("-")) <= MAX_INTEGER_DIGITS else _LongInteger()
+
+
+def _unparsable_error(text: str, shown: str) -> RegistryError:
+    """The error for JSON that the parser refused for its size, not its syntax: the first value
+    nested deeper than :data:`MAX_DEPTH` or an integer with too many digits, and where it is."""
+    deep = nesting.first_too_deep(text, MAX_DEPTH)
+    if deep is not None:
+        return _located_error(f"nested more than {MAX_DEPTH} levels deep", deep, shown)
+    doc = json.loads(text, parse_int=_parse_int_bounded)
+    long = nesting.first_path(doc, lambda v: isinstance(v, _LongInteger))
+    return _located_error(
+        f"an integer with more than {MAX_INTEGER_DIGITS} digits; no registry value needs one",
+        long or (),
+        shown,
+    )
+
+
+def _located_error(message: str, path: tuple[str, ...], file: str) -> RegistryError:
+    fix = f"edit {file}: registry values are small (sizes, digests, short metadata)"
+    match path:
+        case ("records", record, *field) if field:
+            field_name = nesting.field_name(tuple(field))
+            return RegistryError(message, file=file, record=record, field=field_name, fix=fix)
+        case ("records", record):
+            return RegistryError(message, file=file, record=record, fix=fix)
+    return RegistryError(message, file=file, field=nesting.field_name(path) or None, fix=fix)
+
+
 def dumps(doc: Mapping[str, Any]) -> str:
     """The one stable text form of a registry document."""
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
@@ -148,10 +188,7 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         family = check_family(p.stem)
     except UsageError as e:
         raise RegistryError(e.message, file=shown, field="file name") from e
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RegistryError(f"cannot read: {e}", file=shown) from e
+    text = read_text(p)
     doc = _parse_document(text, shown)
     records, invalid = _parse_records(doc["records"], p, family, _SchemaPasses.for_text(text))
     known = tuple(
@@ -163,6 +200,30 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     )
 
 
+def read_text(path: Path) -> str:
+    """The text of a registry file, refused before reading unless it is a regular file: a FIFO
+    would block the reader forever and a link to ``/dev/zero`` would never end."""
+    shown = str(path)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it does not affect regular files.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise RegistryError(f"cannot read: {e.strerror}", file=shown) from e
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RegistryError(
+            "is not a regular file (a folder, FIFO, device or a link to one); a registry "
+            "file is reviewed JSON text",
+            file=shown,
+            fix=f"replace {shown} with the family's JSON file, or remove it",
+        )
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read().decode("utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise RegistryError(f"cannot read: {e}", file=shown) from e
+
+
 def _parse_document(text: str, shown: str) -> dict[str, Any]:
     """The file's top-level object, its format version and fields checked."""
     try:
@@ -171,6 +232,8 @@ def _parse_document(text: str, shown: str) -> dict[str, Any]:
         raise RegistryError(
             f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", file=shown
         ) from e
+    except (ValueError, RecursionError) as e:  # an integer past Python's digits, deep nesting
+        raise _unparsable_error(text, shown) from e
     if doc is None:  # a duplicate key somewhere: parse again, remembering where
         dup = _first_duplicate(json.loads(text, object_pairs_hook=_keep_duplicates))
         assert dup is not None
@@ -498,10 +561,10 @@ class Transaction:
 def _reread(path: Path, known: FamilyFile | None) -> FamilyFile | None:
     if known is not None and known.text_digest:
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError):
+            text = read_text(path)
+        except RegistryError:
+            if not path.exists():
+                return None
             text = None  # load_file says what is wrong
         if text is not None and _text_digest(text) == known.text_digest:
             return known
@@ -619,11 +682,26 @@ def _replace_family(
         if family_of(name) != family:
             raise UsageError(f"record {name!r} does not belong to family {family!r}")
     path = directory / f"{family}.json"
+    try:
+        _write_atomically(directory, path, dumps(doc))
+    except OSError as e:
+        # Disk full, quota, a file size limit, a read-only folder: the old file is untouched
+        # and the temp file is gone, so nothing is lost; say so and what to do.
+        raise RegistryError(
+            f"cannot write the registry file: {e.strerror or e}; it was left as it was and "
+            "nothing was changed",
+            file=str(path),
+            fix=f"free space or fix permissions in {directory}, then run the command again",
+        ) from e
+    return path
+
+
+def _write_atomically(directory: Path, path: Path, text: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{family}.json.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(dumps(doc))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; a registry file is ordinary reviewed text
@@ -632,4 +710,3 @@ def _replace_family(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    return path

@@ -1,9 +1,12 @@
 """The hub source: one file of a Hugging Face Hub repo at a full 40-hex commit.
 
 The real ``huggingface_hub`` client speaks the protocol (HEAD for metadata with its redirects and
-commit/etag headers, then a streamed GET that resumes with ranges); it honours ``HF_ENDPOINT``,
-the token from ``HF_TOKEN`` or the saved login, and ``HF_HUB_DOWNLOAD_TIMEOUT`` /
-``HF_HUB_ETAG_TIMEOUT``. The client checks no sha256, so this module does: the commit the server
+commit/etag headers); the body is a GET on the client's own session, streamed here so that it is
+bounded like every download: the fetch's deadline covers all attempts and pauses, the body must
+keep the minimum rate (:mod:`fixture_store.sources.transfer`), and a transient error resumes
+with a range. The client's ``HF_ENDPOINT``, token (``HF_TOKEN`` or the saved login),
+``HF_HUB_DOWNLOAD_TIMEOUT`` (one read) and ``HF_HUB_ETAG_TIMEOUT`` are honoured.
+The client checks no sha256, so this module does: the commit the server
 answers for must be the pinned one, the announced size and LFS sha256 must match the record before
 any body is downloaded, and the downloaded bytes must match the record before they enter the store.
 The Hub cache is not used: the store is the cache.
@@ -14,30 +17,24 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from fixture_store._extras import require
 from fixture_store.registry import HubSource, Record
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
+from fixture_store.sources.transfer import (
+    BelowMinimumRate,
+    Deadline,
+    DeadlineExceeded,
+    DownloadPolicy,
+    slow_download_fix,
+)
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-
-
-def _quiet_tqdm() -> Any:
-    require("hub", for_what="fetching a hub source", modules=("tqdm",))
-    from tqdm import tqdm  # type: ignore[import-untyped]
-
-    class Quiet(tqdm):  # type: ignore[misc]
-        """fetch draws one progress bar of its own; one bar per file would bury it."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["disable"] = True
-            super().__init__(*args, **kwargs)
-
-    return Quiet
 
 
 def endpoint() -> str | None:
@@ -71,7 +68,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     ctx.require_online(record, "the object")
 
     require("hub", for_what="fetching a hub source")
-    from huggingface_hub import constants, file_download, get_hf_file_metadata, hf_hub_url
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=endpoint())
@@ -109,22 +106,8 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     fd, tmp_name = tempfile.mkstemp(dir=ctx.store.temp_folder(), prefix="hub-")
     tmp = Path(tmp_name)
     try:
-        try:
-            with os.fdopen(fd, "wb") as out:
-                file_download.http_get(
-                    meta.location,
-                    out,
-                    headers=headers,
-                    expected_size=expected.size,
-                    displayed_filename=path,
-                    tqdm_class=_quiet_tqdm(),
-                )
-        except Exception as e:
-            raise SourceError(
-                record.name,
-                f"{where}: download failed: {_describe(e)}; nothing was stored",
-                fix=_fix(record),
-            ) from e
+        with os.fdopen(fd, "w+b") as out:
+            _download(ctx, record, meta.location, headers, out)
         received = tmp.stat().st_size
         try:
             with open(tmp, "rb") as stream:
@@ -135,6 +118,109 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
         ctx.count_download(received)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+# The body is streamed here rather than by the client's http_get: its retries start afresh
+# whenever a chunk arrives and its reads wait for 10 MiB chunks, so a server trickling a byte
+# at a time held a fetch far past any deadline. Here every read is bounded by the policy's
+# deadline and the body by its minimum rate, as for url sources (sources/transfer.py).
+ATTEMPTS_WITHOUT_PROGRESS = 5
+PAUSE_S = 0.5
+
+
+class _Refused(Exception):
+    """The body cannot be the record's bytes (too long, or cleanly ended short)."""
+
+
+def _download(
+    ctx: FetchContext, record: Record, url: str, headers: dict[str, str], out: BinaryIO
+) -> None:
+    """Stream ``url`` into ``out``, resuming with ranges after transient errors, within the
+    deadline of ``ctx.policy`` (all attempts and pauses included) and its minimum rate."""
+    require("hub", for_what="fetching a hub source")
+    import httpx2 as httpx  # the HTTP client huggingface_hub is built on (its session's errors)
+    from huggingface_hub import constants, get_session
+
+    where = record.source.describe()
+    read_timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+    deadline = ctx.policy.start(record.object.size, read_timeout=read_timeout)
+    stalled = 0
+    while True:
+        before = out.tell()
+        try:
+            _attempt(
+                get_session(),
+                url,
+                out,
+                headers=headers,
+                size=record.object.size,
+                deadline=deadline,
+                policy=ctx.policy,
+            )
+            return
+        except (DeadlineExceeded, BelowMinimumRate) as e:
+            raise _too_slow(record, f"{where}: {e}") from e
+        except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as e:
+            stalled = 0 if out.tell() > before else stalled + 1
+            if deadline.remaining() <= PAUSE_S:
+                raise _too_slow(
+                    record,
+                    f"{where}: no complete download within the deadline of {deadline.seconds:g}s "
+                    f"(last: {_describe(e)})",
+                ) from e
+            if stalled >= ATTEMPTS_WITHOUT_PROGRESS:
+                raise SourceError(
+                    record.name,
+                    f"{where}: download failed: {_describe(e)}; nothing was stored",
+                    fix=_fix(record),
+                ) from e
+        except (httpx.HTTPError, _Refused) as e:
+            raise SourceError(
+                record.name,
+                f"{where}: download failed: {_describe(e)}; nothing was stored",
+                fix=_fix(record),
+            ) from e
+        time.sleep(PAUSE_S)
+
+
+def _too_slow(record: Record, message: str) -> SourceError:
+    return SourceError(
+        record.name, f"{message}; nothing was stored", fix=slow_download_fix(record.name)
+    )
+
+
+_PARTIAL_CONTENT = 206
+
+
+def _attempt(
+    session: Any,
+    url: str,
+    out: BinaryIO,
+    *,
+    headers: dict[str, str],
+    size: int,
+    deadline: Deadline,
+    policy: DownloadPolicy,
+) -> None:
+    """One GET of the rest of the body (a range once some of it is in ``out``)."""
+    got = out.tell()
+    ranged = {**headers, "Range": f"bytes={got}-"} if got else headers
+    with session.stream(
+        "GET", url, headers=ranged, timeout=deadline.next_read_timeout(), follow_redirects=True
+    ) as response:
+        response.raise_for_status()
+        if got and response.status_code != _PARTIAL_CONTENT:  # range ignored: start again
+            out.seek(0)
+            out.truncate()
+        meter = policy.meter()  # from the first body byte, as for url sources
+        for chunk in response.iter_bytes():
+            deadline.check()
+            meter.add(len(chunk))
+            if out.tell() + len(chunk) > size:
+                raise _Refused(f"the server sent more than the record's {size} bytes")
+            out.write(chunk)
+    if out.tell() != size:
+        raise _Refused(f"the body ended after {out.tell()} of the record's {size} bytes")
 
 
 def _describe(e: BaseException) -> str:

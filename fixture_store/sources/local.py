@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import posixpath
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from fixture_store.objects.trees import check_member_path
 from fixture_store.registry import LocalSource, Record
+from fixture_store.registry.files import DIRNAME
 from fixture_store.sources import FetchContext, SourceError, put_object, put_tree, source_as
 
 
@@ -51,3 +56,80 @@ def fetch(ctx: FetchContext, record: Record) -> None:
     if ctx.needs(record.object):
         with open(path, "rb") as f:
             put_object(ctx, record, f, record.object)
+
+
+# -- orphans --------------------------------------------------------------------------------------
+# A *source folder* is a folder that holds the project's local sources: the folder of every local
+# file source, the folder holding every local tree source, and (recursively) every tree source
+# folder itself. The project root and provenance/ are never source folders: a local source at
+# the root does not make every file of the project an orphan. An *orphan* is an entry in a source
+# folder that no record names: directly inside the folder of a file or tree source (its
+# subfolders are other folders, judged only if they hold sources themselves), anywhere inside a
+# tree source folder that the tree's manifest does not list. Names starting with '.'
+# (.gitignore, .gitattributes) are the project's housekeeping, never orphans.
+@dataclass(frozen=True)
+class Orphan:
+    """A file in a source folder that no record names, by its path in the project."""
+
+    path: str
+    folder: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"path": self.path, "folder": self.folder}
+
+    @property
+    def fix(self) -> str:
+        return (
+            f"register it (fixture-store add {self.path} --name FAMILY/NAME --kind KIND) "
+            "or remove it"
+        )
+
+
+def orphans(root: Path, records: Iterable[Record]) -> list[Orphan]:
+    """Every orphan under the project ``root``, sorted by path (see the rules above)."""
+    named: set[str] = set()
+    folders: set[str] = set()
+    trees: dict[str, frozenset[str]] = {}
+    for record in records:
+        if not isinstance(record.source, LocalSource):
+            continue
+        relpath = "/".join(p for p in record.source.path.split("/") if p != ".")
+        if not relpath:
+            continue  # the project root itself: not a folder of sources (see above)
+        named.add(relpath)
+        folders.add(posixpath.dirname(relpath))
+        if record.tree is not None:
+            trees[relpath] = frozenset(record.tree.members)
+    folders -= {"", DIRNAME}
+    found = [o for folder in folders for o in _unnamed_in(root, folder, named | set(trees))]
+    for folder, members in trees.items():
+        found.extend(_unlisted_in(root, folder, members))
+    return sorted(set(found), key=lambda o: o.path)
+
+
+def _unnamed_in(root: Path, folder: str, named: set[str]) -> Iterator[Orphan]:
+    try:
+        entries = list(os.scandir(root / folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return  # a missing source folder is a missing source: fetch and verify say so
+    for entry in entries:
+        path = f"{folder}/{entry.name}"
+        if entry.name.startswith(".") or path in named:
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            continue
+        yield Orphan(path, folder)
+
+
+def _unlisted_in(root: Path, folder: str, members: frozenset[str]) -> Iterator[Orphan]:
+    base = root / folder
+    if base.is_symlink() or not base.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(base):
+        links = [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]
+        dirnames[:] = sorted(d for d in dirnames if d not in links and not d.startswith("."))
+        rel = Path(dirpath).relative_to(base).as_posix()
+        for name in (*filenames, *links):
+            member = name if rel == "." else f"{rel}/{name}"
+            if not name.startswith(".") and member not in members:
+                yield Orphan(f"{folder}/{member}", folder)

@@ -10,14 +10,16 @@ for it.
 
 from __future__ import annotations
 
+import io
 import stat
 import tarfile
 import threading
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO
 
 from fixture_store.errors import UsageError
 from fixture_store.objects.trees import TreePathError, check_member_path
@@ -95,7 +97,48 @@ class _Zip(SafeArchive):
         return zf
 
     def _open(self, name: str) -> BinaryIO:
-        return self._handle().open(name)  # type: ignore[return-value]
+        try:
+            stream = self._handle().open(name)
+        except _DAMAGED as e:
+            raise _damaged(self.label, name, e) from e
+        return _Checked(stream, self.label, name)  # type: ignore[return-value]
+
+
+# What zipfile and zlib raise for a member whose header, compressed bytes or CRC are damaged
+# (or that needs a password, or a compression method this Python lacks).
+_DAMAGED = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError)
+
+
+def _damaged(label: str, name: str, e: BaseException) -> UnsafeMemberError:
+    return UnsafeMemberError(
+        f"{label}: member {name!r} cannot be read: the archive is damaged ({e}); nothing "
+        "from it was stored"
+    )
+
+
+class _Checked(io.RawIOBase):
+    """A zip member's stream whose read errors say which archive and member are damaged."""
+
+    def __init__(self, stream: IO[bytes], label: str, name: str) -> None:
+        self._stream, self._label, self._name = stream, label, name
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._stream.read(size)
+        except _DAMAGED as e:
+            raise _damaged(self._label, self._name, e) from e
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self._stream.close()
+        super().close()
 
 
 @dataclass

@@ -7,9 +7,17 @@ from enum import StrEnum
 import click
 import pytest
 from click.testing import CliRunner
+from rich.text import Text
 
 from fixture_store.cli import _common
-from fixture_store.cli._common import Failure, exit_code, handle_errors, report_failures, styled
+from fixture_store.cli._common import (
+    Failure,
+    exit_code,
+    handle_errors,
+    line,
+    report_failures,
+    styled,
+)
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
 from fixture_store.fetch import Outcome as FetchOutcome
 from fixture_store.parity.results import Outcome as CaseOutcome
@@ -42,14 +50,23 @@ def test_exit_code_with_other_ok_outcomes() -> None:
 def test_one_style_table_colours_every_outcome_word(enum: type[StrEnum]) -> None:
     missing = [str(o) for o in enum if str(o) not in _common.STYLE]
     assert missing == []
-    assert styled(enum(next(iter(enum)))).startswith("[")
+    first = enum(next(iter(enum)))
+    assert styled(first).style == _common.STYLE[str(first)]
 
 
 def test_styled_keeps_the_outcome_colour_for_other_text() -> None:
-    assert styled(Status.MISMATCH) == "[bold red]mismatch[/]"
+    assert styled(Status.MISMATCH) == Text("mismatch", style="bold red")
     assert styled(CaseOutcome.PASS, "known failure now passes") == (
-        "[green]known failure now passes[/]"
+        Text("known failure now passes", style="green")
     )
+
+
+def test_no_console_parses_markup_in_what_it_prints() -> None:
+    """Brackets in a name or message print as they are: the consoles never parse markup, so
+    colour can only come from Text (``styled``, ``line``)."""
+    assert not _common.out._markup and not _common.err._markup
+    text = line(("fam/[bold]x[/x]", "bold"), " [red]", styled(Status.MISMATCH, "[/]"))
+    assert text.plain == "fam/[bold]x[/x] [red][/]"
 
 
 def test_report_failures_prints_the_first_then_how_many_more(

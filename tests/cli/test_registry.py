@@ -49,3 +49,21 @@ def test_show_prints_license_metadata_and_upstream(project: Path) -> None:
     assert code == 0 and "license:" in out and "MIT" in out
     assert '{"model": "[dinov2]"}' in out  # user text printed as it is, not as markup
     assert f"hub MIT/ast@{rev[:12]}:model.safetensors" in out
+
+
+def test_status_reports_files_no_record_names_in_folders_of_local_sources(project: Path) -> None:
+    add_file_and_case(project)  # data/a.bin and data/case: data/ is a folder of local sources
+    code, out, _ = run("status", "--json")
+    assert code == 0 and json.loads(out)["orphans"] == []
+    (project / "data" / "[red]stray[x].bin").write_bytes(b"nobody registered me")
+    (project / "data" / "case" / "extra.pb").write_bytes(b"not in the manifest")
+    code, out, _ = run("status", "--json")
+    assert json.loads(out)["orphans"] == [
+        {"path": "data/[red]stray[x].bin", "folder": "data"},
+        {"path": "data/case/extra.pb", "folder": "data/case"},
+    ]
+    code, out, _ = run("status")
+    assert code == 0
+    assert "2 orphan(s): files in folders of local sources that no record names" in out
+    assert "  data/[red]stray[x].bin\n" in out and "  data/case/extra.pb\n" in out
+    assert "fix: register it (fixture-store add data/[red]stray[x].bin --name" in out

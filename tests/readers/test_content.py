@@ -11,7 +11,7 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import UnsafeContentError, UsageError
+from fixture_store.errors import MissingObjectError, UnsafeContentError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
@@ -336,3 +336,17 @@ def test_a_metadata_member_over_the_profiles_metadata_bytes_fails_verify(tmp_pat
     assert result.status is Status.UNSAFE and "[metadata-size]" in result.message
     with pytest.raises(UnsafeContentError, match="metadata-size"):
         content.extract(store, registry.get("fam/ckpt"))
+
+
+def test_extract_of_an_archive_whose_object_left_the_store_says_so(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store")
+    raw = _record(store, regular_tar(GOOD), "archive", members=_members(GOOD))
+    registry = _project(tmp_path, {"fam/gone": raw})
+    record = registry.get("fam/gone")
+    path = store.object_path(record.object)
+    path.chmod(0o644)
+    path.unlink()
+    with pytest.raises(MissingObjectError) as caught:
+        content.extract(store, record)
+    assert caught.value.artifact == "fam/gone"
+    assert caught.value.fix == "fixture-store fetch fam/gone"

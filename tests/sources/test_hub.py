@@ -13,9 +13,10 @@ import pytest
 
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects.store import Store
-from fixture_store.registry import HubSource
+from fixture_store.registry import HubSource, Registry
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import hub as hub_source
+from fixture_store.sources.transfer import DEADLINE_ENV, DownloadPolicy
 from fixture_store.verify import Verifier
 from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 from tests.support.hubserver import HubState, hub_server
@@ -238,4 +239,46 @@ def test_hanging_server_times_out_with_a_clear_error(
     assert "Timeout" in result.message
     assert "hub model org/tiny@0123456789ab:model.bin" in result.message
     assert result.fix is not None and "fixture-store fetch ckpt/tiny" in result.fix
+    assert objects(store) == [] and leftovers(store) == []
+
+
+def _fetch_under(store: Store, registry: Registry, policy: DownloadPolicy) -> tuple[str, float]:
+    ctx = FetchContext(store, store.root, policy=policy)
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        hub_source.fetch(ctx, registry.get("ckpt/tiny"))
+    return str(caught.value), time.monotonic() - started
+
+
+def test_a_trickling_body_is_cut_at_the_minimum_rate(
+    hub: HubState, store: Store, tmp_path: Path
+) -> None:
+    """One byte every 50 ms: each read is in time, so only the minimum rate can stop it (the
+    client alone would take 14 minutes for these 16 KiB)."""
+    hub.add("org/tiny", "model.bin", WEIGHTS, fault="trickle")
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
+    message, took = _fetch_under(store, registry, DownloadPolicy(deadline=60, rate_window=0.5))
+    assert took < 20, took
+    assert "below the minimum rate" in message and "nothing was stored" in message
+    assert "hub model org/tiny@0123456789ab:model.bin" in message
+    assert "fixture-store fetch ckpt/tiny" in message and DEADLINE_ENV in message
+    assert objects(store) == [] and leftovers(store) == []
+
+
+def test_a_slow_body_is_bounded_by_the_deadline_across_its_retries(
+    hub: HubState, store: Store, tmp_path: Path
+) -> None:
+    """A byte every 0.9 s: in time for every 1 s read, above a 1 B/s minimum rate, and the
+    client's retries start afresh whenever a byte arrives; only the deadline can stop it."""
+    hub.add("org/tiny", "model.bin", WEIGHTS, fault="trickle", trickle_s=0.9)
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
+    policy = DownloadPolicy(deadline=3, min_rate=1)  # the rate alone would never trip
+    message, took = _fetch_under(store, registry, policy)
+    assert took < 3 + 2 * huggingface_hub.constants.HF_HUB_DOWNLOAD_TIMEOUT + 1, took
+    assert "deadline of 3s" in message and "nothing was stored" in message
+    assert "hub model org/tiny@0123456789ab:model.bin" in message
     assert objects(store) == [] and leftovers(store) == []

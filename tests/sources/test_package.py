@@ -265,3 +265,32 @@ def test_an_explicit_deadline_stops_a_hanging_package_tool(
     assert result.fix is not None and DEADLINE_ENV in result.fix
     assert list(store.iter_objects()) == []
     assert not store.tmp_dir.is_dir() or list(store.tmp_dir.iterdir()) == []
+
+
+def test_a_damaged_member_of_the_pinned_wheel_fails_that_record_clearly(
+    wheelhouse: Path, tmp_path: Path
+) -> None:
+    """A wheel whose digest is pinned (so it passes) but one of whose compressed members is
+    damaged: zipfile's BadZipFile (a CRC error) becomes the record's failure, naming the
+    distribution and the member, and nothing of it is stored."""
+    notes = b"notes worth compressing " * 400
+    path = wheelhouse / WHEEL
+    build_wheel(path)
+    with zipfile.ZipFile(path, "a", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("tinypkg/data/big-notes.txt", notes)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("tinypkg/data/big-notes.txt")
+    body = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[body + info.compress_size // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    registry = make_registry(
+        tmp_path / "p",
+        {"cases/notes": file_record(src("tinypkg/data/big-notes.txt", bytes(data)), notes)},
+    )
+    store = Store.at(tmp_path / "s")
+    result = fetch_names(store, registry, ["cases/notes"]).results[0]
+    assert result.outcome is Outcome.FAILED
+    assert f"{WHEEL}: member 'tinypkg/data/big-notes.txt' cannot be read" in result.message
+    assert "the archive is damaged" in result.message
+    assert not store.has(of_bytes(notes))

@@ -12,9 +12,10 @@ It answers ``HEAD``/``GET /{repo_id}/resolve/{revision}/{path}`` (and ``/dataset
 
 Faults for tests: ``lie`` (announce the registered digest but serve other bytes), ``truncate``
 (close the connection half-way through every body), ``hang`` (send half the body, then stall),
-``hang_head`` (never answer the metadata request); ``answered_commit`` makes every answer name
-another commit than the one requested (a server that resolved the revision elsewhere). Every
-request is recorded.
+``hang_head`` (never answer the metadata request), ``trickle`` (send the body one byte every
+``trickle_s`` seconds, each read in time for a per-read timeout); ``answered_commit`` makes
+every answer name another commit than the one requested (a server that resolved the revision
+elsewhere). Every request is recorded.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ _RESOLVE = re.compile(r"/(?:(datasets|spaces)/)?(.+?)/resolve/([^/]+)/(.+)")
 class HubFile:
     content: bytes
     lfs: bool = True
-    fault: str | None = None  # None, "lie", "truncate", "hang", "hang_head"
+    fault: str | None = None  # None, "lie", "truncate", "hang", "hang_head", "trickle"
     announce: bytes | None = None  # what the headers describe ("lie": not what is served)
+    trickle_s: float = 0.05
 
     @property
     def sha256(self) -> str:
@@ -165,6 +167,17 @@ class _Handler(BaseHTTPRequestHandler):
         if f.fault == "truncate":
             self.wfile.write(data[:half])
             self.wfile.flush()
+            self.close_connection = True
+            return
+        if f.fault == "trickle":
+            for i in range(len(data)):
+                if self.state.release.wait(f.trickle_s):
+                    break
+                try:
+                    self.wfile.write(data[i : i + 1])
+                    self.wfile.flush()
+                except OSError:  # the client gave up: the test's point
+                    break
             self.close_connection = True
             return
         if f.fault == "hang":

@@ -1,0 +1,341 @@
+"""Every registered command over a corpus of broken registries, broken stores and hostile
+objects: no traceback, exit 0, 1 or 2 as documented, and a failure names what is wrong and a fix.
+
+Commands join by being registered in ``fixture_store.cli.app.COMMANDS``: the harness iterates
+that table, and a command without an entry in :data:`INVOKE` (how to call it minimally) fails
+the harness until one is added. Runs are in-process with click's runner; a few go through the
+real entry point in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fixture_store.cli import main
+from fixture_store.cli.app import COMMANDS
+from fixture_store.objects import digests
+from fixture_store.objects.store import Store
+from fixture_store.registry import files as files_mod
+from tests.support.hostile import manifest, regular_tar, tar_bytes, tar_info
+
+DATA = b"alpha" * 100
+GOOD_MEMBERS = {"data/a.bin": b"alpha" * 10, "b.txt": b"bravo\n"}
+
+# How to call each command minimally, against the project a scenario builds (run from its
+# root), and what else its own failures may name (a file it reads besides the registry). A new
+# command in app.COMMANDS needs an entry here: the harness fails until it has one.
+INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "add": (("add", "data/new.bin", "--name", "fam/new", "--kind", "fixture"), ("fam/new",)),
+    "compare": (("compare",), ("onnx-case",)),
+    "fetch": (("fetch", "--all"), ()),
+    "gc": (("gc", "--yes"), ()),
+    "import": (("import", "sha256sum", "data/SHA256SUMS", "--family", "imp"), ("SHA256SUMS",)),
+    "init": (("init",), ()),
+    "list": (("list",), ()),
+    "path": (("path", "fam/a"), ()),
+    "provenance": (("provenance", "fam/a"), ()),
+    "regenerate": (("regenerate", "fam/a"), ("params.yaml",)),
+    "regenerate-summary": (
+        ("regenerate-summary", "--metrics", "out/metrics.json", "report.json"),
+        ("report.json",),
+    ),
+    "rehash": (("rehash",), ()),
+    "show": (("show", "fam/a"), ()),
+    "status": (("status",), ()),
+    "verify": (("verify",), ()),
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A project and store broken one way; ``names`` are the files or artifacts a failure
+    message may name (one of them must appear)."""
+
+    project: Path
+    store: Path
+    names: tuple[str, ...]
+
+
+def _record(data: bytes, kind: str = "fixture", **extra: object) -> dict[str, object]:
+    d = digests.of_bytes(data)
+    return {
+        "kind": kind,
+        "digest": d.text,
+        "size": d.size,
+        "source": {"type": "local", "path": "data/a.bin"},
+        **extra,
+    }
+
+
+def _base(root: Path) -> Case:
+    """A healthy project: ``fam/a`` (a file) and ``fam/arc`` (an archive), both stored."""
+    project, store_root = root / "project", root / "store"
+    (project / "provenance").mkdir(parents=True)
+    (project / "data").mkdir()
+    (project / "data" / "a.bin").write_bytes(DATA)
+    (project / "data" / "new.bin").write_bytes(b"new bytes")
+    (project / "report.json").write_text("{}\n")
+    (project / "data" / "SHA256SUMS").write_text(f"{digests.of_bytes(DATA).hex}  a.bin\n")
+    store = Store.at(store_root).ensure()
+    store.put_bytes(DATA)
+    archive = regular_tar(GOOD_MEMBERS)
+    store.put_bytes(archive)
+    members = {n: {"digest": d.text, "size": d.size} for n, d in manifest(GOOD_MEMBERS).items()}
+    records = {
+        "fam/a": _record(DATA),
+        "fam/arc": _record(archive, "archive", members=members),
+    }
+    _write_family(project, records)
+    return Case(project, store_root, (str(project / "provenance" / "fam.json"), "fam/a"))
+
+
+def _write_family(project: Path, records: Mapping[str, object]) -> Path:
+    path = project / "provenance" / "fam.json"
+    path.write_text(files_mod.dumps({"format_version": 1, "records": records}))
+    return path
+
+
+def _family_text(case: Case, text: str) -> Case:
+    path = case.project / "provenance" / "fam.json"
+    path.unlink()
+    path.write_text(text)
+    return Case(case.project, case.store, (str(path),))
+
+
+def _record_text(size: str = str(len(DATA)), metadata: str = "{}") -> str:
+    d = digests.of_bytes(DATA)
+    return (
+        '{"format_version": 1, "records": {"fam/a": {"kind": "fixture", '
+        f'"digest": "{d.text}", "size": {size}, "metadata": {metadata}, '
+        '"source": {"type": "local", "path": "data/a.bin"}}}}'
+    )
+
+
+def bad_json(case: Case) -> Case:
+    return _family_text(case, '{"format_version": 1, "records": {')
+
+
+def wrong_types(case: Case) -> Case:
+    return _family_text(case, _record_text(size='"big"'))
+
+
+def duplicate_keys(case: Case) -> Case:
+    text = _record_text()
+    return _family_text(case, text.replace('"kind": "fixture"', '"kind": "fixture", "kind": "x"'))
+
+
+def huge_number(case: Case) -> Case:
+    return _family_text(case, _record_text(size="9" * 5000))
+
+
+def deep_nesting(case: Case) -> Case:
+    return _family_text(case, _record_text(metadata='{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"))
+
+
+def not_regular_file(case: Case) -> Case:
+    path = case.project / "provenance" / "fam.json"
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    return Case(case.project, case.store, (str(path),))
+
+
+def fifo_registry(case: Case) -> Case:
+    path = case.project / "provenance" / "fam.json"
+    path.unlink()
+    os.mkfifo(path)
+    return Case(case.project, case.store, (str(path),))
+
+
+def markup_in_names(case: Case) -> Case:
+    """Rich markup in a record name (invalid, still listed) and in a valid record's fields."""
+    records: dict[str, object] = {
+        "fam/[bold]x[/x]": _record(DATA),
+        "fam/a": _record(DATA, description="[/] [red]not markup[/x]"),
+    }
+    records["fam/a"]["source"] = {"type": "local", "path": "data/[red]a[/x].bin"}  # type: ignore[index]
+    _write_family(case.project, records)
+    return Case(case.project, case.store, ("fam/[bold]x[/x]", "fam/a"))
+
+
+def objects_is_a_link(case: Case) -> Case:
+    """``objects/`` a link to a copy of itself elsewhere (the store root itself may be a link:
+    a cache folder moved to a bigger disk is an ordinary setup, and it stays allowed)."""
+    objects = Store.at(case.store).objects_dir
+    elsewhere = case.store.parent / "elsewhere"
+    objects.rename(elsewhere)
+    objects.symlink_to(elsewhere)
+    return Case(case.project, case.store, (str(objects), "objects"))
+
+
+def tmp_is_a_link(case: Case) -> Case:
+    user = case.store.parent / "user-folder"
+    user.mkdir()
+    keep = user / "precious.txt"
+    keep.write_text("mine")
+    os.utime(keep, (0, 0))  # old enough for any sweep of stale temp files
+    tmp = Store.at(case.store).tmp_dir
+    _remove_tree(tmp)
+    tmp.symlink_to(user)
+    return Case(case.project, case.store, (str(tmp), "tmp"))
+
+
+def _remove_tree(path: Path) -> None:
+    for child in sorted(path.rglob("*"), reverse=True):
+        child.rmdir() if child.is_dir() and not child.is_symlink() else child.unlink()
+    path.rmdir()
+
+
+def _object(case: Case) -> Path:
+    path = Store.at(case.store).object_path(digests.of_bytes(DATA))
+    path.chmod(0o644)
+    return path
+
+
+def _naming(case: Case, path: Path) -> Case:
+    return Case(case.project, case.store, (*case.names, str(path)))
+
+
+def object_missing(case: Case) -> Case:
+    path = _object(case)
+    path.unlink()
+    return _naming(case, path)
+
+
+def object_other_bytes(case: Case) -> Case:
+    path = _object(case)
+    path.write_bytes(b"beta!" * 100)
+    return _naming(case, path)
+
+
+def object_unreadable(case: Case) -> Case:
+    """A folder where the object should be: unreadable as a file, even to root (the suite may
+    run as root, for whom permission bits prove nothing)."""
+    path = _object(case)
+    path.unlink()
+    path.mkdir()
+    return _naming(case, path)
+
+
+def hostile_archive(case: Case) -> Case:
+    """``fam/arc``'s record lists the good members; its object has them plus ``../evil``."""
+    evil = tar_bytes(
+        [(tar_info(n, len(d)), d) for n, d in GOOD_MEMBERS.items()]
+        + [(tar_info("../evil", 4), b"evil")]
+    )
+    Store.at(case.store).put_bytes(evil)
+    members = {n: {"digest": d.text, "size": d.size} for n, d in manifest(GOOD_MEMBERS).items()}
+    _write_family(
+        case.project,
+        {"fam/a": _record(evil, "archive", members=members)},
+    )
+    return Case(case.project, case.store, ("fam/a",))
+
+
+SCENARIOS: dict[str, Callable[[Case], Case]] = {
+    f.__name__.replace("_", "-"): f
+    for f in (
+        bad_json,
+        wrong_types,
+        duplicate_keys,
+        huge_number,
+        deep_nesting,
+        not_regular_file,
+        fifo_registry,
+        markup_in_names,
+        objects_is_a_link,
+        tmp_is_a_link,
+        object_missing,
+        object_other_bytes,
+        object_unreadable,
+        hostile_archive,
+    )
+}
+
+
+def test_every_registered_command_has_an_invocation() -> None:
+    missing = sorted(set(COMMANDS) - set(INVOKE))
+    assert not missing, (
+        f"commands {missing} are registered in fixture_store/cli/app.py but the harness does "
+        "not know how to call them: add an entry to INVOKE in tests/cli/test_harness.py"
+    )
+    assert not set(INVOKE) - set(COMMANDS), "INVOKE names commands that are not registered"
+
+
+def _run(case: Case, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
+    monkeypatch.chdir(case.project)
+    monkeypatch.setenv("COLUMNS", "1000")  # tables fold long cells; names must stay whole
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(case.store))
+    monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
+    monkeypatch.setenv("FIXTURE_STORE_OFFLINE", "1")  # nothing in the harness may download
+    result = CliRunner().invoke(main, list(args), catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise AssertionError(f"{' '.join(args)} raised {result.exception!r}") from result.exception
+    return result.exit_code, result.stdout + result.stderr
+
+
+def _check(case: Case, command: str, code: int, output: str) -> None:
+    where = f"{command!r}"
+    names = (*case.names, *INVOKE[command][1])
+    assert "Traceback" not in output, f"{where} printed a traceback:\n{output}"
+    assert code in (0, 1, 2), f"{where} exited {code}:\n{output}"
+    if code != 0:
+        assert any(name in output for name in names), (
+            f"{where} failed without naming any of {names}:\n{output}"
+        )
+        assert "fix:" in output or "Try '" in output, f"{where} failed without a fix:\n{output}"
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("command", sorted(INVOKE))
+def test_a_command_over_a_broken_project_fails_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, scenario: str
+) -> None:
+    case = SCENARIOS[scenario](_base(tmp_path))
+    code, output = _run(case, INVOKE[command][0], monkeypatch)
+    _check(case, command, code, output)
+    if scenario == "tmp-is-a-link":
+        assert (tmp_path / "user-folder" / "precious.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("scenario", sorted(set(SCENARIOS) - {"tmp-is-a-link"}))
+def test_verify_fails_on_every_broken_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str
+) -> None:
+    """Whatever else a command may do, ``verify`` never passes a broken project."""
+    case = SCENARIOS[scenario](_base(tmp_path))
+    code, output = _run(case, ("verify",), monkeypatch)
+    assert code in (1, 2), output
+
+
+@pytest.mark.parametrize("scenario", ["huge-number", "fifo-registry", "markup-in-names"])
+@pytest.mark.parametrize("command", ["list", "verify", "status"])
+def test_the_real_entry_point_fails_clearly(tmp_path: Path, command: str, scenario: str) -> None:
+    case = SCENARIOS[scenario](_base(tmp_path))
+    env = {
+        **os.environ,
+        "FIXTURE_STORE_DIR": str(case.store),
+        "FIXTURE_STORE_OFFLINE": "1",
+        "COLUMNS": "1000",
+    }
+    env.pop("FIXTURE_STORE_REGISTRY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "fixture_store.cli", *INVOKE[command][0]],
+        cwd=case.project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    _check(case, command, proc.returncode, proc.stdout + proc.stderr)
+    json.dumps(proc.returncode)  # a plain exit status, not a signal
+    assert proc.returncode >= 0

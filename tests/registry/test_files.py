@@ -1,0 +1,171 @@
+"""Registry files that a parser or a machine cannot cope with are refused with a RegistryError
+naming the file and the field (``fixture_store.registry.files``): integers past Python's digit
+limit, nesting past the recursion limit, files that are not regular files, a full disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.errors import RegistryError
+from fixture_store.objects import digests
+from fixture_store.registry import files as files_mod
+
+HEX = "0" * 64
+
+
+def _write(project: Path, text: str, family: str = "fam") -> Path:
+    path = project / "provenance" / f"{family}.json"
+    path.write_text(text)
+    return path
+
+
+def _record_text(size: str = "3", metadata: str | None = None) -> str:
+    extra = f', "metadata": {metadata}' if metadata is not None else ""
+    return (
+        '{"format_version": 1, "records": {"fam/a": {"kind": "fixture", '
+        f'"digest": "sha256:{HEX}", "size": {size}, '
+        f'"source": {{"type": "local", "path": "x"}}{extra}}}}}}}'
+    )
+
+
+def test_an_integer_past_pythons_digit_limit_names_the_file_and_field(project: Path) -> None:
+    path = _write(project, _record_text(size="9" * 5000))
+    with pytest.raises(RegistryError) as caught:
+        registry_mod.load(project)
+    assert caught.value.file == str(path)
+    assert (caught.value.record, caught.value.field) == ("fam/a", "size")
+    assert "more than 20 digits" in caught.value.message and caught.value.fix
+
+
+def test_a_size_no_file_can_have_is_an_invalid_record(project: Path) -> None:
+    _write(project, _record_text(size=str(1 << 64)))
+    invalid = dict(registry_mod.load(project).invalid())
+    assert "larger than any file can be" in invalid["fam/a"].message
+    assert invalid["fam/a"].field == "size"
+
+
+def test_nesting_past_the_recursion_limit_names_the_file_and_field(project: Path) -> None:
+    deep = '{"x": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    path = _write(project, _record_text(metadata=deep))
+    with pytest.raises(RegistryError) as caught:
+        registry_mod.load(project)
+    assert caught.value.file == str(path) and caught.value.record == "fam/a"
+    assert caught.value.field is not None and caught.value.field.startswith("metadata.x[0]")
+    assert "nested more than 64 levels deep" in caught.value.message
+
+
+def test_nesting_the_parser_accepts_but_freezing_would_not_is_an_invalid_record(
+    project: Path,
+) -> None:
+    _write(project, _record_text(metadata='{"x": ' + "[" * 600 + "]" * 600 + "}"))
+    invalid = dict(registry_mod.load(project).invalid())
+    assert "nested more than 64 levels deep" in invalid["fam/a"].message
+    assert invalid["fam/a"].field is not None and invalid["fam/a"].field.startswith("metadata.x")
+
+
+def test_metadata_a_few_levels_deep_still_loads(project: Path) -> None:
+    _write(project, _record_text(metadata='{"x": ' + "[" * 10 + "]" * 10 + "}"))
+    assert registry_mod.load(project).get("fam/a").metadata is not None
+
+
+def test_a_generator_environment_nested_too_deep_is_refused(project: Path) -> None:
+    env = "[" * 200 + "]" * 200
+    text = (
+        '{"format_version": 1, "records": {"fam/a": {"kind": "fixture", '
+        f'"digest": "sha256:{HEX}", "size": 3, '
+        f'"source": {{"type": "generator", "stage": "s", "environment": {{"e": {env}}}}}}}}}}}'
+    )
+    _write(project, text)
+    invalid = dict(registry_mod.load(project).invalid())
+    assert invalid["fam/a"].field is not None
+    assert invalid["fam/a"].field.startswith("source.environment")
+
+
+@pytest.mark.parametrize("kind", ["dev-zero", "fifo", "folder"])
+def test_a_registry_path_that_is_not_a_regular_file_is_refused_before_reading(
+    project: Path, kind: str
+) -> None:
+    path = project / "provenance" / "fam.json"
+    if kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.mkdir()
+    result: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            registry_mod.load(project)
+        except BaseException as e:  # handed to the test thread
+            result.append(e)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=20)
+    if reader.is_alive() and kind == "fifo":
+        with open(path, "wb"):  # unblock the reader so the thread ends
+            pass
+    assert not reader.is_alive() and result, "reading the registry blocked"
+    error = result[0]
+    assert isinstance(error, RegistryError), error
+    assert error.file == str(path) and "not a regular file" in error.message and error.fix
+
+
+def _fsize_limited() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+
+@pytest.mark.usefixtures("store")
+def test_a_full_disk_while_writing_keeps_the_old_file_and_leaves_no_temp(project: Path) -> None:
+    """The disk is filled for real by a child process whose file size limit is 4 KiB
+    (RLIMIT_FSIZE: the write fails with EFBIG, the same OSError path as ENOSPC)."""
+    records = {}
+    for i in range(40):
+        data = f"bytes {i}".encode()
+        records[f"fam/r{i:03}"] = {
+            "kind": "fixture",
+            "source": {"type": "local", "path": f"data/{i}.bin"},
+            "digest": digests.of_bytes(data).text,
+            "size": len(data),
+        }
+    path = project / "provenance" / "fam.json"
+    path.write_text(files_mod.dumps({"format_version": 1, "records": records}))
+    before = path.read_bytes()
+    assert len(before) > 4096
+    child = (
+        "from fixture_store import registry as r\n"
+        "from fixture_store.errors import RegistryError\n"
+        "reg = r.load('.')\n"
+        "try:\n"
+        "    r.write_family(reg, 'fam', list(reg.records()))\n"
+        "except RegistryError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", child],
+        cwd=project,
+        preexec_fn=_fsize_limited,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot write the registry file: File too large" in proc.stdout
+    assert "nothing was changed" in proc.stdout and "fix: free space" in proc.stdout
+    assert path.read_bytes() == before
+    leftovers = [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+    assert json.loads(before)["records"].keys() == records.keys()
