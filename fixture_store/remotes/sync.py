@@ -16,7 +16,8 @@ bytes than expected, a 4xx, a missing object are not.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,6 +32,7 @@ from fixture_store.remotes.base import (
     Remote,
     RemoteError,
     Retry,
+    TransientRemoteError,
 )
 from fixture_store.verify import Status, Verifier, repair_command
 
@@ -371,3 +373,53 @@ def _failure(
 
 def _remote_arg(remote: Remote) -> str:
     return remote.label.split(" ", 1)[0]
+
+
+# A mirror is a shortcut: it gives up sooner than a push or a pull, so the pinned source is
+# reached quickly when the mirror is down.
+MIRROR_RETRY = Retry(attempts=2, backoff=0.25, total=30.0)
+
+
+@dataclass
+class Mirrors:
+    """The remotes a fetch tries, in order, before a record's pinned source.
+
+    A remote that fails with a transient error (unreachable, 5xx after retries) is not tried
+    again in the same run; one that lacks an object is, for the next record.
+    """
+
+    store: Store
+    remotes: Sequence[Remote]
+    retry: Retry = MIRROR_RETRY
+    down: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def pull(
+        self,
+        record: Record,
+        needs: Callable[[Digest], bool],
+        count: Callable[[int], None],
+    ) -> tuple[Remote | None, list[str]]:
+        """Pull the record's missing objects from the first remote that has them all; returns
+        it (or ``None``) and what the others answered."""
+        tried: list[str] = []
+        for remote in self.remotes:
+            with self._lock:
+                down = self.down.get(remote.label)
+            if down is not None:
+                tried.append(f"{remote.label}: skipped, failed earlier in this run: {down}")
+                continue
+            try:
+                for digest in (r.digest for r in record.objects() if needs(r.digest)):
+                    pull_object(self.store, remote, digest, self.retry)
+                    count(digest.size)
+            except TransientRemoteError as e:
+                with self._lock:
+                    self.down[remote.label] = e.message
+                tried.append(e.message)
+                continue
+            except FixtureStoreError as e:
+                tried.append(e.message)
+                continue
+            return remote, tried
+        return None, tried
