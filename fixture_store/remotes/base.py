@@ -23,7 +23,12 @@ from typing import BinaryIO, Protocol, TypeVar
 from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import SHARD_LEN
-from fixture_store.sources.transfer import DeadlineExceeded
+from fixture_store.sources.transfer import (
+    MIN_RATE_ENV,
+    BelowMinimumRate,
+    DeadlineExceeded,
+    RateMeter,
+)
 
 _T = TypeVar("_T")
 OBJECTS_PREFIX = "objects/sha256"
@@ -138,11 +143,14 @@ class Retry:
 class GuardedBody:
     """A remote's response body as the store reads it: at most ``size + 1`` bytes (so a longer
     body is seen, never slurped), a body that ends early is a :class:`TransientRemoteError`
-    (a cut transfer), and the read errors of the transport (``transient``) become one too."""
+    (a cut transfer), and so are the read errors of the transport (``transient``) and a body
+    slower than the ``meter``'s minimum rate (a slow drip: each read succeeds, the whole never
+    ends)."""
 
     raw: BinaryIO
     size: int
     what: str
+    meter: RateMeter | None = None
     transient: tuple[type[BaseException], ...] = BODY_ERRORS
     read_so_far: int = 0
 
@@ -150,8 +158,11 @@ class GuardedBody:
         want = min(len(buf), self.size + 1 - self.read_so_far)
         if want <= 0:
             return 0
+        # read1: at most one read of the connection, so the rate is measured as bytes come; a
+        # plain read would wait until the whole buffer is filled.
+        read = getattr(self.raw, "read1", None) or self.raw.read
         try:
-            data = self.raw.read(want)
+            data = read(want)
         except self.transient as e:
             raise TransientRemoteError(
                 f"{self.what}: connection failed after {self.read_so_far:,} bytes: {e}"
@@ -163,6 +174,15 @@ class GuardedBody:
             )
         buf[:n] = data
         self.read_so_far += n
+        if self.meter is not None:
+            try:
+                self.meter.add(n)
+            except BelowMinimumRate as e:
+                raise TransientRemoteError(
+                    f"{self.what}: too slow after {self.read_so_far:,} bytes: {e}",
+                    fix="check the network and the remote, or allow a slower transfer "
+                    f"({MIN_RATE_ENV}=BYTES_PER_SECOND)",
+                ) from e
         return n
 
     def read(self, n: int = -1) -> bytes:

@@ -309,8 +309,17 @@ class _Body:
     digest: Digest
 
     def read(self, n: int = -1) -> bytes:
+        return self._read(self.raw.read, n)
+
+    def read1(self, n: int = -1) -> bytes:
+        """What the connection has now, up to ``n`` bytes (urllib3's ``read1``; botocore's body
+        only offers a ``read`` that waits for all ``n``)."""
+        raw = getattr(self.raw, "_raw_stream", None)
+        return self._read(getattr(raw, "read1", None) or self.raw.read, n)
+
+    def _read(self, read: Any, n: int) -> bytes:
         try:
-            data: bytes = self.raw.read(n)
+            data: bytes = read(n)
         except Exception as e:
             error = self.remote._error(e, self.digest)
             if isinstance(error, TransientRemoteError) or _is_cut(e):

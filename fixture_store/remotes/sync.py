@@ -34,6 +34,7 @@ from fixture_store.remotes.base import (
     Retry,
     TransientRemoteError,
 )
+from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import Status, Verifier, repair_command
 
 DEFAULT_JOBS = 8
@@ -216,17 +217,19 @@ def pull(
     jobs: int = DEFAULT_JOBS,
     retry: Retry | None = None,
     on_object: ObjectCallback | None = None,
+    rate: DownloadPolicy | None = None,
 ) -> SyncReport:
     """Bring the plan's objects that do not verify in the store from the remote, verified."""
     verifier = Verifier(store)
     policy = retry or Retry()
+    rate = rate or DownloadPolicy.from_env()
 
     def one(digest: Digest) -> _Moved:
         with store.writing():  # this thread's temp files in the run's writer folder
             try:
                 if verifier.check_object(digest).status is Status.VERIFIED:
                     return _Moved()
-                pull_object(store, remote, digest, policy)
+                pull_object(store, remote, digest, policy, rate)
                 return _Moved(moved=True)
             except FixtureStoreError as e:
                 return _Moved(error=e)
@@ -239,13 +242,25 @@ def pull(
     return _report(remote, registry, the_plan, moved, Outcome.PULLED, push=False)
 
 
-def pull_object(store: Store, remote: Remote, digest: Digest, retry: Retry) -> None:
-    """Stream one object from the remote into the store, published only if it is ``digest``."""
+def pull_object(
+    store: Store,
+    remote: Remote,
+    digest: Digest,
+    retry: Retry,
+    rate: DownloadPolicy | None = None,
+) -> None:
+    """Stream one object from the remote into the store, published only if it is ``digest``.
+
+    The body must keep ``rate``'s minimum rate (default: the download policy of the
+    environment, as for fetch).
+    """
+    policy = rate or DownloadPolicy.from_env()
 
     def attempt() -> None:
         stream = remote.open(digest)
         try:
-            body = GuardedBody(stream, digest.size, f"{remote.label}: {digest.short}")
+            what = f"remote {remote.label}: {digest.short}"
+            body = GuardedBody(stream, digest.size, what, policy.meter())
             store.write_stream(body, digest, replace=True)  # type: ignore[arg-type]
         except IntegrityError as e:
             raise RemoteError(

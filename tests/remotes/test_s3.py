@@ -19,6 +19,7 @@ from fixture_store.remotes.base import Retry, checksum_sha256, object_key
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.s3 import METADATA_KEY, S3Remote
 from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
+from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import verify_names
 from tests.remotes.conftest import s3_client
 from tests.support.cli import add_file_and_case
@@ -171,6 +172,29 @@ def test_pull_retries_a_truncated_body_and_gives_up_with_nothing_stored(
     assert result.outcome is Outcome.FAILED
     assert "3 attempts" in result.message
     assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * 3
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+
+
+def test_a_slow_drip_fails_below_the_minimum_rate_with_nothing_stored(
+    s3_endpoint: str,
+    bucket: str,
+    proxy: FaultProxy,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, _ = corpus
+    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    proxy.faults.drip = 0.01  # 100 bytes a second: each read succeeds, the body never ends
+    fresh = _fresh(tmp_path)
+    rate = DownloadPolicy(min_rate=10_000, rate_window=0.5)
+    retry = Retry(attempts=2, backoff=0.01, total=10.0)
+    (result,) = pull(
+        fresh, registry, _remote(proxy.url, bucket), the_plan, retry=retry, rate=rate
+    ).results
+    assert result.outcome is Outcome.FAILED and "too slow" in result.message
+    assert result.fix is not None and "FIXTURE_STORE_DOWNLOAD_MIN_RATE" in result.fix
     (digest,) = the_plan.objects.values()
     assert not fresh.object_path(digest).exists()
 

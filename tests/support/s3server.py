@@ -1,7 +1,8 @@
 """moto's threaded S3 server on loopback, and a fault-injecting proxy to put in front of it.
 
 moto speaks the S3 protocol to the real boto3 client but checks no checksums itself, so the
-failures a remote must survive (a flipped byte, a truncated body, 5xx answers, a 403) are made
+failures a remote must survive (a flipped byte, a truncated body, a slow drip, 5xx answers, a
+403) are made
 by :class:`FaultProxy`: it forwards every request to the server and spoils the answers to
 object GETs as told.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ class Faults:
 
     flip: bool = False  # flip one byte of every GET body
     truncate: bool = False  # send half of every GET body, then close the connection
+    drip: float = 0.0  # send every GET body one byte at a time, this many seconds apart
     errors: int = 0  # answer this many object requests (any method) with 500 first
     forbid: bool = False  # answer every object request with 403
     seen: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
@@ -123,6 +126,15 @@ class FaultProxy:
             req.wfile.write(data[: len(data) // 2])
             req.wfile.flush()
             req.close_connection = True
+            return
+        if spoil and faults.drip:
+            for i in range(len(data)):
+                try:
+                    req.wfile.write(data[i : i + 1])
+                    req.wfile.flush()
+                except OSError:  # the client gave up
+                    return
+                time.sleep(faults.drip)
             return
         req.wfile.write(data)
 
