@@ -98,9 +98,9 @@ class Remote(Protocol):
         """What the remote holds under the object's key, or ``None`` if nothing."""
         ...
 
-    def upload(self, path: Path, digest: Digest) -> None:
+    def upload(self, path: Path, digest: Digest) -> bool:
         """Put the store's object at ``path`` under its key, write-once: an object already there
-        is left as it is. The bytes sent are checked against ``digest`` as they are read."""
+        is left as it is, and the answer is False (True: written now)."""
         ...
 
     def open(self, digest: Digest) -> BinaryIO:

@@ -59,7 +59,7 @@ class FolderRemote:
             return None
         return RemoteObject(st.st_size)
 
-    def upload(self, path: Path, digest: Digest) -> None:
+    def upload(self, path: Path, digest: Digest) -> bool:
         final = self.path(digest)
         try:
             tmp_dir = self.root / "tmp"
@@ -83,8 +83,9 @@ class FolderRemote:
             try:
                 os.link(tmp_name, final)  # fails if the name exists: write-once
             except FileExistsError:
-                return  # another pusher got there first
+                return False  # an object is there already: write-once holds
             fsutil.fsync_path(final.parent)
+            return True
         except OSError as e:
             raise self._error(e, f"cannot write {final}") from e
         finally:

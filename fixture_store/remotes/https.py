@@ -49,7 +49,7 @@ class HttpsRemote:
         """A mirror is only read: what it holds is learnt by downloading it."""
         return None
 
-    def upload(self, path: Path, digest: Digest) -> None:  # noqa: ARG002
+    def upload(self, path: Path, digest: Digest) -> bool:  # noqa: ARG002
         raise ReadOnlyRemote(f"the remote {self.label} is a read-only https mirror")
 
     def open(self, digest: Digest) -> BinaryIO:

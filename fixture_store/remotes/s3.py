@@ -138,7 +138,7 @@ class S3Remote:
             raise error from e
         return RemoteObject(int(head["ContentLength"]), _full_sha256(head))
 
-    def upload(self, path: Path, digest: Digest) -> None:
+    def upload(self, path: Path, digest: Digest) -> bool:
         try:
             if digest.size >= self.multipart_threshold:
                 self._upload_parts(path, digest)
@@ -158,8 +158,9 @@ class S3Remote:
             raise
         except Exception as e:
             if _status(e) == _HTTP_PRECONDITION_FAILED:
-                return  # written meanwhile by another pusher: write-once holds
+                return False  # an object is at the key already: write-once holds
             raise self._error(e, digest) from e
+        return True
 
     def open(self, digest: Digest) -> BinaryIO:
         try:

@@ -6,7 +6,9 @@ however many records share it. A plan (:func:`plan`) is made from the registry a
 by :func:`push` or :func:`pull` over a bounded pool of threads; every transfer streams, so
 memory stays flat whatever the sizes.
 
-Push sends only objects that verify in the store. Pull writes each object through the store's
+Push sends only objects that verify in the store; an object already on the remote is recognised
+by its size and SHA-256 (S3: a HEAD), before sending it (large objects) or when the write-once
+write is refused (small ones). Pull writes each object through the store's
 own put path with the digest the record expects: the bytes are hashed as they land in the
 store's temp folder and published only on a match, whatever the remote claimed. A transient
 failure (5xx, throttling, a cut or short body) is retried within :class:`Retry`'s bounds; other
@@ -31,6 +33,7 @@ from fixture_store.remotes.base import (
     MissingRemoteObject,
     Remote,
     RemoteError,
+    RemoteObject,
     Retry,
     TransientRemoteError,
 )
@@ -38,6 +41,10 @@ from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import Status, Verifier, repair_command
 
 DEFAULT_JOBS = 8
+# Below this size push writes first (write-once: an object already at the key refuses it) and
+# looks only when refused: one request for each new object instead of two. From it on, push
+# looks first, so that bytes the remote already holds are not sent again.
+PUT_FIRST_BELOW = 1 << 20
 
 
 class Outcome(StrEnum):
@@ -191,13 +198,13 @@ def push(
             check = verifier.check_object(digest)
             if check.status is not Status.VERIFIED:
                 return _Moved(error=_NotInStore(f"{digest} is {check.status} in the store"))
-            claim = policy.run(lambda: remote.stat(digest))
-            if claim is not None:
-                if claim.holds(digest):
-                    return _Moved()
-                return _Moved(error=_other_bytes(remote, digest, claim.size))
-            policy.run(lambda: remote.upload(store.object_path(digest), digest))
-            return _Moved(moved=True)
+            if digest.size >= PUT_FIRST_BELOW:  # ask first: its bytes are worth not resending
+                claim = policy.run(lambda: remote.stat(digest))
+                if claim is not None:
+                    return _already_there(remote, digest, claim)
+            if policy.run(lambda: remote.upload(store.object_path(digest), digest)):
+                return _Moved(moved=True)
+            return _already_there(remote, digest, policy.run(lambda: remote.stat(digest)))
         except FixtureStoreError as e:
             return _Moved(error=e)
 
@@ -272,6 +279,16 @@ def pull_object(
             stream.close()
 
     retry.run(attempt)
+
+
+def _already_there(remote: Remote, digest: Digest, claim: RemoteObject | None) -> _Moved:
+    """An object at the key already: present if it is the one expected, else an error (it stays,
+    write-once)."""
+    if claim is None:  # gone again between the write-once refusal and the look
+        return _Moved(error=TransientRemoteError(f"{remote.label}: {digest} vanished; push again"))
+    if claim.holds(digest):
+        return _Moved()
+    return _Moved(error=_other_bytes(remote, digest, claim.size))
 
 
 class _NotInStore(FixtureStoreError):

@@ -308,3 +308,16 @@ def test_an_upload_never_replaces_an_object_already_at_its_key(
     assert client.get_object(Bucket=bucket, Key=remote.key(digest))["Body"].read() == (
         b"first writer"
     )
+
+
+def test_a_new_small_object_costs_one_request_and_a_present_one_is_compared_by_head(
+    bucket: str, proxy: FaultProxy, store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    registry, the_plan = corpus
+    remote = _remote(proxy.url, bucket)
+    push(store, registry, remote, the_plan, retry=FAST)
+    assert sorted(m for m, _, _ in proxy.faults.seen) == ["PUT"] * 3
+    proxy.faults.seen.clear()
+    again = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in again.results} == {Outcome.PRESENT}
+    assert sorted(m for m, _, _ in proxy.faults.seen) == ["HEAD"] * 3 + ["PUT"] * 3
