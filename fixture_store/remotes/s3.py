@@ -17,10 +17,11 @@ not botocore's, so one bound covers each object.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import hashlib
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -163,11 +164,40 @@ class S3Remote:
         return True
 
     def open(self, digest: Digest) -> BinaryIO:
+        """The object's bytes: one GET, or for a large object ranges of ``part_size`` fetched
+        ``part_jobs`` at a time and handed out in order (so the store still hashes the bytes as
+        it writes them)."""
+        if digest.size >= self.multipart_threshold:
+            return _RangedBody(self, digest)  # type: ignore[return-value]
         try:
             got = self.client.get_object(Bucket=self.bucket, Key=self.key(digest))
         except Exception as e:
             raise self._error(e, digest) from e
         return _Body(got["Body"], self, digest)  # type: ignore[return-value]
+
+    def get_range(self, digest: Digest, start: int, end: int) -> bytes:
+        """Bytes ``start`` to ``end`` (inclusive) of the object, retried within :attr:`retry`;
+        a range that comes back short or long is a transient error (a cut transfer)."""
+
+        def once() -> bytes:
+            try:
+                got = self.client.get_object(
+                    Bucket=self.bucket, Key=self.key(digest), Range=f"bytes={start}-{end}"
+                )
+            except Exception as e:
+                raise self._error(e, digest) from e
+            data = _Body(got["Body"], self, digest).read()
+            if len(data) != end - start + 1:
+                raise TransientRemoteError(
+                    f"remote {self.label}: {digest.short}: bytes {start}-{end} came back as "
+                    f"{len(data):,} bytes"
+                )
+            return data
+
+        try:
+            return self.retry.run(once)
+        except TransientRemoteError as e:  # retried here already: the whole object is not
+            raise RemoteError(e.message, fix=e.fix) from e
 
     # -- multipart ----------------------------------------------------------------------------
     def _upload_parts(self, path: Path, digest: Digest) -> None:
@@ -336,3 +366,41 @@ def _is_cut(e: BaseException) -> bool:
     import botocore.exceptions as bx
 
     return isinstance(e, bx.IncompleteReadError | bx.ResponseStreamingError)
+
+
+class _RangedBody:
+    """A large object read as consecutive ranges fetched in parallel and handed out in order.
+
+    At most ``part_jobs`` ranges are in flight and one is being read: memory stays at
+    ``(part_jobs + 1) * part_size`` whatever the object's size.
+    """
+
+    def __init__(self, remote: S3Remote, digest: Digest) -> None:
+        self.remote, self.digest = remote, digest
+        self.pool = ThreadPoolExecutor(max_workers=remote.part_jobs)
+        self.starts = iter(range(0, digest.size, remote.part_size))
+        self.pending: collections.deque[Future[bytes]] = collections.deque()
+        self.current = memoryview(b"")
+        for _ in range(remote.part_jobs):
+            self._submit()
+
+    def _submit(self) -> None:
+        start = next(self.starts, None)
+        if start is not None:
+            end = min(start + self.remote.part_size, self.digest.size) - 1
+            self.pending.append(self.pool.submit(self.remote.get_range, self.digest, start, end))
+
+    def read(self, n: int = -1) -> bytes:
+        if not self.current:
+            if not self.pending:
+                return b""
+            self.current = memoryview(self.pending.popleft().result())
+            self._submit()
+        size = len(self.current) if n < 0 else n
+        data, self.current = self.current[:size], self.current[size:]
+        return bytes(data)
+
+    def close(self) -> None:
+        for future in self.pending:
+            future.cancel()
+        self.pool.shutdown(wait=True, cancel_futures=True)

@@ -321,3 +321,26 @@ def test_a_new_small_object_costs_one_request_and_a_present_one_is_compared_by_h
     again = push(store, registry, remote, the_plan, retry=FAST)
     assert {r.outcome for r in again.results} == {Outcome.PRESENT}
     assert sorted(m for m, _, _ in proxy.faults.seen) == ["HEAD"] * 3 + ["PUT"] * 3
+
+
+def test_a_large_object_pulled_in_ranges_is_refused_if_any_range_has_other_bytes(
+    bucket: str, proxy: FaultProxy, project: Path, store: Store, tmp_path: Path
+) -> None:
+    data = os.urandom(11 * 1024 * 1024)
+    (project / "big.bin").write_bytes(data)
+    from tests.support.cli import run
+
+    assert run("add", "big.bin", "--name", "fam/big", "--kind", "checkpoint")[0] == 0
+    registry = registry_mod.load(project)
+    the_plan = plan(registry, ["fam/big"])
+    remote = _remote(proxy.url, bucket, multipart_threshold=6 << 20, part_size=5 << 20)
+    push(store, registry, remote, the_plan, retry=FAST)
+    proxy.faults.seen.clear()
+    proxy.faults.flip = True
+    fresh = _fresh(tmp_path)
+    (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED and "other bytes" in result.message
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * 3  # three ranges, no retry
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+    assert list(fresh.tmp_dir.iterdir()) == []

@@ -112,7 +112,7 @@ class FaultProxy:
         answer = conn.getresponse()
         data = answer.read()
         conn.close()
-        spoil = is_object and req.command == "GET" and answer.status == 200 and data
+        spoil = is_object and req.command == "GET" and answer.status in (200, 206) and data
         if spoil and faults.flip:
             data = bytes([data[0] ^ 0x01]) + data[1:]
         req.send_response(answer.status)
