@@ -43,7 +43,10 @@ from fixture_store.remotes.config import RemoteSpec
 
 MULTIPART_THRESHOLD = 16 * MiB
 PART_SIZE = 8 * MiB
-PART_JOBS = 4  # parts in flight for one object: memory is at most PART_JOBS * PART_SIZE
+PART_JOBS = 4  # ranges in flight for one download: memory is at most (PART_JOBS + 1) * PART_SIZE
+# Parts in flight for one upload: each is read from the store's file as it is sent, so memory
+# does not grow with them.
+UPLOAD_JOBS = 8
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 METADATA_KEY = "sha256"
@@ -75,6 +78,7 @@ class S3Remote:
     multipart_threshold: int = MULTIPART_THRESHOLD
     part_size: int = PART_SIZE
     part_jobs: int = PART_JOBS
+    upload_jobs: int = UPLOAD_JOBS
 
     @classmethod
     def connect(cls, spec: RemoteSpec, *, jobs: int = 8, **kwargs: Any) -> S3Remote:
@@ -213,7 +217,7 @@ class S3Remote:
             offsets = range(0, digest.size, self.part_size)
             fd = os.open(path, os.O_RDONLY)
             try:
-                with ThreadPoolExecutor(max_workers=self.part_jobs) as pool:
+                with ThreadPoolExecutor(max_workers=self.upload_jobs) as pool:
                     parts = list(
                         pool.map(
                             lambda n: self._part(fd, key, upload_id, n, digest),
@@ -241,8 +245,8 @@ class S3Remote:
         self, fd: int, key: str, upload_id: str, number: int, digest: Digest
     ) -> dict[str, Any]:
         offset = (number - 1) * self.part_size
-        data = os.pread(fd, min(self.part_size, digest.size - offset), offset)
-        checksum = base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")
+        data = _Window(fd, offset, min(self.part_size, digest.size - offset))
+        checksum = base64.b64encode(data.sha256()).decode("ascii")
 
         def send() -> dict[str, Any]:
             try:
@@ -252,6 +256,7 @@ class S3Remote:
                     UploadId=upload_id,
                     PartNumber=number,
                     Body=data,
+                    ContentLength=data.length,
                     ChecksumAlgorithm="SHA256",
                     ChecksumSHA256=checksum,
                 )
@@ -404,3 +409,39 @@ class _RangedBody:
         for future in self.pending:
             future.cancel()
         self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class _Window:
+    """Bytes ``offset`` to ``offset + length`` of an open file, as a seekable body that reads
+    from the file as it is sent (with ``pread``: windows of one file share its descriptor)."""
+
+    fd: int
+    offset: int
+    length: int
+    pos: int = 0
+
+    def read(self, n: int = -1) -> bytes:
+        left = self.length - self.pos
+        want = left if n is None or n < 0 else min(n, left)
+        if want <= 0:
+            return b""
+        data = os.pread(self.fd, want, self.offset + self.pos)
+        self.pos += len(data)
+        return data
+
+    def seek(self, pos: int, whence: int = os.SEEK_SET) -> int:
+        base = {os.SEEK_SET: 0, os.SEEK_CUR: self.pos, os.SEEK_END: self.length}[whence]
+        self.pos = max(0, min(self.length, base + pos))
+        return self.pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def sha256(self) -> bytes:
+        h = hashlib.sha256()
+        self.seek(0)
+        while chunk := self.read(1 << 20):
+            h.update(chunk)
+        self.seek(0)
+        return h.digest()
