@@ -43,7 +43,10 @@ from fixture_store.remotes.config import RemoteSpec
 
 MULTIPART_THRESHOLD = 16 * MiB
 PART_SIZE = 8 * MiB
-PART_JOBS = 4  # ranges in flight for one download: memory is at most (PART_JOBS + 1) * PART_SIZE
+# A large download: ranges of RANGE_SIZE, RANGE_JOBS in flight; memory is at most
+# (RANGE_JOBS + 1) * RANGE_SIZE.
+RANGE_SIZE = 4 * MiB
+RANGE_JOBS = 8
 # Parts in flight for one upload: each is read from the store's file as it is sent, so memory
 # does not grow with them.
 UPLOAD_JOBS = 8
@@ -77,7 +80,8 @@ class S3Remote:
     retry: Retry = field(default_factory=Retry)
     multipart_threshold: int = MULTIPART_THRESHOLD
     part_size: int = PART_SIZE
-    part_jobs: int = PART_JOBS
+    range_size: int = RANGE_SIZE
+    range_jobs: int = RANGE_JOBS
     upload_jobs: int = UPLOAD_JOBS
 
     @classmethod
@@ -94,7 +98,7 @@ class S3Remote:
             retries={"total_max_attempts": 1},
             connect_timeout=CONNECT_TIMEOUT_S,
             read_timeout=READ_TIMEOUT_S,
-            max_pool_connections=max(10, jobs * PART_JOBS),
+            max_pool_connections=max(10, jobs * max(UPLOAD_JOBS, RANGE_JOBS)),
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
@@ -168,8 +172,8 @@ class S3Remote:
         return True
 
     def open(self, digest: Digest) -> BinaryIO:
-        """The object's bytes: one GET, or for a large object ranges of ``part_size`` fetched
-        ``part_jobs`` at a time and handed out in order (so the store still hashes the bytes as
+        """The object's bytes: one GET, or for a large object ranges of ``range_size`` fetched
+        ``range_jobs`` at a time and handed out in order (so the store still hashes the bytes as
         it writes them)."""
         if digest.size >= self.multipart_threshold:
             return _RangedBody(self, digest)  # type: ignore[return-value]
@@ -376,23 +380,23 @@ def _is_cut(e: BaseException) -> bool:
 class _RangedBody:
     """A large object read as consecutive ranges fetched in parallel and handed out in order.
 
-    At most ``part_jobs`` ranges are in flight and one is being read: memory stays at
-    ``(part_jobs + 1) * part_size`` whatever the object's size.
+    At most ``range_jobs`` ranges are in flight and one is being read: memory stays at
+    ``(range_jobs + 1) * range_size`` whatever the object's size.
     """
 
     def __init__(self, remote: S3Remote, digest: Digest) -> None:
         self.remote, self.digest = remote, digest
-        self.pool = ThreadPoolExecutor(max_workers=remote.part_jobs)
-        self.starts = iter(range(0, digest.size, remote.part_size))
+        self.pool = ThreadPoolExecutor(max_workers=remote.range_jobs)
+        self.starts = iter(range(0, digest.size, remote.range_size))
         self.pending: collections.deque[Future[bytes]] = collections.deque()
         self.current = memoryview(b"")
-        for _ in range(remote.part_jobs):
+        for _ in range(remote.range_jobs):
             self._submit()
 
     def _submit(self) -> None:
         start = next(self.starts, None)
         if start is not None:
-            end = min(start + self.remote.part_size, self.digest.size) - 1
+            end = min(start + self.remote.range_size, self.digest.size) - 1
             self.pending.append(self.pool.submit(self.remote.get_range, self.digest, start, end))
 
     def read(self, n: int = -1) -> bytes:
