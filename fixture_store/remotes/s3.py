@@ -277,6 +277,7 @@ class S3Remote:
     def _error(self, e: BaseException, digest: Digest) -> RemoteError:
         """botocore's error for ``digest``'s object as this package's, naming the remote and the
         fix; transient ones (5xx, throttling, connection trouble) as TransientRemoteError."""
+        require("s3", for_what=f"the S3 remote {self.name}", modules=("botocore",))
         import botocore.exceptions as bx
 
         where = f"remote {self.label}, object {self.key(digest)}"
@@ -372,6 +373,7 @@ class _Body:
 
 
 def _is_cut(e: BaseException) -> bool:
+    require("s3", for_what="an S3 remote", modules=("botocore",))
     import botocore.exceptions as bx
 
     return isinstance(e, bx.IncompleteReadError | bx.ResponseStreamingError)
