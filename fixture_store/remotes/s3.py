@@ -44,9 +44,10 @@ from fixture_store.remotes.config import RemoteSpec
 MULTIPART_THRESHOLD = 16 * MiB
 PART_SIZE = 8 * MiB
 # A large download: ranges of RANGE_SIZE, RANGE_JOBS in flight; memory is at most
-# (RANGE_JOBS + 1) * RANGE_SIZE.
-RANGE_SIZE = 4 * MiB
-RANGE_JOBS = 8
+# (RANGE_JOBS + 1) * RANGE_SIZE. Fewer, larger ranges: a server may read the whole object for
+# each range (moto does), and 7 * 8 MiB stays under 64 MiB.
+RANGE_SIZE = 8 * MiB
+RANGE_JOBS = 6
 # Parts in flight for one upload: each is read from the store's file as it is sent, so memory
 # does not grow with them.
 UPLOAD_JOBS = 8
