@@ -340,7 +340,9 @@ def test_a_large_object_pulled_in_ranges_is_refused_if_any_range_has_other_bytes
     fresh = _fresh(tmp_path)
     (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
     assert result.outcome is Outcome.FAILED and "other bytes" in result.message
-    assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * 3  # three ranges, no retry
+    ranges = -(-len(data) // remote.range_size)
+    assert ranges > 1
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * ranges  # each range once: no retry
     (digest,) = the_plan.objects.values()
     assert not fresh.object_path(digest).exists()
     assert list(fresh.tmp_dir.iterdir()) == []
