@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "compare": "compare:compare_cmd",
     "fetch": "fetch:fetch",
     "gc": "store:gc",
+    "import": "imports:import_cmd",
     "init": "store:init",
     "list": "registry:list_",
     "path": "verify:path",

@@ -1,0 +1,161 @@
+"""``fixture-store import``: register the files an existing manifest lists, checked first."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import click
+
+from fixture_store import importers
+from fixture_store.cli._common import Context, err, handle_errors, out, print_json
+from fixture_store.errors import UsageError
+from fixture_store.importers import plan as plan_mod
+from fixture_store.importers import register as register_mod
+from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
+
+_FORMATS = ", ".join(importers.FORMATS)
+_SHOWN = 5  # absent files and orphans named on stderr before "... and N more"
+
+
+def _split_args(args: tuple[str, ...]) -> tuple[str | None, str]:
+    if len(args) == 1:
+        return None, args[0]
+    if len(args) == 2:  # noqa: PLR2004 - FORMAT MANIFEST
+        return args[0], args[1]
+    raise UsageError(
+        "give the manifest, optionally after its format: fixture-store import [FORMAT] MANIFEST",
+        fix=f"FORMAT is one of {_FORMATS}",
+    )
+
+
+def _distribution(
+    requirement: str, dist: str | None, dist_digest: str | None, manifest: str
+) -> PackageSource:
+    if dist is None or dist_digest is None:
+        raise UsageError(
+            "--package needs --dist FILE and --dist-digest sha256:HEX (the pinned distribution)",
+            fix="pip download --no-deps NAME==VERSION, then sha256sum the file it saved",
+        )
+    source = PackageSource(requirement, dist, dist_digest, manifest)
+    source.check(Where("--package", None))
+    return source
+
+
+def _note(label: str, paths: list[str], hint: str) -> None:
+    if not paths:
+        return
+    named = ", ".join(paths[:_SHOWN]) + (
+        f", ... and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
+    )
+    err.print(f"{label}: {len(paths)} ({named}); {hint}", markup=False)
+
+
+@click.command()
+@click.argument("args", nargs=-1, required=True, metavar="[FORMAT] MANIFEST")
+@click.option("--family", required=True, help="Family the records join: FAMILY/<listed path>.")
+@click.option(
+    "--root",
+    metavar="DIR",
+    help="Folder the listed paths are relative to (default: the manifest's folder).",
+)
+@click.option(
+    "--kind",
+    default=Kind.FIXTURE.value,
+    show_default=True,
+    type=click.Choice([k for k in KINDS if k not in TREE_KINDS]),
+    help="Kind of every imported record.",
+)
+@click.option("--gaps", is_flag=True, help="Declare listed but absent files as gaps.")
+@click.option("--replace", is_flag=True, help="Rewrite records whose bytes changed.")
+@click.option("--dry-run", is_flag=True, help="Check and report; store and register nothing.")
+@click.option(
+    "--package",
+    "requirement",
+    metavar="NAME==VERSION",
+    help="Read MANIFEST and the files inside this pinned distribution (package sources).",
+)
+@click.option("--dist", metavar="FILE", help="The distribution's file name (with --package).")
+@click.option("--dist-digest", metavar="sha256:HEX", help="Its SHA-256 (with --package).")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan and outcome as JSON.")
+@click.pass_obj
+@handle_errors
+def import_cmd(
+    obj: Context,
+    args: tuple[str, ...],
+    family: str,
+    root: str | None,
+    kind: str,
+    gaps: bool,
+    replace: bool,
+    dry_run: bool,
+    requirement: str | None,
+    dist: str | None,
+    dist_digest: str | None,
+    as_json: bool,
+) -> None:
+    """Register the files a manifest lists, after checking their bytes against it.
+
+    FORMAT is one of pooch, sha256sum, dvc, json (default: detected from MANIFEST). Every
+    listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is
+    recorded); one mismatch and nothing is stored or registered (exit 1). Listed files that are
+    absent and unlisted files beside listed ones (orphans) are reported.
+    """
+    fmt, manifest = _split_args(args)
+    registry = obj.registry()
+    store = obj.store
+    with tempfile.TemporaryDirectory(prefix="import-") as scratch:
+        origin: plan_mod.Origin
+        if requirement is not None:
+            source = _distribution(requirement, dist, dist_digest, manifest)
+            base = root if root is not None else str(Path(manifest).parent)
+            origin = plan_mod.package_origin(
+                store, registry.root, source, base.removeprefix("./"), Path(scratch)
+            )
+        else:
+            base_dir = Path(root) if root is not None else Path(manifest).parent
+            origin = plan_mod.LocalOrigin(registry.root, base_dir)
+        plan = importers.plan_import(origin, manifest, fmt)
+        if plan.mismatched and as_json:
+            print_json({**plan.to_json(), "imported": None})  # the mismatches, for machines
+        register_mod.refuse_mismatches(plan)
+        imported = None
+        if not dry_run:
+            imported = register_mod.register(
+                store,
+                registry,
+                plan,
+                origin,
+                family=family,
+                kind=Kind(kind),
+                gaps=gaps,
+                replace=replace,
+            )
+    _report(plan, imported, gaps=gaps, as_json=as_json)
+
+
+def _report(
+    plan: plan_mod.Plan, imported: register_mod.Imported | None, *, gaps: bool, as_json: bool
+) -> None:
+    if as_json:
+        print_json({**plan.to_json(), "imported": imported.to_json() if imported else None})
+    elif imported is None:
+        out.print(
+            f"would import {len(plan.accepted)} file(s) from {plan.manifest} ({plan.format}); "
+            "nothing stored or registered (--dry-run)",
+            markup=False,
+        )
+    else:
+        out.print(
+            f"imported {len(imported.written)} new record(s), {len(imported.kept)} unchanged, "
+            f"{len(imported.gaps)} gap(s) from {plan.manifest} ({plan.format})",
+            markup=False,
+        )
+    if not as_json:
+        absent = [e.path for e in plan.absent]
+        _note(
+            "absent",
+            absent,
+            "declared as gaps" if gaps and imported else "not registered (--gaps declares them)",
+        )
+        _note("orphans", list(plan.orphans), "present but not in the manifest; not registered")

@@ -1,0 +1,60 @@
+"""Importing the manifests projects already keep: pooch registries, ``sha256sum`` output, DVC
+``.dvc`` files and ``dvc.lock``, and hand-rolled JSON manifests.
+
+Nothing is trusted on first use (DESIGN decision 2): a manifest only states digests; the bytes
+are hashed and checked against them (:mod:`~fixture_store.importers.plan`) before anything is
+registered, and registration (:mod:`~fixture_store.importers.register`) writes every record of
+one import in one registry transaction, or none. Each format is one module with
+``parse(text, shown) -> tuple[ManifestEntry, ...]`` and ``looks_like(text, shown) -> bool``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from fixture_store.errors import UsageError
+from fixture_store.importers import dvc, jsonmanifest, pooch, sha256sum
+from fixture_store.importers import plan as plan_mod
+from fixture_store.importers.entry import ManifestEntry, ManifestError
+
+Parse = Callable[[str, str], tuple[ManifestEntry, ...]]
+Detect = Callable[[str, str], bool]
+
+FORMATS: Mapping[str, tuple[Parse, Detect]] = MappingProxyType(
+    {
+        module.FORMAT: (module.parse, module.looks_like)
+        for module in (pooch, sha256sum, dvc, jsonmanifest)
+    }
+)
+
+
+def detect(text: str, shown: str) -> str:
+    """The one format ``text`` (read from ``shown``) reads as; UsageError if none or several."""
+    hits = [name for name, (_, looks_like) in FORMATS.items() if looks_like(text, shown)]
+    if len(hits) != 1:
+        found = "none" if not hits else " and ".join(hits)
+        raise UsageError(
+            f"cannot tell the format of {shown}: it reads as {found}",
+            fix=f"name it: fixture-store import FORMAT {shown}  (FORMAT: {', '.join(FORMATS)})",
+        )
+    return hits[0]
+
+
+def parse(fmt: str | None, text: str, shown: str) -> tuple[str, tuple[ManifestEntry, ...]]:
+    """The format (``fmt``, or the one detected) and the entries of the manifest."""
+    name = detect(text, shown) if fmt is None else fmt
+    if name not in FORMATS:
+        raise UsageError(f"unknown manifest format {name!r}", fix=f"one of {', '.join(FORMATS)}")
+    return name, FORMATS[name][0](text, shown)
+
+
+def plan_import(origin: plan_mod.Origin, manifest: str, fmt: str | None = None) -> plan_mod.Plan:
+    """Read ``manifest`` from ``origin``, parse it (``fmt``, else detected) and check every
+    listed file's bytes against it; nothing is stored or registered."""
+    text, shown = origin.manifest(manifest)
+    name, entries = parse(fmt, text, shown)
+    return plan_mod.make_plan(name, manifest, entries, origin)
+
+
+__all__ = ["FORMATS", "ManifestEntry", "ManifestError", "detect", "parse", "plan_import"]

@@ -1,0 +1,99 @@
+"""``fixture-store import``: exit codes, the report, --dry-run, --json, format detection."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from fixture_store.objects.store import Store
+from tests.support.cli import run
+from tests.support.importing import family_doc, write
+
+
+def _project_with_sums(project: Path) -> None:
+    write(project / "data", {"a.bin": b"a", "b.bin": b"b", "stray.bin": b"s"})
+    lines = [
+        f"{hashlib.sha256(d).hexdigest()}  {n}\n"
+        for n, d in (("a.bin", b"a"), ("b.bin", b"b"), ("gone.bin", b"g"))
+    ]
+    (project / "data" / "SHA256SUMS").write_text("".join(lines))
+
+
+@pytest.mark.usefixtures("store")
+def test_import_registers_and_reports_absent_files_and_orphans(project: Path) -> None:
+    _project_with_sums(project)
+    code, out, err = run("import", "data/SHA256SUMS", "--family", "imp")
+    assert code == 0, err
+    assert "imported 2 new record(s), 0 unchanged, 0 gap(s) from data/SHA256SUMS (sha256sum)" in out
+    assert "absent: 1 (gone.bin); not registered (--gaps declares them)" in err
+    assert "orphans: 1 (stray.bin)" in err
+    assert set(family_doc(project)["records"]) == {"imp/a.bin", "imp/b.bin"}
+
+
+def test_dry_run_registers_nothing_and_json_lists_the_plan(store: Store, project: Path) -> None:
+    _project_with_sums(project)
+    code, out, _ = run(
+        "import", "sha256sum", "data/SHA256SUMS", "--family", "imp", "--dry-run", "--json"
+    )
+    assert code == 0
+    doc = json.loads(out)
+    assert [a["path"] for a in doc["accepted"]] == ["a.bin", "b.bin"]
+    assert doc["absent"] == ["gone.bin"] and doc["orphans"] == ["stray.bin"]
+    assert doc["imported"] is None
+    assert family_doc(project) == {}
+    assert list(store.iter_objects()) == []
+
+
+@pytest.mark.usefixtures("store")
+def test_gaps_flag_declares_the_absent_files(project: Path) -> None:
+    _project_with_sums(project)
+    code, out, _ = run("import", "data/SHA256SUMS", "--family", "imp", "--gaps", "--json")
+    assert code == 0
+    assert json.loads(out)["imported"]["gaps"] == ["imp/gone.bin"]
+    assert "gap" in family_doc(project)["records"]["imp/gone.bin"]
+
+
+@pytest.mark.usefixtures("store")
+def test_a_mismatch_exits_1_and_registers_nothing(project: Path) -> None:
+    _project_with_sums(project)
+    (project / "data" / "b.bin").write_bytes(b"changed")
+    code, _, err = run("import", "data/SHA256SUMS", "--family", "imp")
+    assert code == 1
+    assert "data/SHA256SUMS line 2: b.bin: sha256 of the bytes is" in err
+    assert "nothing was stored or registered" in err
+    assert "Traceback" not in err
+    assert family_doc(project) == {}
+    code, out, _ = run("import", "data/SHA256SUMS", "--family", "imp", "--json")
+    assert code == 1
+    assert [m["path"] for m in json.loads(out)["mismatched"]] == ["b.bin"]
+
+
+@pytest.mark.usefixtures("store")
+def test_a_malformed_manifest_exits_2_naming_the_line(project: Path) -> None:
+    write(project / "data", {"a.bin": b"a"})
+    (project / "data" / "SHA256SUMS").write_text(f"{'0' * 64}  ../a.bin\n")
+    code, _, err = run("import", "sha256sum", "data/SHA256SUMS", "--family", "imp")
+    assert code == 2
+    assert "data/SHA256SUMS line 1: member path '../a.bin'" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_an_unknown_format_and_a_bad_argument_count_are_usage_errors(project: Path) -> None:
+    (project / "notes.txt").write_text("hello there\n")
+    code, _, err = run("import", "notes.txt", "--family", "imp")
+    assert code == 2 and "cannot tell the format" in err
+    code, _, err = run("import", "a", "b", "c", "--family", "imp")
+    assert code == 2 and "[FORMAT] MANIFEST" in err
+    code, _, err = run("import", "yaml", "notes.txt", "--family", "imp")
+    assert code == 2 and "unknown manifest format 'yaml'" in err
+
+
+@pytest.mark.usefixtures("store", "project")
+def test_package_needs_the_pinned_distribution() -> None:
+    code, _, err = run(
+        "import", "pooch", "pkg/_registry.py", "--family", "imp", "--package", "pkg==1.0"
+    )
+    assert code == 2 and "--dist FILE and --dist-digest" in err

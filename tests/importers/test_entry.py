@@ -1,0 +1,63 @@
+"""The entry every format parses into: checked on construction, printed and read back."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixture_store.importers.entry import ExpectedDigest, ManifestEntry, ManifestError, Upstream
+
+SHA = "ab" * 32
+
+
+def test_an_entry_prints_and_reads_back_the_same_value() -> None:
+    entry = ManifestEntry(
+        "fixtures/block0.npz",
+        (ExpectedDigest("sha256", SHA), ExpectedDigest("md5", "cd" * 16)),
+        "manifest.json: 'block0.npz'",
+        size=3,
+        url="https://example.org/block0.npz",
+        arrays={"x": {"dtype": "float32", "shape": [1, 3]}},
+        tolerance={"metric": "exact"},
+        upstream=Upstream("https://github.com/org/model", "a" * 40, "v1"),
+        seed=0,
+        input_shape=(1, 3),
+        generator="scripts/make.py",
+        metadata={"note": ["kept"]},
+    )
+    assert ManifestEntry.from_json(entry.to_json()) == entry
+    assert entry.sha256 == SHA
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("../x", "'..' segment"),
+        ("/x", "is absolute"),
+        ("a\\b", "backslash"),
+        ("C:x", "drive letter"),
+        ("a//b", "empty"),
+        ("a\0b", "disallowed character"),
+    ],
+)
+def test_an_unsafe_path_is_refused_naming_where(path: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message) as caught:
+        ManifestEntry(path, (ExpectedDigest("sha256", SHA),), "m line 7")
+    assert caught.value.where == "m line 7"
+
+
+def test_an_entry_needs_a_digest() -> None:
+    with pytest.raises(ManifestError, match="has no digest"):
+        ManifestEntry("a.bin", (), "m line 1")
+
+
+def test_md5_is_refused_unless_it_is_dvc_s_own_check() -> None:
+    with pytest.raises(ManifestError, match="md5 cannot vouch"):
+        ExpectedDigest.parse("md5", "cd" * 16, "m line 1")
+    assert ExpectedDigest.parse("MD5", "CD" * 16, "m", weak_ok=True) == ExpectedDigest(
+        "md5", "cd" * 16
+    )
+
+
+def test_sha1_is_refused_even_as_a_check() -> None:
+    with pytest.raises(ManifestError, match="unsupported digest algorithm 'sha1'"):
+        ExpectedDigest.parse("sha1", "cd" * 20, "m", weak_ok=True)

@@ -1,0 +1,169 @@
+"""The hand-rolled JSON manifest: every field it carries lands on the record."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.errors import RegistryError
+from fixture_store.importers import jsonmanifest
+from fixture_store.importers.entry import ManifestError
+from fixture_store.importers.register import MEAN_ABS, tolerance_json
+from fixture_store.objects.store import Store
+from tests.support.importing import family_doc, run_import, write
+
+
+def _npz(**arrays: Any) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+BLOCK = _npz(x=np.zeros((1, 3), np.float32), y=np.ones((2,), np.int64))
+SHA = hashlib.sha256(BLOCK).hexdigest()
+UPSTREAM = {"repository": "https://github.com/org/model", "revision": "a" * 40, "checkpoint": "v1"}
+
+
+def _manifest(**over: Any) -> dict[str, Any]:
+    entry = {
+        "sha256": SHA,
+        "arrays": {
+            "x": {"dtype": "float32", "shape": [1, 3]},
+            "y": {"dtype": "int64", "shape": [2]},
+        },
+        "tolerance": 1e-5,
+        "upstream": UPSTREAM,
+        "seed": 0,
+        "input_shape": [1, 3],
+        "generator": "scripts/make_block.py",
+        "note": "kept as metadata",
+    }
+    entry.update(over)
+    return {
+        "format_version": 1,
+        "locked_environment": {"torch": "2.4.1"},
+        "fixtures": {"block0.npz": entry},
+    }
+
+
+def _write(project: Path, doc: dict[str, Any]) -> Path:
+    write(project / "fixtures", {"block0.npz": BLOCK})
+    path = project / "fixtures" / "manifest.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_every_field_lands_on_the_record(store: Store, project: Path) -> None:
+    planned, done = run_import(store, project, _write(project, _manifest()))
+    assert planned.format == "json"
+    (record,) = done.written
+    assert record.name == "imp/block0.npz"
+    assert record.object.hex == SHA
+    assert record.arrays is not None and set(record.arrays) == {"x", "y"}
+    raw = family_doc(project)["records"]["imp/block0.npz"]["metadata"]
+    assert raw["upstream"] == UPSTREAM
+    assert raw["seed"] == 0
+    assert raw["input_shape"] == [1, 3]
+    assert raw["generator"] == "scripts/make_block.py"
+    assert raw["note"] == "kept as metadata"
+    assert raw["locked_environment"] == {"torch": "2.4.1"}
+    assert "tolerance" not in raw
+    assert record.tolerance is not None
+    assert record.tolerance.to_json() == {"metric": MEAN_ABS, "max": 1e-5}
+    assert planned.orphans == ()  # the manifest itself is no orphan
+
+
+def test_a_number_tolerance_means_mean_absolute_error() -> None:
+    assert tolerance_json(2e-6) == {"metric": "mean_abs", "max": 2e-6}
+    assert tolerance_json({"metric": "exact"}) == {"metric": "exact"}
+
+
+def test_a_metric_object_the_registry_knows_becomes_the_record_tolerance(
+    store: Store, project: Path
+) -> None:
+    doc = _manifest(tolerance={"metric": "allclose", "atol": 1e-6, "rtol": 1e-4})
+    _, done = run_import(store, project, _write(project, doc))
+    tolerance = done.written[0].tolerance
+    assert tolerance is not None and tolerance.to_json() == {
+        "metric": "allclose",
+        "atol": 1e-6,
+        "rtol": 1e-4,
+    }
+
+
+def test_a_malformed_known_metric_is_refused(store: Store, project: Path) -> None:
+    doc = _manifest(tolerance={"metric": "allclose", "atol": -1})
+    with pytest.raises(RegistryError, match="atol"):
+        run_import(store, project, _write(project, doc))
+    assert family_doc(project) == {}
+
+
+def test_arrays_that_differ_from_the_bytes_are_refused(store: Store, project: Path) -> None:
+    doc = _manifest(arrays={"x": {"dtype": "float64", "shape": [1, 3]}})
+    with pytest.raises(ManifestError, match=r"block0\.npz"):
+        run_import(store, project, _write(project, doc))
+    assert family_doc(project) == {}
+
+
+@pytest.mark.parametrize(
+    ("over", "message"),
+    [
+        ({"sha256": SHA[:-1] + "x"}, "non-hex"),
+        ({"sha256": SHA[:32]}, "has 32 hex characters"),
+        ({"sha256": None}, "missing 'sha256'"),
+        ({"tolerance": -1}, "finite non-negative"),
+        ({"tolerance": True}, "finite non-negative"),
+        ({"seed": "0"}, "'seed' must be an integer"),
+        ({"input_shape": [1, -3]}, "non-negative integers"),
+        ({"arrays": {"x": {"dtype": "f4"}}}, "exactly"),
+        ({"upstream": {"revision": "main"}}, "'repository'"),
+        ({"upstream": {"repository": "r", "branch": "main"}}, "unknown field 'branch'"),
+    ],
+)
+def test_malformed_entries_are_refused_naming_the_file(over: dict[str, Any], message: str) -> None:
+    with pytest.raises(ManifestError, match=message) as caught:
+        jsonmanifest.parse(json.dumps(_manifest(**over)), "manifest.json")
+    assert caught.value.where.startswith("manifest.json: 'block0.npz'")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("../block0.npz", "'..' segment"), ("/abs/block0.npz", "is absolute")],
+)
+def test_hostile_names_are_refused(name: str, message: str) -> None:
+    doc = _manifest()
+    doc["fixtures"] = {name: doc["fixtures"]["block0.npz"]}
+    with pytest.raises(ManifestError, match=message):
+        jsonmanifest.parse(json.dumps(doc), "manifest.json")
+
+
+def test_a_field_named_like_the_import_record_is_refused(store: Store, project: Path) -> None:
+    doc = _manifest(imported_from="elsewhere")
+    with pytest.raises(ManifestError, match="'imported_from' is the field an import records"):
+        run_import(store, project, _write(project, doc))
+
+
+def test_duplicate_keys_are_refused() -> None:
+    text = f'{{"format_version": 1, "files": {{"a.bin": {{"sha256": "{SHA}"}}, "a.bin": {{}}}}}}'
+    with pytest.raises(ManifestError, match=r"duplicate key 'a\.bin'"):
+        jsonmanifest.parse(text, "manifest.json")
+
+
+def test_the_file_map_must_be_one() -> None:
+    with pytest.raises(ManifestError, match="exactly one map"):
+        jsonmanifest.parse('{"format_version": 1, "a": {}, "b": {}}', "manifest.json")
+    with pytest.raises(ManifestError, match="line 1"):
+        jsonmanifest.parse('{"format_version": 1,', "manifest.json")
+
+
+def test_registry_reads_back_what_was_written(store: Store, project: Path) -> None:
+    run_import(store, project, _write(project, _manifest()))
+    record = registry_mod.load(project).get("imp/block0.npz")
+    assert record.metadata is not None and record.metadata["seed"] == 0

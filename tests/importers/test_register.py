@@ -1,0 +1,127 @@
+"""Registering a plan: all records in one transaction or none, merged as ``add`` merges."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.errors import UsageError
+from fixture_store.importers.entry import ManifestError
+from fixture_store.importers.plan import LocalOrigin
+from fixture_store.importers.register import ImportRefusedError, register
+from fixture_store.objects.store import Store
+from fixture_store.verify import Status, verify_names
+from tests.support.importing import family_doc, plan, run_import, write
+
+
+def _sums(folder: Path, files: dict[str, bytes]) -> Path:
+    write(folder, files)
+    path = folder / "SHA256SUMS"
+    path.write_text("".join(f"{hashlib.sha256(d).hexdigest()}  {n}\n" for n, d in files.items()))
+    return path
+
+
+def test_one_file_that_cannot_be_named_registers_nothing(store: Store, project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a", "_hidden.bin": b"h"})
+    with pytest.raises(ManifestError, match=r"SHA256SUMS line 2.*cannot be an artifact name"):
+        run_import(store, project, manifest)
+    assert family_doc(project) == {}
+    assert list(store.iter_objects()) == []  # names are checked before any byte is stored
+
+
+def test_an_absent_file_that_cannot_be_named_matters_only_as_a_gap(
+    store: Store, project: Path
+) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a", "_gone.bin": b"g"})
+    (project / "data" / "_gone.bin").unlink()
+    with pytest.raises(ManifestError, match="cannot be an artifact name"):
+        run_import(store, project, manifest, gaps=True)
+    assert list(store.iter_objects()) == []  # checked before any byte is stored
+    _, done = run_import(store, project, manifest)
+    assert [r.name for r in done.written] == ["imp/a.bin"]
+
+
+def test_a_record_with_other_bytes_is_refused_unless_replace(store: Store, project: Path) -> None:
+    write(project / "data", {"a.bin": b"old"})
+    ingest.add(
+        store,
+        registry_mod.load(project),
+        project / "data" / "a.bin",
+        name="imp/a.bin",
+        kind="fixture",
+    )
+    before = (project / "provenance" / "imp.json").read_text()
+    manifest = _sums(project / "data", {"a.bin": b"new", "b.bin": b"b"})
+    with pytest.raises(UsageError, match=r"already registered with other bytes.*imp/a\.bin"):
+        run_import(store, project, manifest)
+    assert (project / "provenance" / "imp.json").read_text() == before  # b.bin neither
+    _, done = run_import(store, project, manifest, replace=True)
+    assert sorted(r.name for r in done.written) == ["imp/a.bin", "imp/b.bin"]
+    assert (
+        registry_mod.load(project).get("imp/a.bin").object.hex == hashlib.sha256(b"new").hexdigest()
+    )
+
+
+def test_importing_again_keeps_the_reviewed_records_byte_for_byte(
+    store: Store, project: Path
+) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a"})
+    run_import(store, project, manifest)
+    first = (project / "provenance" / "imp.json").read_text()
+    _, done = run_import(store, project, manifest)
+    assert done.written == () and done.kept == ("imp/a.bin",)
+    assert (project / "provenance" / "imp.json").read_text() == first
+
+
+def test_gaps_are_declared_only_when_asked(store: Store, project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a", "b.bin": b"b"})
+    (project / "data" / "b.bin").unlink()
+    _, done = run_import(store, project, manifest)
+    assert done.gaps == () and set(family_doc(project)["records"]) == {"imp/a.bin"}
+    _, done = run_import(store, project, manifest, gaps=True)
+    assert [g.name for g in done.gaps] == ["imp/b.bin"]
+    (result,) = verify_names(store, registry_mod.load(project), ["imp/b.bin"])
+    assert result.status is Status.GAP
+    assert "listed in data/SHA256SUMS but absent" in result.message
+
+
+def test_a_gap_never_replaces_a_registered_record(store: Store, project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a"})
+    run_import(store, project, manifest)
+    (project / "data" / "a.bin").unlink()
+    _, done = run_import(store, project, manifest, gaps=True)
+    assert done.gaps == ()
+    assert registry_mod.load(project).get("imp/a.bin").gap is None
+
+
+def test_a_reviewed_record_with_the_same_bytes_is_kept_as_it_is(
+    store: Store, project: Path
+) -> None:
+    write(project / "data", {"a.bin": b"a"})
+    registry = registry_mod.load(project)
+    path = project / "data" / "a.bin"
+    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+    _, done = run_import(store, project, _sums(project / "data", {"a.bin": b"a"}))
+    assert done.kept == ("imp/a.bin",)
+    record = registry_mod.load(project).get("imp/a.bin")
+    assert record.license == "MIT"
+    assert record.metadata is None  # nothing of the manifest overwrote the reviewed record
+
+
+def test_a_file_changed_since_it_was_planned_is_refused(store: Store, project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a"})
+    planned = plan(project, manifest)
+    (project / "data" / "a.bin").write_bytes(b"b")  # after the check, before registration
+    with pytest.raises(ImportRefusedError, match="changed while it was imported"):
+        register(
+            store,
+            registry_mod.load(project),
+            planned,
+            LocalOrigin(project, project / "data"),
+            family="imp",
+        )
+    assert family_doc(project) == {}
