@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import socket
 from pathlib import Path
@@ -346,3 +347,31 @@ def test_a_large_object_pulled_in_ranges_is_refused_if_any_range_has_other_bytes
     (digest,) = the_plan.objects.values()
     assert not fresh.object_path(digest).exists()
     assert list(fresh.tmp_dir.iterdir()) == []
+
+
+@pytest.mark.usefixtures("corpus")
+def test_the_cli_pushes_and_pulls_a_configured_s3_remote_and_never_prints_a_secret(
+    s3_endpoint: str,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.support.cli import run
+    from tests.support.s3server import FAKE_CREDENTIALS
+
+    secret = FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+    url = f"s3://{bucket}/team"
+    add = run("remote", "add", "team", url, "--endpoint-url", s3_endpoint, "--default")
+    assert add[0] == 0
+    code, out, err = run("push", "--all")
+    assert code == 0 and "2 pushed" in out
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh"))
+    code, out, err = run("pull", "--all", "--json")
+    assert code == 0 and json.loads(out)["counts"] == {"pulled": 2}
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh-again"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)  # a URL remote: the endpoint from env
+    code, out, err = run("pull", "fam/a", "--remote", "s3://no-such-bucket-here/x")
+    assert code == 1
+    assert "failed: fam/a" in err and "does not exist" in err and "aws s3 mb" in err
+    outputs = [add, (code, out, err), run("remote", "list"), run("remote", "list", "--json")]
+    assert all(secret not in o and secret not in e for _, o, e in outputs)
