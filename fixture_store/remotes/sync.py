@@ -31,6 +31,7 @@ from fixture_store.registry import PackageSource, Record, Registry
 from fixture_store.remotes.base import (
     GuardedBody,
     MissingRemoteObject,
+    ReadOnlyRemote,
     Remote,
     RemoteError,
     RemoteObject,
@@ -183,8 +184,6 @@ def push(
 ) -> SyncReport:
     """Send the plan's objects that the remote lacks; only objects that verify in the store go."""
     if not remote.writable:
-        from fixture_store.remotes.base import ReadOnlyRemote
-
         raise ReadOnlyRemote(
             f"the remote {remote.label} is read-only (an https mirror serves bytes, it does "
             "not take them)",
