@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import StrEnum
@@ -22,6 +22,8 @@ from typing import Any
 from fixture_store.errors import ArtifactError, FixtureStoreError
 from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.registry import Record, Registry, family_of
+from fixture_store.remotes.base import Remote
+from fixture_store.remotes.sync import Mirrors
 from fixture_store.sources import FetchContext, fetch_record, offline_from_env
 
 
@@ -92,13 +94,20 @@ class FetchReport:
         }
 
 
-def _fetch_one(ctx: FetchContext, record: Record, source: str, size: int) -> FetchResult:
-    """Fetch a record's bytes and verify them again: only then do they count as fetched."""
+def _fetch_one(
+    ctx: FetchContext, record: Record, source: str, size: int, mirrors: Mirrors
+) -> FetchResult:
+    """Fetch a record's bytes, from a mirror if one has them, else from the pinned source, and
+    verify them again: only then do they count as fetched."""
     name = record.name
+    remote, tried = mirrors.pull(record, ctx.needs, ctx.count_download)
+    if remote is not None and ctx.verifier.verify(record).ok:
+        return FetchResult(name, Outcome.FETCHED, f"remote {remote.label}", size=size)
     try:
         fetch_record(ctx, record)
     except FixtureStoreError as e:
-        return FetchResult(name, Outcome.FAILED, source, e.message, e.fix, size)
+        also = f" (remotes tried first: {'; '.join(tried)})" if tried else ""
+        return FetchResult(name, Outcome.FAILED, source, e.message + also, e.fix, size)
     after = ctx.verifier.verify(record)
     if not after.ok:
         return FetchResult(
@@ -122,14 +131,19 @@ def fetch_names(
     jobs: int | None = None,
     on_result: Callable[[FetchResult], None] | None = None,
     root: Path | None = None,
+    remotes: Sequence[Remote] = (),
 ) -> FetchReport:
     """Fetch and verify ``names``; results in the order of ``names``.
 
+    ``remotes`` are mirrors tried in order before each record's pinned source (never offline):
+    the first that has all of a record's missing objects, verified, serves it. The record stays
+    the truth: what a remote sends is checked against it like any download.
     ``offline=None`` follows the environment (``HF_HUB_OFFLINE=1`` means offline).
     """
     if offline is None:
         offline = offline_from_env()
     ctx = FetchContext(store, root or registry.root, offline=offline)
+    mirrors = Mirrors(store, () if offline else tuple(remotes))
     invalid = dict(registry.invalid())
 
     def one(name: str) -> FetchResult:
@@ -156,7 +170,7 @@ def fetch_names(
             return FetchResult(name, Outcome.GAP, source, record.gap.reason)
         if ctx.verifier.verify(record).ok:
             return FetchResult(name, Outcome.PRESENT, source, size=size)
-        return _fetch_one(ctx, record, source, size)
+        return _fetch_one(ctx, record, source, size, mirrors)
 
     results: list[FetchResult] = []
     try:

@@ -11,6 +11,12 @@ from fixture_store.registry import Registry
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(autouse=True)
+def no_user_remotes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The remotes of the machine's user never reach a test (fetch tries configured remotes)."""
+    monkeypatch.setenv("FIXTURE_STORE_CONFIG", str(tmp_path / "user-config.toml"))
+
+
 @pytest.fixture
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Store:
     root = tmp_path / "store"

@@ -126,6 +126,8 @@ STYLE = {
     "verified": "green",
     "present": "green",
     "fetched": "green",
+    "pushed": "green",
+    "pulled": "green",
     "pass": "green",
     "bit-identical": "green",
     "missing": "yellow",

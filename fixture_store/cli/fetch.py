@@ -28,6 +28,7 @@ from fixture_store.cli._common import (
 from fixture_store.errors import UsageError
 from fixture_store.fetch import FetchReport, FetchResult, Outcome, fetch_names
 from fixture_store.registry import Registry
+from fixture_store.remotes import Remote, config, open_remote
 from fixture_store.sources import offline_from_env
 
 # What a fetch may end in and still have everything asked for in the store, verified.
@@ -50,6 +51,14 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
     default=None,
     help="Parallel fetches (default: twice the CPUs, at most 8).",
 )
+@click.option(
+    "--remote",
+    "remote",
+    metavar="NAME|URL",
+    help="Try only this remote before the pinned sources (default: every configured remote, "
+    "the default first).",
+)
+@click.option("--no-remote", is_flag=True, help="Fetch from the pinned sources only.")
 @click.option(
     "--regenerate",
     "regenerate_missing",
@@ -74,6 +83,8 @@ def fetch(
     families: tuple[str, ...],
     offline: bool,
     jobs: int | None,
+    remote: str | None,
+    no_remote: bool,
     regenerate_missing: bool,
     as_json: bool,
     report_path: Path | None,
@@ -82,6 +93,10 @@ def fetch(
 
     Artifacts that already verify are not downloaded again; a missing or damaged object is
     fetched and replaced. Every byte is checked against its record before it enters the store.
+
+    Configured remotes are tried first, as mirrors (the default remote, then the others in the
+    order they are declared; see `fixture-store remote list`); an artifact no remote has comes
+    from its pinned source. --remote tries only that one, --no-remote none, --offline none.
 
     Downloads are bounded in time: each artifact must arrive within
     $FIXTURE_STORE_DOWNLOAD_DEADLINE seconds, all attempts included (default: 120 plus its size
@@ -97,9 +112,12 @@ def fetch(
         )
     if all_ and (names or families):
         raise UsageError("--all cannot be combined with NAMES or --family")
+    if remote is not None and no_remote:
+        raise UsageError("--remote cannot be combined with --no-remote")
     registry = obj.registry()
     chosen = registry.select(names, families)
     offline = offline or offline_from_env()
+    mirrors = () if no_remote or offline else _mirrors(registry.root, remote)
     started = time.perf_counter()
     with progress(len(chosen), "fetching", enabled=not as_json) as advance:
         report = fetch_names(
@@ -109,6 +127,7 @@ def fetch(
             offline=offline,
             jobs=jobs,
             on_result=advance,
+            remotes=mirrors,
         )
     if regenerate_missing:
         report = _restored(obj, registry, report, offline=offline)
@@ -147,6 +166,12 @@ def fetch(
         )
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
+
+
+def _mirrors(project: Path, remote: str | None) -> tuple[Remote, ...]:
+    conf = config.load(project)
+    specs = [conf.resolve(remote)] if remote is not None else conf.mirrors()
+    return tuple(open_remote(spec) for spec in specs)
 
 
 def _restored(

@@ -43,7 +43,10 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "list": (("list",), ()),
     "path": (("path", "fam/a"), ()),
     "provenance": (("provenance", "fam/a"), ()),
+    "pull": (("pull", "--all", "--remote", "remote"), ("remote",)),
+    "push": (("push", "--all", "--remote", "remote"), ("remote",)),
     "regenerate": (("regenerate", "fam/a"), ("params.yaml",)),
+    "remote": (("remote", "list"), ()),
     "regenerate-summary": (
         ("regenerate-summary", "--metrics", "out/metrics.json", "report.json"),
         ("report.json",),

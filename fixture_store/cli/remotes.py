@@ -1,0 +1,246 @@
+"""``fixture-store push``, ``pull`` and ``remote add/list/remove``: the store and its remotes."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from fixture_store.cli._common import (
+    Context,
+    Failure,
+    counts_text,
+    exit_code,
+    handle_errors,
+    out,
+    print_json,
+    progress,
+    report_failures,
+    styled,
+)
+from fixture_store.errors import UsageError
+from fixture_store.remotes import config, open_remote, sync
+from fixture_store.remotes.sync import Outcome, SyncReport
+
+ROWS_SHOWN = 30
+
+
+def _selection(command: Callable[..., None]) -> Callable[..., None]:
+    for decorator in reversed(
+        [
+            click.argument("names", nargs=-1),
+            click.option("--all", "all_", is_flag=True, help="Every artifact of the registry."),
+            click.option("--family", "families", multiple=True, help="Every artifact of FAMILY."),
+            click.option(
+                "--remote",
+                metavar="NAME|URL",
+                help="A configured remote or a URL (s3://BUCKET/PREFIX, file:///PATH or a "
+                "path; https:// for pull); default: the default remote.",
+            ),
+            click.option(
+                "--jobs",
+                type=click.IntRange(1, 64),
+                default=sync.DEFAULT_JOBS,
+                show_default=True,
+                help="Parallel transfers.",
+            ),
+            click.option("--json", "as_json", is_flag=True, help="Print results as JSON."),
+        ]
+    ):
+        command = decorator(command)
+    return command
+
+
+@click.command()
+@_selection
+@click.pass_obj
+@handle_errors
+def push(
+    obj: Context,
+    names: tuple[str, ...],
+    all_: bool,
+    families: tuple[str, ...],
+    remote: str | None,
+    jobs: int,
+    as_json: bool,
+) -> None:
+    """Upload the objects NAMES (glob patterns allowed), a --family or --all reference.
+
+    Only objects that verify in the store are sent; objects the remote already holds are
+    skipped. Exit 0 if everything asked for is on the remote, 1 if anything failed, 2 on usage
+    or registry errors.
+    """
+    _run("push", obj, names, all_, families, remote, jobs, as_json)
+
+
+@click.command()
+@_selection
+@click.pass_obj
+@handle_errors
+def pull(
+    obj: Context,
+    names: tuple[str, ...],
+    all_: bool,
+    families: tuple[str, ...],
+    remote: str | None,
+    jobs: int,
+    as_json: bool,
+) -> None:
+    """Bring the objects NAMES, a --family or --all reference from a remote into the store.
+
+    Every object is hashed as it is written and published only if it matches its record;
+    objects that already verify are not downloaded. Exit codes as for fetch.
+    """
+    _run("pull", obj, names, all_, families, remote, jobs, as_json)
+
+
+def _run(
+    verb: str,
+    obj: Context,
+    names: tuple[str, ...],
+    all_: bool,
+    families: tuple[str, ...],
+    remote: str | None,
+    jobs: int,
+    as_json: bool,
+) -> None:
+    if not (names or families or all_):
+        raise UsageError(
+            f"say what to {verb}: NAMES, --family FAMILY or --all",
+            fix=f"fixture-store {verb} --all",
+        )
+    if all_ and (names or families):
+        raise UsageError("--all cannot be combined with NAMES or --family")
+    registry = obj.registry()
+    spec = config.load(registry.root).resolve(remote)
+    target = open_remote(spec, jobs=jobs)
+    the_plan = sync.plan(registry, registry.select(names, families))
+    run = sync.push if verb == "push" else sync.pull
+    with progress(len(the_plan.objects), f"{verb}ing", enabled=not as_json) as advance:
+        report = run(obj.store, registry, target, the_plan, jobs=jobs, on_object=advance)
+    _print(verb, report, as_json=as_json)
+    failures = (Failure(r.outcome, r.name, r.message, r.fix) for r in report.results if not r.ok)
+    report_failures(failures, limit=20)
+    sys.exit(exit_code((r.outcome for r in report.results), ok=sync.OK))
+
+
+def _print(verb: str, report: SyncReport, *, as_json: bool) -> None:
+    counts = Counter(str(r.outcome) for r in report.results)
+    if as_json:
+        print_json({**report.to_json(), "counts": dict(sorted(counts.items()))})
+        return
+    table = Table(title=f"{verb} {escape(report.remote)}")
+    for col in ("artifact", "outcome", "objects", "bytes"):
+        table.add_column(col, overflow="fold")
+    failed = [r for r in report.results if not r.ok]
+    shown = [r for r in report.results if r.ok][:ROWS_SHOWN]
+    for r in [*failed, *shown]:
+        table.add_row(escape(r.name), styled(r.outcome), str(r.objects), f"{r.size:,}")
+    hidden = len(report.results) - len(failed) - len(shown)
+    if hidden > 0:
+        table.caption = f"… and {hidden:,} more (use --json for all)"
+    out.print(table)
+    summary = counts_text((str(o), counts[str(o)]) for o in Outcome)
+    moved = "sent" if verb == "push" else "received"
+    out.print(
+        f"{len(report.results)} artifacts: {summary or 'none'}; {moved} "
+        f"{report.moved_bytes:,} bytes in {report.moved_objects} objects",
+        markup=False,
+    )
+
+
+# -- fixture-store remote -----------------------------------------------------------------------
+@click.group()
+def remote() -> None:
+    """The remotes push, pull and fetch use: in pyproject.toml ([tool.fixture-store.remotes])
+    and, per user, in a file outside the repository."""
+
+
+def _target(obj: Context, project: bool) -> Path:
+    return obj.project() / config.PYPROJECT if project else config.user_config_file()
+
+
+@remote.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option("--endpoint-url", help="The S3 endpoint of an S3-compatible server.")
+@click.option("--profile", help="The AWS profile whose credentials to use.")
+@click.option("--region", help="The S3 region.")
+@click.option("--default", "default", is_flag=True, help="Make it the default remote.")
+@click.option(
+    "--project",
+    is_flag=True,
+    help="Declare it in the project's pyproject.toml (shared) instead of the user's file.",
+)
+@click.pass_obj
+@handle_errors
+def remote_add(
+    obj: Context,
+    name: str,
+    url: str,
+    endpoint_url: str | None,
+    profile: str | None,
+    region: str | None,
+    default: bool,
+    project: bool,
+) -> None:
+    """Declare the remote NAME at URL (s3://BUCKET/PREFIX, https://HOST/PREFIX, or a folder)."""
+    path = _target(obj, project)
+    raw = {"url": url, "endpoint_url": endpoint_url, "profile": profile, "region": region}
+    spec = config.RemoteSpec.from_json(
+        name, {k: v for k, v in raw.items() if v is not None}, str(path)
+    )
+    config.add(path, spec, project=project, default=default)
+    out.print(f"added remote {name} ({url}) to {path}", markup=False)
+
+
+@remote.command("remove")
+@click.argument("name")
+@click.option("--project", is_flag=True, help="Remove it from the project's pyproject.toml.")
+@click.pass_obj
+@handle_errors
+def remote_remove(obj: Context, name: str, project: bool) -> None:
+    """Remove the remote NAME (from the user's file, or with --project the project's)."""
+    path = _target(obj, project)
+    config.remove(path, config.check_name(name), project=project)
+    out.print(f"removed remote {name} from {path}", markup=False)
+
+
+@remote.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the remotes as JSON.")
+@click.pass_obj
+@handle_errors
+def remote_list(obj: Context, as_json: bool) -> None:
+    """The configured remotes, the default first (the order fetch tries them in)."""
+    try:
+        project: Path | None = obj.project()
+    except UsageError:
+        project = None
+    conf = config.load(project)
+    mirrors = conf.mirrors()
+    if as_json:
+        print_json(
+            {
+                "default": conf.default,
+                "remotes": [
+                    {"name": s.name, "kind": s.kind, "origin": s.origin, **s.to_json()}
+                    for s in mirrors
+                ],
+            }
+        )
+        return
+    table = Table(title="remotes")
+    for col in ("name", "kind", "url", "endpoint", "declared in"):
+        table.add_column(col, overflow="fold")
+    for s in mirrors:
+        mark = " (default)" if s.name == conf.default else ""
+        table.add_row(
+            escape(s.name + mark), s.kind, escape(s.url), escape(s.endpoint_url or ""),
+            escape(s.origin),
+        )  # fmt: skip
+    out.print(table)

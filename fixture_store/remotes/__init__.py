@@ -1,0 +1,34 @@
+"""Remotes: caches of the store's bytes that a team and CI share (DESIGN decision 9).
+
+``base`` (the layout, the interface every kind implements, errors, retries), one module per
+kind (``folder``: a path or ``file://``; ``s3``: S3-compatible object storage through boto3, the
+``s3`` extra; ``https``: a read-only mirror of the same layout), ``config`` (named remotes in
+``pyproject.toml`` and the user's file) and ``sync`` (push and pull of the objects records
+reference, and the mirror a fetch tries first).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fixture_store.remotes.base import Remote
+from fixture_store.remotes.config import RemoteSpec
+
+
+def open_remote(spec: RemoteSpec, *, jobs: int = 8) -> Remote:
+    """The remote ``spec`` describes, ready to use (its client made, nothing sent yet)."""
+    if spec.kind == "s3":
+        from fixture_store.remotes.s3 import S3Remote
+
+        return S3Remote.connect(spec, jobs=jobs)
+    if spec.kind == "https":
+        from fixture_store.remotes.https import HttpsRemote
+
+        return HttpsRemote(spec.name, spec.url.rstrip("/"))
+    from fixture_store.remotes.folder import FolderRemote
+
+    path = spec.url.removeprefix("file://") if spec.url.startswith("file://") else spec.url
+    return FolderRemote(spec.name, Path(path).expanduser().absolute())
+
+
+__all__ = ["Remote", "RemoteSpec", "open_remote"]

@@ -1,0 +1,356 @@
+"""Where remotes are configured: named remotes in the project's ``pyproject.toml``, per-user
+overrides in a file outside the repository, and a default.
+
+Project (reviewed with the code, shared by the team and CI)::
+
+    [tool.fixture-store]
+    default-remote = "team"
+
+    [tool.fixture-store.remotes.team]
+    url = "s3://bucket/fixtures"
+    endpoint_url = "https://s3.example.org"   # optional, for S3-compatible servers
+    profile = "fixtures"                        # optional, an AWS profile
+    region = "eu-west-1"                        # optional
+
+User (``$FIXTURE_STORE_CONFIG``, else ``config.toml`` in the per-user config folder): the same
+shape without the ``tool.fixture-store`` prefix. A user remote replaces the project's remote of
+the same name, and a user ``default-remote`` the project's.
+
+Credentials are never configured here: S3 remotes use the standard AWS chain (environment,
+shared config and credentials files, profiles), so no secret is ever written or printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import tomllib
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from fixture_store.errors import UsageError
+
+CONFIG_ENV = "FIXTURE_STORE_CONFIG"
+PYPROJECT = "pyproject.toml"
+_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_KEYS = ("url", "endpoint_url", "profile", "region")
+_SCHEMES = ("s3://", "file://", "https://")
+ADD_FIX = "fixture-store remote add NAME URL --default"
+
+
+@dataclass(frozen=True)
+class RemoteSpec:
+    """One configured remote: a name, where it is, and how an S3 client reaches it."""
+
+    name: str
+    url: str
+    endpoint_url: str | None = None
+    profile: str | None = None
+    region: str | None = None
+    origin: str = ""  # the file that declared it ("" for a URL given on the command line)
+
+    @property
+    def kind(self) -> str:
+        if self.url.startswith("s3://"):
+            return "s3"
+        if self.url.startswith("https://"):
+            return "https"
+        return "folder"
+
+    @classmethod
+    def from_json(cls, name: str, raw: object, origin: str) -> RemoteSpec:
+        where = f"{origin}: remote {name!r}"
+        if not isinstance(raw, Mapping):
+            raise UsageError(f"{where} must be a table with a 'url'")
+        unknown = sorted(set(raw) - set(_KEYS))
+        if unknown:
+            secret = any("secret" in k or "key" in k or "token" in k for k in unknown)
+            raise UsageError(
+                f"{where}: unknown setting{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}; known: {', '.join(_KEYS)}",
+                fix="credentials never go in the configuration: use the AWS chain "
+                "(AWS_PROFILE, ~/.aws/credentials, environment variables)"
+                if secret
+                else f"remove it from {origin}",
+            )
+        values = {k: raw.get(k) for k in _KEYS}
+        for key, value in values.items():
+            if value is not None and (not isinstance(value, str) or not value):
+                raise UsageError(f"{where}: {key} must be a non-empty string, got {value!r}")
+        if values["url"] is None:
+            raise UsageError(
+                f"{where} has no url", fix=f'add url = "s3://bucket/prefix" in {origin}'
+            )
+        return cls(check_name(name), check_url(values["url"]), values["endpoint_url"],
+                   values["profile"], values["region"], origin)  # fmt: skip
+
+    @classmethod
+    def from_url(cls, url: str) -> RemoteSpec:
+        """A remote named by its URL alone (``--remote s3://bucket/prefix``)."""
+        return cls(url, check_url(url))
+
+    def to_json(self) -> dict[str, str]:
+        out = {"url": self.url}
+        for key in ("endpoint_url", "profile", "region"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        return out
+
+
+def check_name(name: str) -> str:
+    if _NAME.fullmatch(name) is None:
+        raise UsageError(
+            f"invalid remote name {name!r}: use lower-case letters, digits, '-' and '_'"
+        )
+    return name
+
+
+def check_url(url: str) -> str:
+    """An ``s3://bucket[/prefix]``, ``https://`` or ``file://`` URL, or a folder path."""
+    if "://" in url and not url.startswith(_SCHEMES):
+        raise UsageError(
+            f"unsupported remote URL {url!r}",
+            fix="use s3://BUCKET/PREFIX, https://HOST/PREFIX (read-only), file:///PATH or a path",
+        )
+    if url.startswith("s3://") and not url.removeprefix("s3://").split("/", 1)[0]:
+        raise UsageError(f"remote URL {url!r} names no bucket", fix="use s3://BUCKET/PREFIX")
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None or parts.password is not None:
+        raise UsageError(
+            f"remote URL {url!r} carries credentials; they never go in a URL",
+            fix="use the AWS chain (AWS_PROFILE, ~/.aws/credentials, environment variables)",
+        )
+    return url
+
+
+@dataclass(frozen=True)
+class RemoteConfig:
+    """The remotes a command may use: the project's, overridden by the user's, and the default."""
+
+    remotes: Mapping[str, RemoteSpec] = field(default_factory=dict)
+    default: str | None = None
+    project_file: Path | None = None
+    user_file: Path | None = None
+
+    def resolve(self, remote: str | None) -> RemoteSpec:
+        """The remote ``--remote`` names (a configured name or a URL), else the default."""
+        if remote is None:
+            if self.default is None:
+                raise UsageError(
+                    "no remote given and no default remote configured",
+                    fix=f"pass --remote NAME|URL, or: {ADD_FIX}",
+                )
+            remote = self.default
+        if remote in self.remotes:
+            return self.remotes[remote]
+        if "://" in remote or "/" in remote or remote.startswith("."):
+            return RemoteSpec.from_url(remote)
+        known = ", ".join(self.remotes) or "none"
+        raise UsageError(f"no remote named {remote!r} (configured: {known})", fix=ADD_FIX)
+
+    def mirrors(self) -> list[RemoteSpec]:
+        """The remotes a fetch tries before a record's pinned source: the default first, then the
+        others in the order they are declared (the project's, then the user's)."""
+        first = [self.remotes[self.default]] if self.default is not None else []
+        return first + [spec for name, spec in self.remotes.items() if name != self.default]
+
+
+def user_config_file() -> Path:
+    env = os.environ.get(CONFIG_ENV)
+    if env:
+        return Path(env).expanduser()
+    return Path(platformdirs.user_config_dir("fixture-store", appauthor=False)) / "config.toml"
+
+
+def load(project: Path | None) -> RemoteConfig:
+    """The configuration seen from ``project`` (the folder holding ``provenance/``), if any."""
+    remotes: dict[str, RemoteSpec] = {}
+    default: str | None = None
+    project_file = None if project is None else project / PYPROJECT
+    user_file = user_config_file()
+    for path, section in ((project_file, ("tool", "fixture-store")), (user_file, ())):
+        if path is None:
+            continue
+        table = _section(_read(path), section, path)
+        for name, raw in _table(table, "remotes", path).items():
+            remotes[name] = _relative_to(RemoteSpec.from_json(name, raw, str(path)), path.parent)
+        value = table.get("default-remote")
+        if value is not None:
+            if not isinstance(value, str):
+                raise UsageError(f"{path}: default-remote must be a remote name, got {value!r}")
+            default = value
+    if default is not None and default not in remotes:
+        raise UsageError(
+            f"the default remote {default!r} is not configured (configured: "
+            f"{', '.join(remotes) or 'none'})",
+            fix=f"fixture-store remote add {default} URL, or change default-remote",
+        )
+    return RemoteConfig(remotes, default, project_file, user_file)
+
+
+def _relative_to(spec: RemoteSpec, base: Path) -> RemoteSpec:
+    """A folder path in a file is relative to that file's folder."""
+    if spec.kind != "folder" or spec.url.startswith("file://") or os.path.isabs(spec.url):
+        return spec
+    return RemoteSpec(spec.name, str(base / spec.url), spec.endpoint_url, spec.profile,
+                      spec.region, spec.origin)  # fmt: skip
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {e}", fix=f"fix the TOML in {path}") from e
+
+
+def _section(doc: Mapping[str, Any], keys: tuple[str, ...], path: Path) -> Mapping[str, Any]:
+    table: Any = doc
+    for key in keys:
+        table = table.get(key, {}) if isinstance(table, Mapping) else None
+    if not isinstance(table, Mapping):
+        raise UsageError(f"{path}: [{'.'.join(keys)}] must be a table")
+    return table
+
+
+def _table(table: Mapping[str, Any], key: str, path: Path) -> Mapping[str, Any]:
+    value = table.get(key, {})
+    if not isinstance(value, Mapping):
+        raise UsageError(f"{path}: {key} must be a table of named remotes")
+    return value
+
+
+# -- editing (fixture-store remote add / remove) ------------------------------------------------
+def add(path: Path, spec: RemoteSpec, *, project: bool, default: bool) -> None:
+    """Declare ``spec`` in ``path`` (the project's pyproject.toml, or the user's file)."""
+    prefix = "tool.fixture-store." if project else ""
+    text = _text(path)
+    before = tomllib.loads(text)
+    section = _section(before, ("tool", "fixture-store") if project else (), path)
+    if spec.name in _table(section, "remotes", path):
+        raise UsageError(
+            f"{path} already declares the remote {spec.name!r}",
+            fix=f"fixture-store remote remove {spec.name}{' --project' if project else ''} first",
+        )
+    lines = [f"[{prefix}remotes.{spec.name}]"]
+    lines += [f"{key} = {_string(value)}" for key, value in spec.to_json().items()]
+    edited = text + ("\n" if text and not text.endswith("\n") else "")
+    edited += ("\n" if edited else "") + "\n".join(lines) + "\n"
+    if default:
+        edited = _set_default(edited, spec.name, project=project)
+    _write_checked(path, edited, _expected_add(before, spec, project, default))
+
+
+def remove(path: Path, name: str, *, project: bool) -> None:
+    """Remove the remote ``name`` (its table, and the default if it named it) from ``path``."""
+    prefix = "tool.fixture-store." if project else ""
+    text = _text(path)
+    before = tomllib.loads(text)
+    section = _section(before, ("tool", "fixture-store") if project else (), path)
+    if name not in _table(section, "remotes", path):
+        raise UsageError(f"{path} declares no remote {name!r}", fix="fixture-store remote list")
+    header = f"[{prefix}remotes.{name}]"
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            skipping = stripped == header
+        elif section.get("default-remote") == name and re.fullmatch(
+            r"default-remote\s*=\s*\S+", stripped
+        ):
+            continue
+        if not skipping:
+            kept.append(line)
+    expected = _thaw(before)
+    target = expected
+    for key in ("tool", "fixture-store") if project else ():
+        target = target[key]
+    del target["remotes"][name]
+    if not target["remotes"]:
+        del target["remotes"]
+    if target.get("default-remote") == name:
+        del target["default-remote"]
+    _write_checked(path, "".join(kept).rstrip("\n") + "\n", expected)
+
+
+def _set_default(text: str, name: str, *, project: bool) -> str:
+    """Set ``default-remote``: on its own line if one is there, else after the table's header
+    (or, for the user's file, at the top)."""
+    line = f"default-remote = {_string(name)}"
+    pattern = re.compile(r"^default-remote\s*=.*$", re.MULTILINE)
+    if pattern.search(text):
+        return pattern.sub(line, text, count=1)
+    if not project:
+        return f"{line}\n{text}"
+    header = re.compile(r"^\[tool\.fixture-store\][ \t]*$", re.MULTILINE)
+    match = header.search(text)
+    if match is None:
+        return f"{text}\n[tool.fixture-store]\n{line}\n"
+    return f"{text[: match.end()]}\n{line}{text[match.end() :]}"
+
+
+def _expected_add(
+    before: dict[str, Any], spec: RemoteSpec, project: bool, default: bool
+) -> dict[str, Any]:
+    expected = _thaw(before)
+    target: dict[str, Any] = expected
+    for key in ("tool", "fixture-store") if project else ():
+        target = target.setdefault(key, {})
+    target.setdefault("remotes", {})[spec.name] = spec.to_json()
+    if default:
+        target["default-remote"] = spec.name
+    return expected
+
+
+def _write_checked(path: Path, text: str, expected: dict[str, Any]) -> None:
+    """Write ``text`` atomically if it parses to ``expected``: an edit never changes anything
+    but what it says, whatever the file's formatting; otherwise the file is left untouched."""
+    try:
+        parsed = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        parsed = None
+    if parsed != expected:
+        raise UsageError(
+            f"cannot edit {path} safely (its layout is not one this command rewrites); "
+            "it was left untouched",
+            fix=f"edit {path} by hand (see docs/remotes.md)",
+        )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ""
+
+
+def _string(value: str) -> str:
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+    if any(not c.isprintable() for c in escaped):
+        raise UsageError(f"control characters are not allowed in {value!r}")
+    return f'"{escaped}"'
+
+
+def _thaw(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _thaw(v) if isinstance(v, Mapping) else v for k, v in doc.items()}

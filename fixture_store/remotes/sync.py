@@ -1,0 +1,456 @@
+"""Push and pull: the objects records reference, between the store and a remote.
+
+Which objects: :meth:`Record.referenced` (a record's :meth:`~Record.objects`, a tree's members
+and manifest included, and the distribution a package source points into), each object once
+however many records share it. A plan (:func:`plan`) is made from the registry alone, then run
+by :func:`push` or :func:`pull` over a bounded pool of threads; every transfer streams, so
+memory stays flat whatever the sizes.
+
+Push sends only objects that verify in the store; an object already on the remote is recognised
+by its size and SHA-256 (S3: a HEAD), before sending it (large objects) or when the write-once
+write is refused (small ones). Pull writes each object through the store's
+own put path with the digest the record expects: the bytes are hashed as they land in the
+store's temp folder and published only on a match, whatever the remote claimed. A transient
+failure (5xx, throttling, a cut or short body) is retried within :class:`Retry`'s bounds; other
+bytes than expected, a 4xx, a missing object are not.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fixture_store.errors import ArtifactError, FixtureStoreError, IntegrityError
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
+from fixture_store.registry import PackageSource, Record, Registry
+from fixture_store.remotes.base import (
+    GuardedBody,
+    MissingRemoteObject,
+    ReadOnlyRemote,
+    Remote,
+    RemoteError,
+    RemoteObject,
+    Retry,
+    TransientRemoteError,
+)
+from fixture_store.sources.transfer import DownloadPolicy
+from fixture_store.verify import Status, Verifier, repair_command
+
+DEFAULT_JOBS = 8
+# Below this size push writes first (write-once: an object already at the key refuses it) and
+# looks only when refused: one request for each new object instead of two. From it on, push
+# looks first, so that bytes the remote already holds are not sent again.
+PUT_FIRST_BELOW = 1 << 20
+
+
+class Outcome(StrEnum):
+    PUSHED = "pushed"  # sent now
+    PULLED = "pulled"  # received now, verified
+    PRESENT = "present"  # already there: nothing sent
+    MISSING = "missing"  # not where it should come from (the store for push, the remote for pull)
+    FAILED = "failed"
+    GAP = "gap"
+    INVALID_RECORD = "invalid-record"
+    UNKNOWN = "unknown"
+
+
+OK = frozenset({Outcome.PUSHED, Outcome.PULLED, Outcome.PRESENT, Outcome.GAP})
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    name: str
+    outcome: Outcome
+    message: str = ""
+    fix: str | None = None
+    objects: int = 0
+    size: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in OK
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "outcome": str(self.outcome),
+            "message": self.message,
+            "fix": self.fix,
+            "objects": self.objects,
+            "size": self.size,
+        }
+
+
+@dataclass(frozen=True)
+class SyncPlan:
+    """What a push or pull of some names moves: each artifact's objects, and each object once.
+
+    ``decided`` holds the artifacts settled from the registry alone (unknown names, invalid
+    records, gaps with no digest).
+    """
+
+    names: tuple[str, ...]
+    wants: Mapping[str, tuple[Digest, ...]]
+    objects: Mapping[str, Digest]
+    decided: Mapping[str, SyncResult] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        return sum(d.size for d in self.objects.values())
+
+
+@dataclass(frozen=True)
+class SyncReport:
+    remote: str
+    results: list[SyncResult]
+    moved_objects: int
+    moved_bytes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "remote": self.remote,
+            "moved_objects": self.moved_objects,
+            "moved_bytes": self.moved_bytes,
+            "results": [r.to_json() for r in self.results],
+        }
+
+
+def referenced_objects(record: Record) -> tuple[Digest, ...]:
+    """The record's :meth:`~Record.referenced` objects, each with its size: its objects, then a
+    package source's distribution when the record gives that file's size."""
+    found = [ref.digest for ref in record.objects()]
+    source = record.source
+    if isinstance(source, PackageSource) and source.file_size is not None:
+        extra = Digest(source.file_hex, source.file_size)
+        if extra not in found:
+            found.append(extra)
+    assert {d.hex for d in found} <= record.referenced()
+    return tuple(found)
+
+
+def plan(registry: Registry, names: Iterable[str]) -> SyncPlan:
+    """The objects ``names`` reference, from the registry alone (no store, no remote)."""
+    invalid = dict(registry.invalid())
+    wants: dict[str, tuple[Digest, ...]] = {}
+    objects: dict[str, Digest] = {}
+    decided: dict[str, SyncResult] = {}
+    chosen = tuple(names)
+    for name in chosen:
+        if name in invalid:
+            err = invalid[name]
+            fix = err.fix or "edit the record so it validates"
+            decided[name] = SyncResult(name, Outcome.INVALID_RECORD, err.message, fix)
+            continue
+        try:
+            record = registry.get(name)
+        except ArtifactError as e:
+            decided[name] = SyncResult(name, Outcome.UNKNOWN, e.message, e.fix)
+            continue
+        if record.digest is None:
+            reason = record.gap.reason if record.gap else "no digest"
+            decided[name] = SyncResult(name, Outcome.GAP, reason)
+            continue
+        wants[name] = referenced_objects(record)
+        for digest in wants[name]:
+            objects.setdefault(digest.hex, digest)
+    return SyncPlan(chosen, wants, objects, decided)
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """How one object went: moved now, already there, or the error that stopped it."""
+
+    moved: bool = False
+    error: FixtureStoreError | None = None
+
+
+ObjectCallback = Callable[[Digest], None]
+
+
+def push(
+    store: Store,
+    registry: Registry,
+    remote: Remote,
+    the_plan: SyncPlan,
+    *,
+    jobs: int = DEFAULT_JOBS,
+    retry: Retry | None = None,
+    on_object: ObjectCallback | None = None,
+) -> SyncReport:
+    """Send the plan's objects that the remote lacks; only objects that verify in the store go."""
+    if not remote.writable:
+        raise ReadOnlyRemote(
+            f"the remote {remote.label} is read-only (an https mirror serves bytes, it does "
+            "not take them)",
+            fix="push to the S3 bucket or folder the mirror serves, with --remote",
+        )
+    verifier = Verifier(store)
+    policy = retry or Retry()
+
+    def one(digest: Digest) -> _Moved:
+        try:
+            check = verifier.check_object(digest)
+            if check.status is not Status.VERIFIED:
+                return _Moved(error=_NotInStore(f"{digest} is {check.status} in the store"))
+            if digest.size >= PUT_FIRST_BELOW:  # ask first: its bytes are worth not resending
+                claim = policy.run(lambda: remote.stat(digest))
+                if claim is not None:
+                    return _already_there(remote, digest, claim)
+            if policy.run(lambda: remote.upload(store.object_path(digest), digest)):
+                return _Moved(moved=True)
+            return _already_there(remote, digest, policy.run(lambda: remote.stat(digest)))
+        except FixtureStoreError as e:
+            return _Moved(error=e)
+
+    try:
+        moved = _run(the_plan, one, jobs, on_object)
+    finally:
+        verifier.cache.flush()
+    return _report(remote, registry, the_plan, moved, Outcome.PUSHED, push=True)
+
+
+def pull(
+    store: Store,
+    registry: Registry,
+    remote: Remote,
+    the_plan: SyncPlan,
+    *,
+    jobs: int = DEFAULT_JOBS,
+    retry: Retry | None = None,
+    on_object: ObjectCallback | None = None,
+    rate: DownloadPolicy | None = None,
+) -> SyncReport:
+    """Bring the plan's objects that do not verify in the store from the remote, verified."""
+    verifier = Verifier(store)
+    policy = retry or Retry()
+    rate = rate or DownloadPolicy.from_env()
+
+    def one(digest: Digest) -> _Moved:
+        with store.writing():  # this thread's temp files in the run's writer folder
+            try:
+                if verifier.check_object(digest).status is Status.VERIFIED:
+                    return _Moved()
+                pull_object(store, remote, digest, policy, rate)
+                return _Moved(moved=True)
+            except FixtureStoreError as e:
+                return _Moved(error=e)
+
+    with store.writing():
+        try:
+            moved = _run(the_plan, one, jobs, on_object)
+        finally:
+            verifier.cache.flush()
+    return _report(remote, registry, the_plan, moved, Outcome.PULLED, push=False)
+
+
+def pull_object(
+    store: Store,
+    remote: Remote,
+    digest: Digest,
+    retry: Retry,
+    rate: DownloadPolicy | None = None,
+) -> None:
+    """Stream one object from the remote into the store, published only if it is ``digest``.
+
+    The body must keep ``rate``'s minimum rate (default: the download policy of the
+    environment, as for fetch).
+    """
+    policy = rate or DownloadPolicy.from_env()
+
+    def attempt() -> None:
+        stream = remote.open(digest)
+        try:
+            what = f"remote {remote.label}: {digest.short}"
+            body = GuardedBody(stream, digest.size, what, policy.meter())
+            store.write_stream(body, digest, replace=True)  # type: ignore[arg-type]
+        except IntegrityError as e:
+            raise RemoteError(
+                f"the remote {remote.label} holds other bytes under {digest.text}: {e.message}",
+                fix="remove that object from the remote and push it again from a store where "
+                "it verifies (fixture-store push NAME --remote REMOTE)",
+            ) from e
+        finally:
+            stream.close()
+
+    retry.run(attempt)
+
+
+def _already_there(remote: Remote, digest: Digest, claim: RemoteObject | None) -> _Moved:
+    """An object at the key already: present if it is the one expected, else an error (it stays,
+    write-once)."""
+    if claim is None:  # gone again between the write-once refusal and the look
+        return _Moved(error=TransientRemoteError(f"{remote.label}: {digest} vanished; push again"))
+    if claim.holds(digest):
+        return _Moved()
+    return _Moved(error=_other_bytes(remote, digest, claim.size))
+
+
+class _NotInStore(FixtureStoreError):
+    """Push: an object to send does not verify in the local store."""
+
+
+def _other_bytes(remote: Remote, digest: Digest, size: int) -> RemoteError:
+    return RemoteError(
+        f"the remote {remote.label} already holds an object of {size:,} bytes under "
+        f"{digest.text} that is not {digest}; objects there are write-once, so it was left as "
+        "it is",
+        fix="remove that object from the remote (it is damaged), then push again",
+    )
+
+
+def _run(
+    the_plan: SyncPlan,
+    one: Callable[[Digest], _Moved],
+    jobs: int,
+    on_object: ObjectCallback | None,
+) -> dict[str, _Moved]:
+    digests = list(the_plan.objects.values())
+    moved: dict[str, _Moved] = {}
+    workers = max(1, min(jobs, len(digests), (os.cpu_count() or 1) * 8))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for digest, result in zip(digests, pool.map(one, digests), strict=True):
+            moved[digest.hex] = result
+            if on_object is not None:
+                on_object(digest)
+    return moved
+
+
+def _report(
+    remote: Remote,
+    registry: Registry,
+    the_plan: SyncPlan,
+    moved: Mapping[str, _Moved],
+    done: Outcome,
+    *,
+    push: bool,
+) -> SyncReport:
+    results = []
+    for name in the_plan.names:
+        if name in the_plan.decided:
+            results.append(the_plan.decided[name])
+            continue
+        wants = the_plan.wants[name]
+        size = sum(d.size for d in wants)
+        errors = [m.error for d in wants if (m := moved[d.hex]).error is not None]
+        if errors:
+            results.append(
+                _failure(
+                    name,
+                    registry,
+                    remote=remote,
+                    errors=errors,
+                    size=size,
+                    count=len(wants),
+                    push=push,
+                )
+            )
+            continue
+        outcome = done if any(moved[d.hex].moved for d in wants) else Outcome.PRESENT
+        results.append(SyncResult(name, outcome, objects=len(wants), size=size))
+    sent = [d for h, d in the_plan.objects.items() if moved[h].moved]
+    return SyncReport(remote.label, results, len(sent), sum(d.size for d in sent))
+
+
+def _failure(
+    name: str,
+    registry: Registry,
+    *,
+    remote: Remote,
+    errors: list[FixtureStoreError],
+    size: int,
+    count: int,
+    push: bool,
+) -> SyncResult:
+    """One artifact's failed objects, as one result naming the artifact, the remote and the fix."""
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more of its {count} objects)" if len(errors) > 1 else ""
+    if isinstance(first, _NotInStore):
+        return SyncResult(
+            name,
+            Outcome.MISSING,
+            f"not pushed to {remote.label}: {first.message}{more}",
+            repair_command(registry.get(name)),
+            count,
+            size,
+        )
+    if isinstance(first, MissingRemoteObject) and all(
+        isinstance(e, MissingRemoteObject) for e in errors
+    ):
+        return SyncResult(
+            name,
+            Outcome.MISSING,
+            f"{first.message}{more}; nothing was stored",
+            f"fixture-store push {name} --remote {_remote_arg(remote)}  (from a store that "
+            f"has it), or: {repair_command(registry.get(name))}",
+            count,
+            size,
+        )
+    verb = "push to" if push else "pull from"
+    return SyncResult(
+        name,
+        Outcome.FAILED,
+        f"{verb} {remote.label} failed: {first.message}{more}"
+        + ("" if push else "; nothing partial was stored"),
+        first.fix,
+        count,
+        size,
+    )
+
+
+def _remote_arg(remote: Remote) -> str:
+    return remote.label.split(" ", 1)[0]
+
+
+# A mirror is a shortcut: it gives up sooner than a push or a pull, so the pinned source is
+# reached quickly when the mirror is down.
+MIRROR_RETRY = Retry(attempts=2, backoff=0.25, total=30.0)
+
+
+@dataclass
+class Mirrors:
+    """The remotes a fetch tries, in order, before a record's pinned source.
+
+    A remote that fails with a transient error (unreachable, 5xx after retries) is not tried
+    again in the same run; one that lacks an object is, for the next record.
+    """
+
+    store: Store
+    remotes: Sequence[Remote]
+    retry: Retry = MIRROR_RETRY
+    down: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def pull(
+        self,
+        record: Record,
+        needs: Callable[[Digest], bool],
+        count: Callable[[int], None],
+    ) -> tuple[Remote | None, list[str]]:
+        """Pull the record's missing objects from the first remote that has them all; returns
+        it (or ``None``) and what the others answered."""
+        tried: list[str] = []
+        for remote in self.remotes:
+            with self._lock:
+                down = self.down.get(remote.label)
+            if down is not None:
+                tried.append(f"{remote.label}: skipped, failed earlier in this run: {down}")
+                continue
+            try:
+                for digest in (r.digest for r in record.objects() if needs(r.digest)):
+                    pull_object(self.store, remote, digest, self.retry)
+                    count(digest.size)
+            except TransientRemoteError as e:
+                with self._lock:
+                    self.down[remote.label] = e.message
+                tried.append(e.message)
+                continue
+            except FixtureStoreError as e:
+                tried.append(e.message)
+                continue
+            return remote, tried
+        return None, tried

@@ -1,0 +1,70 @@
+"""The push, pull and remote commands: exit codes, JSON, messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import add_file_and_case, run
+
+
+@pytest.fixture(autouse=True)
+def user_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "user.toml"
+    monkeypatch.setenv("FIXTURE_STORE_CONFIG", str(path))
+    return path
+
+
+@pytest.mark.usefixtures("store")
+def test_push_and_pull_through_a_default_folder_remote(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_file_and_case(project)
+    remote = tmp_path / "remote"
+    assert run("remote", "add", "shared", str(remote), "--default")[0] == 0
+    code, out, _ = run("push", "--all", "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["counts"] == {"pushed": 2} and doc["moved_objects"] == 3
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh"))
+    code, out, _ = run("pull", "--family", "fam")
+    assert code == 0 and "2 pulled" in out
+    assert run("verify")[0] == 0
+
+
+@pytest.mark.usefixtures("store")
+def test_pull_of_what_the_remote_lacks_exits_1_naming_the_artifact_and_the_fix(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_file_and_case(project)
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh"))
+    code, _, err = run("pull", "fam/a", "--remote", str(tmp_path / "empty"))
+    assert code == 1
+    assert "missing: fam/a" in err and "fix: fixture-store push fam/a" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_usage_errors_exit_2(project: Path) -> None:
+    add_file_and_case(project)
+    assert run("push")[0] == 2
+    code, _, err = run("push", "--all")
+    assert code == 2 and "no default remote" in err
+    code, _, err = run("push", "--all", "--remote", "https://mirror.example/f")
+    assert code == 2 and "read-only" in err
+    assert run("pull", "fam/nope", "--remote", "/tmp/x")[0] == 2
+
+
+@pytest.mark.usefixtures("project", "user_config")
+def test_remote_list_shows_the_default_first_and_remove_drops_it() -> None:
+    assert run("remote", "add", "b", "s3://bucket/b")[0] == 0
+    assert run("remote", "add", "a", "/srv/a", "--default")[0] == 0
+    code, out, _ = run("remote", "list", "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["default"] == "a"
+    assert [r["name"] for r in doc["remotes"]] == ["a", "b"]
+    assert run("remote", "remove", "a")[0] == 0
+    assert [r["name"] for r in json.loads(run("remote", "list", "--json")[1])["remotes"]] == ["b"]
+    code, _, err = run("remote", "remove", "a")
+    assert code == 2 and "declares no remote" in err

@@ -1,0 +1,116 @@
+"""Remote configuration: the project's pyproject.toml, the user's file, the default, edits."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fixture_store.errors import UsageError
+from fixture_store.remotes import config
+
+PYPROJECT = """\
+[project]
+name = "downstream"  # a comment that must survive edits
+
+[tool.fixture-store]
+default-remote = "team"
+
+[tool.fixture-store.remotes.team]
+url = "s3://bucket/fixtures"
+endpoint_url = "http://127.0.0.1:9000"
+
+[tool.fixture-store.remotes.nfs]
+url = "shared"
+
+[tool.other]
+keep = true
+"""
+
+
+def _project(tmp_path: Path, text: str = PYPROJECT) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "pyproject.toml").write_text(text)
+    return root
+
+
+def test_project_remotes_the_default_and_relative_folders(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    conf = config.load(root)
+    assert conf.resolve(None).url == "s3://bucket/fixtures"
+    assert conf.resolve(None).endpoint_url == "http://127.0.0.1:9000"
+    assert conf.resolve("nfs").url == str(root / "shared")
+    assert [s.name for s in conf.mirrors()] == ["team", "nfs"]
+    assert conf.resolve("s3://other/x").name == "s3://other/x"
+
+
+def test_the_user_file_overrides_the_project(tmp_path: Path, isolated_config: Path) -> None:
+    root = _project(tmp_path)
+    isolated_config.write_text('default-remote = "nfs"\n[remotes.team]\nurl = "s3://mine/prefix"\n')
+    conf = config.load(root)
+    assert conf.default == "nfs"
+    assert conf.resolve("team").url == "s3://mine/prefix"
+    assert [s.name for s in conf.mirrors()] == ["nfs", "team"]
+
+
+def test_an_unknown_remote_names_the_configured_ones(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"no remote named 'nope' \(configured: team, nfs\)"):
+        config.load(_project(tmp_path)).resolve("nope")
+
+
+def test_no_default_says_how_to_add_one(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as info:
+        config.load(_project(tmp_path, "[project]\nname = 'x'\n")).resolve(None)
+    assert info.value.fix is not None and "remote add" in info.value.fix
+
+
+@pytest.mark.parametrize("key", ["aws_secret_access_key", "secret", "token"])
+def test_credentials_in_the_configuration_are_refused(tmp_path: Path, key: str) -> None:
+    root = _project(tmp_path, f'[tool.fixture-store.remotes.x]\nurl = "s3://b"\n{key} = "v"\n')
+    with pytest.raises(UsageError) as info:
+        config.load(root)
+    assert info.value.fix is not None and "AWS chain" in info.value.fix
+    assert '"v"' not in info.value.message and "'v'" not in info.value.message
+
+
+def test_credentials_in_a_url_are_refused() -> None:
+    with pytest.raises(UsageError, match="carries credentials"):
+        config.check_url("https://user:pw@mirror.example/fixtures")
+
+
+def test_add_and_remove_in_the_project_keep_everything_else(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    path = root / "pyproject.toml"
+    spec = config.RemoteSpec.from_json("ci", {"url": "https://mirror.example/f"}, str(path))
+    config.add(path, spec, project=True, default=True)
+    doc = tomllib.loads(path.read_text())
+    assert doc["tool"]["fixture-store"]["remotes"]["ci"] == {"url": "https://mirror.example/f"}
+    assert doc["tool"]["fixture-store"]["default-remote"] == "ci"
+    assert "# a comment that must survive edits" in path.read_text()
+    config.remove(path, "ci", project=True)
+    after = tomllib.loads(path.read_text())
+    assert after["tool"]["fixture-store"]["remotes"].keys() == {"team", "nfs"}
+    assert "default-remote" not in after["tool"]["fixture-store"]
+    assert after["tool"]["other"] == {"keep": True}
+
+
+def test_add_to_the_user_file_creates_it(isolated_config: Path) -> None:
+    spec = config.RemoteSpec.from_json("mine", {"url": "/srv/fixtures"}, str(isolated_config))
+    config.add(isolated_config, spec, project=False, default=True)
+    doc = tomllib.loads(isolated_config.read_text())
+    assert doc == {"default-remote": "mine", "remotes": {"mine": {"url": "/srv/fixtures"}}}
+    with pytest.raises(UsageError, match="already declares"):
+        config.add(isolated_config, spec, project=False, default=False)
+
+
+def test_an_edit_that_would_change_more_is_refused_and_the_file_kept(tmp_path: Path) -> None:
+    # remotes as an inline table: appending a [..remotes.x] table would redefine it
+    text = '[tool.fixture-store]\nremotes = { team = { url = "s3://b" } }\n'
+    root = _project(tmp_path, text)
+    path = root / "pyproject.toml"
+    spec = config.RemoteSpec.from_json("x", {"url": "s3://c"}, str(path))
+    with pytest.raises(UsageError, match="cannot edit"):
+        config.add(path, spec, project=True, default=False)
+    assert path.read_text() == text

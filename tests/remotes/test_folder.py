@@ -1,0 +1,115 @@
+"""The shared-folder remote: the store's layout and atomicity rules, several processes at once."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
+from fixture_store.remotes.base import MissingRemoteObject, Retry
+from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.sync import pull_object
+
+
+def _objects(store: Store, count: int, seed: int) -> list[Digest]:
+    rng = random.Random(seed)
+    return [store.put_bytes(rng.randbytes(rng.randrange(1, 300_000))) for _ in range(count)]
+
+
+def test_an_upload_lands_at_the_documented_key_read_only(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    remote = FolderRemote("shared", tmp_path / "remote")
+    remote.upload(store.object_path(digest), digest)
+    final = tmp_path / "remote" / "objects" / "sha256" / digest.hex[:2] / digest.hex[2:]
+    assert final.read_bytes() == b"payload"
+    assert not os.access(final, os.W_OK) or os.geteuid() == 0
+    assert oct(final.stat().st_mode & 0o222) == "0o0"
+    assert list((tmp_path / "remote" / "tmp").iterdir()) == []
+
+
+def test_an_object_already_there_is_never_replaced(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    remote = FolderRemote("shared", tmp_path / "remote")
+    remote.path(digest).parent.mkdir(parents=True)
+    remote.path(digest).write_bytes(b"another")
+    remote.upload(store.object_path(digest), digest)
+    assert remote.path(digest).read_bytes() == b"another"
+
+
+def test_a_link_on_the_remote_is_not_an_object(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    remote = FolderRemote("shared", tmp_path / "remote")
+    remote.path(digest).parent.mkdir(parents=True)
+    (tmp_path / "elsewhere").write_bytes(b"payload")
+    remote.path(digest).symlink_to(tmp_path / "elsewhere")
+    assert remote.stat(digest) is None
+    with pytest.raises(MissingRemoteObject, match="is a link"):
+        remote.open(digest)
+
+
+def _pusher(store_root: str, remote_root: str, hexes: list[tuple[str, int]]) -> None:
+    store, remote = Store.at(store_root), FolderRemote("shared", Path(remote_root))
+    order = list(hexes)
+    random.Random(os.getpid()).shuffle(order)
+    for hexpart, size in order:
+        digest = Digest(hexpart, size)
+        if remote.stat(digest) is None:
+            remote.upload(store.object_path(digest), digest)
+
+
+def _puller(store_root: str, remote_root: str, hexes: list[tuple[str, int]]) -> None:
+    store, remote = Store.at(store_root).ensure(), FolderRemote("shared", Path(remote_root))
+    pending = [Digest(h, s) for h, s in hexes]
+    retry = Retry(attempts=2, backoff=0.01, total=5.0)
+    for _ in range(2000):  # until the pushers have sent everything
+        still = []
+        for digest in pending:
+            try:
+                with store.writing():
+                    pull_object(store, remote, digest, retry)
+            except MissingRemoteObject:
+                still.append(digest)
+        if not still:
+            return
+        pending = still
+    raise AssertionError(f"{len(pending)} objects never arrived")
+
+
+@pytest.mark.slow
+def test_several_processes_pushing_and_pulling_at_once_leave_no_partial_object(
+    tmp_path: Path,
+) -> None:
+    source = Store.at(tmp_path / "source").ensure()
+    digests = _objects(source, 60, seed=7)
+    hexes = [(d.hex, d.size) for d in digests]
+    remote_root = tmp_path / "remote"
+    ctx = multiprocessing.get_context("spawn")
+    pullers = [str(tmp_path / f"puller-{i}") for i in range(2)]
+    procs = [
+        ctx.Process(target=_pusher, args=(str(source.root), str(remote_root), hexes))
+        for _ in range(3)
+    ] + [ctx.Process(target=_puller, args=(root, str(remote_root), hexes)) for root in pullers]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+    remote = FolderRemote("shared", remote_root)
+    for digest in digests:
+        data = remote.path(digest).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest.hex and len(data) == digest.size
+    assert list((remote_root / "tmp").iterdir()) == []
+    for root in pullers:
+        store = Store.at(root)
+        for digest in digests:
+            assert hashlib.sha256(store.object_path(digest).read_bytes()).hexdigest() == digest.hex
+        assert sorted(h for h, _ in store.iter_objects()) == sorted(d.hex for d in digests)

@@ -1,0 +1,377 @@
+"""The S3 remote against moto's threaded server on loopback (the real boto3 client, the real
+protocol), with a fault-injecting proxy in front for the failures moto never makes itself."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.objects.store import Store
+from fixture_store.registry import Registry
+from fixture_store.remotes.base import Retry, checksum_sha256, object_key
+from fixture_store.remotes.config import RemoteSpec
+from fixture_store.remotes.s3 import METADATA_KEY, S3Remote
+from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
+from fixture_store.sources.transfer import DownloadPolicy
+from fixture_store.verify import verify_names
+from tests.remotes.conftest import s3_client
+from tests.support.cli import add_file_and_case
+from tests.support.s3server import FaultProxy
+
+FAST = Retry(attempts=3, backoff=0.01, total=10.0)
+
+
+def _remote(endpoint: str, bucket: str, **kwargs: Any) -> S3Remote:
+    spec = RemoteSpec("team", f"s3://{bucket}/fixtures", endpoint_url=endpoint)
+    return S3Remote.connect(spec, retry=FAST, **kwargs)
+
+
+def _fresh(tmp_path: Path, name: str = "fresh") -> Store:
+    return Store.at(tmp_path / name).ensure()
+
+
+@pytest.fixture
+def corpus(project: Path) -> tuple[Registry, SyncPlan]:
+    add_file_and_case(project)
+    registry = registry_mod.load(project)
+    return registry, plan(registry, registry.names())
+
+
+def test_what_push_wrote_is_read_back_by_plain_boto3_at_the_documented_keys(
+    s3_endpoint: str, bucket: str, store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    registry, the_plan = corpus
+    report = push(store, registry, _remote(s3_endpoint, bucket), the_plan, retry=FAST)
+    assert {r.outcome for r in report.results} == {Outcome.PUSHED}
+    client = s3_client(s3_endpoint)
+    listed = client.list_objects_v2(Bucket=bucket)["Contents"]
+    expected = {f"fixtures/{object_key(d)}" for d in the_plan.objects.values()}
+    assert {o["Key"] for o in listed} == expected
+    for digest in the_plan.objects.values():
+        key = f"fixtures/objects/sha256/{digest.hex[:2]}/{digest.hex[2:]}"
+        got = client.get_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")
+        assert got["Body"].read() == store.object_path(digest).read_bytes()
+        assert got["ChecksumSHA256"] == base64.b64encode(bytes.fromhex(digest.hex)).decode()
+        assert got["Metadata"][METADATA_KEY] == digest.hex
+
+
+def test_pull_into_an_empty_store_verifies_and_a_second_push_sends_nothing(
+    s3_endpoint: str,
+    bucket: str,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, the_plan = corpus
+    remote = _remote(s3_endpoint, bucket)
+    push(store, registry, remote, the_plan, retry=FAST)
+    again = push(store, registry, remote, the_plan, retry=FAST)
+    assert again.moved_objects == 0 and {r.outcome for r in again.results} == {Outcome.PRESENT}
+    fresh = _fresh(tmp_path)
+    pulled = pull(fresh, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in pulled.results} == {Outcome.PULLED}
+    assert all(r.ok for r in verify_names(fresh, registry, registry.names()))
+
+
+def test_a_large_object_goes_up_in_parallel_parts_and_comes_back_whole(
+    s3_endpoint: str, bucket: str, proxy: FaultProxy, project: Path, store: Store, tmp_path: Path
+) -> None:
+    data = os.urandom(11 * 1024 * 1024 + 12345)
+    (project / "big.bin").write_bytes(data)
+    from tests.support.cli import run
+
+    assert run("add", "big.bin", "--name", "fam/big", "--kind", "checkpoint")[0] == 0
+    registry = registry_mod.load(project)
+    the_plan = plan(registry, ["fam/big"])
+    remote = _remote(proxy.url, bucket, multipart_threshold=6 << 20, part_size=5 << 20)
+    assert push(store, registry, remote, the_plan, retry=FAST).moved_objects == 1
+    (digest,) = the_plan.objects.values()
+    head = s3_client(s3_endpoint).head_object(
+        Bucket=bucket, Key=remote.key(digest), ChecksumMode="ENABLED"
+    )
+    assert head["ContentLength"] == len(data)
+    assert head["Metadata"][METADATA_KEY] == hashlib.sha256(data).hexdigest()
+    parts = [p for m, p, _ in proxy.faults.seen if m == "PUT" and "partNumber=" in p]
+    assert len(parts) == 3  # 5 + 5 + 1 MiB
+    again = push(store, registry, remote, the_plan, retry=FAST)
+    assert again.moved_objects == 0  # HEAD: size and sha256 compared
+    fresh = _fresh(tmp_path)
+    assert pull(fresh, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
+    assert fresh.object_path(digest).read_bytes() == data
+
+
+def test_push_refuses_a_remote_object_whose_checksum_is_of_other_bytes(
+    s3_endpoint: str, bucket: str, store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    registry, _ = corpus
+    the_plan = plan(registry, ["fam/a"])
+    remote = _remote(s3_endpoint, bucket)
+    (digest,) = the_plan.objects.values()
+    other = b"b" * digest.size
+    s3_client(s3_endpoint).put_object(
+        Bucket=bucket,
+        Key=remote.key(digest),
+        Body=other,
+        ChecksumAlgorithm="SHA256",
+        ChecksumSHA256=base64.b64encode(hashlib.sha256(other).digest()).decode(),
+    )
+    (result,) = push(store, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED and "write-once" in result.message
+    body = s3_client(s3_endpoint).get_object(Bucket=bucket, Key=remote.key(digest))["Body"]
+    assert body.read() == other
+
+
+def _pushed(endpoint: str, bucket: str, store: Store, registry: Registry) -> SyncPlan:
+    the_plan = plan(registry, ["fam/a"])
+    push(store, registry, _remote(endpoint, bucket), the_plan, retry=FAST)
+    return the_plan
+
+
+def test_pull_refuses_a_flipped_byte_without_retrying_and_stores_nothing(
+    s3_endpoint: str,
+    bucket: str,
+    proxy: FaultProxy,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, _ = corpus
+    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    proxy.faults.flip = True
+    fresh = _fresh(tmp_path)
+    (result,) = pull(fresh, registry, _remote(proxy.url, bucket), the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED
+    assert "team (s3://" in result.message and "other bytes" in result.message
+    assert result.fix is not None and "push" in result.fix
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"]  # a mismatch is not retried
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+    assert list(fresh.tmp_dir.iterdir()) == []
+
+
+def test_pull_retries_a_truncated_body_and_gives_up_with_nothing_stored(
+    s3_endpoint: str,
+    bucket: str,
+    proxy: FaultProxy,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, _ = corpus
+    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    proxy.faults.truncate = True
+    fresh = _fresh(tmp_path)
+    (result,) = pull(fresh, registry, _remote(proxy.url, bucket), the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED
+    assert "3 attempts" in result.message
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * 3
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+
+
+def test_a_slow_drip_fails_below_the_minimum_rate_with_nothing_stored(
+    s3_endpoint: str,
+    bucket: str,
+    proxy: FaultProxy,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, _ = corpus
+    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    proxy.faults.drip = 0.01  # 100 bytes a second: each read succeeds, the body never ends
+    fresh = _fresh(tmp_path)
+    rate = DownloadPolicy(min_rate=10_000, rate_window=0.5)
+    retry = Retry(attempts=2, backoff=0.01, total=10.0)
+    (result,) = pull(
+        fresh, registry, _remote(proxy.url, bucket), the_plan, retry=retry, rate=rate
+    ).results
+    assert result.outcome is Outcome.FAILED and "too slow" in result.message
+    assert result.fix is not None and "FIXTURE_STORE_DOWNLOAD_MIN_RATE" in result.fix
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+
+
+def test_server_errors_are_retried_until_the_transfer_succeeds(
+    bucket: str,
+    proxy: FaultProxy,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, _ = corpus
+    the_plan = plan(registry, ["fam/a"])
+    proxy.faults.errors = 2  # the HEAD of push, then its first PUT
+    remote = _remote(proxy.url, bucket)
+    assert push(store, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PUSHED
+    proxy.faults.errors = 2
+    fresh = _fresh(tmp_path)
+    assert pull(fresh, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
+    assert [s for _, _, s in proxy.faults.seen].count(500) == 4
+
+
+def test_a_403_is_not_retried_and_names_the_remote_and_the_fix(
+    s3_endpoint: str,
+    bucket: str,
+    proxy: FaultProxy,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    tmp_path: Path,
+) -> None:
+    registry, _ = corpus
+    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    proxy.faults.forbid = True
+    (result,) = pull(_fresh(tmp_path), registry, _remote(proxy.url, bucket), the_plan).results
+    assert result.outcome is Outcome.FAILED
+    assert "access denied" in result.message and "team" in result.message
+    assert result.fix is not None and "credentials" in result.fix
+    assert len(proxy.faults.seen) == 1
+
+
+def test_a_bucket_that_does_not_exist_is_named(
+    s3_endpoint: str, store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    registry, the_plan = corpus
+    report = push(store, registry, _remote(s3_endpoint, "no-such-bucket"), the_plan, retry=FAST)
+    result = report.results[0]
+    assert result.outcome is Outcome.FAILED
+    assert "the bucket 'no-such-bucket' does not exist" in result.message
+    assert result.fix is not None and "aws s3 mb s3://no-such-bucket" in result.fix
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_an_unreachable_endpoint_is_retried_briefly_then_named(
+    store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    registry, the_plan = corpus
+    remote = _remote(f"http://127.0.0.1:{_closed_port()}", "bucket")
+    result = push(store, registry, remote, the_plan, retry=FAST).results[0]
+    assert result.outcome is Outcome.FAILED
+    assert "cannot reach the endpoint" in result.message and "3 attempts" in result.message
+    assert result.fix is not None and "endpoint_url" in result.fix
+
+
+def test_missing_credentials_say_where_credentials_come_from(
+    s3_endpoint: str,
+    bucket: str,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry, the_plan = corpus
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    result = push(store, registry, _remote(s3_endpoint, bucket), the_plan, retry=FAST).results[0]
+    assert result.outcome is Outcome.FAILED
+    assert "no AWS credentials found" in result.message
+    assert result.fix is not None and "AWS_PROFILE" in result.fix
+
+
+def test_the_endpoint_can_come_from_aws_endpoint_url(
+    s3_endpoint: str,
+    bucket: str,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    registry, the_plan = corpus
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    remote = S3Remote.connect(RemoteSpec("team", f"s3://{bucket}"), retry=FAST)
+    assert push(store, registry, remote, the_plan, retry=FAST).moved_objects == 3
+    keys = {o["Key"] for o in s3_client(s3_endpoint).list_objects_v2(Bucket=bucket)["Contents"]}
+    assert keys == {object_key(d) for d in the_plan.objects.values()}
+    assert checksum_sha256(next(iter(the_plan.objects.values())))  # the documented spelling
+
+
+def test_an_upload_never_replaces_an_object_already_at_its_key(
+    s3_endpoint: str, bucket: str, store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    _, the_plan = corpus
+    digest = next(iter(the_plan.objects.values()))
+    remote = _remote(s3_endpoint, bucket)
+    client = s3_client(s3_endpoint)
+    client.put_object(Bucket=bucket, Key=remote.key(digest), Body=b"first writer")
+    remote.upload(store.object_path(digest), digest)  # If-None-Match: * -> 412, kept as it is
+    assert client.get_object(Bucket=bucket, Key=remote.key(digest))["Body"].read() == (
+        b"first writer"
+    )
+
+
+def test_a_new_small_object_costs_one_request_and_a_present_one_is_compared_by_head(
+    bucket: str, proxy: FaultProxy, store: Store, corpus: tuple[Registry, SyncPlan]
+) -> None:
+    registry, the_plan = corpus
+    remote = _remote(proxy.url, bucket)
+    push(store, registry, remote, the_plan, retry=FAST)
+    assert sorted(m for m, _, _ in proxy.faults.seen) == ["PUT"] * 3
+    proxy.faults.seen.clear()
+    again = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in again.results} == {Outcome.PRESENT}
+    assert sorted(m for m, _, _ in proxy.faults.seen) == ["HEAD"] * 3 + ["PUT"] * 3
+
+
+def test_a_large_object_pulled_in_ranges_is_refused_if_any_range_has_other_bytes(
+    bucket: str, proxy: FaultProxy, project: Path, store: Store, tmp_path: Path
+) -> None:
+    data = os.urandom(11 * 1024 * 1024)
+    (project / "big.bin").write_bytes(data)
+    from tests.support.cli import run
+
+    assert run("add", "big.bin", "--name", "fam/big", "--kind", "checkpoint")[0] == 0
+    registry = registry_mod.load(project)
+    the_plan = plan(registry, ["fam/big"])
+    remote = _remote(proxy.url, bucket, multipart_threshold=6 << 20, part_size=5 << 20)
+    push(store, registry, remote, the_plan, retry=FAST)
+    proxy.faults.seen.clear()
+    proxy.faults.flip = True
+    fresh = _fresh(tmp_path)
+    (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED and "other bytes" in result.message
+    ranges = -(-len(data) // remote.range_size)
+    assert ranges > 1
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * ranges  # each range once: no retry
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+    assert list(fresh.tmp_dir.iterdir()) == []
+
+
+@pytest.mark.usefixtures("corpus")
+def test_the_cli_pushes_and_pulls_a_configured_s3_remote_and_never_prints_a_secret(
+    s3_endpoint: str,
+    bucket: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.support.cli import run
+    from tests.support.s3server import FAKE_CREDENTIALS
+
+    secret = FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]
+    url = f"s3://{bucket}/team"
+    add = run("remote", "add", "team", url, "--endpoint-url", s3_endpoint, "--default")
+    assert add[0] == 0
+    code, out, err = run("push", "--all")
+    assert code == 0 and "2 pushed" in out
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh"))
+    code, out, err = run("pull", "--all", "--json")
+    assert code == 0 and json.loads(out)["counts"] == {"pulled": 2}
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh-again"))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)  # a URL remote: the endpoint from env
+    code, out, err = run("pull", "fam/a", "--remote", "s3://no-such-bucket-here/x")
+    assert code == 1
+    assert "failed: fam/a" in err and "does not exist" in err and "aws s3 mb" in err
+    outputs = [add, (code, out, err), run("remote", "list"), run("remote", "list", "--json")]
+    assert all(secret not in o and secret not in e for _, o, e in outputs)
