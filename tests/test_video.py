@@ -1,78 +1,136 @@
-"""Video artifacts: seeded generation, lazy frames after verification, corrupted frames named."""
+"""Video artifacts: frames decoded lazily from the verified container, each checked against its
+record; changed, missing, extra and drifting frames are refused naming them."""
 
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 
-from fixture_store import video
+from fixture_store import limits, video
 from fixture_store.access import Fixtures
-from fixture_store.errors import DigestMismatchError
+from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
 from fixture_store.objects.store import Store
-from fixture_store.regenerate import Verdict, regenerate
+from fixture_store.readers.video import describe
 from fixture_store.registry import load
-from tests.support.regen_project import MODELS, PYTHON, numpy_pin
-
-NAME = "video/synthetic-seed7.npy"
+from tests.support.clips import NAME, edit_record, project, scene
 
 
 @pytest.fixture
 def clip(tmp_path: Path) -> tuple[Path, Store]:
-    root = tmp_path / "proj"
-    (root / "models").mkdir(parents=True)
-    (root / "provenance").mkdir()
-    for f in ("_pins.py", "video_clip.py"):
-        shutil.copyfile(MODELS / f, root / "models" / f)
-    params = {
-        "regenerate": {
-            "video": {
-                "generator": "models/video_clip.py",
-                "requirements": [numpy_pin()],
-                "args": {"seed": 7, "frames": 48, "height": 24, "width": 32, "fps": 24},
-            }
-        }
-    }
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    store = Store.at(tmp_path / "store").ensure()
-    report = regenerate(root, store, "video", scratch=tmp_path / "s", accept=True, python=PYTHON)
-    assert [c.verdict for c in report.comparisons] == [Verdict.NEW]
-    return root, store
+    return project(tmp_path)
 
 
-def test_record_carries_frame_layout_and_digests(clip: tuple[Path, Store]) -> None:
-    root, _ = clip
+def fixtures(root: Path, store: Store, *, full: bool = False) -> Fixtures:
+    return Fixtures(store, load(root), full=full)
+
+
+def test_the_generator_and_the_reader_describe_a_clip_alike(clip: tuple[Path, Store]) -> None:
+    root, store = clip
     record = load(root).get(NAME)
-    assert record.kind == "video"
-    vi = video.info(record)
-    assert (vi.frames, vi.height, vi.width, vi.channels, vi.fps) == (48, 24, 32, 3, 24.0)
-    assert len(set(vi.frame_digests)) == 48
+    path = store.object_path(record.object)
+    with open(path, "rb") as f:
+        ours = describe(
+            f, artifact=NAME, size=record.object.size, limits=limits.DEFAULT, filename=NAME
+        )
+    assert video.description(record) == ours
+    assert ours.frames == 12 and ours.header.codec == "h264" and ours.header.frame_rate == "24"
 
 
-def test_frames_are_lazy_and_deterministic(clip: tuple[Path, Store], tmp_path: Path) -> None:
+def test_frames_are_lazy_rgb24_and_checked(clip: tuple[Path, Store]) -> None:
     root, store = clip
-    frames = video.frames(Fixtures(store, load(root)), NAME)
+    frames = video.frames(fixtures(root, store), NAME)
     first = next(frames)
-    assert first.shape == (24, 32, 3) and first.dtype == np.uint8
+    assert first.shape == (48, 64, 3) and first.dtype == np.uint8
     rest = list(frames)
-    assert len(rest) == 47 and not np.array_equal(first, rest[0])
-    again = regenerate(root, store, "video", scratch=tmp_path / "s2", python=PYTHON)
-    assert [c.verdict for c in again.comparisons] == [Verdict.IDENTICAL]
+    assert len(rest) == 11
+    # H.264 is lossy: close to what was encoded, not equal to it.
+    encoded = next(scene(12, 64, 48)).astype(int)
+    assert np.abs(first.astype(int) - encoded).mean() < 6
 
 
-def test_a_corrupted_frame_is_named(clip: tuple[Path, Store]) -> None:
+def test_a_changed_frame_is_refused_under_the_pinned_decoder(clip: tuple[Path, Store]) -> None:
     root, store = clip
-    registry = load(root)
-    record = registry.get(NAME)
-    vi = video.info(record)
-    path = store.object_path(record.digest)  # type: ignore[arg-type]
-    os.chmod(path, 0o644)
+    digests = list(load(root).get(NAME).metadata["frame_digests"])  # type: ignore[index]
+    digests[5] = "sha256:" + "0" * 64
+    edit_record(root, NAME, frame_digests=digests)
+    got = video.frames(fixtures(root, store), NAME)
+    handed: list[np.ndarray[Any, Any]] = []
+    with pytest.raises(
+        DigestMismatchError, match="frame 5 differs from its record under the pinned"
+    ):
+        handed.extend(got)
+    assert len(handed) == 5  # the frames before it, never frame 5 itself
+
+
+def _another_decoder(root: Path) -> None:
+    edit_record(root, NAME, decoder={"av": "0.0.0", "ffmpeg": "0.0"})
+
+
+def test_another_decoder_is_judged_by_the_tolerance(clip: tuple[Path, Store]) -> None:
+    root, store = clip
+    meta = load(root).get(NAME).metadata or {}
+    digests, means = list(meta["frame_digests"]), [list(m) for m in meta["frame_means"]]
+    digests[3] = "sha256:" + "1" * 64  # another decoder's bits
+    means[3] = [m + 0.9 for m in means[3]]  # within atol 1.0
+    _another_decoder(root)
+    edit_record(root, NAME, frame_digests=digests, frame_means=means)
+    assert len(list(video.frames(fixtures(root, store), NAME))) == 12
+    means[3] = [means[3][0] + 4, *means[3][1:]]
+    edit_record(root, NAME, frame_means=means)
+    with pytest.raises(DigestMismatchError, match="frame 3 drifts past the tolerance"):
+        list(video.frames(fixtures(root, store), NAME))
+
+
+def test_a_frame_more_or_less_is_refused(clip: tuple[Path, Store]) -> None:
+    root, store = clip
+    meta = load(root).get(NAME).metadata or {}
+    digests, means = list(meta["frame_digests"]), list(meta["frame_means"])
+    edit_record(
+        root, NAME, frames=13, frame_digests=[*digests, digests[0]], frame_means=[*means, means[0]]
+    )
+    with pytest.raises(
+        DigestMismatchError, match=r"decodes to 12 frames, the record has 13 \(frames 12\.\.12"
+    ):
+        list(video.frames(fixtures(root, store), NAME))
+    edit_record(root, NAME, frames=11, frame_digests=digests[:11], frame_means=means[:11])
+    with pytest.raises(DigestMismatchError, match="decodes more than the recorded 11 frames"):
+        list(video.frames(fixtures(root, store), NAME))
+
+
+def test_a_corrupted_container_is_refused_naming_frames(clip: tuple[Path, Store]) -> None:
+    root, store = clip
+    record = load(root).get(NAME)
+    path = store.object_path(record.object)
     data = bytearray(path.read_bytes())
-    data[vi.header_bytes + 17 * vi.frame_bytes + 5] ^= 0x01
+    mdat = data.index(b"mdat") + 4
+    for i in range(mdat + 200, mdat + 2000, 97):  # damage the coded frames, not the index
+        data[i] ^= 0x5A
+    os.chmod(path, 0o644)
     path.write_bytes(bytes(data))
-    with pytest.raises(DigestMismatchError, match=r"1 corrupted frame\(s\) of 48: 17;"):
-        video.frames(Fixtures(store, registry, full=True), NAME)
+    with pytest.raises(
+        DigestMismatchError, match=r"corrupted frame\(s\) of 12: |no longer decodes"
+    ):
+        video.frames(fixtures(root, store, full=True), NAME)
+
+
+def test_a_clip_past_the_limits_is_refused_before_decoding(clip: tuple[Path, Store]) -> None:
+    root, store = clip
+    for rule, value in (
+        ("video_frames", 11),
+        ("video_pixels", 64 * 47),
+        ("video_decoded_bytes", 1000),
+    ):
+        tight = limits.tighten(limits.DEFAULT, **{rule: value})
+        with pytest.raises(UsageError, match=f"{rule}=.*nothing was decoded"):
+            video.frames(fixtures(root, store), NAME, limits=tight)
+
+
+def test_a_record_without_its_description_says_how_to_make_it(clip: tuple[Path, Store]) -> None:
+    root, store = clip
+    edit_record(root, NAME, frame_format="yuv420p")
+    with pytest.raises(RegistryError, match="frame_format"):
+        video.frames(fixtures(root, store), NAME)

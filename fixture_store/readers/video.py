@@ -1,0 +1,421 @@
+"""Encoded video under a limits profile: the header is checked before any frame is decoded.
+
+A clip is described by what its decoder makes of it (:class:`Description`): container, codec,
+pixel format, size, frame count, frame rate, time base, the decoder's versions, and per frame
+the SHA-256 of its RGB24 pixels with their per-channel means. RGB24 rather than the native
+pixel format because it is what a test consumes (``frames`` hands out RGB24 arrays), so the
+digest covers the colour conversion as well as the decoding; the means let a frame from another
+decoder be judged under the record's tolerance, where its digest may legitimately differ.
+
+Decoding is PyAV's (the ``video`` extra), imported only when a clip is opened. Reads through
+:func:`open_clip` are bounded three ways: container bytes (a stream that never ends stops at
+``video_bytes``), the header's claims (``video_pixels``, ``video_frames``,
+``video_decoded_bytes``, refused before the first frame), and the frames actually decoded
+(refused one past the limit, whatever the header said). Nothing is written anywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import numpy as np
+
+from fixture_store._extras import require
+from fixture_store.errors import HostileContentError
+from fixture_store.limits import Limits
+from fixture_store.registry import ArrayTolerance, Where
+
+if TYPE_CHECKING:
+    import av.container
+    import av.video.stream
+
+FRAME_FORMAT = "rgb24"
+CHANNELS = 3
+# The container format names an extension promises (PyAV's ``format.name`` lists aliases).
+EXTENSION_FORMATS: Mapping[str, str] = {
+    ".mp4": "mp4",
+    ".m4v": "mp4",
+    ".mov": "mov",
+    ".mkv": "matroska",
+    ".webm": "webm",
+    ".avi": "avi",
+    ".y4m": "yuv4mpegpipe",
+}
+_MEAN_DECIMALS = 3
+# What a frame from another decoder is judged under when its record names no tolerance: its
+# per-channel means within one level of 255.
+DEFAULT_TOLERANCE = ArrayTolerance(atol=1.0, rtol=0.0)
+
+
+class FrameMatch(StrEnum):
+    """How a decoded frame compares with its recorded description."""
+
+    IDENTICAL = "bit-identical"
+    WITHIN = "within-tolerance"
+    DRIFT = "drift"
+
+
+@dataclass(frozen=True)
+class Decoder:
+    """The decoder a description was made with: PyAV's version and the FFmpeg it bundles."""
+
+    av: str
+    ffmpeg: str
+
+    @classmethod
+    def current(cls) -> Decoder:
+        av = _import_av()
+        return cls(str(av.__version__), str(av.ffmpeg_version_info))
+
+    @classmethod
+    def from_json(cls, raw: Any, where: Where) -> Decoder:
+        if not isinstance(raw, Mapping) or not all(
+            isinstance(raw.get(k), str) and raw.get(k) for k in ("av", "ffmpeg")
+        ):
+            raise where.fail("metadata.decoder", "must be {'av': VERSION, 'ffmpeg': VERSION}")
+        return cls(raw["av"], raw["ffmpeg"])
+
+    def to_json(self) -> dict[str, str]:
+        return {"av": self.av, "ffmpeg": self.ffmpeg}
+
+    def __str__(self) -> str:
+        return f"PyAV {self.av} (FFmpeg {self.ffmpeg})"
+
+
+@dataclass(frozen=True)
+class Header:
+    """What a container says about its video stream before anything is decoded."""
+
+    container: str
+    codec: str
+    pixel_format: str
+    width: int
+    height: int
+    frames: int  # as declared; 0 when the container does not say
+    frame_rate: str
+    time_base: str
+
+    @property
+    def pixels(self) -> int:
+        return self.width * self.height
+
+    @property
+    def frame_bytes(self) -> int:
+        return self.pixels * CHANNELS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "container": self.container,
+            "codec": self.codec,
+            "pixel_format": self.pixel_format,
+            "width": self.width,
+            "height": self.height,
+            "frames": self.frames,
+            "frame_rate": self.frame_rate,
+            "time_base": self.time_base,
+        }
+
+
+@dataclass(frozen=True)
+class Description:
+    """A clip as its pinned decoder decoded it: the header, the decoder, one digest per frame."""
+
+    header: Header
+    decoder: Decoder
+    frame_digests: tuple[str, ...]
+    frame_means: tuple[tuple[float, ...], ...]
+    frame_format: str = FRAME_FORMAT
+
+    @property
+    def frames(self) -> int:
+        return len(self.frame_digests)
+
+    @property
+    def decoded_bytes(self) -> int:
+        return self.frames * self.header.frame_bytes
+
+    @classmethod
+    def from_json(cls, raw: Any, where: Where) -> Description:
+        """Parse a record's ``metadata``; a RegistryError names the field that is wrong."""
+        if not isinstance(raw, Mapping):
+            raise where.fail("metadata", "a video record needs its decoded description")
+        try:
+            header = Header(
+                str(raw["container"]),
+                str(raw["codec"]),
+                str(raw["pixel_format"]),
+                _positive(raw["width"]),
+                _positive(raw["height"]),
+                _positive(raw["frames"]),
+                str(Fraction(raw["frame_rate"])),
+                str(Fraction(raw["time_base"])),
+            )
+            digests = tuple(str(d) for d in raw["frame_digests"])
+            means = tuple(tuple(float(v) for v in m) for m in raw["frame_means"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
+            raise where.fail("metadata", f"the decoded description is incomplete ({e!r})") from e
+        if raw.get("frame_format") != FRAME_FORMAT:
+            raise where.fail("metadata.frame_format", f"must be {FRAME_FORMAT!r}")
+        if not len(digests) == len(means) == header.frames:
+            raise where.fail(
+                "metadata.frame_digests",
+                f"{header.frames} frames but {len(digests)} digests and {len(means)} means",
+            )
+        if any(len(m) != CHANNELS for m in means):
+            raise where.fail("metadata.frame_means", f"each frame needs {CHANNELS} channel means")
+        return cls(header, Decoder.from_json(raw.get("decoder"), where), digests, means)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.header.to_json(),
+            "frames": self.frames,
+            "decoder": self.decoder.to_json(),
+            "frame_format": self.frame_format,
+            "frame_digests": list(self.frame_digests),
+            "frame_means": [list(m) for m in self.frame_means],
+        }
+
+    def match(
+        self, index: int, digest: str, means: tuple[float, ...], tolerance: ArrayTolerance
+    ) -> FrameMatch:
+        """How frame ``index`` with ``digest`` and channel ``means`` compares with this one."""
+        if digest == self.frame_digests[index]:
+            return FrameMatch.IDENTICAL
+        recorded = self.frame_means[index]
+        bound = [tolerance.atol + tolerance.rtol * abs(r) for r in recorded]
+        if tolerance.metric != "exact" and all(
+            abs(m - r) <= b for m, r, b in zip(means, recorded, bound, strict=True)
+        ):
+            return FrameMatch.WITHIN
+        return FrameMatch.DRIFT
+
+
+def _positive(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{value!r} is not a positive integer")
+    return value
+
+
+def frame_digest(rgb: np.ndarray[Any, Any]) -> str:
+    return "sha256:" + hashlib.sha256(np.ascontiguousarray(rgb).data).hexdigest()
+
+
+def frame_means(rgb: np.ndarray[Any, Any]) -> tuple[float, ...]:
+    per_channel = rgb.reshape(-1, CHANNELS).mean(axis=0, dtype=np.float64)
+    return tuple(round(float(v), _MEAN_DECIMALS) for v in per_channel)
+
+
+class _Bounded:
+    """A read-only file that refuses to hand out more than ``limit`` bytes."""
+
+    def __init__(self, raw: BinaryIO, limit: int, artifact: str) -> None:
+        self._raw, self._limit, self._artifact, self.read_bytes = raw, limit, artifact, 0
+
+    def read(self, n: int = -1) -> bytes:
+        want = self._limit + 1 - self.read_bytes if n is None or n < 0 else n
+        data = self._raw.read(min(want, self._limit + 1 - self.read_bytes))
+        self.read_bytes += len(data)
+        if self.read_bytes > self._limit:
+            raise HostileContentError(
+                self._artifact,
+                "video_bytes",
+                f"the container goes on past {self._limit:,} bytes",
+            )
+        return data
+
+    def seekable(self) -> bool:
+        return self._raw.seekable()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+
+def _import_av() -> Any:
+    require("video", for_what="decoding a video clip")
+    import av
+
+    return av
+
+
+@dataclass
+class Clip:
+    """An open container whose header passed the limits; :meth:`rgb_frames` decodes it."""
+
+    artifact: str
+    header: Header
+    limits: Limits
+    _container: av.container.InputContainer
+    _stream: av.video.stream.VideoStream
+
+    def rgb_frames(self) -> Iterator[np.ndarray[Any, Any]]:
+        """Each frame as a (height, width, 3) uint8 RGB24 array, one at a time."""
+        av = _import_av()
+        count = 0
+        try:
+            for frame in self._container.decode(self._stream):
+                count += 1
+                if count > self.limits.video_frames:
+                    raise _refuse(
+                        self, "video_frames", f"decodes past {self.limits.video_frames:,} frames"
+                    )
+                if count * self.header.frame_bytes > self.limits.video_decoded_bytes:
+                    raise _refuse(
+                        self,
+                        "video_decoded_bytes",
+                        f"decodes past {self.limits.video_decoded_bytes:,} bytes of RGB24",
+                    )
+                if (frame.width, frame.height) != (self.header.width, self.header.height):
+                    raise _refuse(
+                        self,
+                        "video_geometry",
+                        f"frame {count - 1} is {frame.width}x{frame.height}, the header says "
+                        f"{self.header.width}x{self.header.height}",
+                    )
+                yield frame.to_ndarray(format=FRAME_FORMAT)
+        except av.error.FFmpegError as e:
+            raise _refuse(
+                self, "video_decode", f"cannot be decoded after {count} frame(s): {e}"
+            ) from e
+
+    def close(self) -> None:
+        self._container.close()
+
+    def __enter__(self) -> Clip:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _refuse(clip: Clip | str, rule: str, message: str) -> HostileContentError:
+    artifact = clip if isinstance(clip, str) else clip.artifact
+    return HostileContentError(artifact, rule, f"the video {message}")
+
+
+def open_clip(
+    raw: BinaryIO,
+    *,
+    artifact: str,
+    size: int,
+    limits: Limits,
+    container: str | None = None,
+) -> Clip:
+    """Open the container in ``raw`` (``size`` bytes) and check its header against ``limits``;
+    ``container`` is the format the record (or the file's extension) promises."""
+    if size > limits.video_bytes:
+        raise _refuse(artifact, "video_bytes", f"is {size:,} bytes, over {limits.video_bytes:,}")
+    av = _import_av()
+    bounded = _Bounded(raw, min(size, limits.video_bytes), artifact)
+    try:
+        handle = av.open(bounded, mode="r")
+    except av.error.FFmpegError as e:
+        raise _refuse(
+            artifact, "video_container", f"is not a readable video container ({e})"
+        ) from e
+    try:
+        if not handle.streams.video:
+            raise _refuse(artifact, "video_stream", "container holds no video stream")
+        stream = handle.streams.video[0]
+        header = _header(handle, stream)
+        _check_header(artifact, header, limits, container)
+    except BaseException:
+        handle.close()
+        raise
+    return Clip(artifact, header, limits, handle, stream)
+
+
+def _header(handle: Any, stream: Any) -> Header:
+    ctx = stream.codec_context
+    rate = stream.average_rate or stream.guessed_rate or 0
+    return Header(
+        str(handle.format.name),
+        str(ctx.name),
+        str(ctx.pix_fmt),
+        int(ctx.width),
+        int(ctx.height),
+        int(stream.frames or 0),
+        str(Fraction(rate)),
+        str(Fraction(stream.time_base or 0)),
+    )
+
+
+def _check_header(artifact: str, header: Header, limits: Limits, container: str | None) -> None:
+    names = header.container.split(",")
+    if container is not None and container not in names and container != header.container:
+        raise _refuse(
+            artifact,
+            "video_container",
+            f"container is {header.container!r}, not the promised {container!r}",
+        )
+    if header.width <= 0 or header.height <= 0:
+        raise _refuse(artifact, "video_geometry", f"header says {header.width}x{header.height}")
+    if header.pixels > limits.video_pixels:
+        raise _refuse(
+            artifact,
+            "video_pixels",
+            f"header claims {header.width}x{header.height} frames, over "
+            f"{limits.video_pixels:,} pixels",
+        )
+    if header.frames > limits.video_frames:
+        raise _refuse(
+            artifact,
+            "video_frames",
+            f"header claims {header.frames:,} frames, over {limits.video_frames:,}",
+        )
+    if header.frames * header.frame_bytes > limits.video_decoded_bytes:
+        raise _refuse(
+            artifact,
+            "video_decoded_bytes",
+            f"header claims {header.frames:,} frames of {header.width}x{header.height}, "
+            f"{header.frames * header.frame_bytes:,} bytes decoded, over "
+            f"{limits.video_decoded_bytes:,}",
+        )
+
+
+def container_for(filename: str) -> str | None:
+    """The container format a file name's extension promises (``None``: no promise)."""
+    dot = filename.rfind(".")
+    return EXTENSION_FORMATS.get(filename[dot:].lower()) if dot >= 0 else None
+
+
+def describe(
+    raw: BinaryIO, *, artifact: str, size: int, limits: Limits, filename: str
+) -> Description:
+    """Decode the whole clip and describe it (what a generator records)."""
+    with open_clip(
+        raw, artifact=artifact, size=size, limits=limits, container=container_for(filename)
+    ) as clip:
+        digests: list[str] = []
+        means: list[tuple[float, ...]] = []
+        for rgb in clip.rgb_frames():
+            digests.append(frame_digest(rgb))
+            means.append(frame_means(rgb))
+        header = clip.header
+    if not digests:
+        raise _refuse(artifact, "video_frames", "decodes to no frames")
+    return Description(header, Decoder.current(), tuple(digests), tuple(means))
+
+
+__all__ = [
+    "CHANNELS",
+    "DEFAULT_TOLERANCE",
+    "FRAME_FORMAT",
+    "Clip",
+    "Decoder",
+    "Description",
+    "FrameMatch",
+    "Header",
+    "container_for",
+    "describe",
+    "frame_digest",
+    "frame_means",
+    "open_clip",
+]
