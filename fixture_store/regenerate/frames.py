@@ -44,6 +44,15 @@ def compare_frames(
         rec = Description.from_json(recorded, Where(None, name))
     except RegistryError as e:
         return _with(bytes_comparison, Verdict.NEW, f"the recorded description: {e.message}")
+    return _classified(bytes_comparison, rec, cand, tolerance)
+
+
+def _classified(
+    comparison: ArtifactComparison,
+    rec: Description,
+    cand: Description,
+    tolerance: ArrayTolerance,
+) -> ArtifactComparison:
     changed = [
         f"{key} {getattr(rec.header, key)!r} -> {getattr(cand.header, key)!r}"
         for key in _HEADER
@@ -52,7 +61,10 @@ def compare_frames(
     if rec.frames != cand.frames:
         changed.append(f"{rec.frames} frames -> {cand.frames}")
     if changed:
-        return _with(bytes_comparison, Verdict.DRIFT, "decodes differently: " + "; ".join(changed))
+        return _with(comparison, Verdict.DRIFT, "decodes differently: " + "; ".join(changed))
+    if rec.decoder != cand.decoder and rec.frame_digests == cand.frame_digests:
+        reason = f"bit-identical frames from {cand.decoder}; the record names {rec.decoder}"
+        return _with(comparison, Verdict.IDENTICAL, reason)
     members = _frames(rec, cand, tolerance)
     verdicts = {m.verdict for m in members}
     verdict = next((v for v in (Verdict.DRIFT, Verdict.WITHIN) if v in verdicts), Verdict.IDENTICAL)
@@ -61,7 +73,7 @@ def compare_frames(
         f"{len(drifted)} of {rec.frames} frames drift: {', '.join(drifted[:10])}" if drifted else ""
     )
     return dataclasses.replace(
-        bytes_comparison, verdict=verdict, members=tuple(members[:_FRAMES_LISTED]), reason=reason
+        comparison, verdict=verdict, members=tuple(members[:_FRAMES_LISTED]), reason=reason
     )
 
 

@@ -44,6 +44,7 @@ from fixture_store.registry import (
     family_of,
     parse_kind,
 )
+from fixture_store.registry.frozen import thaw
 from fixture_store.verify import Status, Verifier
 
 OUTPUTS_FILE = "outputs.json"
@@ -414,6 +415,10 @@ def _accept(
     for o in outputs:
         produced[o.name] = _put(store, o)
     for name, o in by_name.items():
+        redescribed = _redescribed(registry, o, produced[name])
+        if redescribed is not None:
+            changed[name], compared[name] = redescribed
+            continue
         if verdicts[name] is Verdict.IDENTICAL:
             registered = registry.get(name)
             filled = _with_content(registered, described[name])
@@ -421,10 +426,6 @@ def _accept(
                 changed[name], compared[name] = filled, registered
             continue
         digest = produced[name]
-        redescribed = _redescribed(registry, o, digest)
-        if redescribed is not None:
-            changed[name], compared[name] = redescribed
-            continue
         lineage = []
         for parent in o.parents:
             d = input_digests.get(parent) or produced.get(parent)
@@ -462,14 +463,16 @@ def _accept(
 
 
 def _redescribed(registry: Registry, o: Output, digest: Digest) -> tuple[Record, Record] | None:
-    """For bytes equal to their record's that decode differently (a video under a new decoder
-    pin): the record with the candidate's description, source and identity kept, and the record
-    it replaces."""
+    """A video whose container is its record's but whose decoded description (its metadata,
+    which the generator writes) differs, say under a new decoder pin: the record with the new
+    description, source and identity kept, and the record it replaces."""
+    if o.kind is not Kind.VIDEO or o.annotations.metadata is None:
+        return None
     try:
         old = registry.get(o.name)
     except UnknownArtifactError:
         return None
-    if old.object != digest or o.annotations.metadata is None:
+    if old.object != digest or thaw(old.metadata) == thaw(o.annotations.metadata):
         return None
     new = dataclasses.replace(old, metadata=o.annotations.metadata)
     return registry_mod.check_record(new, file=f"provenance/{family_of(o.name)}.json"), old
