@@ -211,31 +211,39 @@ def frame_means(rgb: np.ndarray[Any, Any]) -> tuple[float, ...]:
 
 
 class _Bounded:
-    """A read-only file that refuses to hand out more than ``limit`` bytes."""
+    """A read-only file that refuses to serve a byte past position ``limit``.
+
+    Positions, not bytes read, are bounded: a demuxer seeks (an MP4 index at the end is read
+    first), so it may read some bytes twice; a stream that never ends still stops at ``limit``.
+    """
 
     def __init__(self, raw: BinaryIO, limit: int, artifact: str) -> None:
-        self._raw, self._limit, self._artifact, self.read_bytes = raw, limit, artifact, 0
+        self._raw, self._limit, self._artifact, self.position = raw, limit, artifact, 0
 
     def read(self, n: int = -1) -> bytes:
-        want = self._limit + 1 - self.read_bytes if n is None or n < 0 else n
-        data = self._raw.read(min(want, self._limit + 1 - self.read_bytes))
-        self.read_bytes += len(data)
-        if self.read_bytes > self._limit:
-            raise HostileContentError(
-                self._artifact,
-                "video_bytes",
-                f"the container goes on past {self._limit:,} bytes",
-            )
+        allowed = self._limit + 1 - self.position
+        if allowed <= 0:
+            raise self._past()
+        data = self._raw.read(allowed if n is None or n < 0 else min(n, allowed))
+        self.position += len(data)
+        if self.position > self._limit:
+            raise self._past()
         return data
+
+    def _past(self) -> HostileContentError:
+        return HostileContentError(
+            self._artifact, "video_bytes", f"the container goes on past {self._limit:,} bytes"
+        )
 
     def seekable(self) -> bool:
         return self._raw.seekable()
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
+        self.position = self._raw.seek(offset, whence)
+        return self.position
 
     def tell(self) -> int:
-        return self._raw.tell()
+        return self.position
 
 
 def _import_av() -> Any:

@@ -51,6 +51,14 @@ def test_a_clip_is_described_frame_by_frame(clip: Path) -> None:
     assert Description.from_json(d.to_json(), Where()) == d
 
 
+def test_a_clip_read_through_seeks_is_bounded_by_position_not_bytes_read(tmp_path: Path) -> None:
+    # Its index (moov) is at the end, past the demuxer's first buffer: read first, then the
+    # frames, so more bytes are read than the file holds, and none past its end.
+    big = encode(tmp_path / "big.mp4", frames=30, width=320, height=240, noise=128)
+    assert big.stat().st_size > 1 << 19 and big.read_bytes().rindex(b"moov") > 1 << 19
+    assert _describe(big).frames == 30
+
+
 def test_a_truncated_mp4_is_refused(clip: Path, tmp_path: Path) -> None:
     data = clip.read_bytes()
     cut = tmp_path / "cut.mp4"

@@ -23,15 +23,21 @@ from tests.support.regen_project import MODELS, PYTHON, numpy_pin
 NAME = "video/clip.mp4"
 
 
-def scene(frames: int, width: int, height: int) -> Iterator[np.ndarray[Any, Any]]:
-    """A smooth gradient with a moving bright square: every frame differs from the last."""
+def scene(
+    frames: int, width: int, height: int, *, noise: int = 0
+) -> Iterator[np.ndarray[Any, Any]]:
+    """A smooth gradient with a moving bright square: every frame differs from the last;
+    ``noise`` adds seeded noise of that amplitude (a clip that compresses badly)."""
     y, x = np.mgrid[0:height, 0:width]
+    rng = np.random.default_rng(0)
     for i in range(frames):
         rgb = np.stack([(x * 4 + i * 8) % 256, (y * 4) % 256, (x + y + i * 3) % 256], axis=-1)
         side = max(4, height // 4)
         top, left = (i * 3) % (height - side), (i * 5) % (width - side)
         rgb[top : top + side, left : left + side] = 250
-        yield rgb.astype(np.uint8)
+        if noise:
+            rgb = rgb + rng.integers(0, noise, size=rgb.shape)
+        yield np.clip(rgb, 0, 255).astype(np.uint8)
 
 
 def encode(
@@ -42,6 +48,7 @@ def encode(
     height: int = 48,
     codec: str = "libx264",
     options: dict[str, str] | None = None,
+    noise: int = 0,
 ) -> Path:
     """An H.264 clip (yuv420p) at ``path``; ``options`` go to the muxer (e.g. faststart)."""
     with av.open(str(path), "w", options=options or {}) as out:
@@ -49,7 +56,7 @@ def encode(
         assert isinstance(stream, av.VideoStream)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
         stream.codec_context.options = {"threads": "1"}
-        for rgb in scene(frames, width, height):
+        for rgb in scene(frames, width, height, noise=noise):
             out.mux(stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")))
         out.mux(stream.encode(None))
     return path

@@ -1,0 +1,160 @@
+"""Benchmark: checked, lazy video frames vs PyAV alone, and peak memory on hostile clips.
+
+- Decoding: ``fixture_store.video.frames`` (container verified warm, header checked against the
+  limits, every RGB24 frame hashed and compared with its record) vs what a user would write
+  with PyAV alone (``av.open``, ``decode``, ``to_ndarray(format="rgb24")``), on the registered
+  clips of the ``video`` family. Target: per-frame checking costs at most 10% over bare decoding.
+- Hostile inputs, each in its own process so its peak RSS is its own: a stream that never ends,
+  a header claiming 65,536 x 65,536, a truncated MP4; beside the RSS of a process that only
+  imports PyAV.
+
+Usage (after ``fixture-store fetch --family video``, with the same store):
+``uv run python bench/video_bench.py [--repeat 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import av
+
+from fixture_store import registry as registry_mod
+from fixture_store import video
+from fixture_store.access import Fixtures
+from fixture_store.objects.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+CLIPS = ("video/carphone_pristine.mp4", "video/carphone_distorted.mp4", "video/bikes.mp4")
+
+
+def bare(path: Path) -> int:
+    n = 0
+    with av.open(str(path)) as container:
+        for frame in container.decode(container.streams.video[0]):
+            frame.to_ndarray(format="rgb24")
+            n += 1
+    return n
+
+
+def medians(
+    repeat: int, ours: Callable[[], object], theirs: Callable[[], object]
+) -> tuple[float, float]:
+    ours()
+    theirs()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeat):
+        for fn, out in ((ours, times[0]), (theirs, times[1])):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+# Run in a child process: ``python bench/video_bench.py --child CASE DIR``.
+CHILD = {
+    "import": "import av",
+    "endless": (
+        "from tests.support.clips import Endless, as_binary\n"
+        "from fixture_store import limits\n"
+        "from fixture_store.readers.video import open_clip\n"
+        "from fixture_store.errors import HostileContentError\n"
+        "p = limits.DEFAULT\n"
+        "try:\n"
+        "    with open_clip(as_binary(Endless(640, 480)), artifact='v/endless', size=p.video_bytes,"
+        " limits=p) as c:\n"
+        "        for _ in c.rgb_frames(): pass\n"
+        "except HostileContentError as e: print(e.rule, file=sys.stderr)\n"
+    ),
+    "huge-header": (
+        "import io\n"
+        "from fixture_store import limits\n"
+        "from fixture_store.readers.video import describe\n"
+        "from fixture_store.errors import HostileContentError\n"
+        "data = b'YUV4MPEG2 W65536 H65536 F30:1 C420jpeg\\nFRAME\\n' + bytes(1 << 20)\n"
+        "try: describe(io.BytesIO(data), artifact='v/huge', size=len(data), "
+        "limits=limits.DEFAULT, filename='h.y4m')\n"
+        "except HostileContentError as e: print(e.rule, file=sys.stderr)\n"
+    ),
+    "truncated": (
+        "import io\n"
+        "from fixture_store import limits\n"
+        "from fixture_store.readers.video import describe\n"
+        "from fixture_store.errors import HostileContentError\n"
+        "data = open(sys.argv[1], 'rb').read()[:300_000]\n"
+        "try: describe(io.BytesIO(data), artifact='v/cut', size=len(data), "
+        "limits=limits.DEFAULT, filename='c.mp4')\n"
+        "except HostileContentError as e: print(e.rule, file=sys.stderr)\n"
+    ),
+}
+
+
+def child(case: str, arg: str) -> None:
+    sys.argv = [sys.argv[0], arg]
+    sys.path.insert(0, str(ROOT))
+    start = time.perf_counter()
+    exec(CHILD[case], {"sys": sys})  # noqa: S102 - the bench's own fixed snippets
+    seconds = time.perf_counter() - start
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"seconds": seconds, "rss": rss}))
+
+
+def run_child(case: str, arg: str) -> tuple[dict[str, float], str]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", case, arg], capture_output=True, text=True, check=True
+    )
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr.strip()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--store", help="object store (default: $FIXTURE_STORE_DIR or cache)")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    store = Store.at(args.store)
+    registry = registry_mod.load(ROOT)
+    fx = Fixtures(store, registry)
+    print(f"PyAV {av.__version__} (FFmpeg {av.ffmpeg_version_info}), median of {args.repeat}")
+    total = [0.0, 0.0]
+    for name in CLIPS:
+        path = fx.path(name)  # verified once; the warm state cache serves the timed runs
+
+        def ours(n: str = name) -> int:
+            return sum(1 for _ in video.frames(fx, n))
+
+        def theirs(p: Path = path) -> int:
+            return bare(p)
+
+        frames = ours()
+        t_ours, t_theirs = medians(args.repeat, ours, theirs)
+        total[0] += t_ours
+        total[1] += t_theirs
+        print(
+            f"{name:<30} {frames:4d} frames  checked {t_ours * 1000:8.1f} ms   PyAV alone "
+            f"{t_theirs * 1000:8.1f} ms   overhead {(t_ours / t_theirs - 1) * 100:+5.1f}%"
+        )
+    print(f"{'all clips':<30}              overhead {(total[0] / total[1] - 1) * 100:+5.1f}%")
+    with tempfile.TemporaryDirectory():
+        pristine = str(fx.path(CLIPS[0]))
+        for case in CHILD:
+            got, refused = run_child(case, pristine)
+            print(
+                f"{case:<12} peak RSS {got['rss'] / (1 << 20):7.1f} MiB  "
+                f"{got['seconds'] * 1000:8.1f} ms  {('refused: ' + refused) if refused else ''}"
+            )
+
+
+if __name__ == "__main__":
+    main()
