@@ -9,28 +9,32 @@
   imports PyAV.
 
 Usage (after ``fixture-store fetch --family video``, with the same store):
-``uv run python bench/video_bench.py [--repeat 5]``
+``uv run python -m bench.video_bench [--repeat 9]``
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import av
 
+from fixture_store import limits, video
 from fixture_store import registry as registry_mod
-from fixture_store import video
 from fixture_store.access import Fixtures
+from fixture_store.errors import HostileContentError
 from fixture_store.objects.store import Store
+from fixture_store.readers.video import describe, open_clip
+from tests.support.clips import Endless, as_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIPS = ("video/carphone_pristine.mp4", "video/carphone_distorted.mp4", "video/bikes.mp4")
@@ -59,64 +63,87 @@ def medians(
     return statistics.median(times[0]), statistics.median(times[1])
 
 
-# Run in a child process: ``python bench/video_bench.py --child CASE DIR``.
-CHILD = {
-    "import": "import av",
-    "endless": (
-        "from tests.support.clips import Endless, as_binary\n"
-        "from fixture_store import limits\n"
-        "from fixture_store.readers.video import open_clip\n"
-        "from fixture_store.errors import HostileContentError\n"
-        "p = limits.DEFAULT\n"
-        "try:\n"
-        "    with open_clip(as_binary(Endless(640, 480)), artifact='v/endless', size=p.video_bytes,"
-        " limits=p) as c:\n"
-        "        for _ in c.rgb_frames(): pass\n"
-        "except HostileContentError as e: print(e.rule, file=sys.stderr)\n"
-    ),
-    "huge-header": (
-        "import io\n"
-        "from fixture_store import limits\n"
-        "from fixture_store.readers.video import describe\n"
-        "from fixture_store.errors import HostileContentError\n"
-        "data = b'YUV4MPEG2 W65536 H65536 F30:1 C420jpeg\\nFRAME\\n' + bytes(1 << 20)\n"
-        "try: describe(io.BytesIO(data), artifact='v/huge', size=len(data), "
-        "limits=limits.DEFAULT, filename='h.y4m')\n"
-        "except HostileContentError as e: print(e.rule, file=sys.stderr)\n"
-    ),
-    "truncated": (
-        "import io\n"
-        "from fixture_store import limits\n"
-        "from fixture_store.readers.video import describe\n"
-        "from fixture_store.errors import HostileContentError\n"
-        "data = open(sys.argv[1], 'rb').read()[:300_000]\n"
-        "try: describe(io.BytesIO(data), artifact='v/cut', size=len(data), "
-        "limits=limits.DEFAULT, filename='c.mp4')\n"
-        "except HostileContentError as e: print(e.rule, file=sys.stderr)\n"
-    ),
+def _refused(fn: Callable[[], object]) -> str:
+    try:
+        fn()
+    except HostileContentError as e:
+        return e.rule
+    return ""
+
+
+def child_import(_clip: str) -> str:
+    return ""  # PyAV and fixture-store imported, nothing else: the baseline
+
+
+def child_endless(_clip: str) -> str:
+    profile = limits.DEFAULT
+
+    def run() -> None:
+        endless = as_binary(Endless(640, 480))
+        with open_clip(endless, artifact="v/e", size=profile.video_bytes, limits=profile) as c:
+            for _ in c.rgb_frames():
+                pass
+
+    return _refused(run)
+
+
+def child_huge_header(_clip: str) -> str:
+    data = b"YUV4MPEG2 W65536 H65536 F30:1 C420jpeg\nFRAME\n" + bytes(1 << 20)
+    return _refused(
+        lambda: describe(
+            io.BytesIO(data),
+            artifact="v/h",
+            size=len(data),
+            limits=limits.DEFAULT,
+            filename="h.y4m",
+        )
+    )
+
+
+def child_truncated(clip: str) -> str:
+    data = Path(clip).read_bytes()[:300_000]
+    return _refused(
+        lambda: describe(
+            io.BytesIO(data),
+            artifact="v/t",
+            size=len(data),
+            limits=limits.DEFAULT,
+            filename="t.mp4",
+        )
+    )
+
+
+# Each runs in a child process (``--child CASE CLIP``) so its peak RSS is its own.
+CHILD: dict[str, Callable[[str], str]] = {
+    "import": child_import,
+    "endless": child_endless,
+    "huge-header": child_huge_header,
+    "truncated": child_truncated,
 }
 
 
-def child(case: str, arg: str) -> None:
-    sys.argv = [sys.argv[0], arg]
-    sys.path.insert(0, str(ROOT))
+def child(case: str, clip: str) -> None:
     start = time.perf_counter()
-    exec(CHILD[case], {"sys": sys})  # noqa: S102 - the bench's own fixed snippets
+    refused = CHILD[case](clip)
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"seconds": seconds, "rss": rss}))
+    print(json.dumps({"seconds": seconds, "rss": rss, "refused": refused}))
 
 
-def run_child(case: str, arg: str) -> tuple[dict[str, float], str]:
+def run_child(case: str, clip: str) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", case, arg], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "bench.video_bench", "--child", case, clip],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr.strip()
+    doc: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return doc
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--store", help="object store (default: $FIXTURE_STORE_DIR or cache)")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -146,14 +173,14 @@ def main() -> None:
             f"{t_theirs * 1000:8.1f} ms   overhead {(t_ours / t_theirs - 1) * 100:+5.1f}%"
         )
     print(f"{'all clips':<30}              overhead {(total[0] / total[1] - 1) * 100:+5.1f}%")
-    with tempfile.TemporaryDirectory():
-        pristine = str(fx.path(CLIPS[0]))
-        for case in CHILD:
-            got, refused = run_child(case, pristine)
-            print(
-                f"{case:<12} peak RSS {got['rss'] / (1 << 20):7.1f} MiB  "
-                f"{got['seconds'] * 1000:8.1f} ms  {('refused: ' + refused) if refused else ''}"
-            )
+    pristine = str(fx.path(CLIPS[0]))
+    for case in CHILD:
+        got = run_child(case, pristine)
+        refused = f"refused [{got['refused']}]" if got["refused"] else ""
+        print(
+            f"{case:<12} peak RSS {got['rss'] / (1 << 20):7.1f} MiB  "
+            f"{got['seconds'] * 1000:8.1f} ms  {refused}"
+        )
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Inputs are the ``video`` records' containers (verified by the caller). For each 
 writes the container's bytes unchanged and its decoded description as the record's
 ``metadata``: container, codec, pixel format, size, frame rate, time base, the decoder's
 versions (PyAV and the FFmpeg it bundles), and per frame the SHA-256 of its RGB24 pixels and
-their per-channel means (rounded to 3 decimals). ``fixture_store.readers.video`` computes the
+their per-channel means (rounded to 3 decimals), with the BLAKE3 of the same bytes beside the
+SHA-256 for fast re-checking. ``fixture_store.readers.video`` computes the
 same description; a test holds the two to the same bytes.
 
 ``details.json`` carries what the registry does not: the agreement of a second, independent
@@ -30,7 +31,7 @@ from typing import Any
 import _pins
 
 STAGE = "video"
-UPSTREAM = ("av==18.1.0", "numpy==2.4.6")
+UPSTREAM = ("av==18.1.0", "numpy==2.4.6", "blake3==1.0.11")
 SECOND_DECODER = "imageio-ffmpeg==0.6.0"
 FRAME_FORMAT = "rgb24"
 MEAN_DECIMALS = 3
@@ -46,6 +47,7 @@ def frames(path: Path) -> Iterator[Any]:
 
 def describe(path: Path) -> dict[str, Any]:
     import av
+    import blake3
     import numpy as np
 
     with av.open(str(path)) as container:
@@ -60,9 +62,11 @@ def describe(path: Path) -> dict[str, Any]:
             "frame_rate": str(Fraction(stream.average_rate or stream.guessed_rate or 0)),
             "time_base": str(Fraction(stream.time_base or 0)),
         }
-    digests, means = [], []
+    digests, means, fast = [], [], []
     for rgb in frames(path):
-        digests.append("sha256:" + hashlib.sha256(np.ascontiguousarray(rgb).data).hexdigest())
+        data = np.ascontiguousarray(rgb).data
+        digests.append("sha256:" + hashlib.sha256(data).hexdigest())
+        fast.append(blake3.blake3(data).hexdigest())
         per_channel = rgb.reshape(-1, 3).mean(axis=0, dtype=np.float64)
         means.append([round(float(v), MEAN_DECIMALS) for v in per_channel])
     return {
@@ -72,6 +76,7 @@ def describe(path: Path) -> dict[str, Any]:
         "frame_format": FRAME_FORMAT,
         "frame_digests": digests,
         "frame_means": means,
+        "frame_blake3": fast,
     }
 
 

@@ -55,9 +55,10 @@ def test_frames_are_lazy_rgb24_and_checked(clip: tuple[Path, Store]) -> None:
 
 def test_a_changed_frame_is_refused_under_the_pinned_decoder(clip: tuple[Path, Store]) -> None:
     root, store = clip
-    digests = list(load(root).get(NAME).metadata["frame_digests"])  # type: ignore[index]
-    digests[5] = "sha256:" + "0" * 64
-    edit_record(root, NAME, frame_digests=digests)
+    meta = load(root).get(NAME).metadata or {}
+    fast = list(meta["frame_blake3"])
+    fast[5] = "0" * 64
+    edit_record(root, NAME, frame_blake3=fast)
     got = video.frames(fixtures(root, store), NAME)
     handed: list[np.ndarray[Any, Any]] = []
     with pytest.raises(
@@ -65,6 +66,16 @@ def test_a_changed_frame_is_refused_under_the_pinned_decoder(clip: tuple[Path, S
     ):
         handed.extend(got)
     assert len(handed) == 5  # the frames before it, never frame 5 itself
+
+
+def test_a_full_check_compares_each_frame_by_sha256(clip: tuple[Path, Store]) -> None:
+    root, store = clip
+    digests = list((load(root).get(NAME).metadata or {})["frame_digests"])
+    digests[6] = "sha256:" + "0" * 64
+    edit_record(root, NAME, frame_digests=digests)
+    assert len(list(video.frames(fixtures(root, store), NAME))) == 12  # BLAKE3 re-check
+    with pytest.raises(DigestMismatchError, match="frame 6 differs"):
+        list(video.frames(fixtures(root, store, full=True), NAME))
 
 
 def _another_decoder(root: Path) -> None:
@@ -75,10 +86,11 @@ def test_another_decoder_is_judged_by_the_tolerance(clip: tuple[Path, Store]) ->
     root, store = clip
     meta = load(root).get(NAME).metadata or {}
     digests, means = list(meta["frame_digests"]), [list(m) for m in meta["frame_means"]]
-    digests[3] = "sha256:" + "1" * 64  # another decoder's bits
+    fast = list(meta["frame_blake3"])
+    digests[3], fast[3] = "sha256:" + "1" * 64, "1" * 64  # another decoder's bits
     means[3] = [m + 0.9 for m in means[3]]  # within atol 1.0
     _another_decoder(root)
-    edit_record(root, NAME, frame_digests=digests, frame_means=means)
+    edit_record(root, NAME, frame_digests=digests, frame_blake3=fast, frame_means=means)
     assert len(list(video.frames(fixtures(root, store), NAME))) == 12
     means[3] = [means[3][0] + 4, *means[3][1:]]
     edit_record(root, NAME, frame_means=means)
@@ -89,15 +101,13 @@ def test_another_decoder_is_judged_by_the_tolerance(clip: tuple[Path, Store]) ->
 def test_a_frame_more_or_less_is_refused(clip: tuple[Path, Store]) -> None:
     root, store = clip
     meta = load(root).get(NAME).metadata or {}
-    digests, means = list(meta["frame_digests"]), list(meta["frame_means"])
-    edit_record(
-        root, NAME, frames=13, frame_digests=[*digests, digests[0]], frame_means=[*means, means[0]]
-    )
+    lists = {k: list(meta[k]) for k in ("frame_digests", "frame_means", "frame_blake3")}
+    edit_record(root, NAME, frames=13, **{k: [*v, v[0]] for k, v in lists.items()})
     with pytest.raises(
         DigestMismatchError, match=r"decodes to 12 frames, the record has 13 \(frames 12\.\.12"
     ):
         list(video.frames(fixtures(root, store), NAME))
-    edit_record(root, NAME, frames=11, frame_digests=digests[:11], frame_means=means[:11])
+    edit_record(root, NAME, frames=11, **{k: v[:11] for k, v in lists.items()})
     with pytest.raises(DigestMismatchError, match="decodes more than the recorded 11 frames"):
         list(video.frames(fixtures(root, store), NAME))
 

@@ -23,6 +23,7 @@ from enum import StrEnum
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+import blake3
 import numpy as np
 
 from fixture_store._extras import require
@@ -129,6 +130,8 @@ class Description:
     decoder: Decoder
     frame_digests: tuple[str, ...]
     frame_means: tuple[tuple[float, ...], ...]
+    # BLAKE3 of the same RGB24 bytes, beside the SHA-256 for fast re-checking (may be absent).
+    frame_blake3: tuple[str, ...] = ()
     frame_format: str = FRAME_FORMAT
 
     @property
@@ -157,6 +160,7 @@ class Description:
             )
             digests = tuple(str(d) for d in raw["frame_digests"])
             means = tuple(tuple(float(v) for v in m) for m in raw["frame_means"])
+            fast = tuple(str(d) for d in raw.get("frame_blake3") or ())
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
             raise where.fail("metadata", f"the decoded description is incomplete ({e!r})") from e
         if raw.get("frame_format") != FRAME_FORMAT:
@@ -168,7 +172,11 @@ class Description:
             )
         if any(len(m) != CHANNELS for m in means):
             raise where.fail("metadata.frame_means", f"each frame needs {CHANNELS} channel means")
-        return cls(header, Decoder.from_json(raw.get("decoder"), where), digests, means)
+        if fast and len(fast) != header.frames:
+            raise where.fail(
+                "metadata.frame_blake3", f"{header.frames} frames but {len(fast)} BLAKE3 digests"
+            )
+        return cls(header, Decoder.from_json(raw.get("decoder"), where), digests, means, fast)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -178,6 +186,7 @@ class Description:
             "frame_format": self.frame_format,
             "frame_digests": list(self.frame_digests),
             "frame_means": [list(m) for m in self.frame_means],
+            **({"frame_blake3": list(self.frame_blake3)} if self.frame_blake3 else {}),
         }
 
     def match(
@@ -203,6 +212,10 @@ def _positive(value: Any) -> int:
 
 def frame_digest(rgb: np.ndarray[Any, Any]) -> str:
     return "sha256:" + hashlib.sha256(np.ascontiguousarray(rgb).data).hexdigest()
+
+
+def frame_blake3(rgb: np.ndarray[Any, Any]) -> str:
+    return str(blake3.blake3(np.ascontiguousarray(rgb).data).hexdigest())
 
 
 def frame_means(rgb: np.ndarray[Any, Any]) -> tuple[float, ...]:
@@ -403,13 +416,15 @@ def describe(
     ) as clip:
         digests: list[str] = []
         means: list[tuple[float, ...]] = []
+        fast: list[str] = []
         for rgb in clip.rgb_frames():
             digests.append(frame_digest(rgb))
             means.append(frame_means(rgb))
+            fast.append(frame_blake3(rgb))
         header = clip.header
     if not digests:
         raise _refuse(artifact, "video_frames", "decodes to no frames")
-    return Description(header, Decoder.current(), tuple(digests), tuple(means))
+    return Description(header, Decoder.current(), tuple(digests), tuple(means), tuple(fast))
 
 
 __all__ = [
@@ -423,6 +438,7 @@ __all__ = [
     "Header",
     "container_for",
     "describe",
+    "frame_blake3",
     "frame_digest",
     "frame_means",
     "open_clip",

@@ -73,7 +73,10 @@ def project(tmp_path: Path, *, clip: Path | None = None) -> tuple[Path, Store]:
         "regenerate": {
             "video": {
                 "generator": "models/video_clip.py",
-                "requirements": [f"av=={importlib.metadata.version('av')}", numpy_pin()],
+                "requirements": [
+                    f"{dist}=={importlib.metadata.version(dist)}" for dist in ("av", "blake3")
+                ]
+                + [numpy_pin()],
                 "inputs": ["video/*"],
                 "tolerance": {"metric": "allclose", "atol": 1.0, "rtol": 0.0},
             }
