@@ -9,8 +9,9 @@ decodes one frame at a time and checks it before handing it out:
 - under the pinned decoder (the same PyAV and FFmpeg versions), each frame must be bit-identical
   to its recorded digest;
 - under another decoder a frame may differ in its last bits (a colour conversion that rounds
-  differently); its per-channel means must then lie within the record's tolerance, which catches
-  a wrong frame, not a subtly different one (the container itself is verified by its digest).
+  differently); its block means (each colour's mean over a 4 x 4 grid) must then lie within the
+  record's tolerance, which catches a wrong or degraded frame, not a last-bit difference (the
+  container itself is verified by its digest).
 
 A frame past the recorded count, a missing frame or a frame out of tolerance is refused naming
 it. A container whose bytes no longer match is refused, naming the frames that decode
@@ -35,8 +36,8 @@ from fixture_store.readers.video import (
     Description,
     FrameMatch,
     frame_blake3,
+    frame_blocks,
     frame_digest,
-    frame_means,
     open_clip,
 )
 from fixture_store.registry import ArrayTolerance, Kind, Record, Where
@@ -166,14 +167,14 @@ def _judge(
         raise _changed(
             record, desc, f"frame {index} differs from its record under the pinned decoder"
         )
-    means = frame_means(rgb)
-    if desc.match(index, digest, means, tol) is FrameMatch.DRIFT:
+    blocks = frame_blocks(rgb)
+    if desc.match(index, digest, blocks, tol) is FrameMatch.DRIFT:
         raise _changed(
             record,
             desc,
             f"frame {index} drifts past the tolerance (atol={tol.atol:g}) under "
-            f"{Decoder.current()}: channel means {list(means)}, recorded "
-            f"{list(desc.frame_means[index])}",
+            f"{Decoder.current()}: its block means differ by up to "
+            f"{desc.block_error(index, blocks):.3f} levels",
         )
 
 

@@ -4,9 +4,10 @@ Inputs are the ``video`` records' containers (verified by the caller). For each 
 writes the container's bytes unchanged and its decoded description as the record's
 ``metadata``: container, codec, pixel format, size, frame rate, time base, the decoder's
 versions (PyAV and the FFmpeg it bundles), and per frame the SHA-256 of its RGB24 pixels and
-their per-channel means (rounded to 3 decimals), with the BLAKE3 of the same bytes beside the
-SHA-256 for fast re-checking. ``fixture_store.readers.video`` computes the
-same description; a test holds the two to the same bytes.
+their BLAKE3 (for fast re-checks), and its block means: each colour's mean over a 4 x 4 grid of
+blocks, 48 values written as one string of 4 hex digits each (``round(mean * 16)``).
+``fixture_store.readers.video`` computes the same description; a test holds the two to the same
+values.
 
 ``details.json`` carries what the registry does not: the agreement of a second, independent
 decoder (``--second-decoder``: the FFmpeg binary of the pinned imageio-ffmpeg wheel, piping
@@ -34,7 +35,26 @@ STAGE = "video"
 UPSTREAM = ("av==18.1.0", "numpy==2.4.6", "blake3==1.0.11")
 SECOND_DECODER = "imageio-ffmpeg==0.6.0"
 FRAME_FORMAT = "rgb24"
-MEAN_DECIMALS = 3
+GRID = 4
+BLOCK_SCALE = 16
+
+
+def blocks(rgb: Any) -> list[float]:
+    """Each colour's mean over a GRID x GRID grid of blocks, row by row, R, G, B in each."""
+    import numpy as np
+
+    h, w = rgb.shape[:2]
+    out = []
+    for i in range(GRID):
+        rows = rgb[h * i // GRID : h * (i + 1) // GRID]
+        for j in range(GRID):
+            block = rows[:, w * j // GRID : w * (j + 1) // GRID]
+            out += [float(m) for m in block.reshape(-1, 3).mean(axis=0, dtype=np.float64)]
+    return out
+
+
+def encode_blocks(means: list[float]) -> str:
+    return "".join(f"{round(m * BLOCK_SCALE):04x}" for m in means)
 
 
 def frames(path: Path) -> Iterator[Any]:
@@ -62,20 +82,19 @@ def describe(path: Path) -> dict[str, Any]:
             "frame_rate": str(Fraction(stream.average_rate or stream.guessed_rate or 0)),
             "time_base": str(Fraction(stream.time_base or 0)),
         }
-    digests, means, fast = [], [], []
+    digests, grid, fast = [], [], []
     for rgb in frames(path):
         data = np.ascontiguousarray(rgb).data
         digests.append("sha256:" + hashlib.sha256(data).hexdigest())
         fast.append(blake3.blake3(data).hexdigest())
-        per_channel = rgb.reshape(-1, 3).mean(axis=0, dtype=np.float64)
-        means.append([round(float(v), MEAN_DECIMALS) for v in per_channel])
+        grid.append(encode_blocks(blocks(rgb)))
     return {
         **header,
         "frames": len(digests),
         "decoder": {"av": av.__version__, "ffmpeg": av.ffmpeg_version_info},
         "frame_format": FRAME_FORMAT,
         "frame_digests": digests,
-        "frame_means": means,
+        "frame_blocks": grid,
         "frame_blake3": fast,
     }
 
@@ -87,13 +106,15 @@ def errors(a: Any, b: Any) -> dict[str, float]:
     diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
     mse = float(np.mean(diff.astype(np.float64) ** 2))
     psnr = math.inf if mse == 0 else 10 * math.log10(255.0**2 / mse)
-    # How far the per-channel means (what a record's tolerance bounds) move.
-    means = [a.reshape(-1, 3).mean(axis=0, dtype=np.float64), b.reshape(-1, 3).mean(axis=0)]
+    # How far the block means (what a record's tolerance bounds) and whole-frame means move.
+    block_delta = max(abs(x - y) for x, y in zip(blocks(a), blocks(b), strict=True))
+    frame_delta = np.abs(a.reshape(-1, 3).mean(axis=0) - b.reshape(-1, 3).mean(axis=0)).max()
     return {
         "max_abs": int(diff.max()),
         "mean_abs": float(diff.mean()),
         "psnr": psnr,
-        "channel_mean_delta": float(np.abs(means[0] - means[1]).max()),
+        "block_mean_delta": block_delta,
+        "frame_mean_delta": float(frame_delta),
     }
 
 
@@ -106,8 +127,11 @@ def summary(rows: list[dict[str, float]]) -> dict[str, Any]:
         "mean_abs": round(sum(r["mean_abs"] for r in rows) / max(len(rows), 1), 6),
         "psnr_min": round(min(finite), 3) if finite else None,
         "psnr_mean": round(sum(finite) / len(finite), 3) if finite else None,
-        "channel_mean_delta_max": round(max((r["channel_mean_delta"] for r in rows), default=0), 3),
-        "frames_within_1_level": sum(1 for r in rows if r["channel_mean_delta"] <= 1.0),
+        "block_mean_delta_min": round(min((r["block_mean_delta"] for r in rows), default=0), 3),
+        "block_mean_delta_max": round(max((r["block_mean_delta"] for r in rows), default=0), 3),
+        # Frames whose block means (and, for contrast, whole-frame means) lie within 1 level.
+        "frames_blocks_within_1": sum(1 for r in rows if r["block_mean_delta"] <= 1.0),
+        "frames_means_within_1": sum(1 for r in rows if r["frame_mean_delta"] <= 1.0),
     }
 
 

@@ -17,7 +17,7 @@ from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.readers.video import describe
 from fixture_store.registry import PackageSource, load
-from tests.support.clips import NAME, edit_record, project, scene
+from tests.support.clips import NAME, edit_record, project, scene, shifted
 
 
 @pytest.fixture
@@ -85,15 +85,15 @@ def _another_decoder(root: Path) -> None:
 def test_another_decoder_is_judged_by_the_tolerance(clip: tuple[Path, Store]) -> None:
     root, store = clip
     meta = load(root).get(NAME).metadata or {}
-    digests, means = list(meta["frame_digests"]), [list(m) for m in meta["frame_means"]]
-    fast = list(meta["frame_blake3"])
+    digests, fast = list(meta["frame_digests"]), list(meta["frame_blake3"])
+    blocks = list(meta["frame_blocks"])
     digests[3], fast[3] = "sha256:" + "1" * 64, "1" * 64  # another decoder's bits
-    means[3] = [m + 0.9 for m in means[3]]  # within atol 1.0
+    blocks[3] = shifted(blocks[3], 0.9)  # within atol 1.0
     _another_decoder(root)
-    edit_record(root, NAME, frame_digests=digests, frame_blake3=fast, frame_means=means)
+    edit_record(root, NAME, frame_digests=digests, frame_blake3=fast, frame_blocks=blocks)
     assert len(list(video.frames(fixtures(root, store), NAME))) == 12
-    means[3] = [means[3][0] + 4, *means[3][1:]]
-    edit_record(root, NAME, frame_means=means)
+    blocks[3] = shifted(blocks[3], 4.0, only=17)  # one block of one colour moves 4 levels
+    edit_record(root, NAME, frame_blocks=blocks)
     with pytest.raises(DigestMismatchError, match="frame 3 drifts past the tolerance"):
         list(video.frames(fixtures(root, store), NAME))
 
@@ -101,7 +101,7 @@ def test_another_decoder_is_judged_by_the_tolerance(clip: tuple[Path, Store]) ->
 def test_a_frame_more_or_less_is_refused(clip: tuple[Path, Store]) -> None:
     root, store = clip
     meta = load(root).get(NAME).metadata or {}
-    lists = {k: list(meta[k]) for k in ("frame_digests", "frame_means", "frame_blake3")}
+    lists = {k: list(meta[k]) for k in ("frame_digests", "frame_blocks", "frame_blake3")}
     edit_record(root, NAME, frames=13, **{k: [*v, v[0]] for k, v in lists.items()})
     with pytest.raises(
         DigestMismatchError, match=r"decodes to 12 frames, the record has 13 \(frames 12\.\.12"

@@ -2,10 +2,16 @@
 
 A clip is described by what its decoder makes of it (:class:`Description`): container, codec,
 pixel format, size, frame count, frame rate, time base, the decoder's versions, and per frame
-the SHA-256 of its RGB24 pixels with their per-channel means. RGB24 rather than the native
-pixel format because it is what a test consumes (``frames`` hands out RGB24 arrays), so the
-digest covers the colour conversion as well as the decoding; the means let a frame from another
-decoder be judged under the record's tolerance, where its digest may legitimately differ.
+the SHA-256 of its RGB24 pixels (and their BLAKE3, for fast re-checks) with its block means: the
+mean of each colour over a 4 x 4 grid of blocks. RGB24 rather than the native pixel format
+because it is what a test consumes (``frames`` hands out RGB24 arrays), so the digest covers the
+colour conversion as well as the decoding; the block means let a frame from another decoder be
+judged under the record's tolerance, where its digest may legitimately differ. (Whole-frame
+means are too weak for that: they accept most frames of a heavily compressed copy of a clip;
+4 x 4 block means refuse every one of them, see docs/video.md.)
+
+Block means are written compactly, one string per frame: 48 values (blocks row by row, R, G, B
+in each), each ``round(mean * 16)`` as 4 hex digits, so they are exact to 1/16 of a level.
 
 Decoding is PyAV's (the ``video`` extra), imported only when a clip is opened. Reads through
 :func:`open_clip` are bounded three ways: container bytes (a stream that never ends stops at
@@ -17,7 +23,8 @@ Decoding is PyAV's (the ``video`` extra), imported only when a clip is opened. R
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -47,9 +54,13 @@ EXTENSION_FORMATS: Mapping[str, str] = {
     ".avi": "avi",
     ".y4m": "yuv4mpegpipe",
 }
-_MEAN_DECIMALS = 3
+_HEX = re.compile(r"[0-9a-f]+")
+GRID = 4
+BLOCK_SCALE = 16
+_BLOCK_HEX = 4
+BLOCK_CHARS = GRID * GRID * CHANNELS * _BLOCK_HEX
 # What a frame from another decoder is judged under when its record names no tolerance: its
-# per-channel means within one level of 255.
+# block means within one level of 255.
 DEFAULT_TOLERANCE = ArrayTolerance(atol=1.0, rtol=0.0)
 
 
@@ -129,7 +140,7 @@ class Description:
     header: Header
     decoder: Decoder
     frame_digests: tuple[str, ...]
-    frame_means: tuple[tuple[float, ...], ...]
+    frame_blocks: tuple[str, ...]
     # BLAKE3 of the same RGB24 bytes, beside the SHA-256 for fast re-checking (may be absent).
     frame_blake3: tuple[str, ...] = ()
     frame_format: str = FRAME_FORMAT
@@ -159,24 +170,26 @@ class Description:
                 str(Fraction(raw["time_base"])),
             )
             digests = tuple(str(d) for d in raw["frame_digests"])
-            means = tuple(tuple(float(v) for v in m) for m in raw["frame_means"])
+            blocks = tuple(str(b) for b in raw["frame_blocks"])
             fast = tuple(str(d) for d in raw.get("frame_blake3") or ())
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
             raise where.fail("metadata", f"the decoded description is incomplete ({e!r})") from e
         if raw.get("frame_format") != FRAME_FORMAT:
             raise where.fail("metadata.frame_format", f"must be {FRAME_FORMAT!r}")
-        if not len(digests) == len(means) == header.frames:
+        if not len(digests) == len(blocks) == header.frames:
             raise where.fail(
                 "metadata.frame_digests",
-                f"{header.frames} frames but {len(digests)} digests and {len(means)} means",
+                f"{header.frames} frames but {len(digests)} digests and {len(blocks)} block means",
             )
-        if any(len(m) != CHANNELS for m in means):
-            raise where.fail("metadata.frame_means", f"each frame needs {CHANNELS} channel means")
+        if any(len(b) != BLOCK_CHARS or not _HEX.fullmatch(b) for b in blocks):
+            raise where.fail(
+                "metadata.frame_blocks", f"each frame's block means are {BLOCK_CHARS} hex digits"
+            )
         if fast and len(fast) != header.frames:
             raise where.fail(
                 "metadata.frame_blake3", f"{header.frames} frames but {len(fast)} BLAKE3 digests"
             )
-        return cls(header, Decoder.from_json(raw.get("decoder"), where), digests, means, fast)
+        return cls(header, Decoder.from_json(raw.get("decoder"), where), digests, blocks, fast)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -185,23 +198,25 @@ class Description:
             "decoder": self.decoder.to_json(),
             "frame_format": self.frame_format,
             "frame_digests": list(self.frame_digests),
-            "frame_means": [list(m) for m in self.frame_means],
+            "frame_blocks": list(self.frame_blocks),
             **({"frame_blake3": list(self.frame_blake3)} if self.frame_blake3 else {}),
         }
 
-    def match(
-        self, index: int, digest: str, means: tuple[float, ...], tolerance: ArrayTolerance
-    ) -> FrameMatch:
-        """How frame ``index`` with ``digest`` and channel ``means`` compares with this one."""
+    def match(self, index: int, digest: str, blocks: str, tolerance: ArrayTolerance) -> FrameMatch:
+        """How frame ``index`` with ``digest`` and block means ``blocks`` compares with this one."""
         if digest == self.frame_digests[index]:
             return FrameMatch.IDENTICAL
-        recorded = self.frame_means[index]
-        bound = [tolerance.atol + tolerance.rtol * abs(r) for r in recorded]
         if tolerance.metric != "exact" and all(
-            abs(m - r) <= b for m, r, b in zip(means, recorded, bound, strict=True)
+            abs(m - r) <= tolerance.atol + tolerance.rtol * abs(r)
+            for m, r in zip(block_means(blocks), block_means(self.frame_blocks[index]), strict=True)
         ):
             return FrameMatch.WITHIN
         return FrameMatch.DRIFT
+
+    def block_error(self, index: int, blocks: str) -> float:
+        """The largest difference of frame ``index``'s block means from ``blocks``'."""
+        pairs = zip(block_means(blocks), block_means(self.frame_blocks[index]), strict=True)
+        return max(abs(m - r) for m, r in pairs)
 
 
 def _positive(value: Any) -> int:
@@ -218,9 +233,28 @@ def frame_blake3(rgb: np.ndarray[Any, Any]) -> str:
     return str(blake3.blake3(np.ascontiguousarray(rgb).data).hexdigest())
 
 
-def frame_means(rgb: np.ndarray[Any, Any]) -> tuple[float, ...]:
-    per_channel = rgb.reshape(-1, CHANNELS).mean(axis=0, dtype=np.float64)
-    return tuple(round(float(v), _MEAN_DECIMALS) for v in per_channel)
+def frame_blocks(rgb: np.ndarray[Any, Any]) -> str:
+    """The frame's block means, written as the record holds them (see the module's docstring)."""
+    h, w = rgb.shape[:2]
+    out = []
+    for i in range(GRID):
+        rows = rgb[h * i // GRID : h * (i + 1) // GRID]
+        for j in range(GRID):
+            block = rows[:, w * j // GRID : w * (j + 1) // GRID]
+            for mean in block.reshape(-1, CHANNELS).mean(axis=0, dtype=np.float64):
+                out.append(f"{round(float(mean) * BLOCK_SCALE):0{_BLOCK_HEX}x}")
+    return "".join(out)
+
+
+def block_means(text: str) -> tuple[float, ...]:
+    """The block means a frame_blocks string holds, in levels of 255."""
+    step = _BLOCK_HEX
+    return tuple(int(text[k : k + step], 16) / BLOCK_SCALE for k in range(0, len(text), step))
+
+
+def encode_blocks(means: Sequence[float]) -> str:
+    """Block means written as a frame_blocks string (the inverse of :func:`block_means`)."""
+    return "".join(f"{round(m * BLOCK_SCALE):0{_BLOCK_HEX}x}" for m in means)
 
 
 class _Bounded:
@@ -415,16 +449,16 @@ def describe(
         raw, artifact=artifact, size=size, limits=limits, container=container_for(filename)
     ) as clip:
         digests: list[str] = []
-        means: list[tuple[float, ...]] = []
+        blocks: list[str] = []
         fast: list[str] = []
         for rgb in clip.rgb_frames():
             digests.append(frame_digest(rgb))
-            means.append(frame_means(rgb))
+            blocks.append(frame_blocks(rgb))
             fast.append(frame_blake3(rgb))
         header = clip.header
     if not digests:
         raise _refuse(artifact, "video_frames", "decodes to no frames")
-    return Description(header, Decoder.current(), tuple(digests), tuple(means), tuple(fast))
+    return Description(header, Decoder.current(), tuple(digests), tuple(blocks), tuple(fast))
 
 
 __all__ = [
@@ -436,10 +470,12 @@ __all__ = [
     "Description",
     "FrameMatch",
     "Header",
+    "block_means",
     "container_for",
     "describe",
+    "encode_blocks",
     "frame_blake3",
+    "frame_blocks",
     "frame_digest",
-    "frame_means",
     "open_clip",
 ]

@@ -2,7 +2,7 @@
 
 A ``video`` candidate whose container is bit-identical to its record can still decode
 differently (a new decoder pin). Its frames are classified like arrays are: bit-identical when
-the RGB24 digests match, within tolerance when the per-channel means lie within the record's
+the RGB24 digests match, within tolerance when the 4 x 4 block means lie within the record's
 tolerance, drift otherwise; a changed header (codec, size, frame count, ...) is drift. A record
 that has no description yet makes the description ``new``: accepting records it.
 """
@@ -82,17 +82,15 @@ def _frames(
 ) -> list[MemberComparison]:
     out = []
     for i, digest in enumerate(cand.frame_digests):
-        match = rec.match(i, digest, cand.frame_means[i], tolerance)
+        match = rec.match(i, digest, cand.frame_blocks[i], tolerance)
         if match is FrameMatch.IDENTICAL:
             continue
-        worst = max(
-            abs(a - b) for a, b in zip(cand.frame_means[i], rec.frame_means[i], strict=True)
-        )
+        worst = rec.block_error(i, cand.frame_blocks[i])
         out.append(
             MemberComparison(
                 f"frame {i}",
                 Verdict(str(match)),
-                reason=f"RGB24 digest differs; channel means differ by up to {worst:.3f} "
+                reason=f"RGB24 digest differs; block means differ by up to {worst:.3f} "
                 f"(atol {tolerance.atol:g})",
             )
         )

@@ -13,7 +13,13 @@ import pytest
 
 from fixture_store import limits
 from fixture_store.errors import HostileContentError
-from fixture_store.readers.video import Description, container_for, describe, open_clip
+from fixture_store.readers.video import (
+    Description,
+    block_means,
+    container_for,
+    describe,
+    open_clip,
+)
 from fixture_store.registry import Where
 from tests.support.clips import Endless, as_binary, encode
 
@@ -47,7 +53,9 @@ def test_a_clip_is_described_frame_by_frame(clip: Path) -> None:
         48,
         "yuv420p",
     )
-    assert len(set(d.frame_digests)) == 12 and all(len(m) == 3 for m in d.frame_means)
+    assert len(set(d.frame_digests)) == 12 and all(
+        len(block_means(b)) == 48 for b in d.frame_blocks
+    )
     assert Description.from_json(d.to_json(), Where()) == d
 
 

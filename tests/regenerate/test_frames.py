@@ -11,7 +11,7 @@ import pytest
 from fixture_store.objects.store import Store
 from fixture_store.regenerate import regenerate
 from fixture_store.registry import LocalSource, load
-from tests.support.clips import NAME, edit_record, project
+from tests.support.clips import NAME, edit_record, project, shifted
 from tests.support.regen_project import PYTHON
 
 
@@ -36,10 +36,10 @@ def test_the_same_decoder_decodes_bit_identical(clip: tuple[Path, Store], tmp_pa
 def test_frames_are_classified_one_by_one(clip: tuple[Path, Store], tmp_path: Path) -> None:
     root, store = clip
     meta = load(root).get(NAME).metadata or {}
-    digests, means = list(meta["frame_digests"]), [list(m) for m in meta["frame_means"]]
+    digests, blocks = list(meta["frame_digests"]), list(meta["frame_blocks"])
     digests[2] = digests[7] = "sha256:" + "2" * 64
-    means[7] = [m + 3 for m in means[7]]
-    edit_record(root, NAME, frame_digests=digests, frame_means=means)
+    blocks[7] = shifted(blocks[7], 3.0, only=0)
+    edit_record(root, NAME, frame_digests=digests, frame_blocks=blocks)
     doc = _again(root, store, tmp_path)
     [art] = doc["artifacts"]
     assert art["verdict"] == "drift" and not doc["ok"]

@@ -16,6 +16,7 @@ import yaml
 
 from fixture_store import ingest
 from fixture_store.objects.store import Store
+from fixture_store.readers.video import block_means, encode_blocks
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.registry import load
 from tests.support.regen_project import MODELS, PYTHON, numpy_pin
@@ -98,6 +99,14 @@ def edit_record(root: Path, name: str, **metadata: Any) -> None:
     doc = json.loads(path.read_text())
     doc["records"][name]["metadata"].update(metadata)
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def shifted(blocks: str, delta: float, *, only: int | None = None) -> str:
+    """A frame_blocks string with every block mean (or only value ``only``) moved by ``delta``."""
+    means = list(block_means(blocks))
+    for i in range(len(means)) if only is None else (only,):
+        means[i] = min(means[i] + delta, 255.0)
+    return encode_blocks(means)
 
 
 class Endless:
