@@ -100,7 +100,8 @@ def frames(
         if bad:
             raise DigestMismatchError(name, f"{bad}; {result.message}", fix=result.fix)
     result.raise_for_status()
-    return _checked(fixtures, record, desc, profile)
+    pinned = Decoder.current() == desc.decoder  # needs the video extra: refused here, not later
+    return _checked(fixtures, record, desc, profile, pinned=pinned)
 
 
 def _open(fixtures: Fixtures, record: Record, desc: Description, limits: Limits) -> Clip:
@@ -121,9 +122,8 @@ def _open(fixtures: Fixtures, record: Record, desc: Description, limits: Limits)
 
 
 def _checked(
-    fixtures: Fixtures, record: Record, desc: Description, limits: Limits
+    fixtures: Fixtures, record: Record, desc: Description, limits: Limits, *, pinned: bool
 ) -> Iterator[np.ndarray[Any, Any]]:
-    pinned = Decoder.current() == desc.decoder
     tol = tolerance(record)
     # The recorded BLAKE3 re-checks a frame 3x faster than SHA-256; a full check uses SHA-256.
     fast = bool(desc.frame_blake3) and not fixtures.full

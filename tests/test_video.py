@@ -128,8 +128,13 @@ def test_a_corrupted_container_is_refused_naming_frames(clip: tuple[Path, Store]
         video.frames(fixtures(root, store, full=True), NAME)
 
 
+def _files(folder: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_size for p in folder.rglob("*") if p.is_file()}
+
+
 def test_a_clip_past_the_limits_is_refused_before_decoding(clip: tuple[Path, Store]) -> None:
     root, store = clip
+    before = _files(root.parent)
     for rule, value in (
         ("video_frames", 11),
         ("video_pixels", 64 * 47),
@@ -138,6 +143,7 @@ def test_a_clip_past_the_limits_is_refused_before_decoding(clip: tuple[Path, Sto
         tight = limits.tighten(limits.DEFAULT, **{rule: value})
         with pytest.raises(UsageError, match=f"{rule}=.*nothing was decoded"):
             video.frames(fixtures(root, store), NAME, limits=tight)
+    assert _files(root.parent) == before  # nothing written, in the store or beside it
 
 
 def test_a_record_without_its_description_says_how_to_make_it(clip: tuple[Path, Store]) -> None:
