@@ -20,8 +20,6 @@ from fixture_store.registry import ArrayTolerance, Where
 
 # The header fields a candidate must share with its record.
 _HEADER = ("container", "codec", "pixel_format", "width", "height", "frame_rate", "time_base")
-# A report names at most this many differing frames one by one.
-_FRAMES_LISTED = 1000
 
 
 def compare_frames(
@@ -72,9 +70,7 @@ def _classified(
     reason = (
         f"{len(drifted)} of {rec.frames} frames drift: {', '.join(drifted[:10])}" if drifted else ""
     )
-    return dataclasses.replace(
-        comparison, verdict=verdict, members=tuple(members[:_FRAMES_LISTED]), reason=reason
-    )
+    return dataclasses.replace(comparison, verdict=verdict, members=tuple(members), reason=reason)
 
 
 def _frames(
@@ -84,6 +80,7 @@ def _frames(
     for i, digest in enumerate(cand.frame_digests):
         match = rec.match(i, digest, cand.frame_blocks[i], tolerance)
         if match is FrameMatch.IDENTICAL:
+            out.append(MemberComparison(f"frame {i}", Verdict.IDENTICAL))
             continue
         worst = rec.block_error(i, cand.frame_blocks[i])
         out.append(

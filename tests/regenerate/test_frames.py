@@ -46,6 +46,7 @@ def test_frames_are_classified_one_by_one(clip: tuple[Path, Store], tmp_path: Pa
     by_frame = {m["path"]: m["verdict"] for m in art["members"]}
     assert by_frame == {"frame 2": "within-tolerance", "frame 7": "drift"}
     assert "1 of 12 frames drift: frame 7" in art["reason"]
+    assert doc["file_counts"]["bit-identical"] == 10  # counted frame by frame
 
 
 def test_a_changed_header_is_drift(clip: tuple[Path, Store], tmp_path: Path) -> None:
