@@ -13,16 +13,19 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fixture_store import registry as registry_mod
-from fixture_store.errors import UsageError
+from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.objects import digests, fsutil
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.objects.trees import Tree
-from fixture_store.registry import Record, Registry
+from fixture_store.registry import HubSource, LocalSource, PackageSource, Record, Registry
 from fixture_store.verify import Result, Verifier
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -97,6 +100,28 @@ class Fixtures:
     def read_bytes(self, name: str) -> bytes:
         return self.path(name).read_bytes()
 
+    def arrays(self, name: str) -> dict[str, np.ndarray[Any, Any]]:
+        """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.
+
+        Headers are checked before allocation under the record's limits profile, and the
+        arrays must match the record's ``arrays`` manifest (names, dtypes, shapes) exactly.
+        A ``.npy`` gives one array named after the file (without ``.npy``).
+        """
+        from fixture_store import limits
+        from fixture_store.readers import npy as arrays_mod
+
+        record = self.verified(name)
+        path = self.path(name)
+        profile = limits.profile(record.profile)
+        manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
+        if is_npz(record):
+            return arrays_mod.read_npz(path, profile, manifest, artifact=name)
+        key = npy_name(record)
+        spec = manifest.get(key) if manifest else None
+        if manifest is not None and spec is None:
+            raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
+        return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+
     def tree(self, name: str) -> Path:
         """A folder holding exactly the verified members of a tree artifact (hard links to the
         objects); read it through its manifest (:meth:`tree_files`), not by listing it."""
@@ -109,6 +134,24 @@ class Fixtures:
         folder = checkout_tree(self.store, record)
         assert record.tree is not None
         return {m: folder.joinpath(*m.split("/")) for m in record.tree.members}
+
+
+def is_npz(record: Record) -> bool:
+    """Whether a record's object is an NPZ (by its media type, else its source's file name)."""
+    if record.media_type:
+        return record.media_type == "application/x-npz"
+    return (_source_path(record) or "").endswith(".npz")
+
+
+def npy_name(record: Record) -> str:
+    """The name of an NPY record's one array: its file name without ``.npy``."""
+    return Path(_source_path(record) or record.name).name.removesuffix(".npy")
+
+
+def _source_path(record: Record) -> str | None:
+    """The path the record's source names (in a repo, a distribution, the project), if any."""
+    source = record.source
+    return source.path if isinstance(source, HubSource | PackageSource | LocalSource) else None
 
 
 def checkout_tree(store: Store, record: Record) -> Path:

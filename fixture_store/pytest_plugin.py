@@ -1,7 +1,10 @@
 """The pytest plugin (entry point ``pytest11``): verified fixtures for tests.
 
 - ``fixture_store`` (session fixture): a verified view with accessors ``path``, ``tree``,
-  ``onnx_case``, ``record`` and ``check``; bytes come out only after verification.
+  ``arrays``, ``onnx_case``, ``record`` and ``check``; bytes come out only after verification.
+  ``fixture_store.assert_parity(name, {"cls_token": out, ...})`` compares outputs with a verified
+  NPY/NPZ reference under its record's tolerance (a failure names the worst array and element);
+  ``--fixture-store-parity-dump DIR`` writes a failing candidate beside a copy of its reference.
 - ``@pytest.mark.fixture_store("name", ..., family="F", kind="K", argname="artifact")``: the
   artifacts a test needs, verified before it runs. With ``family=`` the test is parametrized over
   every record of the family (``argname`` receives the name). ``fixture_store_cases("F")`` gives
@@ -28,12 +31,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fixture_store import registry as registry_mod
-from fixture_store.errors import ArtifactError, UnsafeContentError, UsageError
+from fixture_store.errors import ArtifactError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
-    HubSource,
-    LocalSource,
-    PackageSource,
     Record,
     Registry,
     family_of,
@@ -42,6 +42,7 @@ from fixture_store.verify import Result, Status, present
 
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
+    from fixture_store.parity.assertion import ParityReport
     from fixture_store.readers.onnxcase import OnnxCase
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
@@ -81,6 +82,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="Check that every registry family is consumed by a collected test or "
         "declared a gap, and that no gap is stale.",
+    )
+    group.addoption(
+        "--fixture-store-parity-dump",
+        metavar="DIR",
+        default=None,
+        help="Write a failing parity assertion's candidate (and a copy of its reference) "
+        "under DIR, outside the store (also $FIXTURE_STORE_PARITY_DUMP).",
     )
     parser.addini(
         "fixture_store_gaps",
@@ -250,27 +258,25 @@ class VerifiedFixtures:
         return self.fixtures.tree_files(name)
 
     def arrays(self, name: str) -> dict[str, Any]:
-        """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.
+        """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers and
+        checked against the record's ``arrays`` manifest (see
+        :meth:`fixture_store.access.Fixtures.arrays`)."""
+        self._state.enforce(name)
+        return self.fixtures.arrays(name)
 
-        Headers are checked before allocation under the record's limits profile, and the
-        arrays must match the record's ``arrays`` manifest (names, dtypes, shapes) exactly.
-        A ``.npy`` gives one array named after the file (without ``.npy``).
-        """
-        from fixture_store import limits
-        from fixture_store.readers import npy as arrays_mod
+    def assert_parity(
+        self, name: str, actual: Mapping[str, Any] | Any, *, dump: str | None = None
+    ) -> ParityReport:
+        """Assert ``actual`` (array name -> array) is at parity with the verified reference
+        ``name`` under its record's tolerance (see
+        :func:`fixture_store.parity.assertion.assert_parity`); a failing candidate is written
+        under ``dump``, else ``--fixture-store-parity-dump``, else $FIXTURE_STORE_PARITY_DUMP."""
+        __tracebackhide__ = True
+        from fixture_store.parity.assertion import assert_parity
 
         self._state.enforce(name)
-        record = self.fixtures.verified(name)
-        path = self.fixtures.path(name)
-        profile = limits.profile(record.profile)
-        manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
-        if _is_npz(record):
-            return arrays_mod.read_npz(path, profile, manifest, artifact=name)
-        key = Path(_source_path(record) or name).name.removesuffix(".npy")
-        spec = manifest.get(key) if manifest else None
-        if manifest is not None and spec is None:
-            raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
-        return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+        folder = dump or self._state.config.getoption("fixture_store_parity_dump")
+        return assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
 
     def onnx_case(self, name: str) -> OnnxCase:
         from fixture_store.readers.onnxcase import load_verified
@@ -283,18 +289,6 @@ class VerifiedFixtures:
 def fixture_store(request: pytest.FixtureRequest) -> VerifiedFixtures:
     """A verified view of the store and registry (see the plugin's docstring)."""
     return VerifiedFixtures(_state(request.config))
-
-
-def _is_npz(record: Record) -> bool:
-    if record.media_type:
-        return record.media_type == "application/x-npz"
-    return (_source_path(record) or "").endswith(".npz")
-
-
-def _source_path(record: Record) -> str | None:
-    """The path the record's source names (in a repo, a distribution, the project), if any."""
-    source = record.source
-    return source.path if isinstance(source, HubSource | PackageSource | LocalSource) else None
 
 
 def fixture_store_cases(family: str, kind: str | None = None) -> list[Any]:

@@ -29,7 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import _pins
+import fixture_store_generator as kit
 
 STAGE = "video"
 UPSTREAM = ("av==18.1.0", "numpy==2.4.6", "blake3==1.0.11")
@@ -172,7 +172,7 @@ def pair(reference: Path, other: Path) -> dict[str, Any]:
 
 
 def main() -> int:
-    parser = _pins.parser(__doc__, family="video", inputs_required=True)
+    parser = kit.parser(__doc__, family="video", inputs_required=True)
     parser.add_argument(
         "--second-decoder",
         default="",
@@ -183,10 +183,10 @@ def main() -> int:
         default="",
         help="REFERENCE:OTHER[,...]: clips of one scene, to show what drift between them is.",
     )
-    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
+    args = kit.checked(parser, upstream=UPSTREAM, stage=STAGE)
     if args.second_decoder not in ("", "imageio-ffmpeg"):
         raise SystemExit(f"error: unknown --second-decoder {args.second_decoder!r}")
-    inputs = {row["name"]: Path(row["path"]) for row in json.loads(args.inputs.read_text())}
+    inputs = kit.read_inputs(args.inputs)
     args.out.mkdir(parents=True, exist_ok=True)
     outputs, descs = [], {}
     for name, path in sorted(inputs.items()):
@@ -200,7 +200,7 @@ def main() -> int:
         "pinned_decoder": {"av": av.__version__, "ffmpeg": av.ffmpeg_version_info}
     }
     if args.second_decoder:
-        _pins.require([SECOND_DECODER], stage=STAGE)
+        kit.require([SECOND_DECODER], stage=STAGE)
         imageio_ffmpeg = importlib.import_module("imageio_ffmpeg")
         exe = imageio_ffmpeg.get_ffmpeg_exe()
         details["second_decoder"] = {
@@ -214,9 +214,9 @@ def main() -> int:
         if ref not in inputs or other not in inputs:
             raise SystemExit(f"error: --pairs {text!r} names a clip that is not an input")
         details["pairs"][text] = pair(inputs[ref], inputs[other])
-    (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
+    kit.write_outputs(args.out, outputs)
     (args.out / "details.json").write_text(json.dumps(details, indent=1, sort_keys=True) + "\n")
-    _pins.write_environment(args.out, {"stage": STAGE})
+    kit.write_environment(args.out, {"stage": STAGE})
     for name, d in descs.items():
         sys.stderr.write(f"{name}: {d['frames']} frames {d['width']}x{d['height']} {d['codec']}\n")
     return 0

@@ -490,3 +490,49 @@ def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
     required.assert_outcomes(failed=4, xfailed=2)
     assert "UNVERIFIED BYTES HANDED OUT" not in required.stdout.str()
     assert required.stdout.str().count("missing object (required by --fixture-store-require") == 2
+
+
+def test_assert_parity_compares_with_the_verified_reference_in_one_line(
+    inner: pytest.Pytester,
+) -> None:
+    import numpy as np
+
+    _add_arrays(
+        inner.path,
+        "misc/ref-npz",
+        "ref.npz",
+        {"a": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int64", "shape": [4]}},
+        lambda p: np.savez(p, a=np.ones((2, 3), np.float32), b=np.arange(4)),
+    )
+    inner.makepyfile(
+        test_inner="""
+        import numpy as np
+
+        def test_at_parity(fixture_store):
+            outputs = {"a": np.ones((2, 3), np.float32) + np.float32(1e-8), "b": np.arange(4)}
+            report = fixture_store.assert_parity("misc/ref-npz", outputs)
+            assert report.ok
+
+        def test_off(fixture_store):
+            a = np.ones((2, 3), np.float32)
+            a[1, 2] = 2.0
+            fixture_store.assert_parity("misc/ref-npz", {"a": a, "b": np.arange(4)})
+
+        def test_unverified(fixture_store):
+            fixture_store.assert_parity("misc/absent", {"a": 1})
+    """
+    )
+    dump = inner.path / "inspect"
+    result = inner.runpytest(f"--fixture-store-parity-dump={dump}")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*misc/ref-npz: not at parity (1 problem)",
+            "*worst array: a float32[[]2, 3[]]: 1 of 6 elements outside atol=1e-07 rtol=0.001",
+            "*worst element at index (1, 2): expected 1.0, actual 2.0",
+            f"*candidate written to {dump.resolve()}/misc/ref-npz.candidate.npz*",
+        ]
+    )
+    assert (dump / "misc" / "ref-npz.reference.npz").is_file()
+    result.stdout.fnmatch_lines(["*fixture-store refused*misc/absent*"])
+    assert "assertion.py" not in result.stdout.str()  # the library frames are hidden

@@ -23,11 +23,12 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK
 from fixture_store.regenerate import Report, Verdict, regenerate
+from fixture_store.sources import offline_from_env
 
 
 def print_report(report: Report, *, limit: int = 40) -> None:
     table = Table(title=f"regenerate {report.stage}")
-    for col in ("artifact", "verdict", "file", "max abs", "max rel", "detail"):
+    for col in ("artifact", "verdict", "file", "max abs", "max rel", "max ulp", "detail"):
         table.add_column(col, overflow="fold", justify="right" if col.startswith("max") else "left")
     rows = 0
     for c in report.comparisons:
@@ -35,7 +36,7 @@ def print_report(report: Report, *, limit: int = 40) -> None:
             continue
         members = c.differing or ()
         if not members:
-            table.add_row(c.name, styled(c.verdict), "", "", "", c.reason)
+            table.add_row(c.name, styled(c.verdict), "", "", "", "", c.reason)
             rows += 1
         for m in members:
             if rows >= limit and m.verdict is Verdict.WITHIN:
@@ -49,6 +50,7 @@ def print_report(report: Report, *, limit: int = 40) -> None:
                 m.path,
                 f"{m.max_abs:.3g}" if m.arrays else "",
                 f"{m.max_rel:.3g}" if m.arrays else "",
+                f"{m.max_ulp:.4g}" if m.arrays else "",
                 detail,
             )
             rows += 1
@@ -104,6 +106,13 @@ def _print_counts(report: Report) -> None:
     help="Run the generator with this interpreter instead of its pinned environment "
     "(the generator still refuses other upstream versions).",
 )
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Make pinned environments from uv's cache alone and fail clearly when it lacks a "
+    "pin (also on with HF_HUB_OFFLINE=1). Making an environment is the only time "
+    "regeneration reaches the package index.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--report",
@@ -120,15 +129,16 @@ def regenerate_cmd(
     fetch: bool,
     scratch: Path | None,
     python: str | None,
+    offline: bool,
     as_json: bool,
     report_path: Path | None,
 ) -> None:
     """Rebuild STAGE (or the artifacts NAME of a stage) from its pinned generator and compare.
 
     Every candidate is bit-identical, within the record's tolerance (max and mean abs/rel error
-    per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or unavailable
-    references (both sides are kept in the scratch folder), 2 on usage errors. Without --accept
-    the registry and the store are never changed.
+    and max ULPs per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or
+    unavailable references (both sides are kept in the scratch folder), 2 on usage errors.
+    Without --accept the registry and the store are never changed.
     """
     report = regenerate(
         obj.project(),
@@ -138,6 +148,7 @@ def regenerate_cmd(
         accept=accept,
         fetch=fetch,
         python=python,
+        offline=offline or offline_from_env(),
         log=lambda m: err.print(m, markup=False),
     )
     if report_path is not None:

@@ -1,8 +1,12 @@
 """Tolerance-aware comparison of arrays: bit-identical, within tolerance, or drift.
 
-Used by the comparators (a runtime's outputs vs a case's expected outputs) and by regeneration (a
-candidate fixture vs the registered one). Shapes and dtypes must match exactly: a float64 output
-where float32 is expected is drift however close the values are.
+Used by the comparators (a runtime's outputs vs a case's expected outputs), by regeneration (a
+candidate fixture vs the registered one) and by the parity assertion (a maintainer's outputs vs
+the verified reference).
+Shapes and dtypes must match exactly unless the tolerance allows otherwise (``dtype: same_kind``,
+``shape: squeeze``): a float64 output where float32 is expected is drift however close the values
+are. Every comparison reports max/mean absolute and relative errors and the max ULP distance
+(:mod:`fixture_store.parity.ulp`), whatever metric judges it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from fixture_store.registry.tolerance import ArrayTolerance, Metric
+from fixture_store.parity import ulp
+from fixture_store.registry.tolerance import ArrayTolerance, DtypeRule, Metric, ShapeRule
 
 # Low-precision float types are compared in float32 with a relative tolerance widened to their
 # precision (bfloat16 has 8 bits of mantissa: one ulp is 2**-7 relative).
@@ -40,6 +45,9 @@ class ArrayComparison:
     worst_index: tuple[int, ...] | None = None
     reason: str = ""
     tolerance: ArrayTolerance | None = None
+    max_ulp: float = 0.0
+    # False when nothing was measured: a dtype or shape mismatch, strings or objects.
+    measured: bool = True
 
     @property
     def ok(self) -> bool:
@@ -53,6 +61,7 @@ class ArrayComparison:
             "mean_abs": self.mean_abs,
             "max_rel": self.max_rel,
             "mean_rel": self.mean_rel,
+            "max_ulp": self.max_ulp,
             "worst_index": list(self.worst_index) if self.worst_index is not None else None,
             "reason": self.reason,
             "tolerance": self.tolerance.to_json() if self.tolerance else None,
@@ -74,21 +83,9 @@ def compare_arrays(
     """Compare ``actual`` with ``expected`` under ``tolerance`` (default: the ONNX runner's)."""
     tol = tolerance or ArrayTolerance()
     exp = np.asarray(expected)
-    act = np.asarray(actual)
-    if exp.dtype != act.dtype:
-        return ArrayComparison(
-            name,
-            Outcome.DRIFT,
-            reason=f"dtype {dtype_name(act.dtype)} where {dtype_name(exp.dtype)} is expected",
-            tolerance=tol,
-        )
-    if exp.shape != act.shape:
-        return ArrayComparison(
-            name,
-            Outcome.DRIFT,
-            reason=f"shape {act.shape} where {exp.shape} is expected",
-            tolerance=tol,
-        )
+    act, problem = _conform(exp, np.asarray(actual), tol)
+    if problem:
+        return ArrayComparison(name, Outcome.DRIFT, reason=problem, tolerance=tol, measured=False)
     low_precision = _is_low_precision(exp.dtype)
     exact_only = exp.dtype.kind in "OUSb" or (exp.dtype.kind == "V" and not low_precision)
     if not exact_only and np.ascontiguousarray(exp).tobytes() == (
@@ -105,57 +102,138 @@ def compare_arrays(
             worst_index=equal or None,
             reason="values differ (compared exactly: strings, objects and booleans)",
             tolerance=tol,
+            measured=False,
         )
-
-    rtol = tol.rtol
-    if low_precision:
-        rtol = max(rtol, WIDENED_RTOL.get(dtype_name(exp.dtype), 1e-1))
-    e = exp.astype(np.float64)
-    a = act.astype(np.float64)
-    if np.iscomplexobj(exp):
-        e, a = exp.astype(np.complex128), act.astype(np.complex128)
-    both_nan = np.isnan(e) & np.isnan(a)
-    same_inf = np.isinf(e) & (e == a)
-    matched = both_nan | same_inf
-    with np.errstate(invalid="ignore", over="ignore"):
-        diff = np.where(matched, 0.0, np.abs(a - e))
-        diff = np.where(np.isnan(diff), np.inf, diff)
-        scale = np.abs(e)
-        rel = np.where(
-            diff == 0, 0.0, np.divide(diff, scale, out=np.full_like(diff, np.inf), where=scale != 0)
-        )
-    max_abs = float(diff.max()) if diff.size else 0.0
-    mean_abs = float(diff.mean()) if diff.size else 0.0
-    max_rel = float(rel.max()) if rel.size else 0.0
-    finite_rel = rel[np.isfinite(rel)]
-    mean_rel = float(finite_rel.mean()) if finite_rel.size else (0.0 if not rel.size else max_rel)
-    worst = (
-        tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-        if (diff.size)
-        else None
-    )
-    if tol.metric is Metric.EXACT:
-        outcome, reason = Outcome.DRIFT, "values differ and the tolerance is 'exact'"
-    else:
-        with np.errstate(invalid="ignore", over="ignore"):
-            inside = diff <= tol.atol + rtol * scale
-        if bool(np.all(inside | matched)):
-            outcome, reason = Outcome.WITHIN, ""
-        else:
-            count = int(np.count_nonzero(~(inside | matched)))
-            outcome = Outcome.DRIFT
-            reason = f"{count} of {diff.size} elements outside atol={tol.atol:g} rtol={rtol:g}"
+    if low_precision and tol.metric is Metric.ALLCLOSE:
+        tol = replace(tol, rtol=max(tol.rtol, WIDENED_RTOL.get(dtype_name(exp.dtype), 1e-1)))
+    errors = Errors.of(exp, act)
+    outcome, reason = _judge(errors, tol)
     return ArrayComparison(
         name,
         outcome,
-        max_abs,
-        mean_abs,
-        max_rel,
-        mean_rel,
-        worst,
+        errors.max_abs,
+        errors.mean_abs,
+        errors.max_rel,
+        errors.mean_rel,
+        errors.worst(by_ulp=tol.metric is Metric.ULP),
         reason,
-        replace(tol, rtol=rtol),
+        tol,
+        errors.max_ulp,
     )
+
+
+def _conform(
+    exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any], tol: ArrayTolerance
+) -> tuple[np.ndarray[Any, Any], str]:
+    """``act`` as it is compared with ``exp`` (cast or reshaped where the tolerance allows it),
+    or the reason it cannot be."""
+    if exp.dtype != act.dtype:
+        if tol.dtype is not DtypeRule.SAME_KIND or _kind(exp.dtype) != _kind(act.dtype):
+            allows = " (dtype 'same_kind' allows another width)" if _kind(exp.dtype) else ""
+            return act, (
+                f"dtype {dtype_name(act.dtype)} where {dtype_name(exp.dtype)} is expected{allows}"
+            )
+        act = act.astype(exp.dtype)
+    if exp.shape != act.shape:
+        if tol.shape is not ShapeRule.SQUEEZE or _squeezed(exp.shape) != _squeezed(act.shape):
+            return act, f"shape {act.shape} where {exp.shape} is expected"
+        act = act.reshape(exp.shape)
+    return act, ""
+
+
+def _kind(dtype: np.dtype[Any]) -> str:
+    """What ``same_kind`` keeps: floats, complex or integers ('' for anything else)."""
+    if ulp.is_float(dtype):
+        return "float"
+    return {"c": "complex", "i": "integer", "u": "integer"}.get(dtype.kind, "")
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+@dataclass(frozen=True)
+class Errors:
+    """The element-wise errors of ``actual`` against ``expected`` and their summaries.
+
+    NaN against NaN and an infinity against the same one are no error (``matched``); any other
+    NaN or infinity is an infinite one.
+    """
+
+    diff: np.ndarray[Any, Any]
+    scale: np.ndarray[Any, Any]
+    rel: np.ndarray[Any, Any]
+    ulps: np.ndarray[Any, Any]
+    matched: np.ndarray[Any, Any]
+
+    @classmethod
+    def of(cls, exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> Errors:
+        wide = np.complex128 if np.iscomplexobj(exp) else np.float64
+        e, a = exp.astype(wide), act.astype(wide)
+        matched = (np.isnan(e) & np.isnan(a)) | (np.isinf(e) & (e == a))
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(matched, 0.0, np.abs(a - e))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+            scale = np.abs(e)
+            rel = np.where(
+                diff == 0,
+                0.0,
+                np.divide(diff, scale, out=np.full_like(diff, np.inf), where=scale != 0),
+            )
+        return cls(diff, scale, rel, ulp.distance(exp, act), matched)
+
+    @property
+    def max_abs(self) -> float:
+        return float(self.diff.max()) if self.diff.size else 0.0
+
+    @property
+    def mean_abs(self) -> float:
+        return float(self.diff.mean()) if self.diff.size else 0.0
+
+    @property
+    def max_rel(self) -> float:
+        return float(self.rel.max()) if self.rel.size else 0.0
+
+    @property
+    def mean_rel(self) -> float:
+        finite = self.rel[np.isfinite(self.rel)]
+        return float(finite.mean()) if finite.size else (self.max_rel if self.rel.size else 0.0)
+
+    @property
+    def max_ulp(self) -> float:
+        return float(self.ulps.max()) if self.ulps.size else 0.0
+
+    def worst(self, *, by_ulp: bool = False) -> tuple[int, ...] | None:
+        """The index of the largest error (in ULPs, or absolute)."""
+        errors = self.ulps if by_ulp else self.diff
+        if not errors.size:
+            return None
+        return tuple(int(i) for i in np.unravel_index(int(np.argmax(errors)), errors.shape))
+
+
+def _judge(errors: Errors, tol: ArrayTolerance) -> tuple[Outcome, str]:
+    """Within the tolerance or drift, and why (the values already differ)."""
+    size = errors.diff.size
+    if tol.metric is Metric.EXACT:
+        return Outcome.DRIFT, "values differ and the tolerance is 'exact'"
+    if tol.metric is Metric.MEAN_ABS:
+        if errors.mean_abs <= tol.bound:
+            return Outcome.WITHIN, ""
+        return Outcome.DRIFT, f"mean |a-b| {errors.mean_abs:.3g} above mean_abs max={tol.bound:g}"
+    if tol.metric is Metric.ALLCLOSE:
+        with np.errstate(invalid="ignore", over="ignore"):
+            outside = ~((errors.diff <= tol.atol + tol.rtol * errors.scale) | errors.matched)
+        what = f"outside atol={tol.atol:g} rtol={tol.rtol:g}"
+    elif tol.metric is Metric.MAX_ABS:
+        outside = errors.diff > tol.bound
+        what = f"more than max_abs={tol.bound:g} apart"
+    else:
+        outside = errors.ulps > tol.bound
+        what = f"more than {tol.bound:g} ULP apart (ulp max; worst {errors.max_ulp:g})"
+    count = int(np.count_nonzero(outside))
+    if not count:
+        return Outcome.WITHIN, ""
+    return Outcome.DRIFT, f"{count} of {size} elements {what}"
 
 
 def _exact_equal(exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> bool | tuple[int, ...]:

@@ -210,13 +210,7 @@ def _histograms(report: Report) -> list[str]:
         "error of every compared array (passing and mismatching cases)</p>"
     ]
     for rt in report.runtimes:
-        arrays = [
-            a
-            for r in report.results
-            if r.runtime == rt
-            for a in r.arrays
-            if a.reason == "" or "elements outside" in a.reason
-        ]
+        arrays = [a for r in report.results if r.runtime == rt for a in r.arrays if a.measured]
         parts.append(
             f"<h3>{html.escape(rt)}</h3><table><tr><th>max absolute error</th>"
             f"<th>max relative error</th></tr><tr><td>"
@@ -262,7 +256,7 @@ def _detail(r: CaseResult) -> str:
         a = worst[0]
         detail += (
             f"<br><code>{e(a.name)}: max abs {a.max_abs:.3g}, mean abs "
-            f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, worst index "
+            f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, max {a.max_ulp:.4g} ULP, worst index "
             f"{e(str(a.worst_index))}</code>"
         )
     return detail

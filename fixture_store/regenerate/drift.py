@@ -2,9 +2,10 @@
 
 Bytes decide first (equal digests are bit-identical and need no parsing). Differing members are
 read as arrays where their format allows (``.npy``/``.npz`` with numpy, ONNX ``.pb`` tensors with
-``onnx.numpy_helper``) and compared under the record's tolerance with max/mean abs/rel errors per
-array; anything else (an ``.onnx`` model, a tar archive) is compared as bytes and differing bytes
-are drift.
+``onnx.numpy_helper``) and compared under the record's tolerance with max/mean abs/rel errors
+and ULPs per array (an array's ``per_array`` override is found by ``member:name``, then by its
+name in the file, its NPY name or its ONNX tensor name, then by the member path); anything else
+(an ``.onnx`` model, a tar archive) is compared as bytes and differing bytes are drift.
 """
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ class MemberComparison:
     def max_rel(self) -> float:
         return max((a.max_rel for a in self.arrays), default=0.0)
 
+    @property
+    def max_ulp(self) -> float:
+        return max((a.max_ulp for a in self.arrays), default=0.0)
+
 
 @dataclass(frozen=True)
 class ArtifactComparison:
@@ -146,6 +151,22 @@ READERS: Mapping[str, Callable[[bytes, str], dict[str, Any] | None]] = {
 }
 
 
+def _array_name(member: str, key: str, data: bytes) -> str:
+    """The name a record's ``per_array`` uses for an array: its name in an NPZ, an NPY's file
+    name without ``.npy`` (as its arrays manifest names it), an ONNX tensor's own name (the
+    output it is)."""
+    if key:
+        return key
+    if member.lower().endswith(".pb"):
+        require("onnx", for_what="comparing regenerated ONNX tensors", modules=("onnx",))
+        import onnx
+
+        tensor = onnx.TensorProto()
+        tensor.ParseFromString(data)
+        return str(tensor.name)
+    return Path(member).name.removesuffix(".npy")
+
+
 def compare_file(
     member: str, candidate: Path, registered: Path, tolerance: Tolerance | None
 ) -> MemberComparison:
@@ -182,7 +203,7 @@ def compare_file(
     tolerance = tolerance or Tolerance()  # none written: the built-in defaults
     for key in sorted(reg):
         aname = member + (f":{key}" if key else "")
-        tol = tolerance.for_array(aname, member)
+        tol = tolerance.for_array(aname, _array_name(member, key, reg_bytes), member)
         results.append(compare_arrays(aname, reg[key], cand[key], tol))
     outcomes = {r.outcome for r in results}
     if Outcome.DRIFT in outcomes:

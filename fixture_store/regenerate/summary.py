@@ -2,7 +2,7 @@
 
 Writes DVC metrics (counts per stage: bit-identical / within tolerance / drift, files and
 artifacts; verification counts; the checkpoint chain's worst parity error) and DVC plots
-(per-file errors of within-tolerance files, per-case parity errors).
+(per-file errors of within-tolerance files, ULPs included; per-case parity errors).
 """
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ def summarise(
                             "mean_abs": a["mean_abs"],
                             "max_rel": a["max_rel"],
                             "mean_rel": a["mean_rel"],
+                            # Reports written before ULPs were counted have none.
+                            "max_ulp": a.get("max_ulp", ""),
                         }
                     )
     chosen = [n for n in registry.names() if everything or n.split("/", 1)[0] in families]
@@ -141,7 +143,7 @@ def write(summary: Summary, metrics: Path, plots: Path | None) -> None:
         (
             "within-tolerance.csv",
             summary.within_rows,
-            ("file", "stage", "max_abs", "mean_abs", "max_rel", "mean_rel"),
+            ("file", "stage", "max_abs", "mean_abs", "max_rel", "mean_rel", "max_ulp"),
         ),
         (
             "parity.csv",

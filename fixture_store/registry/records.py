@@ -308,6 +308,7 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     given = _parse_annotations(raw, where)
     content = content_of(kind, given.media_type, given.arrays)
     _check_shape(where, kind=kind, digest=digest, gap=gap, members=members, content=content)
+    _check_overrides(given.tolerance, given.arrays, where)
     return Record(
         name,
         kind,
@@ -342,7 +343,16 @@ def check_record(record: Record, *, file: str) -> Record:
         members=record.members,
         content=record.content,
     )
+    _check_overrides(record.tolerance, record.arrays, where)
     return record
+
+
+def _check_overrides(
+    tolerance: Tolerance | None, arrays: Mapping[str, Any] | None, where: Where
+) -> None:
+    """A record with an arrays manifest keys its per-array tolerances by the manifest's names."""
+    if tolerance is not None and arrays is not None:
+        tolerance.check_names(arrays, where)
 
 
 def _check_name(name: str, where: Where) -> None:

@@ -652,3 +652,21 @@ def test_select_cases_rejects_a_named_non_case(project: Path, store: Store) -> N
     assert select_cases(_reload(fixtures, project), families=["onnx-node"]) == [
         "onnx-node/test_abs"
     ]
+
+
+def test_a_per_array_key_that_names_no_output_refuses_the_case(project: Path, store: Store) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    registry = registry_mod.load(project)
+    records = dict(registry.families["onnx-node"].records)
+    name = "onnx-node/test_abs"
+    raw = records[name].to_json()
+    raw["tolerance"] = {"metric": "allclose", "per_array": {"output_0": {"rtol": 0.5}}}
+    records[name] = registry_mod.parse_record(name, raw, file="t")
+    write_family(registry, "onnx-node", records.values())
+    result = by(
+        compare(_reload(fixtures, project), [name], ["reference"], jobs=0), name, "reference"
+    )
+    assert result.outcome is Outcome.REFUSED
+    assert result.detail == (
+        "tolerance.per_array.output_0: names no output of the model (its outputs: ['y'])"
+    )

@@ -93,3 +93,26 @@ def test_identical_file_needs_no_registered_bytes(tmp_path: Path) -> None:
         inspect_dir=tmp_path / "inspect",
     )
     assert result.verdict is Verdict.IDENTICAL
+
+
+def test_a_per_array_override_applies_by_the_arrays_name(tmp_path: Path) -> None:
+    a = np.linspace(1, 2, 10, dtype=np.float32)
+    off = a * np.float32(1 + 1e-2)
+    np.savez(tmp_path / "r.npz", x=a, z=a)
+    np.savez(tmp_path / "c.npz", x=off, z=a)
+    np.save(tmp_path / "r.npy", a)
+    np.save(tmp_path / "c.npy", off)
+    reg_pb, cand_pb = _pb(tmp_path / "r.pb", a), _pb(tmp_path / "c.pb", off)
+    loose = {"metric": "mean_abs", "max": 0.05}
+    for member, key, cand, reg in [
+        ("ref.npz", "x", "c.npz", "r.npz"),  # the name in the NPZ (and its arrays manifest)
+        ("output_0.npy", "output_0", "c.npy", "r.npy"),  # an NPY's manifest name
+        ("test_data_set_0/output_0.pb", "y", cand_pb.name, reg_pb.name),  # the ONNX output
+    ]:
+        tol = Tolerance.from_json({"metric": "allclose", "per_array": {key: loose}}, Where())
+        result = compare_file(member, tmp_path / cand, tmp_path / reg, tol)
+        assert result.verdict is Verdict.WITHIN, (member, result.reason)
+        assert result.arrays[0].tolerance is not None
+        assert result.arrays[0].tolerance.metric == "mean_abs"
+        assert result.arrays[0].max_ulp > 0
+        assert compare_file(member, tmp_path / cand, tmp_path / reg, TOL).verdict is Verdict.DRIFT

@@ -97,3 +97,42 @@ def test_all_full_verifies_families_outside_the_reports_by_rehashing(tmp_path: P
     code, doc = summary("--all", "--full")
     assert code == 1 and doc["ok"] is False
     assert doc["verify"] == {"mismatch": 1, "verified": 2}
+
+
+def test_the_within_tolerance_plot_carries_each_arrays_ulps(project: Path, store: Store) -> None:
+    import csv
+
+    from fixture_store.regenerate import summary
+
+    array = {"max_abs": 1.2e-4, "mean_abs": 3e-6, "max_rel": 1.1e-7, "mean_rel": 1e-8}
+    report = {
+        "stage": "onnx-node",
+        "ok": True,
+        "file_counts": {"bit-identical": 0, "within-tolerance": 2, "drift": 0},
+        "counts": {"within-tolerance": 1},
+        "families": [],
+        "artifacts": [
+            {
+                "name": "onnx-node/test_pow",
+                "members": [
+                    {
+                        "path": "test_data_set_0/output_0.pb",
+                        "verdict": "within-tolerance",
+                        "arrays": [{**array, "name": "y", "max_ulp": 1.0}],
+                    },
+                    # A report written before ULPs were counted still summarises.
+                    {"path": "old.pb", "verdict": "within-tolerance", "arrays": [array]},
+                ],
+            }
+        ],
+    }
+    path = project / "onnx-node.json"
+    path.write_text(json.dumps(report))
+    result = summary.summarise([path], registry_mod.load(project), store)
+    summary.write(result, project / "metrics.json", project / "plots")
+    with open(project / "plots" / "within-tolerance.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["file"], r["max_ulp"]) for r in rows] == [
+        ("onnx-node/test_pow/old.pb", ""),
+        ("onnx-node/test_pow/test_data_set_0/output_0.pb", "1.0"),
+    ]

@@ -143,3 +143,41 @@ def test_annotations_parse_given_fields_and_refuse_others() -> None:
     assert info.value.field == "digest" and info.value.file == "outputs.json"
     with pytest.raises(RegistryError, match="unknown limits profile"):
         Annotations.from_json({"profile": "2GiB"}, where)
+
+
+def _arrays_record(per_array: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "fixture",
+        "digest": f"sha256:{HEX}",
+        "size": 10,
+        "media_type": "application/x-npz",
+        "source": LOCAL,
+        "arrays": {
+            "cls_token": {"dtype": "float32", "shape": [1, 384]},
+            "patch_tokens": {"dtype": "float32", "shape": [1, 256, 384]},
+        },
+        "tolerance": {"metric": "mean_abs", "max": 5e-4, "per_array": per_array},
+    }
+
+
+def test_per_array_overrides_are_keyed_by_the_arrays_manifest() -> None:
+    raw = _arrays_record({"cls_token": {"max": 1e-4}})
+    record = parse_record("fam/ref.npz", raw, file="f")
+    assert record.tolerance is not None
+    assert record.tolerance.for_array("cls_token").bound == 1e-4
+    assert record.tolerance.for_array("patch_tokens").bound == 5e-4
+
+
+@pytest.mark.parametrize("key", ["cls", "ref.npz:cls_token", "x"])
+def test_a_per_array_key_the_manifest_does_not_list_is_refused(key: str) -> None:
+    with pytest.raises(RegistryError) as info:
+        parse_record("fam/ref.npz", _arrays_record({key: {"max": 1e-4}}), file="f")
+    assert info.value.field == f"tolerance.per_array.{key}"
+    assert "['cls_token', 'patch_tokens']" in str(info.value)
+    # A record built in code (regenerate --accept, add) is held to the same rule.
+    good = parse_record("fam/ref.npz", _arrays_record({}), file="f")
+    bad = Annotations.from_json(
+        {"tolerance": {"metric": "exact", "per_array": {key: {}}}}, Where("f", "fam/ref.npz")
+    ).apply(good)
+    with pytest.raises(RegistryError, match="names no array of the record's arrays manifest"):
+        check_record(bad, file="f")

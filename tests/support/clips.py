@@ -68,8 +68,7 @@ def project(tmp_path: Path, *, clip: Path | None = None) -> tuple[Path, Store]:
     root = tmp_path / "proj"
     (root / "models").mkdir(parents=True)
     (root / "provenance").mkdir()
-    for f in ("_pins.py", "video_clip.py"):
-        shutil.copyfile(MODELS / f, root / "models" / f)
+    shutil.copyfile(MODELS / "video_clip.py", root / "models" / "video_clip.py")
     params = {
         "regenerate": {
             "video": {

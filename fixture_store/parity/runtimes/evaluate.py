@@ -75,6 +75,9 @@ def evaluate(task: Task) -> CaseResult:
         )
     except ArtifactError as e:
         return done(Outcome.REFUSED, e.message, fix=e.fix)
+    stray = stray_overrides(case)
+    if stray:
+        return done(Outcome.REFUSED, stray, fix="key per_array by the model's output names")
     ops = case.operators
     try:
         run = resolve(task.runtime)(case)
@@ -91,6 +94,18 @@ def evaluate(task: Task) -> CaseResult:
         if problem:
             return done(Outcome.MISMATCH, f"data set {dataset.index}: {problem}", comparisons, ops)
     return done(Outcome.PASS, arrays=comparisons, operators=ops)
+
+
+def stray_overrides(case: OnnxCase) -> str:
+    """A ``per_array`` key of the case's tolerance that names no output of its model (an
+    override nobody looks up would silently not apply), or ''."""
+    outputs = [o.name for o in case.model.graph.output]
+    for name, _sub in (case.tolerance.per_array or ()) if case.tolerance else ():
+        if name not in outputs:
+            return (
+                f"tolerance.per_array.{name}: names no output of the model (its outputs: {outputs})"
+            )
+    return ""
 
 
 def compare_outputs(

@@ -1,0 +1,234 @@
+"""The parity assertion: a maintainer's outputs against the verified reference, in one line.
+
+``assert_parity("equimo/dinov2_vits14_reg_reference.npz", {"cls_token": out, ...})`` reads the
+reference only after it verified (through :class:`~fixture_store.access.Fixtures`), compares every
+array with :func:`~fixture_store.parity.arrays.compare_arrays` under the record's tolerance (its
+dtype and shape rules included), and raises :class:`ParityError`, an ``AssertionError``, when an
+array is outside it, missing or extra. The message names the worst array, its errors, the index
+of its worst element with the expected and actual values there, and the tolerance.
+
+With ``dump=DIR`` (or ``$FIXTURE_STORE_PARITY_DUMP``) a failing candidate is written to
+``DIR/<name without suffix>.candidate.npz`` with a copy of the reference beside it
+(``.reference.npz``), for inspection; never inside the store. Needs numpy only.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fixture_store.access import Fixtures
+from fixture_store.errors import UsageError
+from fixture_store.parity.arrays import ArrayComparison, compare_arrays
+from fixture_store.registry import Content, Tolerance
+
+DUMP_ENV = "FIXTURE_STORE_PARITY_DUMP"
+_OTHERS_SHOWN = 8
+
+
+class ParityError(AssertionError):
+    """Outputs are not at parity with their reference; ``report`` holds every comparison."""
+
+    def __init__(self, message: str, report: ParityReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass(frozen=True)
+class ParityReport:
+    """Every array of one reference compared with the candidate's."""
+
+    name: str
+    comparisons: tuple[ArrayComparison, ...]
+    missing: tuple[str, ...] = ()  # in the reference, not given
+    extra: tuple[str, ...] = ()  # given, not in the reference
+    dumped: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.extra and all(c.ok for c in self.comparisons)
+
+    @property
+    def worst(self) -> ArrayComparison | None:
+        """The failing array to show first: a dtype or shape mismatch, else the largest max
+        absolute error."""
+        failing = [c for c in self.comparisons if not c.ok]
+        return max(failing, key=lambda c: (not c.measured, c.max_abs), default=None)
+
+
+def assert_parity(
+    name: str,
+    actual: Mapping[str, Any] | Any,
+    *,
+    fixtures: Fixtures | None = None,
+    dump: str | os.PathLike[str] | None = None,
+) -> ParityReport:
+    """Assert that ``actual`` (array name -> array; a bare array for a one-array reference)
+    is at parity with the verified reference ``name`` under its record's tolerance.
+
+    ``fixtures`` is the verified view to read from (default: :meth:`Fixtures.open`, the store
+    and registry the environment names). Returns the report when every array is within
+    tolerance; raises :class:`ParityError` otherwise, and a typed
+    :class:`~fixture_store.errors.ArtifactError` when the reference does not verify.
+    """
+    __tracebackhide__ = True  # pytest shows the message, not this frame
+    view = fixtures or Fixtures.open()
+    record = view.verified(name)
+    if record.content is not Content.ARRAYS:
+        raise UsageError(
+            f"{name} is not an NPY/NPZ reference (kind {record.kind}, media type "
+            f"{record.media_type or 'none'}): a parity assertion compares arrays",
+            fix="assert parity against a record of an .npy or .npz file",
+        )
+    expected = view.arrays(name)
+    given = _named(actual, expected, name)
+    report = compare(name, expected, given, record.tolerance)
+    if report.ok:
+        return report
+    target = dump if dump is not None else os.environ.get(DUMP_ENV) or None
+    if target is not None:
+        report = _dump(report, Path(target), view, expected, given)
+    raise ParityError(message(report, expected, given, record.tolerance), report)
+
+
+def compare(
+    name: str,
+    expected: Mapping[str, Any],
+    actual: Mapping[str, Any],
+    tolerance: Tolerance | None,
+) -> ParityReport:
+    """Every expected array compared with the actual one of its name, under ``tolerance``."""
+    tol = tolerance or Tolerance()
+    comparisons = tuple(
+        compare_arrays(key, expected[key], actual[key], tol.for_array(key))
+        for key in sorted(expected)
+        if key in actual
+    )
+    return ParityReport(
+        name,
+        comparisons,
+        tuple(sorted(set(expected) - set(actual))),
+        tuple(sorted(set(actual) - set(expected))),
+    )
+
+
+def message(
+    report: ParityReport,
+    expected: Mapping[str, Any],
+    actual: Mapping[str, Any],
+    tolerance: Tolerance | None,
+) -> str:
+    """What a failing assertion says, worst array first."""
+    failing = [c for c in report.comparisons if not c.ok]
+    problems = len(failing) + len(report.missing) + len(report.extra)
+    lines = [f"{report.name}: not at parity ({problems} problem{'s' * (problems != 1)})"]
+    worst = report.worst
+    if worst is not None:
+        lines.extend(_worst_lines(worst, expected[worst.name], actual[worst.name]))
+    if report.missing:
+        lines.append(f"missing: {list(report.missing)} (in the reference, not given)")
+    if report.extra:
+        lines.append(f"extra: {list(report.extra)} (given, not in the reference)")
+    others = [c for c in report.comparisons if c is not worst]
+    if others:
+        lines.append("other arrays:")
+    for c in others[:_OTHERS_SHOWN]:
+        lines.append(f"  {c.name}: {c.outcome}" + (f": {c.reason}" if c.reason else ""))
+        if c.measured:
+            lines[-1] += f" ({_errors(c)})"
+    if len(others) > _OTHERS_SHOWN:
+        lines.append(f"  … and {len(others) - _OTHERS_SHOWN} more arrays")
+    if worst is None and tolerance is not None:
+        lines.append(f"tolerance: {tolerance.to_json()}")
+    if report.dumped is not None:
+        lines.append(f"candidate written to {report.dumped} (the reference beside it)")
+    else:
+        lines.append(f"to inspect the candidate: dump=DIR or {DUMP_ENV}=DIR")
+    return "\n".join(lines)
+
+
+def _worst_lines(worst: ArrayComparison, expected: Any, actual: Any) -> list[str]:
+    exp, act = np.asarray(expected), np.asarray(actual)
+    tol = worst.tolerance.describe() if worst.tolerance else "the default tolerance"
+    lines = [
+        f"worst array: {worst.name} {exp.dtype}{list(exp.shape)}: {worst.reason}",
+        f"  tolerance: {tol}",
+    ]
+    if not worst.measured:
+        return lines
+    lines.append(f"  errors: {_errors(worst)}")
+    if worst.worst_index is not None and exp.size:
+        index = worst.worst_index
+        there = act.reshape(exp.shape)[index]
+        lines.append(
+            f"  worst element at index {index}: expected {_value(exp[index])}, "
+            f"actual {_value(there)}"
+        )
+    return lines
+
+
+def _errors(c: ArrayComparison) -> str:
+    return (
+        f"max abs {c.max_abs:.3g}, mean abs {c.mean_abs:.3g}, max rel {c.max_rel:.3g}, "
+        f"max {c.max_ulp:.4g} ULP"
+    )
+
+
+def _value(x: Any) -> str:
+    item = np.asarray(x)
+    return repr(item.item()) if item.dtype.kind in "biufc" else repr(item.astype(object).item())
+
+
+def _named(
+    actual: Mapping[str, Any] | Any, expected: Mapping[str, Any], name: str
+) -> dict[str, Any]:
+    if isinstance(actual, Mapping):
+        bad = [k for k in actual if not isinstance(k, str)]
+        if bad:
+            raise UsageError(f"parity of {name}: array names must be strings, not {bad[0]!r}")
+        return dict(actual)
+    if len(expected) != 1:
+        raise UsageError(
+            f"parity of {name}: a bare array where the reference holds {len(expected)} arrays",
+            fix=f"pass a mapping of array name -> array: {sorted(expected)}",
+        )
+    return {next(iter(expected)): actual}
+
+
+def _dump(
+    report: ParityReport,
+    folder: Path,
+    view: Fixtures,
+    expected: Mapping[str, Any],
+    actual: Mapping[str, Any],
+) -> ParityReport:
+    """Write the candidate (and a copy of the reference) under ``folder``, outside the store."""
+    root = folder.resolve()
+    store = view.store.root.resolve()
+    if root == store or store in root.parents:
+        raise UsageError(
+            f"the parity dump folder {folder} is inside the store {view.store.root}",
+            fix=f"name a folder outside the store (dump=DIR or {DUMP_ENV}=DIR)",
+        )
+    base = root / report.name
+    base.parent.mkdir(parents=True, exist_ok=True)
+    stem = base.name.removesuffix(".npz").removesuffix(".npy")
+    candidate = base.with_name(f"{stem}.candidate.npz")
+    _save(candidate, actual)
+    _save(base.with_name(f"{stem}.reference.npz"), expected)
+    return ParityReport(report.name, report.comparisons, report.missing, report.extra, candidate)
+
+
+def _save(path: Path, arrays: Mapping[str, Any]) -> None:
+    # Member by member, as np.savez writes them, so that an array named like one of savez's
+    # own options (``allow_pickle``) stays an array.
+    with zipfile.ZipFile(path, "w") as npz:
+        for key, value in arrays.items():
+            with npz.open(f"{key}.npy", "w") as member:
+                np.save(member, np.asarray(value), allow_pickle=False)

@@ -1,0 +1,190 @@
+"""The parity assertion: outputs against a verified reference under the record's tolerance."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import fixture_store
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.access import Fixtures
+from fixture_store.errors import ArtifactError, UsageError
+from fixture_store.objects.store import Store
+from fixture_store.parity.assertion import DUMP_ENV, ParityError, assert_parity
+from fixture_store.registry.files import write_family
+
+NAME = "equimo/dinov2_reference.npz"
+RNG = np.random.default_rng(0)
+CLS = RNG.standard_normal((1, 8)).astype(np.float32)
+PATCH = RNG.standard_normal((1, 4, 8)).astype(np.float32)
+
+
+def _register(project: Path, store: Store, tolerance: dict[str, Any] | None) -> Fixtures:
+    path = project / "dinov2_reference.npz"
+    np.savez(path, cls_token=CLS, patch_tokens=PATCH)
+    ingest.add(store, registry_mod.load(project), path, name=NAME, kind="array")
+    if tolerance is not None:
+        registry = registry_mod.load(project)
+        records = dict(registry.families["equimo"].records)
+        raw = {**records[NAME].to_json(), "tolerance": tolerance}
+        records[NAME] = registry_mod.parse_record(NAME, raw, file="t")
+        write_family(registry, "equimo", records.values())
+    return Fixtures(store, registry_mod.load(project))
+
+
+@pytest.fixture
+def fixtures(project: Path, store: Store) -> Fixtures:
+    return _register(project, store, {"metric": "mean_abs", "max": 5e-4})
+
+
+def test_outputs_at_parity_pass_and_report_every_array(fixtures: Fixtures) -> None:
+    near = PATCH + np.float32(1e-4)
+    report = assert_parity(NAME, {"cls_token": CLS, "patch_tokens": near}, fixtures=fixtures)
+    assert report.ok
+    by_name = {c.name: c for c in report.comparisons}
+    assert by_name["cls_token"].outcome == "bit-identical"
+    assert by_name["patch_tokens"].mean_abs == pytest.approx(1e-4, rel=0.05)
+    assert by_name["patch_tokens"].max_ulp > 0
+
+
+def test_the_failure_names_the_worst_array_its_element_and_the_tolerance(
+    fixtures: Fixtures,
+) -> None:
+    cls = CLS.copy()
+    cls[0, 5] += np.float32(0.5)  # mean 0.0625: far outside
+    patch = PATCH + np.float32(6e-4)  # just outside
+    with pytest.raises(ParityError) as info:
+        assert_parity(NAME, {"cls_token": cls, "patch_tokens": patch}, fixtures=fixtures)
+    text = str(info.value)
+    lines = text.splitlines()
+    assert lines[0] == f"{NAME}: not at parity (2 problems)"
+    assert lines[1].startswith("worst array: cls_token float32[1, 8]: mean |a-b| 0.0625 above")
+    assert lines[2] == "  tolerance: mean_abs <= 0.0005"
+    assert "max abs 0.5, mean abs 0.0625" in lines[3] and "ULP" in lines[3]
+    assert lines[4] == (
+        f"  worst element at index (0, 5): expected {float(CLS[0, 5])!r}, "
+        f"actual {float(cls[0, 5])!r}"
+    )
+    assert "  patch_tokens: drift: mean |a-b| 0.0006 above" in text
+    assert f"{DUMP_ENV}=DIR" in text
+    assert isinstance(info.value, AssertionError) and not info.value.report.ok
+
+
+def test_missing_and_extra_arrays_fail(fixtures: Fixtures) -> None:
+    with pytest.raises(ParityError) as info:
+        assert_parity(NAME, {"cls_token": CLS, "register_tokens": CLS}, fixtures=fixtures)
+    assert info.value.report.missing == ("patch_tokens",)
+    assert info.value.report.extra == ("register_tokens",)
+    assert "missing: ['patch_tokens'] (in the reference, not given)" in str(info.value)
+    assert "extra: ['register_tokens'] (given, not in the reference)" in str(info.value)
+
+
+def test_dtype_and_shape_are_exact_unless_the_record_says_otherwise(
+    project: Path, store: Store
+) -> None:
+    given = {"cls_token": CLS[0].astype(np.float64), "patch_tokens": PATCH}
+    strict = _register(project, store, {"metric": "max_abs", "max": 1e-6})
+    with pytest.raises(ParityError, match=r"worst array: cls_token float32\[1, 8\]: dtype float64"):
+        assert_parity(NAME, given, fixtures=strict)
+    loose = _register(
+        project,
+        store,
+        {
+            "metric": "max_abs",
+            "max": 1e-6,
+            "per_array": {"cls_token": {"dtype": "same_kind", "shape": "squeeze"}},
+        },
+    )
+    assert assert_parity(NAME, given, fixtures=loose).ok
+
+
+def test_per_array_overrides_apply_by_the_manifest_name(project: Path, store: Store) -> None:
+    tol = {"metric": "ulp", "max": 0, "per_array": {"patch_tokens": {"max": 2}}}
+    fixtures = _register(project, store, tol)
+    two = np.nextafter(np.nextafter(PATCH, np.float32(9)), np.float32(9))
+    assert assert_parity(NAME, {"cls_token": CLS, "patch_tokens": two}, fixtures=fixtures).ok
+    with pytest.raises(ParityError, match="tolerance: ulp <= 0"):
+        assert_parity(
+            NAME,
+            {"cls_token": np.nextafter(CLS, np.float32(9)), "patch_tokens": two},
+            fixtures=fixtures,
+        )
+
+
+def test_only_a_verified_reference_is_compared(fixtures: Fixtures, store: Store) -> None:
+    digest = fixtures.registry.get(NAME).object
+    path = store.object_path(digest)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="object does not match its record"):
+        assert_parity(NAME, {"cls_token": CLS, "patch_tokens": PATCH}, fixtures=fixtures)
+
+
+def test_a_reference_that_is_not_arrays_is_refused(project: Path, store: Store) -> None:
+    (project / "blob.bin").write_bytes(b"not arrays")
+    ingest.add(
+        store, registry_mod.load(project), project / "blob.bin", name="misc/blob", kind="fixture"
+    )
+    fixtures = Fixtures(store, registry_mod.load(project))
+    with pytest.raises(UsageError, match="not an NPY/NPZ reference"):
+        assert_parity("misc/blob", {"x": CLS}, fixtures=fixtures)
+
+
+def test_a_failing_candidate_is_dumped_beside_a_copy_of_the_reference(
+    fixtures: Fixtures, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = {"cls_token": CLS + np.float32(1), "patch_tokens": PATCH}
+    dump = tmp_path / "inspect"
+    with pytest.raises(ParityError) as info:
+        assert_parity(NAME, bad, fixtures=fixtures, dump=dump)
+    candidate = dump / "equimo" / "dinov2_reference.candidate.npz"
+    assert info.value.report.dumped == candidate.resolve()
+    assert f"candidate written to {candidate.resolve()}" in str(info.value)
+    with np.load(candidate) as npz:
+        np.testing.assert_array_equal(npz["cls_token"], bad["cls_token"])
+    with np.load(dump / "equimo" / "dinov2_reference.reference.npz") as npz:
+        np.testing.assert_array_equal(npz["patch_tokens"], PATCH)
+    # The environment names the folder too; a passing run writes nothing.
+    env_dump = tmp_path / "from-env"
+    monkeypatch.setenv(DUMP_ENV, str(env_dump))
+    assert_parity(NAME, {"cls_token": CLS, "patch_tokens": PATCH}, fixtures=fixtures)
+    assert not env_dump.exists()
+    with pytest.raises(ParityError):
+        assert_parity(NAME, bad, fixtures=fixtures)
+    assert (env_dump / "equimo" / "dinov2_reference.candidate.npz").is_file()
+
+
+def test_the_dump_folder_is_never_inside_the_store(fixtures: Fixtures, store: Store) -> None:
+    bad = {"cls_token": CLS + np.float32(1), "patch_tokens": PATCH}
+    with pytest.raises(UsageError, match="is inside the store"):
+        assert_parity(NAME, bad, fixtures=fixtures, dump=store.root / "inspect")
+    assert not (store.root / "inspect").exists()
+
+
+def test_a_bare_array_fits_a_one_array_reference_only(fixtures: Fixtures) -> None:
+    with pytest.raises(UsageError, match="a bare array where the reference holds 2 arrays"):
+        assert_parity(NAME, CLS, fixtures=fixtures)
+
+
+@pytest.mark.usefixtures("fixtures")
+def test_the_environment_store_and_registry_are_the_default() -> None:
+    # project and store fixtures set the working directory and FIXTURE_STORE_DIR.
+    assert fixture_store.assert_parity(NAME, {"cls_token": CLS, "patch_tokens": PATCH}).ok
+
+
+def test_importing_the_package_does_not_load_the_assertion() -> None:
+    code = (
+        "import sys, fixture_store; "
+        "assert 'fixture_store.parity.assertion' not in sys.modules; "
+        "assert 'numpy' not in sys.modules; "
+        "assert fixture_store.ParityError.__name__ == 'ParityError'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
