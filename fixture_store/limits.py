@@ -21,7 +21,7 @@ GiB = 1 << 30
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Upper bounds for archives and tensors. Every field is a positive integer."""
+    """Upper bounds for archives, tensors and video. Every field is a positive integer."""
 
     name: str
     archive_bytes: int
@@ -36,6 +36,11 @@ class Limits:
     tensor_bytes: int
     total_array_bytes: int
     compression_ratio: int
+    # Encoded video: checked from the container's header, before any frame is decoded.
+    video_bytes: int
+    video_frames: int
+    video_pixels: int  # width x height of one frame
+    video_decoded_bytes: int  # frames x width x height x 3 (RGB24)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -74,6 +79,10 @@ DEFAULT = Limits(
     tensor_bytes=256 * MiB,
     total_array_bytes=512 * MiB,
     compression_ratio=200,
+    video_bytes=256 * MiB,
+    video_frames=100_000,
+    video_pixels=4096 * 2160,
+    video_decoded_bytes=512 * MiB,
 )
 
 GIB_1 = Limits(
@@ -90,6 +99,10 @@ GIB_1 = Limits(
     tensor_bytes=GiB,
     total_array_bytes=GiB,
     compression_ratio=200,
+    video_bytes=GiB,
+    video_frames=1_000_000,
+    video_pixels=8192 * 4320,
+    video_decoded_bytes=GiB,
 )
 
 PROFILES: Mapping[str, Limits] = MappingProxyType({p.name: p for p in (DEFAULT, GIB_1)})

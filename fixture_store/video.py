@@ -1,136 +1,218 @@
-"""Video artifacts: frames handed out lazily, one at a time, after verification.
+"""Video artifacts: frames decoded lazily from the verified container, each checked as it comes.
 
-A ``video`` record carries its frame count, size, fps and one digest per frame in ``metadata``.
-The object is verified before the first frame is read; when it fails, the per-frame digests name
-the corrupted frames, so the error says which frames to look at, not only that bytes differ.
+A ``video`` record holds the container's digest and, in ``metadata``, its decoded description
+(:class:`fixture_store.readers.video.Description`): what the pinned decoder of the ``video``
+stage made of it, down to one RGB24 digest per frame. :func:`frames` verifies the container,
+refuses a clip that would decode past the record's limits profile before decoding it, then
+decodes one frame at a time and checks it before handing it out:
+
+- under the pinned decoder (the same PyAV and FFmpeg versions), each frame must be bit-identical
+  to its recorded digest;
+- under another decoder a frame may differ in its last bits (a colour conversion that rounds
+  differently); its block means (each colour's mean over a 4 x 4 grid) must then lie within the
+  record's tolerance, which catches a wrong or degraded frame, not a last-bit difference (the
+  container itself is verified by its digest).
+
+A frame past the recorded count, a missing frame or a frame out of tolerance is refused naming
+it. A container whose bytes no longer match is refused, naming the frames that decode
+differently where the damaged bytes still decode.
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from fixture_store import limits as limits_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
-from fixture_store.registry import Kind, Record
+from fixture_store.errors import DigestMismatchError, FixtureStoreError, UsageError
+from fixture_store.limits import Limits
+from fixture_store.readers.video import (
+    DEFAULT_TOLERANCE,
+    Clip,
+    Decoder,
+    Description,
+    FrameMatch,
+    frame_blake3,
+    frame_blocks,
+    frame_digest,
+    open_clip,
+)
+from fixture_store.registry import ArrayTolerance, Kind, Record, Where
 from fixture_store.verify import Status
 
 # A corruption report lists this many of the bad frames.
 _FRAMES_SHOWN = 10
 
 
-@dataclass(frozen=True)
-class VideoInfo:
-    frames: int
-    height: int
-    width: int
-    channels: int
-    fps: float
-    header_bytes: int
-    frame_digests: tuple[str, ...]
-
-    @property
-    def frame_bytes(self) -> int:
-        return self.height * self.width * self.channels
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        return (self.height, self.width, self.channels)
-
-
-def info(record: Record) -> VideoInfo:
-    """The frame layout a ``video`` record declares; a registry error if it is incomplete."""
+def description(record: Record) -> Description:
+    """The decoded description a ``video`` record carries; a registry error if it has none."""
     if record.kind is not Kind.VIDEO:
         raise UsageError(f"{record.name} is a {record.kind}, not a video")
-    meta: Mapping[str, Any] = record.metadata or {}
-    try:
-        vi = VideoInfo(
-            int(meta["frames"]),
-            int(meta["height"]),
-            int(meta["width"]),
-            int(meta["channels"]),
-            float(meta["fps"]),
-            int(meta["header_bytes"]),
-            tuple(str(d) for d in meta["frame_digests"]),
+    where = Where(f"provenance/{record.family}.json", record.name)
+    if not record.metadata:
+        raise where.fail(
+            "metadata",
+            "the video record has no decoded description",
+            fix="fixture-store regenerate video --fetch --accept  (decodes it with the pinned "
+            "decoder and records what it decoded)",
         )
-    except (KeyError, TypeError, ValueError) as e:
-        raise RegistryError(
-            f"video metadata is incomplete or malformed ({e})", record=record.name, field="metadata"
-        ) from e
-    if len(vi.frame_digests) != vi.frames:
-        raise RegistryError(
-            f"{vi.frames} frames but {len(vi.frame_digests)} frame digests",
-            record=record.name,
-            field="metadata.frame_digests",
-        )
-    if meta.get("dtype", "uint8") != "uint8":
-        raise RegistryError(
-            "only uint8 frames are supported", record=record.name, field="metadata.dtype"
-        )
-    if record.object.size != vi.header_bytes + vi.frames * vi.frame_bytes:
-        raise RegistryError(
-            "size does not match frames x height x width x channels + header",
-            record=record.name,
-            field="metadata",
-        )
-    return vi
+    return Description.from_json(record.metadata, where)
 
 
-def corrupted_frames(data: bytes, vi: VideoInfo) -> list[int]:
-    """Indices of frames whose bytes do not match their recorded digest."""
-    bad = []
-    for i, expected in enumerate(vi.frame_digests):
-        start = vi.header_bytes + i * vi.frame_bytes
-        chunk = data[start : start + vi.frame_bytes]
-        if "sha256:" + hashlib.sha256(chunk).hexdigest() != expected:
-            bad.append(i)
-    return bad
+def tolerance(record: Record) -> ArrayTolerance:
+    """What a frame from another decoder is judged under: the record's ``frames`` tolerance."""
+    return record.tolerance.for_array("frames") if record.tolerance else DEFAULT_TOLERANCE
 
 
-def frames(fixtures: Fixtures, name: str) -> Iterator[np.ndarray[Any, Any]]:
-    """Yield NAME's frames (height x width x channels uint8) lazily, after verification."""
+def check_limits(record: Record, desc: Description, limits: Limits) -> None:
+    """Refuse a clip the record says would decode past ``limits``, before decoding it."""
+    checks = (
+        ("video_bytes", record.object.size, "container bytes"),
+        ("video_frames", desc.frames, "frames"),
+        ("video_pixels", desc.header.pixels, "pixels a frame"),
+        ("video_decoded_bytes", desc.decoded_bytes, "decoded bytes"),
+    )
+    for rule, value, what in checks:
+        bound = getattr(limits, rule)
+        if value > bound:
+            raise UsageError(
+                f"{record.name}: the record describes {value:,} {what}, over the "
+                f"{limits.name!r} profile's {rule}={bound:,}; nothing was decoded",
+                fix='name a larger limits profile in the record (reviewed), e.g. "profile": "1GiB"',
+            )
+
+
+def frames(
+    fixtures: Fixtures, name: str, *, limits: Limits | None = None
+) -> Iterator[np.ndarray[Any, Any]]:
+    """Yield NAME's frames (height x width x 3 uint8 RGB24) lazily, each checked against its
+    record; the container is verified before the first one is decoded."""
     record = fixtures.record(name)
-    vi = info(record)
+    desc = description(record)
+    profile = limits or limits_mod.profile(record.profile)
+    check_limits(record, desc, profile)
     result = fixtures.check(name)
     if result.status is Status.MISMATCH:
-        path = fixtures.store.object_path(record.digest) if record.digest else None
-        bad = corrupted_frames(path.read_bytes(), vi) if path and path.is_file() else []
+        bad = _damaged_frames(fixtures, record, desc, profile)
         if bad:
-            shown = ", ".join(str(i) for i in bad[:_FRAMES_SHOWN])
-            shown += " …" if len(bad) > _FRAMES_SHOWN else ""
-            raise DigestMismatchError(
-                name,
-                f"{len(bad)} corrupted frame(s) of {vi.frames}: {shown}; {result.message}",
-                fix=result.fix,
-            )
+            raise DigestMismatchError(name, f"{bad}; {result.message}", fix=result.fix)
     result.raise_for_status()
-    return _read(fixtures, name, vi)
+    pinned = Decoder.current() == desc.decoder  # needs the video extra: refused here, not later
+    return _checked(fixtures, record, desc, profile, pinned=pinned)
 
 
-def _read(fixtures: Fixtures, name: str, vi: VideoInfo) -> Iterator[np.ndarray[Any, Any]]:
-    with fixtures.open_bytes(name) as f:
-        header = io.BytesIO(f.read(vi.header_bytes))
-        version = np.lib.format.read_magic(header)
-        if version != (1, 0):
-            raise UsageError(f"{name}: npy format {version} is not the recorded 1.0 layout")
-        shape, fortran, dtype = np.lib.format.read_array_header_1_0(header)
-        if shape != (vi.frames, *vi.shape) or fortran or dtype != np.uint8:
-            raise UsageError(
-                f"{name}: the npy header says {shape} {dtype}, the record "
-                f"{(vi.frames, *vi.shape)} uint8"
-            )
-        for i, expected in enumerate(vi.frame_digests):
-            chunk = f.read(vi.frame_bytes)
-            # Verified a moment ago; a frame changed since then is still named, never handed out.
-            if "sha256:" + hashlib.sha256(chunk).hexdigest() != expected:
-                raise DigestMismatchError(
-                    name,
-                    f"frame {i} changed after verification",
-                    fix=f"fixture-store regenerate {name} --fetch",
-                )
-            yield np.frombuffer(chunk, dtype=np.uint8).reshape(vi.shape)
+def _open(fixtures: Fixtures, record: Record, desc: Description, limits: Limits) -> Clip:
+    path = fixtures.store.object_path(record.object)
+    raw = open(path, "rb")  # noqa: SIM115 - the clip owns it and closes it
+    try:
+        clip = open_clip(
+            raw,
+            artifact=record.name,
+            size=path.stat().st_size,
+            limits=limits,
+            container=desc.header.container,
+        )
+    except BaseException:
+        raw.close()
+        raise
+    return clip
+
+
+def _checked(
+    fixtures: Fixtures, record: Record, desc: Description, limits: Limits, *, pinned: bool
+) -> Iterator[np.ndarray[Any, Any]]:
+    tol = tolerance(record)
+    # The recorded BLAKE3 re-checks a frame 3x faster than SHA-256; a full check uses SHA-256.
+    fast = bool(desc.frame_blake3) and not fixtures.full
+    count = 0
+    with _open(fixtures, record, desc, limits) as clip:
+        for rgb in clip.rgb_frames():
+            if count >= desc.frames:
+                raise _changed(record, desc, f"decodes more than the recorded {desc.frames} frames")
+            if not _recorded(desc, count, rgb, fast=fast):
+                _judge(record, desc, count, rgb, tol=tol, pinned=pinned)
+            count += 1
+            yield rgb
+    if count != desc.frames:
+        raise _changed(
+            record,
+            desc,
+            f"decodes to {count} frames, the record has {desc.frames} "
+            f"(frames {count}..{desc.frames - 1} are missing)",
+        )
+
+
+def _recorded(desc: Description, index: int, rgb: np.ndarray[Any, Any], *, fast: bool) -> bool:
+    """Whether frame ``index`` is bit-identical to its record (by BLAKE3 when ``fast``)."""
+    if fast:
+        return frame_blake3(rgb) == desc.frame_blake3[index]
+    return frame_digest(rgb) == desc.frame_digests[index]
+
+
+def _judge(
+    record: Record,
+    desc: Description,
+    index: int,
+    rgb: np.ndarray[Any, Any],
+    *,
+    tol: ArrayTolerance,
+    pinned: bool,
+) -> None:
+    """Refuse frame ``index`` unless another decoder made it within the record's tolerance."""
+    digest = frame_digest(rgb)
+    if pinned:
+        raise _changed(
+            record, desc, f"frame {index} differs from its record under the pinned decoder"
+        )
+    blocks = frame_blocks(rgb)
+    if desc.match(index, digest, blocks, tol) is FrameMatch.DRIFT:
+        raise _changed(
+            record,
+            desc,
+            f"frame {index} drifts past the tolerance (atol={tol.atol:g}) under "
+            f"{Decoder.current()}: its block means differ by up to "
+            f"{desc.block_error(index, blocks):.3f} levels",
+        )
+
+
+def _changed(record: Record, desc: Description, what: str) -> DigestMismatchError:
+    return DigestMismatchError(
+        record.name,
+        f"the verified container {what} (recorded by {desc.decoder})",
+        fix=f"fixture-store regenerate {record.name} --fetch  (reports it frame by frame)",
+    )
+
+
+def _damaged_frames(fixtures: Fixtures, record: Record, desc: Description, limits: Limits) -> str:
+    """Which frames a container whose bytes changed decodes differently; '' if it cannot say."""
+    path = fixtures.store.object_path(record.object)
+    if not path.is_file():
+        return ""
+    bad: list[int] = []
+    count = 0
+    try:
+        with (
+            open(path, "rb") as raw,
+            open_clip(
+                raw,
+                artifact=record.name,
+                size=path.stat().st_size,
+                limits=limits,
+                container=desc.header.container,
+            ) as clip,
+        ):
+            for rgb in clip.rgb_frames():
+                if count >= desc.frames or frame_digest(rgb) != desc.frame_digests[count]:
+                    bad.append(count)
+                count += 1
+    except FixtureStoreError as e:
+        return f"the damaged container no longer decodes after {count} frame(s): {e.message}"
+    bad += range(count, desc.frames)
+    if not bad:
+        return ""
+    shown = ", ".join(str(i) for i in bad[:_FRAMES_SHOWN])
+    shown += " …" if len(bad) > _FRAMES_SHOWN else ""
+    return f"{len(bad)} corrupted frame(s) of {desc.frames}: {shown}"

@@ -29,11 +29,12 @@ from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.readers import content
+from fixture_store.readers import content, video
 from fixture_store.regenerate import envs, protocol
 from fixture_store.regenerate import restore as restore_mod
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
+from fixture_store.regenerate.frames import compare_frames
 from fixture_store.registry import (
     Annotations,
     GeneratorSource,
@@ -44,7 +45,11 @@ from fixture_store.registry import (
     family_of,
     parse_kind,
 )
+from fixture_store.registry.frozen import thaw
 from fixture_store.verify import Status, Verifier
+
+# What a generator may add to its report beyond the comparisons (JSON, carried verbatim).
+DETAILS_FILE = "details.json"
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class Report:
     accepted: tuple[str, ...] = ()
     fetched: tuple[str, ...] = ()
     seconds: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -125,6 +131,7 @@ class Report:
             "artifacts": [
                 c.to_json() for c in self.comparisons if c.verdict is not Verdict.IDENTICAL
             ],
+            **({"details": dict(self.details)} if self.details else {}),
         }
 
 
@@ -203,6 +210,7 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
         tuple(accepted),
         tuple(fetched),
         time.perf_counter() - started,
+        read_details(out),
     )
 
 
@@ -311,7 +319,12 @@ def _compare_output(
         cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
         return ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None)
     tolerance = (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
-    return compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir=inspect_dir)
+    cmp = compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir=inspect_dir)
+    if o.kind is Kind.VIDEO:
+        frames_tol = tolerance.for_array("frames") if tolerance else video.DEFAULT_TOLERANCE
+        recorded = record.metadata if record else None
+        return compare_frames(cmp, recorded, o.annotations.metadata, frames_tol)
+    return cmp
 
 
 def _no_longer_produced(
@@ -348,6 +361,20 @@ def _put_identical(
             _put(store, by_name[c.name])
             fetched.append(c.name)
     return fetched
+
+
+def read_details(out: Path) -> dict[str, Any]:
+    """What the generator wrote to ``details.json`` (nothing when it wrote none)."""
+    path = out / DETAILS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"generator wrote an unreadable {path}: {e}") from e
+    if not isinstance(doc, dict):
+        raise UsageError(f"generator wrote {path} holding no JSON object")
+    return doc
 
 
 def read_outputs(out: Path, *, stage: str) -> list[Output]:
@@ -448,6 +475,10 @@ def _accept(
     for o in outputs:
         produced[o.name] = _put(store, o)
     for name, o in by_name.items():
+        redescribed = _redescribed(registry, o, produced[name])
+        if redescribed is not None:
+            changed[name], compared[name] = redescribed
+            continue
         if verdicts[name] is Verdict.IDENTICAL:
             registered = registry.get(name)
             updated = _identical_updated(registered, described[name], o.annotations)
@@ -489,6 +520,22 @@ def _accept(
         changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
     _write_accepted(registry, changed, compared)
     return sorted(changed)
+
+
+def _redescribed(registry: Registry, o: Output, digest: Digest) -> tuple[Record, Record] | None:
+    """A video whose container is its record's but whose decoded description (its metadata,
+    which the generator writes) differs, say under a new decoder pin: the record with the new
+    description, source and identity kept, and the record it replaces."""
+    if o.kind is not Kind.VIDEO or o.annotations.metadata is None:
+        return None
+    try:
+        old = registry.get(o.name)
+    except UnknownArtifactError:
+        return None
+    if old.object != digest or thaw(old.metadata) == thaw(o.annotations.metadata):
+        return None
+    new = dataclasses.replace(old, metadata=o.annotations.metadata)
+    return registry_mod.check_record(new, file=f"provenance/{family_of(o.name)}.json"), old
 
 
 def _describe(registry: Registry, o: Output) -> content.Described:

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from fixture_store import registry as registry_mod
 from fixture_store.cli import main
+from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.regenerate.envs import GeneratorError
@@ -285,3 +286,22 @@ def test_accept_of_identical_bytes_writes_what_the_generator_declares_now(
     before = (project / "provenance" / "toy.json").read_bytes()
     again = regenerate(project, store, "toy", scratch=tmp_path / "s2", accept=True, python=PYTHON)
     assert again.accepted == () and (project / "provenance" / "toy.json").read_bytes() == before
+
+
+def _with_details(project: Path, details: str) -> None:
+    toy = project / "models" / "toy.py"
+    toy.write_text(toy.read_text() + f"(args.out / 'details.json').write_text({details!r})\n")
+
+
+def test_a_generators_details_are_carried_into_the_report(project: Path, store: Store) -> None:
+    _with_details(project, '{"agreement": {"frames": 3}}')
+    report = regenerate(project, store, "toy", python=PYTHON)
+    assert report.to_json(stable=True)["details"] == {"agreement": {"frames": 3}}
+    plain = make_project(project.parent / "plain")
+    assert "details" not in regenerate(plain, store, "toy", python=PYTHON).to_json()
+
+
+def test_unreadable_details_are_a_usage_error(project: Path, store: Store) -> None:
+    _with_details(project, "[1, 2]")
+    with pytest.raises(UsageError, match=r"details\.json holding no JSON object"):
+        regenerate(project, store, "toy", python=PYTHON)

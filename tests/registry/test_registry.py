@@ -299,7 +299,7 @@ def test_every_archive_or_array_the_project_ships_carries_its_content_manifest()
     archives = [reg.get(n) for n in reg.names() if reg.get(n).media_type in archive_types]
     arrays = [reg.get(n) for n in reg.names() if reg.get(n).media_type == "application/x-npy"]
     assert {r.family for r in archives} == {"checkpoints"} and len(archives) == 20
-    assert {r.family for r in arrays} == {"jax-parity", "video"}
+    assert {r.family for r in arrays} == {"jax-parity"}
     for record in archives:
         assert record.members is not None and not record.is_tree, record.name
         assert "metadata.json" in record.members.members, record.name
