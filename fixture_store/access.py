@@ -13,7 +13,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
@@ -23,6 +23,13 @@ from fixture_store.objects.store import Store
 from fixture_store.objects.trees import Tree
 from fixture_store.registry import Record, Registry
 from fixture_store.verify import Result, Verifier
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fixture_store.readers.safetensors import Tensors
+
+SAFETENSORS_MEDIA_TYPE = registry_mod.FORMAT_MEDIA_TYPES["safetensors"]
 
 
 @dataclass
@@ -96,6 +103,40 @@ class Fixtures:
 
     def read_bytes(self, name: str) -> bytes:
         return self.path(name).read_bytes()
+
+    def tensors(self, name: str) -> Tensors:
+        """The tensors of a verified safetensors artifact: a read-only mapping of tensor name ->
+        array over a read-only memory map of the object, each mapped when it is first asked for.
+
+        The object is verified first (digest, then its header against the record's ``arrays``
+        manifest under the record's limits profile); no tensor byte is read before.
+        """
+        from fixture_store import limits
+        from fixture_store.readers import safetensors
+
+        record = self.verified(name)
+        if record.media_type != SAFETENSORS_MEDIA_TYPE:
+            raise UsageError(
+                f"{name} is not a safetensors artifact (media type {record.media_type!r})",
+                fix=f"use path({name!r}) for its bytes",
+            )
+        manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
+        return safetensors.open_tensors(
+            self.store.object_path(record.object),
+            limits.profile(record.profile),
+            manifest,
+            artifact=name,
+        )
+
+    def tensor(self, name: str, key: str) -> np.ndarray[Any, Any]:
+        """One tensor of a verified safetensors artifact (see :meth:`tensors`)."""
+        tensors = self.tensors(name)
+        if key not in tensors:
+            raise UsageError(
+                f"{name} has no tensor {key!r}",
+                fix=f"one of: {', '.join(sorted(tensors)) or '(none)'}",
+            )
+        return tensors[key]
 
     def tree(self, name: str) -> Path:
         """A folder holding exactly the verified members of a tree artifact (hard links to the

@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``pytest11``): verified fixtures for tests.
 
 - ``fixture_store`` (session fixture): a verified view with accessors ``path``, ``tree``,
-  ``onnx_case``, ``record`` and ``check``; bytes come out only after verification.
+  ``arrays``, ``tensors``/``tensor`` (safetensors, memory-mapped), ``onnx_case``, ``record`` and
+  ``check``; bytes come out only after verification.
 - ``@pytest.mark.fixture_store("name", ..., family="F", kind="K", argname="artifact")``: the
   artifacts a test needs, verified before it runs. With ``family=`` the test is parametrized over
   every record of the family (``argname`` receives the name). ``fixture_store_cases("F")`` gives
@@ -43,6 +44,7 @@ from fixture_store.verify import Result, Status, present
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
     from fixture_store.readers.onnxcase import OnnxCase
+    from fixture_store.readers.safetensors import Tensors
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
@@ -261,6 +263,8 @@ class VerifiedFixtures:
 
         self._state.enforce(name)
         record = self.fixtures.verified(name)
+        if record.media_type == "application/x-safetensors":
+            return dict(self.fixtures.tensors(name))
         path = self.fixtures.path(name)
         profile = limits.profile(record.profile)
         manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
@@ -271,6 +275,17 @@ class VerifiedFixtures:
         if manifest is not None and spec is None:
             raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
         return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+
+    def tensors(self, name: str) -> Tensors:
+        """The tensors of a verified safetensors artifact, memory-mapped read-only and mapped
+        one at a time when asked for (see ``Fixtures.tensors``)."""
+        self._state.enforce(name)
+        return self.fixtures.tensors(name)
+
+    def tensor(self, name: str, key: str) -> Any:
+        """One tensor of a verified safetensors artifact."""
+        self._state.enforce(name)
+        return self.fixtures.tensor(name, key)
 
     def onnx_case(self, name: str) -> OnnxCase:
         from fixture_store.readers.onnxcase import load_verified
