@@ -141,9 +141,8 @@ def parse_header(stream: BinaryIO, size: int, limits: Limits, artifact: str) -> 
         raise _fail(artifact, "truncated", f"header is truncated: {len(raw)} of {length} bytes")
     if not raw.startswith(b"{"):
         raise _fail(artifact, "safetensors-header-start", "the header does not begin with '{'")
-    doc = read_metadata(raw, limits, artifact=artifact)
-    if not isinstance(doc, dict):
-        raise _fail(artifact, "safetensors-header", "the header is not a JSON object")
+    # JSON text that begins with '{' and parses is an object.
+    doc: dict[str, Any] = read_metadata(raw, limits, artifact=artifact)
     metadata = _metadata(doc.pop(METADATA_KEY, {}), artifact)
     if len(doc) > limits.tensor_count:
         raise _fail(
