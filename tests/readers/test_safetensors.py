@@ -169,6 +169,8 @@ HOSTILE: list[tuple[str, bytes, str, limits.Limits, str | None]] = [
         DEFAULT,
         None,
     ),
+    # The profile bounds the length itself, before the file's size is consulted or a byte read.
+    ("length-over-the-profile", struct.pack("<Q", 1 << 62) + b"{}", "metadata-size", DEFAULT, None),
     (
         "header-over-the-profile",
         st_bytes({"a": U8, "pad": "x" * 300}, b"\0\0"),
