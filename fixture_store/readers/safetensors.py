@@ -21,7 +21,8 @@ names its rule:
   offsets must tile the data section exactly, in bounds, without overlaps, holes or bytes after.
 
 Tensors are then handed out memory-mapped read-only, one at a time (:class:`Tensors`). bfloat16
-and float8 tensors need ``ml_dtypes`` (not a core dependency): only reading one asks for it.
+and float8 tensors need ``ml_dtypes`` (not a core dependency; the ``onnx`` extra brings it): only
+reading one asks for it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from fixture_store import _extras
-from fixture_store.errors import UnsafeArrayError, UsageError
+from fixture_store._extras import require
+from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.npy import read_metadata
 
@@ -322,12 +323,10 @@ def numpy_dtype(name: str, *, artifact: str, tensor: str) -> np.dtype[Any]:
     """The numpy dtype of a manifest dtype name; bfloat16 and float8 through ml_dtypes."""
     if name not in ML_DTYPES:
         return np.dtype(name)
-    if not _extras.available("ml_dtypes"):
-        raise UsageError(
-            f"{artifact}: tensor {tensor!r} is {name}, which numpy reads only through ml_dtypes "
-            "(not installed)",
-            fix="uv add ml_dtypes  (or: pip install ml_dtypes; the 'onnx' extra brings it too)",
-        )
+    # ml_dtypes is no core dependency; the onnx extra is the one that brings it.
+    require(
+        "onnx", for_what=f"reading {name} tensor {tensor!r} of {artifact}", modules=("ml_dtypes",)
+    )
     import ml_dtypes
 
     dtype: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 from safetensors.numpy import save
 
 from fixture_store import limits
-from fixture_store.errors import UnsafeArrayError, UsageError
+from fixture_store._extras import MissingExtraError
+from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT
 from fixture_store.readers import formats
 from fixture_store.readers import safetensors as reader
@@ -153,9 +154,9 @@ def test_bfloat16_needs_ml_dtypes_only_when_read(
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # as if it were not installed
     tensors = reader.open_tensors(path)  # the header check needs no ml_dtypes
     np.testing.assert_array_equal(tensors["f"], np.ones(2))
-    with pytest.raises(UsageError, match="ml_dtypes") as info:
+    with pytest.raises(MissingExtraError, match=r"reading bfloat16 tensor 'w'.*ml_dtypes") as info:
         tensors["w"]
-    assert info.value.fix is not None and "ml_dtypes" in info.value.fix
+    assert info.value.fix is not None and "fixture-store[onnx]" in info.value.fix
 
 
 # -- the hostile corpus: (case, bytes, rule, profile, why the package loads it or None) --------
