@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import _checkpoint_format as ckpt
-import _pins
+import fixture_store_generator as kit
 
 STAGE = "checkpoints"
 CONVERTER_VERSION = "1"
@@ -58,8 +58,8 @@ def module_of(model: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 
 def main() -> int:
-    parser = _pins.parser(__doc__, family="checkpoints", inputs_required=True)
-    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
+    parser = kit.parser(__doc__, family="checkpoints", inputs_required=True)
+    args = kit.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import onnx
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -94,8 +94,8 @@ def main() -> int:
                     },
                 }
             )
-    (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
-    _pins.write_environment(args.out, {"stage": STAGE, "converter_version": CONVERTER_VERSION})
+    kit.write_outputs(args.out, outputs)
+    kit.write_environment(args.out, {"stage": STAGE, "converter_version": CONVERTER_VERSION})
     sys.stderr.write(f"{len(outputs)} archives\n")
     return 0
 

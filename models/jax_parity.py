@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import _checkpoint_format as ckpt
-import _pins
+import fixture_store_generator as kit
 import numpy as np
 
 STAGE = "jax-parity"
@@ -31,11 +31,11 @@ def read_pb(path: Path) -> np.ndarray[Any, Any]:
 
 
 def main() -> int:
-    parser = _pins.parser(__doc__, family="jax-parity", inputs_required=True)
+    parser = kit.parser(__doc__, family="jax-parity", inputs_required=True)
     parser.add_argument("--checkpoints", default="checkpoints")
     parser.add_argument("--rtol", type=float, default=1e-5)
     parser.add_argument("--atol", type=float, default=1e-5)
-    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
+    args = kit.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import jax
 
     jax.config.update("jax_platforms", "cpu")  # type: ignore[no-untyped-call]
@@ -105,8 +105,8 @@ def main() -> int:
     if failures:
         sys.stderr.write("error: " + "\nerror: ".join(failures) + "\n")
         return 1
-    (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
-    _pins.write_environment(args.out, {"stage": STAGE})
+    kit.write_outputs(args.out, outputs)
+    kit.write_environment(args.out, {"stage": STAGE})
     return 0
 
 

@@ -8,22 +8,21 @@ produced by the expect() machinery of ``onnx.backend.test.case.node``.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
-import _pins
+import fixture_store_generator as kit
 
 STAGE = "onnx-node"
 UPSTREAM = ("onnx==1.22.0",)
 
 
 def main() -> int:
-    parser = _pins.parser(__doc__, family="onnx-node")  # this stage has no inputs
+    parser = kit.parser(__doc__, family="onnx-node")  # this stage has no inputs
     parser.add_argument("--op-type", default=None, help="Only cases of this operator (debugging).")
-    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
+    args = kit.checked(parser, upstream=UPSTREAM, stage=STAGE)
 
     from onnx.backend.test import cmd_tools
 
@@ -41,13 +40,13 @@ def main() -> int:
         if child.name != "node":
             shutil.rmtree(child)
     cases = sorted(p.name for p in (out / "node").iterdir())
-    _pins.write_environment(out, {"stage": STAGE, "upstream": list(UPSTREAM), "cases": len(cases)})
+    kit.write_environment(out, {"stage": STAGE, "upstream": list(UPSTREAM), "cases": len(cases)})
     sys.stderr.write(f"{len(cases)} node cases in {time.perf_counter() - started:.1f} s\n")
     outputs = [
         {"name": f"{args.family}/{case}", "kind": "onnx-case", "path": f"node/{case}"}
         for case in cases
     ]
-    (out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
+    kit.write_outputs(out, outputs)
     return 0
 
 

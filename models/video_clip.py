@@ -9,24 +9,23 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import sys
 
-import _pins
+import fixture_store_generator as kit
 
 STAGE = "video"
 UPSTREAM = ("numpy==2.4.6",)
 
 
 def main() -> int:
-    parser = _pins.parser(__doc__, family="video")
+    parser = kit.parser(__doc__, family="video")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--frames", type=int, default=48)
     parser.add_argument("--height", type=int, default=48)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--fps", type=int, default=24)
     parser.add_argument("--noise", type=int, default=12)
-    args = _pins.checked(parser, upstream=UPSTREAM, stage=STAGE)
+    args = kit.checked(parser, upstream=UPSTREAM, stage=STAGE)
     import numpy as np
 
     rng = np.random.default_rng(args.seed)
@@ -76,8 +75,8 @@ def main() -> int:
             "tolerance": {"metric": "exact"},
         }
     ]
-    (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}, indent=1) + "\n")
-    _pins.write_environment(args.out, {"stage": STAGE})
+    kit.write_outputs(args.out, outputs)
+    kit.write_environment(args.out, {"stage": STAGE})
     sys.stderr.write(f"{args.frames} frames {args.width}x{args.height} @ {args.fps} fps\n")
     return 0
 

@@ -17,7 +17,12 @@ wheel=$(ls "$work"/dist/fixture_store-*.whl)
 uv run --frozen python -c '
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-missing = [n for n in ("fixture_store/py.typed", "fixture_store/registry/schema.json") if n not in names]
+shipped = ("fixture_store/py.typed", "fixture_store/registry/schema.json",
+           "fixture_store/regenerate/kit/fixture_store_generator.py",
+           "fixture_store/regenerate/schemas/outputs.json",
+           "fixture_store/regenerate/schemas/environment.json",
+           "fixture_store/regenerate/schemas/inputs.json")
+missing = [n for n in shipped if n not in names]
 sys.exit(f"not in the wheel: {missing}" if missing else 0)' "$wheel"
 
 # Every version as locked; only what the core wheel (and pytest) asks for gets installed.

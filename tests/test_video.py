@@ -26,8 +26,7 @@ def clip(tmp_path: Path) -> tuple[Path, Store]:
     root = tmp_path / "proj"
     (root / "models").mkdir(parents=True)
     (root / "provenance").mkdir()
-    for f in ("_pins.py", "video_clip.py"):
-        shutil.copyfile(MODELS / f, root / "models" / f)
+    shutil.copyfile(MODELS / "video_clip.py", root / "models" / "video_clip.py")
     params = {
         "regenerate": {
             "video": {

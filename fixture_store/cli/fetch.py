@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections import Counter
@@ -14,6 +15,7 @@ from fixture_store.cli._common import (
     Context,
     Failure,
     counts_text,
+    err,
     exit_code,
     handle_errors,
     out,
@@ -24,7 +26,8 @@ from fixture_store.cli._common import (
     write_json,
 )
 from fixture_store.errors import UsageError
-from fixture_store.fetch import FetchResult, Outcome, fetch_names
+from fixture_store.fetch import FetchReport, FetchResult, Outcome, fetch_names
+from fixture_store.registry import Registry
 from fixture_store.sources import offline_from_env
 
 # What a fetch may end in and still have everything asked for in the store, verified.
@@ -47,6 +50,13 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
     default=None,
     help="Parallel fetches (default: twice the CPUs, at most 8).",
 )
+@click.option(
+    "--regenerate",
+    "regenerate_missing",
+    is_flag=True,
+    help="Bring back generator-made artifacts the store lacks by running their stages again "
+    "(as `regenerate STAGE --fetch`: only bit-identical outputs are put).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option(
     "--report",
@@ -64,6 +74,7 @@ def fetch(
     families: tuple[str, ...],
     offline: bool,
     jobs: int | None,
+    regenerate_missing: bool,
     as_json: bool,
     report_path: Path | None,
 ) -> None:
@@ -99,6 +110,8 @@ def fetch(
             jobs=jobs,
             on_result=advance,
         )
+    if regenerate_missing:
+        report = _restored(obj, registry, report, offline=offline)
     elapsed = time.perf_counter() - started
     if report_path is not None:
         write_json(report_path, report.summary(registry), sort_keys=True)
@@ -126,6 +139,44 @@ def fetch(
         )
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
+
+
+def _restored(
+    obj: Context, registry: Registry, report: FetchReport, *, offline: bool
+) -> FetchReport:
+    """``report`` after running the stages of the generator-made artifacts it could not fetch."""
+    # params.yaml, pyyaml and the runner only when asked
+    from fixture_store.regenerate import restore
+    from fixture_store.regenerate.restore import producer
+
+    wanted = {
+        r.name: stage
+        for r in report.results
+        if r.outcome is Outcome.FAILED and (stage := producer(registry, r.name)) is not None
+    }
+    if not wanted:
+        return report
+    done = restore(
+        registry.root, obj.store, wanted, offline=offline, log=lambda m: err.print(m, markup=False)
+    )
+    back = set(done.restored)
+
+    def after(r: FetchResult) -> FetchResult:
+        if r.name in back:
+            return FetchResult(r.name, Outcome.FETCHED, r.source, size=r.size)
+        if r.name not in wanted:
+            return r
+        stage = wanted[r.name]
+        return FetchResult(
+            r.name,
+            Outcome.FAILED,
+            r.source,
+            f"its stage {stage!r} ran again but did not make these bytes here",
+            f"fixture-store regenerate {stage}  (shows what differs)",
+            r.size,
+        )
+
+    return dataclasses.replace(report, results=[after(r) for r in report.results])
 
 
 def _print_table(results: list[FetchResult], limit_ok: int = 30) -> None:

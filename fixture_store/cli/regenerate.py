@@ -23,6 +23,7 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK
 from fixture_store.regenerate import Report, Verdict, regenerate
+from fixture_store.sources import offline_from_env
 
 
 def print_report(report: Report, *, limit: int = 40) -> None:
@@ -104,6 +105,13 @@ def _print_counts(report: Report) -> None:
     help="Run the generator with this interpreter instead of its pinned environment "
     "(the generator still refuses other upstream versions).",
 )
+@click.option(
+    "--offline",
+    is_flag=True,
+    help="Make pinned environments from uv's cache alone and fail clearly when it lacks a "
+    "pin (also on with HF_HUB_OFFLINE=1). Making an environment is the only time "
+    "regeneration reaches the package index.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option(
     "--report",
@@ -120,6 +128,7 @@ def regenerate_cmd(
     fetch: bool,
     scratch: Path | None,
     python: str | None,
+    offline: bool,
     as_json: bool,
     report_path: Path | None,
 ) -> None:
@@ -138,6 +147,7 @@ def regenerate_cmd(
         accept=accept,
         fetch=fetch,
         python=python,
+        offline=offline or offline_from_env(),
         log=lambda m: err.print(m, markup=False),
     )
     if report_path is not None:

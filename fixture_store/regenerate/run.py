@@ -25,12 +25,13 @@ from typing import Any
 from fixture_store import ingest, limits
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import UnknownArtifactError, UsageError
+from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
-from fixture_store.regenerate import envs
+from fixture_store.regenerate import envs, protocol
+from fixture_store.regenerate import restore as restore_mod
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
 from fixture_store.registry import (
@@ -44,8 +45,6 @@ from fixture_store.registry import (
     parse_kind,
 )
 from fixture_store.verify import Status, Verifier
-
-OUTPUTS_FILE = "outputs.json"
 
 
 @dataclass(frozen=True)
@@ -95,9 +94,11 @@ class Report:
         return all(c.verdict.ok for c in self.comparisons)
 
     def to_json(self, *, stable: bool = False) -> dict[str, Any]:
-        """The report; ``stable`` leaves out what changes run to run (time, scratch folder)."""
+        """The report; ``stable`` leaves out what changes run to run or machine to machine (time,
+        scratch folder, the kernel build string: see ``envs.defining``)."""
         doc = self._doc()
         if stable:
+            doc["environment"] = envs.defining(self.environment)
             doc.pop("scratch")
             doc.pop("seconds")
             doc.pop("fetched")
@@ -142,7 +143,7 @@ def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:
     )
 
 
-def regenerate(
+def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keyword-only
     root: Path,
     store: Store,
     target: str,
@@ -151,19 +152,30 @@ def regenerate(
     accept: bool = False,
     fetch: bool = False,
     python: str | None = None,
+    offline: bool = False,
     log: Callable[[str], None] = lambda _m: None,
 ) -> Report:
     started = time.perf_counter()
     registry = registry_mod.load(root)
     stage, only = stage_for(root, target)
     scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
-    inputs = [_resolve_input(store, registry, name) for name in _expand(registry, stage.inputs)]
+    input_names = _expand(registry, stage.inputs)
+    if fetch or accept:
+        restore(root, store, input_names, python=python, offline=offline, log=log)
+    inputs = [_resolve_input(store, registry, name) for name in input_names]
     out = scratch / "candidates"
     _run_generator(
-        root, store, stage, _generator_args(stage, inputs, scratch), out, python=python, log=log
+        root,
+        store,
+        stage,
+        _generator_args(stage, inputs, scratch),
+        out,
+        python=python,
+        offline=offline,
+        log=log,
     )
-    environment = envs.read_environment(out)
-    outputs = _selected(read_outputs(out), only, stage)
+    outputs = _selected(read_outputs(out, stage=stage.name), only, stage)
+    environment = protocol.load(out, protocol.ENVIRONMENT_FILE, stage=stage.name)
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
     if not only:
         comparisons += _no_longer_produced(registry, stage, outputs)
@@ -180,7 +192,7 @@ def regenerate(
                     stage,
                     outputs,
                     comparisons,
-                    environment=environment,
+                    environment=envs.defining(environment),
                     input_digests=input_digests,
                 )
     return Report(
@@ -192,6 +204,42 @@ def regenerate(
         tuple(fetched),
         time.perf_counter() - started,
     )
+
+
+@dataclass(frozen=True)
+class Restoration:
+    """What :func:`restore` did: the stages it ran and the records still missing after them."""
+
+    stages: tuple[str, ...]
+    restored: tuple[str, ...]
+    still_missing: tuple[str, ...]
+
+
+def restore(
+    root: Path,
+    store: Store,
+    names: Iterable[str],
+    *,
+    python: str | None = None,
+    offline: bool = False,
+    log: Callable[[str], None] = lambda _m: None,
+) -> Restoration:
+    """Bring the generator-made records among ``names`` that the store lacks back into it, by
+    running their stages with ``fetch`` (producers of missing inputs first).
+
+    A record comes back only if its stage makes it bit-identically here; one that drifts or is
+    merely within tolerance stays missing and is listed, never replaced by other bytes.
+    """
+    names = list(names)
+    registry = registry_mod.load(root)
+    todo = restore_mod.plan(registry, stages_mod.load(root), Verifier(store), names)
+    for stage in todo.stages:
+        log(f"restoring {stage}: its generator-made records are not in the store")
+        regenerate(root, store, stage, fetch=True, python=python, offline=offline, log=log)
+    verifier = Verifier(store)
+    wanted = todo.names
+    back = [n for n in wanted if verifier.verify(registry.get(n)).ok]
+    return Restoration(todo.stages, tuple(back), tuple(n for n in wanted if n not in set(back)))
 
 
 def _fresh_folder(path: Path) -> Path:
@@ -207,7 +255,7 @@ def _generator_args(
 ) -> list[str]:
     """The generator's command line: the verified inputs (as a file it reads) and the stage's
     arguments."""
-    inputs_file = scratch / "inputs.json"
+    inputs_file = scratch / protocol.INPUTS_FILE
     inputs_file.write_text(
         json.dumps(
             [{"name": n, "path": str(p), "digest": d.text, "size": d.size} for n, p, d in inputs],
@@ -229,11 +277,12 @@ def _run_generator(
     out: Path,
     *,
     python: str | None,
+    offline: bool,
     log: Callable[[str], None],
 ) -> None:
     """Run the stage's generator into ``out``: in ``python`` if given, else in its pinned
     environment."""
-    interpreter = python or str(envs.ensure(stage.env, store))
+    interpreter = python or str(envs.ensure(stage.env, store, offline=offline, log=log))
     log(
         f"running {stage.generator} in {'this interpreter' if python else 'pinned environment'}"
         f" ({', '.join(stage.env.requirements)})"
@@ -301,36 +350,46 @@ def _put_identical(
     return fetched
 
 
-def read_outputs(out: Path) -> list[Output]:
-    path = out / OUTPUTS_FILE
-    try:
-        doc = json.loads(path.read_text())
-        rows = doc["outputs"]
-    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
-        raise UsageError(f"generator wrote no readable {path}: {e}") from e
+def read_outputs(out: Path, *, stage: str) -> list[Output]:
+    """The outputs the generator declares in ``outputs.json``, checked against the protocol's
+    schema, then each name, path and descriptive field as its record will have it."""
+    path = out / protocol.OUTPUTS_FILE
+    rows = protocol.load(out, protocol.OUTPUTS_FILE, stage=stage)["outputs"]
     outs = []
-    for row in rows:
+    for i, row in enumerate(rows):
+        try:
+            outs.append(_output(out, path, row))
+        except RegistryError as e:
+            field = f"outputs[{i}].{e.field}" if e.field else f"outputs[{i}]"
+            raise protocol.ProtocolError(e.reason, stage=stage, file=path, field=field) from e
+        except UsageError as e:
+            field = f"outputs[{i}]"
+            raise protocol.ProtocolError(e.message, stage=stage, file=path, field=field) from e
+    return sorted(outs, key=lambda o: o.name)
+
+
+def _output(out: Path, path: Path, row: Mapping[str, Any]) -> Output:
+    where = Where(str(path), row["name"])
+    try:
         registry_mod.check_name(row["name"])
         rel = trees.check_member_path(row["path"])
-        p = out / rel
-        if not p.exists():
-            raise UsageError(f"generator declared {row['name']} at {rel} but wrote nothing there")
-        where = Where(str(path), row["name"])
-        given = {
-            k: v
-            for k, v in row.items()
-            if k not in ("name", "kind", "path", "parents") and v is not None
-        }
-        outs.append(
-            Output(
-                row["name"],
-                parse_kind(row["kind"], where),
-                p,
-                tuple(row.get("parents") or ()),
-                Annotations.from_json(given, where),
-            )
-        )
-    return sorted(outs, key=lambda o: o.name)
+    except UsageError as e:
+        raise where.fail("path" if isinstance(e, trees.TreePathError) else "name", e.message) from e
+    p = out / rel
+    if not p.exists():
+        raise where.fail("path", f"the generator declared {rel!r} but wrote nothing there")
+    given = {
+        k: v
+        for k, v in row.items()
+        if k not in ("name", "kind", "path", "parents") and v is not None
+    }
+    return Output(
+        row["name"],
+        parse_kind(row["kind"], where),
+        p,
+        tuple(row.get("parents") or ()),
+        Annotations.from_json(given, where),
+    )
 
 
 def _expand(registry: Registry, patterns: Iterable[str]) -> list[str]:

@@ -162,7 +162,8 @@ def fetcher_for(record: Record) -> Fetcher:
             raise SourceError(
                 record.name,
                 f"is produced by the generator stage {stage!r}, not downloaded",
-                fix=f"{repair_command(record)}  (or: uv run dvc repro {stage})",
+                fix=f"{repair_command(record)}  (or: fixture-store fetch --regenerate ..., "
+                f"uv run dvc repro {stage})",
             )
 
 

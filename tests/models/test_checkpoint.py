@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -17,6 +18,7 @@ import zstandard
 from onnx import numpy_helper
 
 from fixture_store.objects import digests, trees
+from fixture_store.regenerate import protocol
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 CASES = Path(onnx.__file__).parent / "backend" / "test" / "data" / "pytorch-converted"
@@ -50,6 +52,8 @@ def convert(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
         ],
         check=True,
         capture_output=True,
+        # As the runner starts a generator: the kit on its path, nothing else of the package.
+        env={**os.environ, "PYTHONPATH": str(protocol.kit_folder())},
     )
     return tmp_path / out
 

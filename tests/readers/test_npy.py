@@ -155,7 +155,7 @@ def test_valid_arrays_round_trip_memory_mapped_and_read_only(tmp_path: Path) -> 
 
 
 def test_fortran_order_is_read_under_the_same_limits_as_its_c_order_twin(tmp_path: Path) -> None:
-    """Read, not refused (README, 'Hostile input'): the layout changes no byte count."""
+    """Read, not refused (docs/hostile-input.md): the layout changes no byte count."""
     c = np.arange(24, dtype="<f4").reshape(4, 6)
     f = np.asfortranarray(c)
     for name, arr in (("c", c), ("f", f)):

@@ -32,7 +32,10 @@ def test_key_is_independent_of_pin_order_and_changes_with_a_pin() -> None:
 def test_environment_is_made_once_with_exactly_the_pins(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store")
     env = envs.PinnedEnv((numpy_pin(),), "3.11")
-    python = envs.ensure(env, store)
+    said: list[str] = []
+    python = envs.ensure(env, store, log=said.append)
+    assert said[0].startswith(f"making the pinned environment {numpy_pin()} from the package")
+    assert any(line.startswith("  uv: ") for line in said)  # uv's progress, as it works
     version = subprocess.run(
         [str(python), "-c", "import numpy; print(numpy.__version__)"],
         capture_output=True,
@@ -48,6 +51,19 @@ def test_environment_is_made_once_with_exactly_the_pins(tmp_path: Path) -> None:
     marker = env.folder(store) / ".complete"
     stamp = marker.stat().st_mtime_ns
     assert envs.ensure(env, store) == python and marker.stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_offline_says_the_cache_lacks_a_pin_and_leaves_nothing(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store")
+    env = envs.PinnedEnv(("fixture-store-no-such-distribution==0.0.1",), "3.11")
+    said: list[str] = []
+    with pytest.raises(envs.GeneratorError, match="offline: uv's cache does not hold") as e:
+        envs.ensure(env, store, offline=True, log=said.append)
+    assert e.value.fix == "make it once with the network (the same command without --offline)"
+    assert "from uv's cache only (--offline)" in said[0]
+    # no environment and no staging folder is left; the lock file stays, as every lock file does
+    assert [p.name for p in (store.root / "envs").iterdir()] == [f"{env.key}.lock"]
 
 
 @pytest.mark.parametrize("where", ["envs", "env"])

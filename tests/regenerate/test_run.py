@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,38 @@ def test_new_outputs_are_accepted_with_lineage_and_environment(
     )
     assert case.source.params is not None and case.source.params["scale"] == 1.0
     assert store.has(case.members.members["output_0.npy"])  # type: ignore[union-attr]
+
+
+def test_accepted_environment_keeps_only_what_defines_it(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    case = registry_mod.load(project).get("toy/case")
+    assert isinstance(case.source, GeneratorSource) and case.source.environment is not None
+    env = case.source.environment
+    assert "platform" not in env and "machine" not in env
+    assert re.fullmatch(r"\d+\.\d+", env["python"])
+    # the machine details stay in the run's own log, in the untracked scratch folder
+    log = json.loads((tmp_path / "s0" / "candidates" / "environment.json").read_text())
+    assert log["platform"] and log["machine"] and log["python"].startswith(env["python"] + ".")
+
+
+def test_stable_report_is_the_same_bytes_on_every_machine(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s1", python=PYTHON)
+    here = {**report.environment, "platform": "Linux-6.18.44-fc-v669-x86_64", "python": "3.11.7"}
+    there = {**here, "platform": "Linux-6.1.0-28-amd64-x86_64", "python": "3.11.12"}
+    there["machine"] = "aarch64"
+    one, other = (
+        json.dumps(dataclasses.replace(report, environment=e).to_json(stable=True), sort_keys=True)
+        for e in (here, there)
+    )
+    assert one == other
+    assert "6.18.44" not in one and "3.11.7" not in one
+    # the full report (not tracked by DVC) still says where it ran
+    assert "6.18.44" in json.dumps(dataclasses.replace(report, environment=here).to_json())
 
 
 def test_unchanged_generator_is_bit_identical_and_leaves_the_registry_alone(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -16,7 +15,7 @@ TOY = textwrap.dedent('''
     """Toy generator: values scaled by --scale, one file and one folder output."""
     import argparse, json, sys
     from pathlib import Path
-    import _pins
+    import fixture_store_generator as kit
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, required=True)
@@ -26,7 +25,7 @@ TOY = textwrap.dedent('''
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--family", default="toy")
     args = parser.parse_args()
-    _pins.require(args.require, stage="toy")
+    kit.require(args.require, stage="toy")
     import numpy as np
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -43,7 +42,7 @@ TOY = textwrap.dedent('''
          "parents": [f"{args.family}/values.npy"]},
     ]
     (args.out / "outputs.json").write_text(json.dumps({"outputs": outputs}))
-    _pins.write_environment(args.out, {"stage": "toy"})
+    kit.write_environment(args.out, {"stage": "toy"})
 ''')
 
 
@@ -60,7 +59,6 @@ def make_project(
 ) -> Path:
     (root / "models").mkdir(parents=True, exist_ok=True)
     (root / "provenance").mkdir(exist_ok=True)
-    shutil.copyfile(MODELS / "_pins.py", root / "models" / "_pins.py")
     (root / "models" / "toy.py").write_text(TOY)
     params = {
         "regenerate": {

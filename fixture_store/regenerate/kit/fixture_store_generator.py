@@ -1,7 +1,18 @@
-"""Pins for generator scripts: refuse to run under other upstream versions, record the environment.
+"""The generator kit: what a generator script needs to speak generator protocol 1.
 
-Generator scripts run inside an isolated environment that holds only their pinned upstream, so this
-helper uses the standard library alone (no fixture_store import).
+``fixture-store regenerate`` runs a stage's generator in the stage's pinned environment, where
+fixture-store itself is not installed. The runner puts the folder holding this one module on the
+generator's ``PYTHONPATH``, so a generator can ``import fixture_store_generator`` there. It uses
+the standard library alone. The protocol is described in the documentation (docs/generators.md);
+in short, a generator:
+
+- takes ``--out DIR`` (where it writes), ``--inputs FILE`` (JSON list of its verified inputs),
+  ``--require name==version`` and ``--without name`` (repeatable), ``--family``, and one
+  ``--kebab-case`` flag per key of the stage's ``args`` (:func:`parser`);
+- refuses to run, with exit code 3 and a message naming each wrong pin, in any other environment
+  (:func:`checked`);
+- writes its candidates under ``--out``, then ``outputs.json`` (:func:`write_outputs`) and
+  ``environment.json`` (:func:`write_environment`).
 """
 
 from __future__ import annotations
@@ -12,13 +23,18 @@ import importlib.metadata
 import json
 import platform
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+PROTOCOL = 1
 EXIT_WRONG_ENVIRONMENT = 3
+OUTPUTS_FILE = "outputs.json"
+ENVIRONMENT_FILE = "environment.json"
 
 
 def parse_pin(text: str) -> tuple[str, str]:
+    """``name==version`` as ``(name, version)``; anything else stops the generator (exit 2)."""
     name, sep, version = text.partition("==")
     if not sep or not name or not version:
         raise SystemExit(f"error: {text!r} is not an exact pin; write 'name==version'")
@@ -88,14 +104,26 @@ def parser(
 
 
 def checked(
-    p: argparse.ArgumentParser, *, upstream: Iterable[str], stage: str
+    p: argparse.ArgumentParser,
+    *,
+    upstream: Iterable[str],
+    stage: str,
+    argv: Sequence[str] | None = None,
 ) -> argparse.Namespace:
     """Parse the arguments, then refuse to run unless the upstream pins and ``--require`` hold
     and every ``--without`` package is absent."""
-    args = p.parse_args()
+    args = p.parse_args(argv)
     require((*upstream, *args.require), stage=stage)
     absent(args.without, stage=stage)
     return args
+
+
+def read_inputs(path: Path | None) -> dict[str, Path]:
+    """The verified inputs the runner hands over (``--inputs``): name -> path (a file, or a
+    folder for a tree artifact). ``None`` (no ``--inputs``) gives no inputs."""
+    if path is None:
+        return {}
+    return {row["name"]: Path(row["path"]) for row in json.loads(path.read_text(encoding="utf-8"))}
 
 
 def environment() -> dict[str, object]:
@@ -115,6 +143,15 @@ def environment() -> dict[str, object]:
     }
 
 
-def write_environment(out: Path, extra: dict[str, object] | None = None) -> None:
+def write_environment(out: Path, extra: Mapping[str, object] | None = None) -> None:
+    """Write ``environment.json``: :func:`environment` plus what the generator adds (``extra``,
+    such as its stage or converter version). It is recorded in each accepted record's source."""
     doc = {**environment(), **(extra or {})}
-    (out / "environment.json").write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    (out / ENVIRONMENT_FILE).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def write_outputs(out: Path, outputs: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``outputs.json``: one entry per artifact (``name``, ``kind``, ``path`` relative to
+    ``out``, optional ``parents`` and descriptive fields such as ``tolerance`` or ``metadata``)."""
+    doc = {"protocol": PROTOCOL, "outputs": [dict(o) for o in outputs]}
+    (out / OUTPUTS_FILE).write_text(json.dumps(doc, indent=1) + "\n")
