@@ -30,7 +30,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-CASES = ("big", "tensor", "many", "small", "corpus", "archive", "onnx")
+CASES = ("big", "tensor", "many", "small", "corpus", "archive", "onnx", "safetensors")
 # Peak RSS is read with wait4 by this small launcher, not by the bench process: Linux carries a
 # process's high-water RSS across fork and exec, so a child forked from a large parent would
 # report the parent's size.
@@ -1043,6 +1043,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             case_archive(b, size)
         if "onnx" in chosen:
             case_onnx(b)
+        if "safetensors" in chosen:
+            from bench.safetensors import case_safetensors
+
+            case_safetensors(b, size)
         finish(b)
         print(table(b))
         if args.json:

@@ -27,6 +27,10 @@ from fixture_store.verify import Result, Verifier
 if TYPE_CHECKING:
     import numpy as np
 
+    from fixture_store.readers.safetensors import Tensors
+
+SAFETENSORS_MEDIA_TYPE = registry_mod.FORMAT_MEDIA_TYPES["safetensors"]
+
 
 @dataclass
 class Fixtures:
@@ -101,7 +105,8 @@ class Fixtures:
         return self.path(name).read_bytes()
 
     def arrays(self, name: str) -> dict[str, np.ndarray[Any, Any]]:
-        """The arrays of a verified ``.npy``/``.npz`` artifact, read by the safe readers.
+        """The arrays of a verified ``.npy``/``.npz`` (or safetensors) artifact, read by the
+        safe readers.
 
         Headers are checked before allocation under the record's limits profile, and the
         arrays must match the record's ``arrays`` manifest (names, dtypes, shapes) exactly.
@@ -111,6 +116,8 @@ class Fixtures:
         from fixture_store.readers import npy as arrays_mod
 
         record = self.verified(name)
+        if record.media_type == SAFETENSORS_MEDIA_TYPE:
+            return dict(self.tensors(name))
         path = self.path(name)
         profile = limits.profile(record.profile)
         manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
@@ -121,6 +128,40 @@ class Fixtures:
         if manifest is not None and spec is None:
             raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
         return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+
+    def tensors(self, name: str) -> Tensors:
+        """The tensors of a verified safetensors artifact: a read-only mapping of tensor name ->
+        array over a read-only memory map of the object, each mapped when it is first asked for.
+
+        The object is verified first (digest, then its header against the record's ``arrays``
+        manifest under the record's limits profile); no tensor byte is read before.
+        """
+        from fixture_store import limits
+        from fixture_store.readers import safetensors
+
+        record = self.verified(name)
+        if record.media_type != SAFETENSORS_MEDIA_TYPE:
+            raise UsageError(
+                f"{name} is not a safetensors artifact (media type {record.media_type!r})",
+                fix=f"use path({name!r}) for its bytes",
+            )
+        manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
+        return safetensors.open_tensors(
+            self.store.object_path(record.object),
+            limits.profile(record.profile),
+            manifest,
+            artifact=name,
+        )
+
+    def tensor(self, name: str, key: str) -> np.ndarray[Any, Any]:
+        """One tensor of a verified safetensors artifact (see :meth:`tensors`)."""
+        tensors = self.tensors(name)
+        if key not in tensors:
+            raise UsageError(
+                f"{name} has no tensor {key!r}",
+                fix=f"one of: {', '.join(sorted(tensors)) or '(none)'}",
+            )
+        return tensors[key]
 
     def tree(self, name: str) -> Path:
         """A folder holding exactly the verified members of a tree artifact (hard links to the

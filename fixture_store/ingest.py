@@ -88,7 +88,8 @@ def describe_file(
             name,
             f"{path} is refused, nothing was stored or recorded: {reason}",
             fix="an archive may hold only regular files with safe paths, an NPY/NPZ only plain "
-            f"dtypes (never a pickle), within the limits profile {profile.name!r}",
+            "dtypes (never a pickle), a safetensors file only allowed dtypes whose offsets tile "
+            f"its data exactly, within the limits profile {profile.name!r}",
         ) from e
 
 

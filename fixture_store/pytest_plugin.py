@@ -1,7 +1,8 @@
 """The pytest plugin (entry point ``pytest11``): verified fixtures for tests.
 
 - ``fixture_store`` (session fixture): a verified view with accessors ``path``, ``tree``,
-  ``arrays``, ``onnx_case``, ``record`` and ``check``; bytes come out only after verification.
+  ``arrays``, ``tensors``/``tensor`` (safetensors, memory-mapped), ``onnx_case``, ``record`` and
+  ``check``; bytes come out only after verification.
   ``fixture_store.assert_parity(name, {"cls_token": out, ...})`` compares outputs with a verified
   NPY/NPZ reference under its record's tolerance (a failure names the worst array and element);
   ``--fixture-store-parity-dump DIR`` writes a failing candidate beside a copy of its reference.
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from fixture_store.access import Fixtures
     from fixture_store.parity.assertion import ParityReport
     from fixture_store.readers.onnxcase import OnnxCase
+    from fixture_store.readers.safetensors import Tensors
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
@@ -304,6 +306,17 @@ class VerifiedFixtures:
         self._state.enforce(name)
         folder = dump or self._state.config.getoption("fixture_store_parity_dump")
         return assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
+
+    def tensors(self, name: str) -> Tensors:
+        """The tensors of a verified safetensors artifact, memory-mapped read-only and mapped
+        one at a time when asked for (see ``Fixtures.tensors``)."""
+        self._state.enforce(name)
+        return self.fixtures.tensors(name)
+
+    def tensor(self, name: str, key: str) -> Any:
+        """One tensor of a verified safetensors artifact."""
+        self._state.enforce(name)
+        return self.fixtures.tensor(name, key)
 
     def onnx_case(self, name: str) -> OnnxCase:
         from fixture_store.readers.onnxcase import load_verified

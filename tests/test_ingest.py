@@ -275,3 +275,32 @@ def test_an_arrays_manifest_is_stated_only_as_the_bytes_hold_it(
     )
     assert dict(fixed.arrays or {}) == {"x": {"dtype": "int32", "shape": [4]}}
     assert verify_names(store, registry_mod.load(project), ["fam/x"], full=True)[0].ok
+
+
+def test_add_records_the_tensor_manifest_of_a_safetensors_file(project: Path, store: Store) -> None:
+    from safetensors.numpy import save
+
+    data = save({"w": np.ones((2, 3), np.float16), "b": np.arange(3)}, metadata={"format": "pt"})
+    path = _write(project, "weights/model.safetensors", data)
+    record = _add(store, project, path, "ckpt/model", "checkpoint")
+    assert record.media_type == "application/x-safetensors"
+    assert _raw(project, "ckpt/model")["arrays"] == {
+        "b": {"dtype": "int64", "shape": [3]},
+        "w": {"dtype": "float16", "shape": [2, 3]},
+    }
+    [result] = verify_names(store, registry_mod.load(project), ["ckpt/model"], full=True)
+    assert result.status is Status.VERIFIED
+
+
+def test_add_refuses_a_hostile_safetensors_file_storing_nothing(
+    project: Path, store: Store
+) -> None:
+    from tests.support.safetensors_corpus import entry, st_bytes
+
+    data = st_bytes({"a": entry("U8", [2], 0, 2), "b": entry("U8", [2], 1, 3)}, b"\0" * 3)
+    path = _write(project, "weights/model.safetensors", data)
+    with pytest.raises(UnsafeContentError, match="safetensors-overlap") as info:
+        _add(store, project, path, "ckpt/model", "checkpoint")
+    assert "nothing was stored or recorded" in info.value.message
+    assert not (project / "provenance" / "ckpt.json").exists()
+    assert not store.has(digests.of_bytes(data))

@@ -561,3 +561,40 @@ def test_assert_parity_compares_with_the_verified_reference_in_one_line(
     assert (dump / "misc" / "ref-npz.reference.npz").is_file()
     result.stdout.fnmatch_lines(["*fixture-store refused*misc/absent*"])
     assert "assertion.py" not in result.stdout.str()  # the library frames are hidden
+
+
+def test_verified_tensors_of_a_safetensors_artifact(inner: pytest.Pytester) -> None:
+    import numpy as np
+    from safetensors.numpy import save
+
+    root = inner.path
+    for name in ("model", "damaged"):  # other metadata: two objects, not one
+        weights = save({"w": np.ones((2, 3), np.float32)}, metadata={"name": name})
+        (root / f"{name}.safetensors").write_bytes(weights)
+        ingest.add(
+            Store.at(root / "store"),
+            registry_mod.load(root),
+            root / f"{name}.safetensors",
+            name=f"ckpt/{name}",
+            kind="checkpoint",
+        )
+    _damage(inner, "ckpt/damaged")
+    inner.makepyfile(
+        test_inner="""
+        import numpy as np
+        import pytest
+
+        @pytest.mark.fixture_store("ckpt/model")
+        def test_tensors(fixture_store):
+            tensors = fixture_store.tensors("ckpt/model")
+            assert list(tensors) == ["w"] and not tensors["w"].flags.writeable
+            np.testing.assert_array_equal(fixture_store.tensor("ckpt/model", "w"), np.ones((2, 3)))
+            assert fixture_store.arrays("ckpt/model")["w"].shape == (2, 3)
+
+        def test_damaged(fixture_store):
+            fixture_store.tensors("ckpt/damaged")
+    """
+    )
+    result = inner.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*fixture-store refused: ckpt/damaged*"])

@@ -2,10 +2,11 @@
 passes its profile.
 
 A record says what its object holds (:attr:`Record.content <fixture_store.registry.Record>`): an
-``archive`` or ``array`` kind, or, whatever its kind (a checkpoint ``.tar.zst``, a video
-``.npy``), the media type of an archive or NPY/NPZ format. After the digest matched,
-verification asks :func:`check` whether the bytes are also safe: an archive is read as a stream
-against its ``members`` manifest, NPY/NPZ against its ``arrays`` manifest, both under the
+``archive`` or ``array`` kind, or, whatever its kind (a checkpoint ``.tar.zst`` or
+``model.safetensors``, a video ``.npy``), the media type of an archive, NPY/NPZ or safetensors
+format. After the digest matched, verification asks :func:`check` whether the bytes are also
+safe: an archive is read as a stream against its ``members`` manifest, NPY/NPZ and safetensors
+(its header: every data byte is a valid value) against its ``arrays`` manifest, all under the
 record's limits profile, and the leading bytes must be the format the media type names. A record
 that declares nothing is refused when its object's leading bytes are an archive or an array
 anyway, so such bytes never verify unchecked.
@@ -44,6 +45,7 @@ _ARCHIVE_FORMATS = ("zip", "tar", "tar.lz4", "tar.zst")
 _SNIFFED_AS = {"npz": "zip"}
 _WHAT: Mapping[str, str] = {
     "npy": "an NPY array",
+    "safetensors": "a safetensors file",
     "zip": "a zip archive (or an NPZ)",
     "tar": "a tar archive",
     "tar.lz4": "a tar.lz4 archive",
@@ -149,8 +151,11 @@ def _check_arrays(path: Path, fmt: Sniffed, record: Record, profile: limits.Limi
     # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
     # so a verify of plain objects (and every CLI start) does not pay for them.
     from fixture_store.readers import npy as arrays
+    from fixture_store.readers import safetensors
 
-    if fmt == "npy":
+    if fmt == "safetensors":
+        safetensors.check(path, profile, record.arrays, artifact=record.name)
+    elif fmt == "npy":
         spec = None
         if record.arrays is not None:
             if len(record.arrays) != 1:
@@ -166,8 +171,8 @@ def _check_arrays(path: Path, fmt: Sniffed, record: Record, profile: limits.Limi
     else:
         raise UnsafeContentError(
             record.name,
-            "an array record's object is not NPY or NPZ",
-            fix="register .npy or .npz bytes as kind 'array'",
+            "an array record's object is not NPY, NPZ or safetensors",
+            fix="register .npy, .npz or .safetensors bytes as kind 'array'",
         )
 
 
@@ -244,19 +249,22 @@ def describe(
 ) -> Described:
     """The media type and content manifest of the file at ``path``, by its leading bytes, after
     reading it under ``profile`` as verification will: an archive's members from a checked scan,
-    NPY/NPZ arrays (name -> dtype, shape) from their checked headers. An NPY's one array is
-    named ``array_name``; a zip is an NPZ when the kind is ``array``, or, for a kind other than
-    ``archive``, when every member is a top-level ``<name>.npy``.
+    NPY/NPZ and safetensors arrays (name -> dtype, shape) from their checked headers. An NPY's
+    one array is named ``array_name``; a zip is an NPZ when the kind is ``array``, or, for a
+    kind other than ``archive``, when every member is a top-level ``<name>.npy``.
 
     A hostile archive, a pickle or an object array raises its reader's UnsafeContentError
     (the rule named); so does a file of kind ``archive`` or ``array`` that is neither.
     """
-    from fixture_store.readers import archives
+    from fixture_store.readers import archives, safetensors
     from fixture_store.readers import npy as arrays
 
     p = Path(path)
     label = artifact or str(p)
     fmt = sniff(p)
+    if fmt == "safetensors" and kind is not Kind.ARCHIVE:
+        header = safetensors.check(p, profile, artifact=label)
+        return Described(FORMAT_MEDIA_TYPES["safetensors"], arrays=header.manifest())
     if fmt == "npy" and kind is not Kind.ARCHIVE:
         arr = arrays.read_npy(p, profile, artifact=label)
         return Described(FORMAT_MEDIA_TYPES["npy"], arrays={array_name: _spec(arr)})
@@ -279,8 +287,9 @@ def describe(
     if kind is Kind.ARRAY:
         raise UnsafeContentError(
             label,
-            f"is {_WHAT.get(fmt, 'of no array format')} by its leading bytes, not NPY or NPZ",
-            fix="register .npy or .npz bytes as kind 'array'",
+            f"is {_WHAT.get(fmt, 'of no array format')} by its leading bytes, not NPY, NPZ or "
+            "safetensors",
+            fix="register .npy, .npz or .safetensors bytes as kind 'array'",
         )
     return PLAIN
 

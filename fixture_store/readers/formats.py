@@ -21,8 +21,15 @@ ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 TAR_MAGIC = b"ustar"
 TAR_MAGIC_OFFSET = 257
 HEAD_BYTES = TAR_MAGIC_OFFSET + len(TAR_MAGIC)
+# A safetensors file has no magic: an 8-byte little-endian header length, then a JSON object.
+# Only a length the format's own reference reader would take (it refuses headers over 100 MB;
+# so the top bytes are zero, which no tar name, zip, lz4 or zstd frame begins with) followed by
+# ``{`` counts, and the fixed magic numbers are tried first.
+SAFETENSORS_PREFIX = 8
+SAFETENSORS_MAX_HEADER = 100_000_000
+SAFETENSORS_MIN_HEADER = len(b"{}")
 
-Sniffed = Literal["npy", "zip", "tar.lz4", "tar.zst", "tar", "unknown"]
+Sniffed = Literal["npy", "zip", "tar.lz4", "tar.zst", "safetensors", "tar", "unknown"]
 # lz4 and zstd frames are read as compressed tar streams: the only ones the readers know.
 _PREFIXES: tuple[tuple[tuple[bytes, ...], Sniffed], ...] = (
     ((NPY_MAGIC,), "npy"),
@@ -37,14 +44,25 @@ def sniff_bytes(head: bytes) -> Sniffed:
     for magics, fmt in _PREFIXES:
         if head.startswith(magics):
             return fmt
+    # Before tar: a safetensors header may hold the text "ustar" at offset 257.
+    if is_safetensors(head):
+        return "safetensors"
     if head.startswith(TAR_MAGIC, TAR_MAGIC_OFFSET):
         return "tar"
     return "unknown"
 
 
+def is_safetensors(head: bytes) -> bool:
+    """Whether ``head`` begins a safetensors file: a plausible header length, then ``{``."""
+    if len(head) <= SAFETENSORS_PREFIX or head[SAFETENSORS_PREFIX] != ord("{"):
+        return False
+    length = int.from_bytes(head[:SAFETENSORS_PREFIX], "little")
+    return SAFETENSORS_MIN_HEADER <= length <= SAFETENSORS_MAX_HEADER
+
+
 def sniff(path: str | os.PathLike[str]) -> Sniffed:
     """The format of the file at ``path`` by its leading bytes: npy, zip (which an NPZ is),
-    tar.lz4, tar.zst, tar, or unknown."""
+    tar.lz4, tar.zst, safetensors, tar, or unknown."""
     # os-level: a warm verify sniffs every plain object, and this is 2 us where open() is 8.
     # A store object reaches here only after verification's lstat found a regular file; a file
     # being added may be the user's link to it.
@@ -59,12 +77,15 @@ __all__ = [
     "HEAD_BYTES",
     "LZ4_MAGIC",
     "NPY_MAGIC",
+    "SAFETENSORS_MAX_HEADER",
+    "SAFETENSORS_PREFIX",
     "TAR_MAGIC",
     "TAR_MAGIC_OFFSET",
     "ZIP_END_MAGIC",
     "ZIP_LOCAL_MAGIC",
     "ZSTD_MAGIC",
     "Sniffed",
+    "is_safetensors",
     "sniff",
     "sniff_bytes",
 ]

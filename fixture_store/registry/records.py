@@ -52,15 +52,17 @@ class Content(StrEnum):
     """What verification reads inside a record's object once its digest matched."""
 
     ARCHIVE = "archive"  # its members, against the record's ``members`` manifest
-    ARRAYS = "arrays"  # its NPY/NPZ arrays, against the record's ``arrays`` manifest
+    ARRAYS = "arrays"  # its NPY/NPZ/safetensors arrays, against the record's ``arrays`` manifest
 
 
 # The object formats the content readers know (detected by leading bytes), by the media type a
-# record names them with, and what verification reads in each. ``npz`` is a zip of arrays.
+# record names them with, and what verification reads in each. ``npz`` is a zip of arrays;
+# safetensors has no registered media type, so it takes the ``x-`` name the others use.
 MEDIA_TYPE_FORMATS: Mapping[str, str] = MappingProxyType(
     {
         "application/x-npy": "npy",
         "application/x-npz": "npz",
+        "application/x-safetensors": "safetensors",
         "application/zip": "zip",
         "application/x-tar": "tar",
         "application/x-lz4": "tar.lz4",
@@ -70,7 +72,7 @@ MEDIA_TYPE_FORMATS: Mapping[str, str] = MappingProxyType(
 FORMAT_MEDIA_TYPES: Mapping[str, str] = MappingProxyType(
     {fmt: media for media, fmt in MEDIA_TYPE_FORMATS.items()}
 )
-_FORMAT_CONTENT = {"npy": Content.ARRAYS, "npz": Content.ARRAYS}
+_FORMAT_CONTENT = {"npy": Content.ARRAYS, "npz": Content.ARRAYS, "safetensors": Content.ARRAYS}
 
 
 def content_of(kind: Kind, media_type: str | None, arrays: object = None) -> Content | None:

@@ -350,3 +350,61 @@ def test_extract_of_an_archive_whose_object_left_the_store_says_so(tmp_path: Pat
         content.extract(store, record)
     assert caught.value.artifact == "fam/gone"
     assert caught.value.fix == "fixture-store fetch fam/gone"
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "fixture", "array"])
+def test_safetensors_is_content_checked_whatever_the_kind_of_its_record(
+    tmp_path: Path, kind: str
+) -> None:
+    from safetensors.numpy import save
+
+    from tests.support.safetensors_corpus import entry, st_bytes
+
+    store = Store.at(tmp_path / "store")
+    media = "application/x-safetensors"
+    good = save({"w": np.ones((2, 3), np.float32), "b": np.zeros(3, np.int8)})
+    spec = {"w": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int8", "shape": [3]}}
+    hole = st_bytes({"a": entry("U8", [1], 1, 2)}, b"\0\0")
+    records = {
+        "fam/good": _record(store, good, kind, media_type=media, arrays=spec),
+        "fam/no-manifest": _record(store, good, kind, media_type=media),
+        "fam/wrong-shape": _record(
+            store,
+            good,
+            kind,
+            media_type=media,
+            arrays={**spec, "b": {"dtype": "int8", "shape": [4]}},
+        ),
+        "fam/hole": _record(store, hole, kind, media_type=media),
+        "fam/npy-named": _record(store, good, kind, media_type="application/x-npy", arrays=spec),
+    }
+    if kind != "array":
+        records["fam/undeclared"] = _record(store, good, kind)
+    registry = _project(tmp_path, records)
+    results = {r.name: r for r in verify_names(store, registry, registry.names(), workers=1)}
+    statuses = {n: r.status for n, r in results.items()}
+    assert statuses.pop("fam/good") is Status.VERIFIED
+    assert statuses.pop("fam/no-manifest") is Status.VERIFIED
+    assert set(statuses.values()) == {Status.UNSAFE}
+    assert "[manifest-shape]" in results["fam/wrong-shape"].message
+    assert "[safetensors-hole]" in results["fam/hole"].message
+    assert "leading bytes are a safetensors file" in results["fam/npy-named"].message
+    if kind != "array":
+        assert "safetensors file by its leading bytes" in results["fam/undeclared"].message
+
+
+def test_describe_gives_a_safetensors_files_tensor_manifest(tmp_path: Path) -> None:
+    import ml_dtypes
+    from safetensors.numpy import save
+
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(save({"w": np.ones((2, 2), ml_dtypes.bfloat16), "s": np.ones((), bool)}))
+    described = content.describe(path, kind=registry_mod.Kind.CHECKPOINT, array_name="model")
+    assert described.media_type == "application/x-safetensors"
+    assert described.content is registry_mod.Content.ARRAYS
+    assert described.arrays == {
+        "s": {"dtype": "bool", "shape": []},
+        "w": {"dtype": "bfloat16", "shape": [2, 2]},
+    }
+    with pytest.raises(UnsafeContentError, match="not a tar"):
+        content.describe(path, kind=registry_mod.Kind.ARCHIVE, array_name="model")

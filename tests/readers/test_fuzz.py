@@ -1,4 +1,4 @@
-"""Bounded fuzzing of the archive and NPY readers: only the library's typed errors may escape."""
+"""Bounded fuzzing of the archive, NPY and safetensors readers: only typed errors may escape."""
 
 from __future__ import annotations
 
@@ -13,18 +13,22 @@ from hypothesis import strategies as st
 from tests.support import fuzzing
 
 FAST_EXAMPLES = int(os.environ.get("FIXTURE_STORE_FUZZ_EXAMPLES", "150"))
-TARGETS = ("npy", "tar", "tar.lz4", "tar.zst", "zip")
+TARGETS = ("npy", "tar", "tar.lz4", "tar.zst", "zip", "safetensors")
 SEEDS = fuzzing.seeds()
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_seeds_are_accepted(tmp_path: Path, target: str) -> None:
     # The fuzz seeds are valid inputs: the mutations start from something the reader accepts.
-    from fixture_store.readers import archives
+    from fixture_store.readers import archives, safetensors
     from fixture_store.readers import npy as arrays
 
     for data in SEEDS[target]:
-        if target == "npy":
+        if target == "safetensors":
+            path = tmp_path / "seed.safetensors"
+            path.write_bytes(data)
+            assert len(safetensors.open_tensors(path, fuzzing.FUZZ_LIMITS)) > 0
+        elif target == "npy":
             import io
 
             arrays.read_npy(io.BytesIO(data), fuzzing.FUZZ_LIMITS)

@@ -1,4 +1,4 @@
-"""Fuzz targets for the archive and NPY readers, and a time-bounded mutation runner.
+"""Fuzz targets for the archive, NPY and safetensors readers, and a time-bounded mutation runner.
 
 A target passes when the reader returns or raises one of the library's own typed errors
 (:class:`~fixture_store.errors.FixtureStoreError`); anything else is a finding. The hypothesis
@@ -25,7 +25,7 @@ from fixture_store import limits
 from fixture_store.errors import FixtureStoreError
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
-from fixture_store.readers import archives
+from fixture_store.readers import archives, safetensors
 from fixture_store.readers import npy as arrays
 from tests.support.hostile import compress, manifest, regular_tar, zip_bytes
 
@@ -56,6 +56,23 @@ def _npz_seed() -> bytes:
     return buf.getvalue()
 
 
+def _safetensors_seeds() -> list[bytes]:
+    from tests.support.safetensors_corpus import entry, st_bytes
+
+    return [
+        st_bytes(
+            {
+                "__metadata__": {"format": "pt"},
+                "w": entry("F32", [2, 3], 0, 24),
+                "b": entry("BF16", [2], 24, 28),
+                "e": entry("I8", [0], 28, 28),
+            },
+            bytes(range(28)),
+        ),
+        st_bytes({"s": entry("BOOL", [], 2, 3), "u": entry("U16", [1], 0, 2)}, b"\1\2\1"),
+    ]
+
+
 def seeds() -> dict[str, list[bytes]]:
     tar = regular_tar(_MEMBERS)
     return {
@@ -68,6 +85,7 @@ def seeds() -> dict[str, list[bytes]]:
         "tar.lz4": [compress(tar, "tar.lz4")],
         "tar.zst": [compress(tar, "tar.zst")],
         "zip": [zip_bytes(_MEMBERS), zip_bytes(_MEMBERS, method=zipfile.ZIP_DEFLATED), _npz_seed()],
+        "safetensors": _safetensors_seeds(),
     }
 
 
@@ -118,6 +136,16 @@ def target_npy(data: bytes) -> None:
         arrays.read_npy(io.BytesIO(data), FUZZ_LIMITS)
 
 
+def target_safetensors(data: bytes, folder: Path) -> None:
+    """Refused with a typed error, or every tensor reads within the file's bytes."""
+    path = folder / "fuzz.safetensors"
+    path.write_bytes(data)
+    with contextlib.suppress(FixtureStoreError):
+        tensors = safetensors.open_tensors(path, FUZZ_LIMITS)
+        for name in tensors:
+            tensors[name].tobytes()
+
+
 def target_archive(data: bytes, fmt: str, folder: Path) -> None:
     suffix = {"tar": ".tar", "tar.lz4": ".tar.lz4", "tar.zst": ".tar.zst", "zip": ".zip"}[fmt]
     path = folder / f"fuzz{suffix}"
@@ -140,7 +168,10 @@ def target_archive(data: bytes, fmt: str, folder: Path) -> None:
 
 
 def targets(folder: Path) -> dict[str, Callable[[bytes], None]]:
-    out: dict[str, Callable[[bytes], None]] = {"npy": target_npy}
+    out: dict[str, Callable[[bytes], None]] = {
+        "npy": target_npy,
+        "safetensors": lambda data: target_safetensors(data, folder),
+    }
     for fmt in ("tar", "tar.lz4", "tar.zst", "zip"):
         out[fmt] = lambda data, fmt=fmt: target_archive(data, fmt, folder)  # type: ignore[misc]
     return out

@@ -30,6 +30,7 @@ _BY_NAME: tuple[tuple[str, Format], ...] = (
     (".npz", "zip"),
 )
 _ARCHIVES: frozenset[str] = frozenset(("tar", "tar.lz4", "tar.zst", "zip"))
+_NOT_ARCHIVES = {"npy": "an NPY array", "safetensors": "a safetensors file"}
 
 
 def detect_format(path: str | os.PathLike[str]) -> Format:
@@ -50,7 +51,7 @@ def detect_format(path: str | os.PathLike[str]) -> Format:
         str(path),
         "format",
         f"unknown archive format: its leading bytes are not those of a tar, tar.lz4, tar.zst "
-        f"or zip ({'an NPY array' if sniffed == 'npy' else 'no known magic number'})",
+        f"or zip ({_NOT_ARCHIVES.get(sniffed, 'no known magic number')})",
     )
 
 

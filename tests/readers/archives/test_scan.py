@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -99,3 +100,13 @@ def test_a_metadata_member_at_the_profiles_limit_is_read(
     # The default profile allows 256 KiB of metadata: the same archive is refused there.
     with pytest.raises(UnsafeArchiveError, match="metadata-size"):
         archives.scan(path, DEFAULT, manifest(members))
+
+
+def test_a_safetensors_file_is_no_archive_and_the_refusal_says_what_it_is(tmp_path: Path) -> None:
+    from tests.support.safetensors_corpus import entry, st_bytes
+
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(st_bytes({"a": entry("U8", [1], 0, 1)}, b"\0"))
+    with pytest.raises(UnsafeArchiveError, match="a safetensors file") as info:
+        archives.scan(path, DEFAULT)
+    assert info.value.rule == "format"

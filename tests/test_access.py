@@ -1,0 +1,104 @@
+"""Verified access to safetensors artifacts: ``Fixtures.tensors`` and ``Fixtures.tensor``."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+from safetensors.numpy import save
+
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.access import Fixtures
+from fixture_store.errors import ArtifactError, DigestMismatchError, UnsafeContentError, UsageError
+from fixture_store.objects.store import Store
+from fixture_store.registry.files import write_family
+
+WEIGHTS = {
+    "w": np.arange(6, dtype=np.float32).reshape(2, 3),
+    "bf": np.ones(4, ml_dtypes.bfloat16),
+    "empty": np.zeros((0, 2), np.int16),
+}
+
+
+def _add(project: Path, store: Store, name: str = "ckpt/model") -> Path:
+    path = project / "model.safetensors"
+    path.write_bytes(save(WEIGHTS, metadata={"format": "pt"}))
+    ingest.add(store, registry_mod.load(project), path, name=name, kind="checkpoint")
+    return path
+
+
+def _damage_object(store: Store, project: Path, name: str) -> None:
+    digest = registry_mod.load(project).get(name).digest
+    assert digest is not None
+    path = store.object_path(digest)
+    path.chmod(0o644)
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # a tensor byte: the header still checks, the digest does not
+    path.write_bytes(bytes(data))
+
+
+def test_tensors_are_the_verified_objects_read_only_memory_maps(
+    project: Path, store: Store
+) -> None:
+    _add(project, store)
+    fixtures = Fixtures(store, registry_mod.load(project))
+    tensors = fixtures.tensors("ckpt/model")
+    assert sorted(tensors) == ["bf", "empty", "w"] and tensors.metadata == {"format": "pt"}
+    assert tensors.path == fixtures.path("ckpt/model")  # the object, not a copy
+    for key, expected in WEIGHTS.items():
+        got = tensors[key]
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert got.tobytes() == expected.tobytes() and not got.flags.writeable
+    np.testing.assert_array_equal(fixtures.tensor("ckpt/model", "w"), WEIGHTS["w"])
+
+
+def test_a_tensor_is_mapped_only_when_asked_for(project: Path, store: Store) -> None:
+    _add(project, store)
+    tensors = Fixtures(store, registry_mod.load(project)).tensors("ckpt/model")
+    assert tensors._map is None
+    assert tensors["w"].shape == (2, 3) and tensors._map is not None
+
+
+def test_nothing_is_handed_out_from_an_object_that_fails_verification(
+    project: Path, store: Store
+) -> None:
+    _add(project, store)
+    _damage_object(store, project, "ckpt/model")
+    fixtures = Fixtures(store, registry_mod.load(project))
+    with pytest.raises(DigestMismatchError):
+        fixtures.tensors("ckpt/model")
+    with pytest.raises(DigestMismatchError):
+        fixtures.tensor("ckpt/model", "w")
+
+
+def test_a_manifest_the_header_does_not_match_is_refused(project: Path, store: Store) -> None:
+    _add(project, store)
+    registry = registry_mod.load(project)
+    record = registry.get("ckpt/model")
+    assert record.arrays is not None
+    lying = {**record.arrays, "w": {"dtype": "float64", "shape": [2, 3]}}
+    write_family(registry, "ckpt", [dataclasses.replace(record, arrays=lying)])
+    with pytest.raises(UnsafeContentError, match=r"manifest-dtype"):
+        Fixtures(store, registry_mod.load(project)).tensors("ckpt/model")
+
+
+def test_tensors_of_another_artifact_or_an_unknown_tensor_is_a_usage_error(
+    project: Path, store: Store
+) -> None:
+    _add(project, store)
+    (project / "blob.bin").write_bytes(b"plain")
+    ingest.add(
+        store, registry_mod.load(project), project / "blob.bin", name="misc/b", kind="fixture"
+    )
+    fixtures = Fixtures(store, registry_mod.load(project))
+    with pytest.raises(UsageError, match="not a safetensors artifact"):
+        fixtures.tensors("misc/b")
+    with pytest.raises(UsageError, match="no tensor 'nope'") as info:
+        fixtures.tensor("ckpt/model", "nope")
+    assert info.value.fix is not None and "w" in info.value.fix
+    with pytest.raises(ArtifactError):
+        fixtures.tensors("ckpt/absent")
