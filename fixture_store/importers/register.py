@@ -12,6 +12,7 @@ onto record fields in :func:`_record_fields`, the one place to re-point when rec
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -33,10 +34,11 @@ from fixture_store.registry import (
     Where,
     check_name,
 )
+from fixture_store.registry import upstream as upstream_mod
+from fixture_store.registry.upstream import Upstream
 
 # The metric a bare tolerance number means in a hand-rolled manifest: the largest mean absolute
-# error. Records learn this metric separately; until the registry parses it, the tolerance is
-# kept in the record's metadata under "tolerance" (see _tolerance).
+# error.
 MEAN_ABS = "mean_abs"
 IMPORTED_FROM = "imported_from"  # the metadata field saying which manifest a record came from
 
@@ -79,9 +81,9 @@ def _tolerance(entry: ManifestEntry, where: Where) -> Tolerance | None:
 def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotations:
     """Everything the manifest says about a file beyond its identity, as record fields.
 
-    ``arrays`` and ``tolerance`` become the record's; upstream, seed, input_shape, generator,
-    url and the manifest's own extra fields go into metadata, with where they were imported
-    from.
+    ``arrays``, ``tolerance``, a pinned ``upstream``, ``seed``, ``input_shape`` and
+    ``generator`` (as the command) become the record's fields; url, an upstream that is no pin
+    and the manifest's own extra fields go into metadata, with where they were imported from.
     """
     if IMPORTED_FROM in entry.metadata:
         raise ManifestError(
@@ -90,11 +92,10 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
             fix="rename that field of the manifest",
         )
     tolerance = _tolerance(entry, where)
+    pinned = _upstream(entry, where)
     described: dict[str, Any] = {
-        "upstream": entry.upstream.to_json() if entry.upstream else None,
-        "seed": entry.seed,
-        "input_shape": list(entry.input_shape) if entry.input_shape is not None else None,
-        "generator": entry.generator,
+        # an upstream without revision and checkpoint cannot be a pin: kept as stated
+        "upstream": entry.upstream.to_json() if entry.upstream and not pinned else None,
         "url": entry.url,
     }
     metadata = {
@@ -107,7 +108,30 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
         },
     }
     arrays = dict(entry.arrays) if entry.arrays is not None else None
-    return Annotations(arrays=arrays, tolerance=tolerance, metadata=metadata)
+    return Annotations(
+        arrays=arrays,
+        tolerance=tolerance,
+        metadata=metadata,
+        upstream=pinned,
+        seed=entry.seed,
+        input_shape=list(entry.input_shape) if entry.input_shape is not None else None,
+        command=tuple(shlex.split(entry.generator)) if entry.generator else None,
+    )
+
+
+def _upstream(entry: ManifestEntry, where: Where) -> tuple[Upstream, ...] | None:
+    """The manifest's upstream as a record's pinned upstream, by the pin rules of ``add
+    --upstream``: a repository URL is a git upstream at that commit, anything else a Hub repo at
+    that revision; the checkpoint is the path. ``None`` if it names no revision or checkpoint."""
+    up = entry.upstream
+    if up is None or up.revision is None or up.checkpoint is None:
+        return None
+    if "://" in up.repository:
+        raw = {"type": "git", "url": up.repository, "commit": up.revision, "path": up.checkpoint}
+    else:
+        raw = {"type": "hub", "repo_id": up.repository, "revision": up.revision}
+        raw["path"] = up.checkpoint
+    return (upstream_mod.parse_one(raw, where, "upstream"),)
 
 
 def record_name(family: str, entry: ManifestEntry) -> str:

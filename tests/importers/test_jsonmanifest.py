@@ -67,17 +67,29 @@ def test_every_field_lands_on_the_record(store: Store, project: Path) -> None:
     assert record.name == "imp/block0.npz"
     assert record.object.hex == SHA
     assert record.arrays is not None and set(record.arrays) == {"x", "y"}
-    raw = family_doc(project)["records"]["imp/block0.npz"]["metadata"]
-    assert raw["upstream"] == UPSTREAM
-    assert raw["seed"] == 0
-    assert raw["input_shape"] == [1, 3]
-    assert raw["generator"] == "scripts/make_block.py"
+    doc = family_doc(project)["records"]["imp/block0.npz"]
+    # the pinned upstream, seed, input shape and generator are the record's own fields
+    assert doc["upstream"] == [
+        {"type": "git", "url": UPSTREAM["repository"], "commit": "a" * 40, "path": "v1"}
+    ]
+    assert record.seed == 0 and doc["input_shape"] == [1, 3]
+    assert record.command == ("scripts/make_block.py",)
+    raw = doc["metadata"]
+    assert not {"upstream", "seed", "input_shape", "generator"} & set(raw)
     assert raw["note"] == "kept as metadata"
     assert raw["locked_environment"] == {"torch": "2.4.1"}
     assert "tolerance" not in raw
     assert record.tolerance is not None
     assert record.tolerance.to_json() == {"metric": MEAN_ABS, "max": 1e-5}
     assert planned.orphans == ()  # the manifest itself is no orphan
+
+
+def test_an_upstream_at_a_branch_is_refused_by_the_pin_rule(store: Store, project: Path) -> None:
+    manifest = _manifest()
+    manifest["fixtures"]["block0.npz"]["upstream"] = {**UPSTREAM, "revision": "main"}
+    with pytest.raises(RegistryError, match="branch"):
+        run_import(store, project, _write(project, manifest))
+    assert not (project / "provenance" / "imp.json").exists()
 
 
 def test_a_number_tolerance_means_mean_absolute_error() -> None:
@@ -166,4 +178,4 @@ def test_the_file_map_must_be_one() -> None:
 def test_registry_reads_back_what_was_written(store: Store, project: Path) -> None:
     run_import(store, project, _write(project, _manifest()))
     record = registry_mod.load(project).get("imp/block0.npz")
-    assert record.metadata is not None and record.metadata["seed"] == 0
+    assert record.seed == 0 and record.upstream is not None
