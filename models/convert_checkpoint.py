@@ -1,16 +1,17 @@
-"""Convert PyTorch-exported ONNX cases into checkpoint archives (.tar.zst and .tar.lz4).
+"""Convert PyTorch weights (``model.safetensors``) into checkpoint archives (.tar.zst, .tar.lz4).
 
-The upstream is the ``pytorch-converted`` corpus of the pinned onnx release: real ``torch.nn``
-modules exported with their weights. Each case's initializers become the module's state dict under
-PyTorch's own names (``weight``, ``bias``, ``running_mean``, ``running_var``), with the module type
-and its hyper-parameters in the archive's metadata, next to the parent case's digest.
+The input is the verified output of the ``pytorch-weights`` stage: one ``model.safetensors`` per
+PyTorch-exported ONNX case of the pinned onnx release, read with the pinned ``safetensors``
+package. Its tensors are the module's state dict under PyTorch's own names (``weight``,
+``bias``, ``running_mean``, ``running_var``); its ``__metadata__`` (one key, ``fixture_store``,
+holding JSON) gives the module type and hyper-parameters and the upstream case's name and
+digest, which the archive's metadata keeps next to the tensors.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import _checkpoint_format as ckpt
@@ -18,60 +19,36 @@ import fixture_store_generator as kit
 
 STAGE = "checkpoints"
 CONVERTER_VERSION = "1"
-UPSTREAM = ("onnx==1.22.0",)
-_BIAS = 2  # Gemm's and Conv's inputs: the data, the weight, then the optional bias
+UPSTREAM = ("safetensors==0.8.0",)
+METADATA_KEY = "fixture_store"  # the one __metadata__ key models/pytorch_weights.py writes
 
 
-def module_of(model: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(module type, config, state dict) of a single-module PyTorch export."""
-    import onnx
-    from onnx import numpy_helper
+def read_weights(path: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(module, parent, state dict) of a ``model.safetensors`` the weights stage wrote."""
+    from safetensors import safe_open
 
-    graph = model.graph
-    inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    ops = [n.op_type for n in graph.node]
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for n in graph.node for a in n.attribute}
-    node = graph.node[-1]
-    if ops == ["Gemm"]:
-        if attrs.get("transB") != 1 or attrs.get("alpha", 1.0) != 1.0:
-            raise SystemExit("error: Gemm is not a Linear layer (transB=1, alpha=1)")
-        state = {"weight": inits[node.input[1]]}
-        if len(node.input) > _BIAS:
-            state["bias"] = inits[node.input[_BIAS]]
-    elif ops == ["Transpose", "MatMul"]:
-        state = {"weight": inits[graph.node[0].input[0]]}
-    elif ops == ["Conv"]:
-        state = {"weight": inits[node.input[1]]}
-        if len(node.input) > _BIAS:
-            state["bias"] = inits[node.input[_BIAS]]
-        config: dict[str, Any] = {k: list(attrs[k]) for k in ("strides", "pads", "dilations")}
-        config["groups"] = int(attrs.get("group", 1))
-        return "Conv2d", config, state
-    elif ops == ["BatchNormalization"]:
-        names = ("weight", "bias", "running_mean", "running_var")
-        state = {n: inits[i] for n, i in zip(names, node.input[1:], strict=True)}
-        return "BatchNorm2d", {"eps": float(attrs["epsilon"])}, state
-    else:
-        raise SystemExit(f"error: no converter for a graph of {ops}")
-    out_f, in_f = state["weight"].shape
-    return "Linear", {"in_features": int(in_f), "out_features": int(out_f)}, state
+    with safe_open(path, framework="numpy") as f:
+        header = f.metadata() or {}
+        state = {name: f.get_tensor(name) for name in f.keys()}  # noqa: SIM118 - not a dict
+    doc = json.loads(header.get(METADATA_KEY, "{}"))
+    if doc.get("format") != "pt" or not {"module", "parent"} <= set(doc):
+        raise SystemExit(f"error: {path} is no PyTorch state dict of the pytorch-weights stage")
+    return doc["module"], doc["parent"], state
 
 
 def main() -> int:
     parser = kit.parser(__doc__, family="checkpoints", inputs_required=True)
     args = kit.checked(parser, upstream=UPSTREAM, stage=STAGE)
-    import onnx
-
     args.out.mkdir(parents=True, exist_ok=True)
     outputs = []
     for item in json.loads(args.inputs.read_text()):
-        case = item["name"].rsplit("/", 1)[1]
-        model = onnx.load(str(Path(item["path"]) / "model.onnx"))
-        mtype, config, state = module_of(model)
+        # pytorch-weights/<case>/model.safetensors
+        case = item["name"].split("/")[1]
+        module, parent, state = read_weights(item["path"])
         metadata = {
             "converter": {"name": "models/convert_checkpoint.py", "version": CONVERTER_VERSION},
-            "parent": {"name": item["name"], "digest": item["digest"]},
-            "module": {"type": mtype, "config": config},
+            "parent": parent,
+            "module": module,
         }
         raw = ckpt.tar_bytes(state, metadata)
         for codec in ("zst", "lz4"):

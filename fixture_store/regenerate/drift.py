@@ -2,15 +2,18 @@
 
 Bytes decide first (equal digests are bit-identical and need no parsing). Differing members are
 read as arrays where their format allows (``.npy``/``.npz`` with numpy, ONNX ``.pb`` tensors with
-``onnx.numpy_helper``) and compared under the record's tolerance with max/mean abs/rel errors
-and ULPs per array (an array's ``per_array`` override is found by ``member:name``, then by its
-name in the file, its NPY name or its ONNX tensor name, then by the member path); anything else
-(an ``.onnx`` model, a tar archive) is compared as bytes and differing bytes are drift.
+``onnx.numpy_helper``, ``.safetensors`` with the safe reader, its ``__metadata__`` compared
+exactly) and compared under the record's tolerance with max/mean abs/rel errors and ULPs per
+array (an array's ``per_array`` override is found by ``member:name``, then by its name in the
+file, its NPY name or its ONNX tensor name, then by the member path); anything else (an
+``.onnx`` model, a tar archive) is compared as bytes and differing bytes are drift.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import math
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fixture_store import limits
 from fixture_store._extras import require
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
@@ -144,10 +148,35 @@ def _npy_arrays(data: bytes, suffix: str) -> dict[str, Any] | None:
         return None
 
 
+def _safetensors_arrays(data: bytes, _suffix: str) -> dict[str, Any] | None:
+    """The tensors of a safetensors file, its header checked first under the largest profile
+    (the bytes are in memory already), plus its ``__metadata__`` as one string compared exactly:
+    weights equal but metadata changed is drift, not a serialisation detail."""
+    from fixture_store.errors import UnsafeArrayError
+    from fixture_store.readers import safetensors
+
+    try:
+        header = safetensors.parse_header(io.BytesIO(data), len(data), limits.GIB_1, "candidate")
+    except UnsafeArrayError:
+        return None
+    arrays: dict[str, Any] = {
+        name: np.frombuffer(
+            data,
+            dtype=safetensors.numpy_dtype(info.dtype, artifact="candidate", tensor=name),
+            count=math.prod(info.shape),
+            offset=header.data_offset + info.begin,
+        ).reshape(info.shape)
+        for name, info in header.tensors.items()
+    }
+    arrays[safetensors.METADATA_KEY] = np.array(json.dumps(dict(header.metadata), sort_keys=True))
+    return arrays
+
+
 READERS: Mapping[str, Callable[[bytes, str], dict[str, Any] | None]] = {
     ".pb": lambda data, _suffix: _pb_arrays(data),
     ".npy": _npy_arrays,
     ".npz": _npy_arrays,
+    ".safetensors": _safetensors_arrays,
 }
 
 

@@ -474,30 +474,22 @@ def _accept(
     described = {o.name: _describe(registry, o) for o in outputs}  # refuses hostile ones first
     for o in outputs:
         produced[o.name] = _put(store, o)
+    source = GeneratorSource(stage.name, stage.generator, dict(environment), stage.params_json())
     for name, o in by_name.items():
         redescribed = _redescribed(registry, o, produced[name])
         if redescribed is not None:
             changed[name], compared[name] = redescribed
             continue
+        lineage = _lineage(o, input_digests, produced)
         if verdicts[name] is Verdict.IDENTICAL:
             registered = registry.get(name)
-            updated = _identical_updated(registered, described[name], o.annotations)
+            updated = _identical_updated(
+                registered, described[name], o.annotations, lineage=lineage, source=source
+            )
             if updated is not None:
                 changed[name], compared[name] = updated, registered
             continue
         digest = produced[name]
-        lineage = []
-        for parent in o.parents:
-            d = input_digests.get(parent) or produced.get(parent)
-            if d is None:
-                raise UsageError(
-                    f"{name} names parent {parent!r}, which is neither an input "
-                    "nor an output of the stage"
-                )
-            lineage.append(d.text)
-        source = GeneratorSource(
-            stage.name, stage.generator, dict(environment), stage.params_json()
-        )
         about = described[name]
         if o.path.is_dir():
             members: trees.Tree | None = trees.hash_folder(o.path)[0]
@@ -516,10 +508,26 @@ def _accept(
             record = _reviewed_from(old, record)
         record = o.annotations.apply(record)
         if lineage:
-            record = dataclasses.replace(record, lineage=tuple(lineage))
+            record = dataclasses.replace(record, lineage=lineage)
         changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
     _write_accepted(registry, changed, compared)
     return sorted(changed)
+
+
+def _lineage(
+    o: Output, input_digests: Mapping[str, Digest], produced: Mapping[str, Digest]
+) -> tuple[str, ...]:
+    """The digests of the parents an output names: inputs or other outputs of the stage."""
+    lineage = []
+    for parent in o.parents:
+        d = input_digests.get(parent) or produced.get(parent)
+        if d is None:
+            raise UsageError(
+                f"{o.name} names parent {parent!r}, which is neither an input "
+                "nor an output of the stage"
+            )
+        lineage.append(d.text)
+    return tuple(lineage)
 
 
 def _redescribed(registry: Registry, o: Output, digest: Digest) -> tuple[Record, Record] | None:
@@ -558,12 +566,22 @@ def _describe(registry: Registry, o: Output) -> content.Described:
 
 
 def _identical_updated(
-    record: Record, described: content.Described, declared: Annotations
+    record: Record,
+    described: content.Described,
+    declared: Annotations,
+    *,
+    lineage: tuple[str, ...],
+    source: GeneratorSource,
 ) -> Record | None:
     """The registered record of bytes regenerated bit-identical, with the content manifest it
     lacked and what the generator declares of them now (a tolerance, metadata, ...: accepting
-    is how such a change reaches the registry); ``None`` when that changes nothing."""
+    is how such a change reaches the registry); ``None`` when that changes nothing. Bytes now
+    derived from other parents (a stage that reads a new upstream, making the same bytes) get
+    the new lineage and the source of the run that derived them: the record says how they are
+    made now."""
     updated = declared.apply(ingest.with_content(record, described))
+    if lineage and lineage != record.lineage:
+        updated = dataclasses.replace(updated, lineage=lineage, source=source)
     if updated == record:
         return None
     return registry_mod.check_record(updated, file=f"provenance/{record.family}.json")

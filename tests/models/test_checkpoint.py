@@ -1,4 +1,5 @@
-"""The converted-checkpoint chain: deterministic archives, a safe reader, JAX parity."""
+"""The converted-checkpoint chain: safetensors weights, deterministic archives, a safe reader,
+JAX parity."""
 
 from __future__ import annotations
 
@@ -27,7 +28,18 @@ sys.path.insert(0, str(MODELS))
 import _checkpoint_format as ckpt  # noqa: E402
 
 
-def convert(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
+def _run(script: str, out: Path, inputs: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(MODELS / script), "--out", str(out), "--inputs", str(inputs)],
+        check=True,
+        capture_output=True,
+        # As the runner starts a generator: the kit on its path, nothing else of the package.
+        env={**os.environ, "PYTHONPATH": str(protocol.kit_folder())},
+    )
+
+
+def write_weights(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
+    """The pytorch-weights stage's generator on upstream cases: one model.safetensors each."""
     items = []
     for case in cases:
         tree, _ = trees.hash_folder(CASES / case)
@@ -39,23 +51,83 @@ def convert(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
                 "size": tree.digest.size,
             }
         )
+    inputs = tmp_path / f"{out}-weights-inputs.json"
+    inputs.write_text(json.dumps(items))
+    _run("pytorch_weights.py", tmp_path / f"{out}-weights", inputs)
+    return tmp_path / f"{out}-weights"
+
+
+def convert(tmp_path: Path, out: str, cases: tuple[str, ...]) -> Path:
+    """The chain's first two generators: weights as safetensors, then the archives from them."""
+    weights = write_weights(tmp_path, out, cases)
+    items = []
+    for case in cases:
+        path = weights / case / "model.safetensors"
+        d = digests.of_file(path)
+        items.append(
+            {
+                "name": f"pytorch-weights/{case}/model.safetensors",
+                "path": str(path),
+                "digest": d.text,
+                "size": d.size,
+            }
+        )
     inputs = tmp_path / f"{out}-inputs.json"
     inputs.write_text(json.dumps(items))
-    subprocess.run(
-        [
-            sys.executable,
-            str(MODELS / "convert_checkpoint.py"),
-            "--out",
-            str(tmp_path / out),
-            "--inputs",
-            str(inputs),
-        ],
-        check=True,
-        capture_output=True,
-        # As the runner starts a generator: the kit on its path, nothing else of the package.
-        env={**os.environ, "PYTHONPATH": str(protocol.kit_folder())},
-    )
+    _run("convert_checkpoint.py", tmp_path / out, inputs)
     return tmp_path / out
+
+
+def test_weights_are_the_initializers_under_pytorch_names_in_deterministic_bytes(
+    tmp_path: Path,
+) -> None:
+    from safetensors.numpy import load_file
+
+    cases = ("test_Linear", "test_Linear_no_bias", "test_Conv2d", "test_BatchNorm2d_eval")
+    first, second = write_weights(tmp_path, "a", cases), write_weights(tmp_path, "b", cases)
+    for case in cases:
+        a, b = first / case / "model.safetensors", second / case / "model.safetensors"
+        assert a.read_bytes() == b.read_bytes(), case  # the package's bytes, twice the same
+    model = onnx.load(str(CASES / "test_Conv2d" / "model.onnx"))
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    node = model.graph.node[-1]
+    state = load_file(first / "test_Conv2d" / "model.safetensors")
+    assert sorted(state) == ["bias", "weight"]
+    np.testing.assert_array_equal(state["weight"], inits[node.input[1]])
+    np.testing.assert_array_equal(state["bias"], inits[node.input[2]])
+    bn = load_file(first / "test_BatchNorm2d_eval" / "model.safetensors")
+    assert sorted(bn) == ["bias", "running_mean", "running_var", "weight"]
+    outputs = json.loads((first / "outputs.json").read_text())["outputs"]
+    linear = next(o for o in outputs if o["path"] == "test_Linear/model.safetensors")
+    assert linear["parents"] == ["onnx-pytorch-converted/test_Linear"]
+    assert linear["metadata"]["module"] == {
+        "type": "Linear",
+        "config": {"in_features": 10, "out_features": 8},
+    }
+
+
+def test_the_converter_refuses_a_safetensors_file_without_its_module(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"weight": np.ones((2, 2), np.float32)}, str(path), metadata={"format": "pt"})
+    d = digests.of_file(path)
+    inputs = tmp_path / "inputs.json"
+    inputs.write_text(
+        json.dumps(
+            [
+                {
+                    "name": "pytorch-weights/x/model.safetensors",
+                    "path": str(path),
+                    "digest": d.text,
+                    "size": d.size,
+                }
+            ]
+        )
+    )
+    with pytest.raises(subprocess.CalledProcessError) as e:
+        _run("convert_checkpoint.py", tmp_path / "out", inputs)
+    assert b"no PyTorch state dict of the pytorch-weights stage" in e.value.stderr
 
 
 def test_two_conversions_give_byte_identical_archives(tmp_path: Path) -> None:
