@@ -85,6 +85,19 @@ def _families(cmd: str) -> set[str]:
     return {words[i + 1] for i, w in enumerate(words) if w == "--family"}
 
 
+def test_the_checkpoint_chain_starts_from_safetensors() -> None:
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())["regenerate"]
+    weights, checkpoints = params["pytorch-weights"], params["checkpoints"]
+    assert weights["family"] == "pytorch-weights"
+    assert all(i.startswith("onnx-pytorch-converted/") for i in weights["inputs"])
+    assert checkpoints["inputs"] == ["pytorch-weights/*"]
+    # Both ends of the safetensors step run the one pinned package.
+    pins = {r for r in weights["requirements"] if r.startswith("safetensors==")}
+    assert len(pins) == 1 and pins <= set(checkpoints["requirements"])
+    cases = {i.rsplit("/", 1)[1] for i in weights["inputs"]}
+    assert cases == {i.rsplit("/", 1)[1] for i in params["jax-parity"]["inputs"][1:]}
+
+
 def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None:
     pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["regenerate"]
@@ -94,7 +107,8 @@ def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None
     assert next(iter(pipeline)) == "fetch"
     fetched = _families(pipeline["fetch"]["cmd"])
     assert {f"provenance/{f}.json" for f in fetched} == set(pipeline["fetch"]["deps"])
-    produced = {spec.get("family", n) for n, spec in params.items()}
+    producer = {spec.get("family", n): n for n, spec in params.items()}
+    produced = set(producer)
     for name, spec in params.items():
         stage = pipeline[name]
         assert f"regenerate.{name}" in stage["params"]
@@ -107,6 +121,11 @@ def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None
             assert f"provenance/{family}.json" in stage["deps"], f"{name}: {family}"
         if read & fetched:
             assert {"reports/fetch.json", "reports/checkpoints.json"} & set(stage["deps"]), name
+        for family in read & produced - {spec.get("family", name)}:
+            # DVC runs the producer first only if this stage depends on the producer's report
+            report = f"reports/{producer[family]}.json"
+            assert report in stage["deps"], f"{name} reads {family}: needs {report}"
+            assert list(pipeline).index(producer[family]) < list(pipeline).index(name), name
     compared = _families(pipeline["compare"]["cmd"])
     assert compared <= fetched
     assert "provenance/onnx-known-failures.json" in pipeline["compare"]["deps"]

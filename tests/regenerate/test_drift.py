@@ -116,3 +116,46 @@ def test_a_per_array_override_applies_by_the_arrays_name(tmp_path: Path) -> None
         assert result.arrays[0].tolerance.metric == "mean_abs"
         assert result.arrays[0].max_ulp > 0
         assert compare_file(member, tmp_path / cand, tmp_path / reg, TOL).verdict is Verdict.DRIFT
+
+
+def _safetensors(path: Path, tensors: dict[str, np.ndarray], metadata: dict[str, str]) -> Path:
+    from safetensors.numpy import save_file
+
+    save_file(tensors, str(path), metadata=metadata)
+    return path
+
+
+def test_safetensors_tensors_compare_as_arrays_and_metadata_exactly(tmp_path: Path) -> None:
+    w = np.linspace(1, 2, 12, dtype=np.float32).reshape(3, 4)
+    b = np.arange(3, dtype=np.int64)
+    meta = {"fixture_store": '{"format": "pt"}'}
+    reg = _safetensors(tmp_path / "r.safetensors", {"weight": w, "bias": b}, meta)
+    near = _safetensors(
+        tmp_path / "n.safetensors", {"weight": w * np.float32(1 + 1e-6), "bias": b}, meta
+    )
+    within = compare_file("model.safetensors", near, reg, TOL)
+    assert within.verdict is Verdict.WITHIN and 0 < within.max_rel < 1e-5
+    assert {a.name for a in within.arrays} == {
+        "model.safetensors:weight",
+        "model.safetensors:bias",
+        "model.safetensors:__metadata__",
+    }
+    far = _safetensors(
+        tmp_path / "f.safetensors", {"weight": w * np.float32(1.01), "bias": b}, meta
+    )
+    drift = compare_file("model.safetensors", far, reg, TOL)
+    assert drift.verdict is Verdict.DRIFT and drift.reason.startswith("weight:")
+    # The same tensors under other metadata (another parent, say) is drift, not a detail.
+    other = {"fixture_store": '{"format": "np"}'}
+    moved = _safetensors(tmp_path / "m.safetensors", {"weight": w, "bias": b}, other)
+    changed = compare_file("model.safetensors", moved, reg, TOL)
+    assert changed.verdict is Verdict.DRIFT and changed.reason.startswith("__metadata__:")
+
+
+def test_a_hostile_safetensors_candidate_is_drift_not_read(tmp_path: Path) -> None:
+    reg = _safetensors(tmp_path / "r.safetensors", {"w": np.ones(4, np.float32)}, {})
+    hostile = tmp_path / "h.safetensors"
+    data = bytearray(reg.read_bytes())
+    hostile.write_bytes(bytes(data) + b"\0" * 4)  # trailing bytes belong to no tensor
+    r = compare_file("model.safetensors", hostile, reg, TOL)
+    assert r.verdict is Verdict.DRIFT and "do not parse as .safetensors arrays" in r.reason

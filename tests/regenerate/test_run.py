@@ -305,3 +305,30 @@ def test_unreadable_details_are_a_usage_error(project: Path, store: Store) -> No
     _with_details(project, "[1, 2]")
     with pytest.raises(UsageError, match=r"details\.json holding no JSON object"):
         regenerate(project, store, "toy", python=PYTHON)
+
+
+def test_accept_records_the_new_parents_of_bytes_regenerated_identical(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    accepted(project, store, tmp_path)
+    toy = project / "models" / "toy.py"
+    text = toy.read_text()
+    # The stage now derives the same case from another parent (a new upstream step, say).
+    text = text.replace(
+        '"parents": [f"{args.family}/values.npy"]}', '"parents": [f"{args.family}/other.npy"]}'
+    ).replace(
+        "outputs = [",
+        'np.save(args.out / "other.npy", values[:8])\n'
+        "outputs = [\n"
+        '    {"name": f"{args.family}/other.npy", "kind": "fixture", "path": "other.npy"},',
+    )
+    toy.write_text(text)
+    report = regenerate(project, store, "toy", scratch=tmp_path / "s1", accept=True, python=PYTHON)
+    verdicts = {c.name: str(c.verdict) for c in report.comparisons}
+    assert verdicts["toy/case"] == "bit-identical" and verdicts["toy/other.npy"] == "new"
+    assert "toy/case" in report.accepted
+    reg = registry_mod.load(project)
+    assert reg.get("toy/case").lineage == (reg.get("toy/other.npy").object.text,)
+    # Accepting again changes nothing: the lineage is the one declared.
+    again = regenerate(project, store, "toy", scratch=tmp_path / "s2", accept=True, python=PYTHON)
+    assert again.accepted == ()
