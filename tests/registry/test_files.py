@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
-import signal
 import subprocess
 import sys
 import threading
@@ -122,11 +120,6 @@ def test_a_registry_path_that_is_not_a_regular_file_is_refused_before_reading(
     assert error.file == str(path) and "not a regular file" in error.message and error.fix
 
 
-def _fsize_limited() -> None:
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
-    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
-
-
 @pytest.mark.usefixtures("store")
 def test_a_full_disk_while_writing_keeps_the_old_file_and_leaves_no_temp(project: Path) -> None:
     """The disk is filled for real by a child process whose file size limit is 4 KiB
@@ -144,10 +137,15 @@ def test_a_full_disk_while_writing_keeps_the_old_file_and_leaves_no_temp(project
     path.write_text(files_mod.dumps({"format_version": 1, "records": records}))
     before = path.read_bytes()
     assert len(before) > 4096
+    # The child limits itself (no preexec_fn: forking a process that runs JAX's threads is unsafe);
+    # SIGXFSZ is ignored so the write fails with EFBIG instead of killing it.
     child = (
+        "import resource, signal\n"
         "from fixture_store import registry as r\n"
         "from fixture_store.errors import RegistryError\n"
         "reg = r.load('.')\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
         "try:\n"
         "    r.write_family(reg, 'fam', list(reg.records()))\n"
         "except RegistryError as e:\n"
@@ -156,7 +154,6 @@ def test_a_full_disk_while_writing_keeps_the_old_file_and_leaves_no_temp(project
     proc = subprocess.run(
         [sys.executable, "-c", child],
         cwd=project,
-        preexec_fn=_fsize_limited,
         capture_output=True,
         text=True,
         timeout=120,
