@@ -83,7 +83,7 @@ def describe_file(
             path, kind=kind, array_name=array_name(source, path), profile=profile, artifact=name
         )
     except UnsafeContentError as e:
-        reason = e.message.removeprefix(f"{name}: ")
+        reason = e.about(name)
         raise UnsafeContentError(
             name,
             f"{path} is refused, nothing was stored or recorded: {reason}",
