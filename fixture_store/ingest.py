@@ -20,10 +20,10 @@ from typing import Any
 
 from fixture_store import limits
 from fixture_store import registry as registry_mod
-from fixture_store.errors import UnsafeContentError, UsageError
+from fixture_store.errors import IntegrityError, UnsafeContentError, UsageError
 from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store, holding_writer_lock
+from fixture_store.objects.store import Store, Stored, holding_writer_lock
 from fixture_store.readers import content
 from fixture_store.registry import (
     MEDIA_TYPE_FORMATS,
@@ -206,6 +206,11 @@ class Registration:
     description, tolerance, metadata, upstream, seed, input shape, command, ...; a field left
     ``None`` is not stated). The arrays manifest of NPY/NPZ bytes and the members of an archive
     are read from the bytes unless ``annotations`` gives them.
+
+    ``digest`` is what the caller checked the file's bytes as (an importer, against its
+    manifest): bytes that no longer have it when stored are refused. With ``suggested`` the
+    annotations are what a new record says, not statements over a reviewed one: a record with
+    the same bytes is kept as it is (only a BLAKE3 or content manifest it lacked filled in).
     """
 
     name: str
@@ -214,6 +219,8 @@ class Registration:
     source: Source | None = None
     annotations: Annotations = field(default_factory=Annotations)
     gap: Gap | None = None
+    digest: Digest | None = None
+    suggested: bool = False
 
     @property
     def file(self) -> str:
@@ -259,9 +266,12 @@ def register(
     *,
     replace: bool = False,
     link: bool = False,
+    gaps: Sequence[Registration] = (),
 ) -> tuple[Registered, ...]:
     """Ingest the bytes of every registration and write their records in one registry
     transaction: all of them, or none when one is refused (its file and the reason named).
+    Every file is read by the content readers before any is stored (a hostile archive or a
+    pickle is refused first), then all are stored in one batch (one filesystem sync for all).
 
     A record that exists is never changed silently: an identical registration leaves it as it
     is (:attr:`Change.UNCHANGED`; only a BLAKE3 or content manifest it lacked is filled in), one
@@ -269,9 +279,13 @@ def register(
     differences unless ``replace`` (then the stated fields replace the record's, and the ones not
     stated are kept). With ``link`` the bytes are hard-linked into the store where possible
     (see :meth:`Store.write_file`; :func:`copied_not_linked` tells which were copied anyway).
+
+    ``gaps`` are declared gaps registered only where the registry has no record of that name
+    (valid or invalid): a gap never replaces a record, and one skipped has no outcome.
     """
-    _check_distinct(registrations)
-    prepared = [_prepare(store, registry, r, link=link) for r in registrations]
+    _check_distinct((*registrations, *gaps))
+    prepared = _prepare_all(store, registry, registrations, link=link)
+    declared = [_prepare_gap(g) for g in gaps]
     with registry_mod.transaction(registry.root) as tx:  # checked against the files as they are
         families: dict[str, dict[str, Record]] = {}
         outcomes: list[Registered] = []
@@ -289,6 +303,13 @@ def register(
                 continue
             records[reg.name] = outcome.record
             outcomes.append(outcome)
+        for gap in declared:
+            family = family_of(gap.name)
+            existing = tx.family(family, known=registry.families.get(family))
+            records = families.setdefault(family, dict(existing.records) if existing else {})
+            if gap.name not in records and not (existing and gap.name in existing.invalid):
+                records[gap.name] = gap
+                outcomes.append(Registered(gap, Change.ADDED))
         if refused:
             raise UsageError(
                 "\n".join(refused) + "\nnothing was registered",
@@ -389,6 +410,9 @@ def _decide(
     (the caller refuses that without ``replace``)."""
     if old is None:
         return Registered(new, Change.ADDED)
+    if reg.suggested and old.digest is not None and old.digest == new.digest:
+        filled = with_content(with_blake3(old, new.blake3, new.member_blake3), described)
+        return Registered(filled, Change.UNCHANGED if filled == old else Change.FILLED)
     kept = {key: getattr(old, key) for key in _STATED if getattr(reg.annotations, key) is None}
     merged = dataclasses.replace(new, lineage=old.lineage, **kept)
     if old.digest is not None and old.digest == new.digest:
@@ -409,10 +433,32 @@ def _decide(
     return Registered(merged, Change.UNCHANGED if merged == old else Change.FILLED)
 
 
+@dataclass(frozen=True)
+class _File:
+    """A file registration read by the content readers, its bytes not stored yet."""
+
+    reg: Registration
+    path: Path
+    source: Source
+    kind: Kind
+    described: content.Described
+
+
+def _prepare_all(
+    store: Store, registry: Registry, registrations: Sequence[Registration], *, link: bool
+) -> list[tuple[Record, content.Described]]:
+    """The record of every registration, its bytes in the store, and what they were read as:
+    every file described first, then all stored in one batch."""
+    staged = [_prepare(store, registry, r, link=link) for r in registrations]
+    files = [s for s in staged if isinstance(s, _File)]
+    stored = iter(store.write_files([f.path for f in files], link=link) if files else [])
+    return [_prepare_file(store, s, next(stored)) if isinstance(s, _File) else s for s in staged]
+
+
 def _prepare(
     store: Store, registry: Registry, reg: Registration, *, link: bool
-) -> tuple[Record, content.Described]:
-    """The record of one registration, its bytes in the store, and what they were read as."""
+) -> tuple[Record, content.Described] | _File:
+    """The record of a gap or a folder (its bytes stored), or a file described."""
     if reg.gap is not None:
         return _prepare_gap(reg), content.PLAIN
     if reg.path is None:
@@ -426,7 +472,11 @@ def _prepare(
     source.check(reg.where)  # before any byte enters the store
     if p.is_dir():
         return _prepare_folder(store, reg, p, source, link=link), content.PLAIN
-    return _prepare_file(store, reg, p, source, link=link)
+    if reg.kind in TREE_KINDS:
+        raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
+    kind = parse_kind(reg.kind, reg.where)
+    profile = limits.profile(reg.annotations.profile)
+    return _File(reg, p, source, kind, describe_file(p, reg.name, kind, source, profile))
 
 
 def _prepare_gap(reg: Registration) -> Record:
@@ -469,21 +519,22 @@ def _prepare_folder(
     return with_blake3(record, None, member_b3)
 
 
-def _prepare_file(
-    store: Store, reg: Registration, p: Path, source: Source, *, link: bool
-) -> tuple[Record, content.Described]:
-    if reg.kind in TREE_KINDS:
-        raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
+def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, content.Described]:
+    """The record of a described file whose bytes are ``stored``: refused if they are not the
+    bytes the caller checked, or not what the record says of them."""
+    reg, p, described = file.reg, file.path, file.described
+    if reg.digest is not None and stored.digest != reg.digest:
+        raise IntegrityError(
+            f"{p} changed while it was registered: it now has {stored.digest}, it was checked "
+            f"as {reg.digest}; nothing was registered",
+            fix="register it again once nothing writes to it",
+        )
     annotations = reg.annotations
-    profile = limits.profile(annotations.profile)
-    kind = parse_kind(reg.kind, reg.where)
-    described = describe_file(p, reg.name, kind, source, profile)
-    stored = store.write_file(p, link=link)
     record = build_record(
         reg.name,
-        kind,
+        file.kind,
         stored.digest,
-        source,
+        file.source,
         media_type=described.media_type or media_type_by_name(p),
         members=described.members,
         # The arrays of the bytes, unless the caller gives a manifest of its own.
