@@ -258,6 +258,25 @@ _STATED = tuple(sorted(ANNOTATION_KEYS - {"media_type", "arrays"}))
 _FILLED_BY_BYTES = frozenset({"blake3", "media_type", "members", "arrays"})
 
 
+@dataclass
+class _Families:
+    """The families one transaction registers into, each read once, under its lock: the
+    records as they will be written, and the names whose records are invalid."""
+
+    tx: registry_mod.Transaction
+    registry: Registry
+    records: dict[str, dict[str, Record]] = field(default_factory=dict)
+    invalid: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def of(self, name: str) -> tuple[dict[str, Record], frozenset[str]]:
+        family = family_of(name)
+        if family not in self.records:
+            existing = self.tx.family(family, known=self.registry.families.get(family))
+            self.records[family] = dict(existing.records) if existing else {}
+            self.invalid[family] = frozenset(existing.invalid) if existing else frozenset()
+        return self.records[family], self.invalid[family]
+
+
 @holding_writer_lock  # from the first temp file until the records are written: gc waits
 def register(
     store: Store,
@@ -287,14 +306,12 @@ def register(
     prepared = _prepare_all(store, registry, registrations, link=link)
     declared = [_prepare_gap(g) for g in gaps]
     with registry_mod.transaction(registry.root) as tx:  # checked against the files as they are
-        families: dict[str, dict[str, Record]] = {}
+        families = _Families(tx, registry)
         outcomes: list[Registered] = []
         refused: list[str] = []
         for reg, (new, described) in zip(registrations, prepared, strict=True):
-            family = family_of(reg.name)
-            existing = tx.family(family, known=registry.families.get(family))
-            records = families.setdefault(family, dict(existing.records) if existing else {})
-            if existing and reg.name in existing.invalid and not replace:
+            records, invalid = families.of(reg.name)
+            if reg.name in invalid and not replace:
                 refused.append(f"{reg.name} has an invalid record; fix it or pass --replace")
                 continue
             outcome = _decide(reg, records.get(reg.name), new, described)
@@ -304,10 +321,8 @@ def register(
             records[reg.name] = outcome.record
             outcomes.append(outcome)
         for gap in declared:
-            family = family_of(gap.name)
-            existing = tx.family(family, known=registry.families.get(family))
-            records = families.setdefault(family, dict(existing.records) if existing else {})
-            if gap.name not in records and not (existing and gap.name in existing.invalid):
+            records, invalid = families.of(gap.name)
+            if gap.name not in records and gap.name not in invalid:
                 records[gap.name] = gap
                 outcomes.append(Registered(gap, Change.ADDED))
         if refused:
@@ -318,7 +333,7 @@ def register(
             )
         changed = {family_of(o.record.name) for o in outcomes if o.change is not Change.UNCHANGED}
         for family in sorted(changed):
-            tx.write(family, families[family].values())
+            tx.write(family, families.records[family].values())
     return tuple(outcomes)
 
 
