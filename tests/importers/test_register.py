@@ -125,3 +125,19 @@ def test_a_file_changed_since_it_was_planned_is_refused(store: Store, project: P
             family="imp",
         )
     assert family_doc(project) == {}
+
+
+def test_replace_rewrites_what_the_manifest_states_and_keeps_the_rest(
+    store: Store, project: Path
+) -> None:
+    write(project / "data", {"a.bin": b"old"})
+    registry = registry_mod.load(project)
+    path = project / "data" / "a.bin"
+    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+    manifest = _sums(project / "data", {"a.bin": b"new"})
+    _, done = run_import(store, project, manifest, replace=True)
+    assert [r.name for r in done.written] == ["imp/a.bin"]
+    record = registry_mod.load(project).get("imp/a.bin")
+    assert record.license == "MIT"  # the manifest says nothing of it: the reviewed one stays
+    assert record.object.hex == hashlib.sha256(b"new").hexdigest()
+    assert record.metadata is not None and "imported_from" in record.metadata
