@@ -21,6 +21,12 @@ class FixtureStoreError(Exception):
         self.message = message
         self.fix = fix
 
+    def about(self, artifact: str) -> str:  # noqa: ARG002 - ArtifactError's override uses it
+        """The message as a line that names ``artifact`` already prints it: a failure report
+        (``failed: NAME: ...``) adds the name itself, so an error about that artifact gives its
+        message without the name in front; any other error gives its whole message."""
+        return self.message
+
     def __str__(self) -> str:
         if self.fix:
             return f"{self.message}\n  fix: {self.fix}"
@@ -80,13 +86,21 @@ class IntegrityError(StoreError):
 
 
 class ArtifactError(FixtureStoreError):
-    """An artifact cannot be handed out: the base of every refusal by verification."""
+    """An artifact cannot be handed out: the base of every refusal by verification.
+
+    Its message names the artifact (``NAME: what is wrong``), as an error raised on its own
+    must; :meth:`about` gives what is wrong alone, for a line that names the artifact itself.
+    """
 
     status = "error"
 
     def __init__(self, artifact: str, message: str, *, fix: str | None = None) -> None:
         super().__init__(f"{artifact}: {message}", fix=fix)
         self.artifact = artifact
+        self.detail = message
+
+    def about(self, artifact: str) -> str:
+        return self.detail if artifact == self.artifact else self.message
 
 
 class UnknownArtifactError(ArtifactError):

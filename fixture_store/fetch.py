@@ -107,7 +107,7 @@ def _fetch_one(
         fetch_record(ctx, record)
     except FixtureStoreError as e:
         also = f" (remotes tried first: {'; '.join(tried)})" if tried else ""
-        return FetchResult(name, Outcome.FAILED, source, e.message + also, e.fix, size)
+        return FetchResult(name, Outcome.FAILED, source, e.about(name) + also, e.fix, size)
     after = ctx.verifier.verify(record)
     if not after.ok:
         return FetchResult(
@@ -162,7 +162,7 @@ def fetch_names(
         try:
             record = registry.get(name)
         except ArtifactError as e:
-            return FetchResult(name, Outcome.UNKNOWN, message=e.message, fix=e.fix)
+            return FetchResult(name, Outcome.UNKNOWN, message=e.about(name), fix=e.fix)
         source = record.source.describe()
         tree = record.tree
         size = tree.total_size if tree is not None else (record.digest.size if record.digest else 0)

@@ -20,10 +20,10 @@ from typing import Any
 
 from fixture_store import limits
 from fixture_store import registry as registry_mod
-from fixture_store.errors import UnsafeContentError, UsageError
+from fixture_store.errors import IntegrityError, UnsafeContentError, UsageError
 from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store, holding_writer_lock
+from fixture_store.objects.store import Store, Stored, holding_writer_lock
 from fixture_store.readers import content
 from fixture_store.registry import (
     MEDIA_TYPE_FORMATS,
@@ -83,7 +83,7 @@ def describe_file(
             path, kind=kind, array_name=array_name(source, path), profile=profile, artifact=name
         )
     except UnsafeContentError as e:
-        reason = e.message.removeprefix(f"{name}: ")
+        reason = e.about(name)
         raise UnsafeContentError(
             name,
             f"{path} is refused, nothing was stored or recorded: {reason}",
@@ -206,6 +206,11 @@ class Registration:
     description, tolerance, metadata, upstream, seed, input shape, command, ...; a field left
     ``None`` is not stated). The arrays manifest of NPY/NPZ bytes and the members of an archive
     are read from the bytes unless ``annotations`` gives them.
+
+    ``digest`` is what the caller checked the file's bytes as (an importer, against its
+    manifest): bytes that no longer have it when stored are refused. With ``suggested`` the
+    annotations are what a new record says, not statements over a reviewed one: a record with
+    the same bytes is kept as it is (only a BLAKE3 or content manifest it lacked filled in).
     """
 
     name: str
@@ -214,6 +219,8 @@ class Registration:
     source: Source | None = None
     annotations: Annotations = field(default_factory=Annotations)
     gap: Gap | None = None
+    digest: Digest | None = None
+    suggested: bool = False
 
     @property
     def file(self) -> str:
@@ -251,6 +258,25 @@ _STATED = tuple(sorted(ANNOTATION_KEYS - {"media_type", "arrays"}))
 _FILLED_BY_BYTES = frozenset({"blake3", "media_type", "members", "arrays"})
 
 
+@dataclass
+class _Families:
+    """The families one transaction registers into, each read once, under its lock: the
+    records as they will be written, and the names whose records are invalid."""
+
+    tx: registry_mod.Transaction
+    registry: Registry
+    records: dict[str, dict[str, Record]] = field(default_factory=dict)
+    invalid: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def of(self, name: str) -> tuple[dict[str, Record], frozenset[str]]:
+        family = family_of(name)
+        if family not in self.records:
+            existing = self.tx.family(family, known=self.registry.families.get(family))
+            self.records[family] = dict(existing.records) if existing else {}
+            self.invalid[family] = frozenset(existing.invalid) if existing else frozenset()
+        return self.records[family], self.invalid[family]
+
+
 @holding_writer_lock  # from the first temp file until the records are written: gc waits
 def register(
     store: Store,
@@ -259,9 +285,12 @@ def register(
     *,
     replace: bool = False,
     link: bool = False,
+    gaps: Sequence[Registration] = (),
 ) -> tuple[Registered, ...]:
     """Ingest the bytes of every registration and write their records in one registry
     transaction: all of them, or none when one is refused (its file and the reason named).
+    Every file is read by the content readers before any is stored (a hostile archive or a
+    pickle is refused first), then all are stored in one batch (one filesystem sync for all).
 
     A record that exists is never changed silently: an identical registration leaves it as it
     is (:attr:`Change.UNCHANGED`; only a BLAKE3 or content manifest it lacked is filled in), one
@@ -269,18 +298,20 @@ def register(
     differences unless ``replace`` (then the stated fields replace the record's, and the ones not
     stated are kept). With ``link`` the bytes are hard-linked into the store where possible
     (see :meth:`Store.write_file`; :func:`copied_not_linked` tells which were copied anyway).
+
+    ``gaps`` are declared gaps registered only where the registry has no record of that name
+    (valid or invalid): a gap never replaces a record, and one skipped has no outcome.
     """
-    _check_distinct(registrations)
-    prepared = [_prepare(store, registry, r, link=link) for r in registrations]
+    _check_distinct((*registrations, *gaps))
+    prepared = _prepare_all(store, registry, registrations, link=link)
+    declared = [_prepare_gap(g) for g in gaps]
     with registry_mod.transaction(registry.root) as tx:  # checked against the files as they are
-        families: dict[str, dict[str, Record]] = {}
+        families = _Families(tx, registry)
         outcomes: list[Registered] = []
         refused: list[str] = []
         for reg, (new, described) in zip(registrations, prepared, strict=True):
-            family = family_of(reg.name)
-            existing = tx.family(family, known=registry.families.get(family))
-            records = families.setdefault(family, dict(existing.records) if existing else {})
-            if existing and reg.name in existing.invalid and not replace:
+            records, invalid = families.of(reg.name)
+            if reg.name in invalid and not replace:
                 refused.append(f"{reg.name} has an invalid record; fix it or pass --replace")
                 continue
             outcome = _decide(reg, records.get(reg.name), new, described)
@@ -289,6 +320,11 @@ def register(
                 continue
             records[reg.name] = outcome.record
             outcomes.append(outcome)
+        for gap in declared:
+            records, invalid = families.of(gap.name)
+            if gap.name not in records and gap.name not in invalid:
+                records[gap.name] = gap
+                outcomes.append(Registered(gap, Change.ADDED))
         if refused:
             raise UsageError(
                 "\n".join(refused) + "\nnothing was registered",
@@ -297,7 +333,7 @@ def register(
             )
         changed = {family_of(o.record.name) for o in outcomes if o.change is not Change.UNCHANGED}
         for family in sorted(changed):
-            tx.write(family, families[family].values())
+            tx.write(family, families.records[family].values())
     return tuple(outcomes)
 
 
@@ -389,6 +425,9 @@ def _decide(
     (the caller refuses that without ``replace``)."""
     if old is None:
         return Registered(new, Change.ADDED)
+    if reg.suggested and old.digest is not None and old.digest == new.digest:
+        filled = with_content(with_blake3(old, new.blake3, new.member_blake3), described)
+        return Registered(filled, Change.UNCHANGED if filled == old else Change.FILLED)
     kept = {key: getattr(old, key) for key in _STATED if getattr(reg.annotations, key) is None}
     merged = dataclasses.replace(new, lineage=old.lineage, **kept)
     if old.digest is not None and old.digest == new.digest:
@@ -409,10 +448,32 @@ def _decide(
     return Registered(merged, Change.UNCHANGED if merged == old else Change.FILLED)
 
 
+@dataclass(frozen=True)
+class _File:
+    """A file registration read by the content readers, its bytes not stored yet."""
+
+    reg: Registration
+    path: Path
+    source: Source
+    kind: Kind
+    described: content.Described
+
+
+def _prepare_all(
+    store: Store, registry: Registry, registrations: Sequence[Registration], *, link: bool
+) -> list[tuple[Record, content.Described]]:
+    """The record of every registration, its bytes in the store, and what they were read as:
+    every file described first, then all stored in one batch."""
+    staged = [_prepare(store, registry, r, link=link) for r in registrations]
+    files = [s for s in staged if isinstance(s, _File)]
+    stored = iter(store.write_files([f.path for f in files], link=link) if files else [])
+    return [_prepare_file(store, s, next(stored)) if isinstance(s, _File) else s for s in staged]
+
+
 def _prepare(
     store: Store, registry: Registry, reg: Registration, *, link: bool
-) -> tuple[Record, content.Described]:
-    """The record of one registration, its bytes in the store, and what they were read as."""
+) -> tuple[Record, content.Described] | _File:
+    """The record of a gap or a folder (its bytes stored), or a file described."""
     if reg.gap is not None:
         return _prepare_gap(reg), content.PLAIN
     if reg.path is None:
@@ -426,7 +487,11 @@ def _prepare(
     source.check(reg.where)  # before any byte enters the store
     if p.is_dir():
         return _prepare_folder(store, reg, p, source, link=link), content.PLAIN
-    return _prepare_file(store, reg, p, source, link=link)
+    if reg.kind in TREE_KINDS:
+        raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
+    kind = parse_kind(reg.kind, reg.where)
+    profile = limits.profile(reg.annotations.profile)
+    return _File(reg, p, source, kind, describe_file(p, reg.name, kind, source, profile))
 
 
 def _prepare_gap(reg: Registration) -> Record:
@@ -469,21 +534,22 @@ def _prepare_folder(
     return with_blake3(record, None, member_b3)
 
 
-def _prepare_file(
-    store: Store, reg: Registration, p: Path, source: Source, *, link: bool
-) -> tuple[Record, content.Described]:
-    if reg.kind in TREE_KINDS:
-        raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
+def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, content.Described]:
+    """The record of a described file whose bytes are ``stored``: refused if they are not the
+    bytes the caller checked, or not what the record says of them."""
+    reg, p, described = file.reg, file.path, file.described
+    if reg.digest is not None and stored.digest != reg.digest:
+        raise IntegrityError(
+            f"{p} changed while it was registered: it now has {stored.digest}, it was checked "
+            f"as {reg.digest}; nothing was registered",
+            fix="register it again once nothing writes to it",
+        )
     annotations = reg.annotations
-    profile = limits.profile(annotations.profile)
-    kind = parse_kind(reg.kind, reg.where)
-    described = describe_file(p, reg.name, kind, source, profile)
-    stored = store.write_file(p, link=link)
     record = build_record(
         reg.name,
-        kind,
+        file.kind,
         stored.digest,
-        source,
+        file.source,
         media_type=described.media_type or media_type_by_name(p),
         members=described.members,
         # The arrays of the bytes, unless the caller gives a manifest of its own.

@@ -353,12 +353,10 @@ def assemble(
     if not record.is_tree:
         failure = content.check(store, record, full=full)
         if failure is not None:
-            # The error's message names the artifact already; Result.error() adds it back.
-            message = failure.message.removeprefix(f"{name}: ")
             return Result(
                 name,
                 Status.UNSAFE,
-                message,
+                failure.about(name),
                 expected=record.digest,
                 actual=record.digest,
                 fix=failure.fix,
@@ -557,7 +555,7 @@ def _lookup(registry: Registry, invalid: Mapping[str, RegistryError], name: str)
     try:
         return registry.get(name)
     except UnknownArtifactError as e:
-        return Result(name, Status.UNKNOWN, e.message, fix=e.fix)
+        return Result(name, Status.UNKNOWN, e.about(name), fix=e.fix)
 
 
 def _object_keys(

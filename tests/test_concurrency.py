@@ -97,7 +97,7 @@ def files(project: Path) -> Path:
 def test_an_add_reads_the_family_again_so_a_concurrent_add_survives(
     project: Path, store: Store, files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pause = Pause(monkeypatch, Store, "write_file")
+    pause = Pause(monkeypatch, Store, "write_files")
     first = pause.start(_add(project, store, files / "a.bin", "fam/a"))  # registry read, paused
     _add(project, store, files / "b.bin", "fam/b")()
     pause.release.set()
@@ -108,7 +108,7 @@ def test_an_add_reads_the_family_again_so_a_concurrent_add_survives(
 def test_an_add_of_a_name_taken_meanwhile_by_other_bytes_is_refused(
     project: Path, store: Store, files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pause = Pause(monkeypatch, Store, "write_file")
+    pause = Pause(monkeypatch, Store, "write_files")
     first = pause.start(_add(project, store, files / "a.bin", "fam/x"))
     winner = _add(project, store, files / "b.bin", "fam/x")()
     pause.release.set()
@@ -121,7 +121,7 @@ def test_an_add_of_a_name_taken_meanwhile_by_other_bytes_is_refused(
 def test_an_add_of_a_name_taken_meanwhile_by_the_same_bytes_succeeds(
     project: Path, store: Store, files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pause = Pause(monkeypatch, Store, "write_file")
+    pause = Pause(monkeypatch, Store, "write_files")
     first = pause.start(_add(project, store, files / "a.bin", "fam/x"))
     _add(project, store, files / "a.bin", "fam/x")()
     pause.release.set()
@@ -202,7 +202,7 @@ def test_rehash_leaves_a_record_rewritten_meanwhile_as_it_now_is(
 def test_gc_waits_for_an_add_between_its_object_and_its_record(
     project: Path, store: Store, files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pause = Pause(monkeypatch, Store, "write_file")
+    pause = Pause(monkeypatch, Store, "write_files")
     writer = pause.start(_add(project, store, files / "a.bin", "fam/a"))  # object in, no record
     collector = Background(lambda: gc.sweep(store, registry_mod.load(project), delete=True))
     collector.start()

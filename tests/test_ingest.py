@@ -3,6 +3,7 @@ refused before anything is stored or recorded, and the format comes from the lea
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -16,7 +17,7 @@ import pytest
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import UnsafeContentError
+from fixture_store.errors import UnsafeContentError, UsageError
 from fixture_store.limits import DEFAULT
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
@@ -304,3 +305,66 @@ def test_add_refuses_a_hostile_safetensors_file_storing_nothing(
     assert "nothing was stored or recorded" in info.value.message
     assert not (project / "provenance" / "ckpt.json").exists()
     assert not store.has(digests.of_bytes(data))
+
+
+def test_a_batch_is_read_whole_before_any_byte_is_stored(project: Path, store: Store) -> None:
+    from fixture_store.ingest import Registration
+
+    good = _write(project, "data/good.bin", b"good" * 10)
+    bad = _write(project, "data/bad.tar", _hostile_archive())
+    batch = [Registration("fam/good", "fixture", good), Registration("fam/bad", "archive", bad)]
+    with pytest.raises(UnsafeContentError):
+        ingest.register(store, registry_mod.load(project), batch)
+    assert not store.has(digests.of_file(good))  # the refusal came before the batch was stored
+    assert not (project / "provenance" / "fam.json").exists()
+
+
+def test_bytes_that_are_not_the_ones_checked_are_refused(project: Path, store: Store) -> None:
+    from fixture_store.errors import IntegrityError
+    from fixture_store.ingest import Registration
+
+    path = _write(project, "data/a.bin", b"changed")
+    checked = digests.of_bytes(b"as checked")
+    with pytest.raises(IntegrityError, match="changed while it was registered") as e:
+        ingest.register(
+            store,
+            registry_mod.load(project),
+            [Registration("fam/a", "fixture", path, digest=checked)],
+        )
+    assert checked.text in e.value.message
+    assert not (project / "provenance" / "fam.json").exists()
+
+
+def test_a_suggested_registration_keeps_a_reviewed_record_of_the_same_bytes(
+    project: Path, store: Store
+) -> None:
+    from fixture_store.ingest import Change, Registration
+    from fixture_store.registry import Annotations
+
+    path = _write(project, "data/a.bin", b"a" * 10)
+    ingest.add(store, registry_mod.load(project), path, name="fam/a", kind="fixture")
+    before = (project / "provenance" / "fam.json").read_bytes()
+    said = Annotations(license="MIT")
+    stated = Registration("fam/a", "fixture", path, annotations=said)
+    suggested = dataclasses.replace(stated, suggested=True)
+    (done,) = ingest.register(store, registry_mod.load(project), [suggested])
+    assert done.change is Change.UNCHANGED and done.record.license is None
+    assert (project / "provenance" / "fam.json").read_bytes() == before
+    with pytest.raises(UsageError, match="license"):  # stated, the same field is a difference
+        ingest.register(store, registry_mod.load(project), [stated])
+
+
+def test_a_declared_gap_never_replaces_a_record(project: Path, store: Store) -> None:
+    from fixture_store.ingest import Change, Registration
+    from fixture_store.registry import Gap
+
+    path = _write(project, "data/a.bin", b"a" * 10)
+    ingest.add(store, registry_mod.load(project), path, name="fam/a", kind="fixture")
+    gaps = [
+        Registration("fam/a", "fixture", gap=Gap("absent")),
+        Registration("fam/b", "fixture", gap=Gap("absent")),
+    ]
+    done = ingest.register(store, registry_mod.load(project), [], gaps=gaps)
+    assert [(d.record.name, d.change) for d in done] == [("fam/b", Change.ADDED)]
+    registry = registry_mod.load(project)
+    assert registry.get("fam/a").gap is None and registry.get("fam/b").is_gap

@@ -2,28 +2,26 @@
 the store (checked again against its SHA-256 while copied), then every record in one registry
 transaction: all of them, or none.
 
-Records are built with :mod:`fixture_store.ingest`'s functions, as ``add`` builds them (content
-manifests of archives and arrays from their bytes, BLAKE3 beside SHA-256), and merged by its
-rule: a record already there with the same bytes is kept (BLAKE3 and content filled in), one
-with other bytes is refused unless ``replace``. What a manifest says beyond identity is mapped
-onto record fields in :func:`_record_fields`, the one place to re-point when records gain them.
+Records are registered by :func:`fixture_store.ingest.register`, as ``add`` registers them
+(content manifests of archives and arrays from their bytes, BLAKE3 beside SHA-256), and merged
+by its rule, the manifest's fields suggested: a record already there with the same bytes is
+kept (BLAKE3 and content filled in), one with other bytes is refused unless ``replace``. What a
+manifest says beyond identity is mapped onto record fields in :func:`_record_fields`, the one
+place to re-point when records gain them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fixture_store import ingest, limits
-from fixture_store import registry as registry_mod
+from fixture_store import ingest
 from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 from fixture_store.importers.plan import Accepted, Origin, Plan
-from fixture_store.objects.store import Store, Stored, holding_writer_lock
-from fixture_store.readers import content
+from fixture_store.objects.store import Store
 from fixture_store.registry import (
     Annotations,
     Gap,
@@ -157,7 +155,6 @@ def refuse_mismatches(plan: Plan) -> None:
         )
 
 
-@holding_writer_lock  # from the first object until the records are written: gc waits
 def register(
     store: Store,
     registry: Registry,
@@ -169,131 +166,58 @@ def register(
     gaps: bool = False,
     replace: bool = False,
 ) -> Imported:
-    """Put the plan's accepted files into the store and register them with their gaps."""
+    """Put the plan's accepted files into the store and register them with their gaps:
+    :func:`fixture_store.ingest.register` of their :class:`~fixture_store.ingest.Registration`."""
     refuse_mismatches(plan)
     file = f"provenance/{family}.json"
     absent = plan.absent if gaps else ()
     for entry in (*(a.entry for a in plan.accepted), *absent):
         record_name(family, entry)  # every name checked before any byte is stored
-    records = _build_all(store, plan, family=family, kind=kind, file=file)
-    declared = [_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent]
-    return _write(registry, family, records, declared, replace=replace)
+    done = ingest.register(
+        store,
+        registry,
+        [_registration(a, plan, family=family, kind=kind, file=file) for a in plan.accepted],
+        replace=replace,
+        gaps=[_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent],
+    )
+    written = tuple(
+        d.record
+        for d in done
+        if d.record.gap is None and d.change in (ingest.Change.ADDED, ingest.Change.REPLACED)
+    )
+    kept = tuple(
+        d.record.name for d in done if d.change in (ingest.Change.FILLED, ingest.Change.UNCHANGED)
+    )
+    declared = tuple(d.record for d in done if d.record.gap is not None)
+    return Imported(written, kept, declared)
 
 
-def _build_all(
-    store: Store, plan: Plan, *, family: str, kind: Kind, file: str
-) -> list[tuple[Record, content.Described]]:
-    """Every accepted file read by the content readers first (a hostile archive or a pickle is
-    refused before any byte is stored), then stored in one batch (one filesystem sync for all,
-    where an fsync per file dominated), then each record built and its content confirmed."""
-    profile = limits.profile(None)
-    described = [
-        ingest.describe_file(
-            a.located.path, record_name(family, a.entry), kind, a.located.source, profile
-        )
-        for a in plan.accepted
-    ]
-    stored = store.write_files([a.located.path for a in plan.accepted])
-    for accepted, got in zip(plan.accepted, stored, strict=True):
-        if got.digest != accepted.digest:  # the bytes checked again, as they were copied
-            raise ImportRefusedError(
-                f"{accepted.entry.where}: {accepted.located.path} changed while it was "
-                f"imported: it now has {got.digest}, it was checked as {accepted.digest}; "
-                "nothing was registered",
-                fix="import again once nothing writes to the files",
-            )
-    return [
-        (_build(store, a, d, st, plan, family=family, kind=kind, file=file), d)
-        for a, d, st in zip(plan.accepted, described, stored, strict=True)
-    ]
-
-
-def _build(
-    store: Store,
-    accepted: Accepted,
-    described: content.Described,
-    stored: Stored,
-    plan: Plan,
-    *,
-    family: str,
-    kind: Kind,
-    file: str,
-) -> Record:
-    entry, path, source = accepted.entry, accepted.located.path, accepted.located.source
-    name = record_name(family, entry)
-    annotations = _record_fields(entry, plan, Where(file, name))
-    record = ingest.build_record(
+def _registration(
+    accepted: Accepted, plan: Plan, *, family: str, kind: Kind, file: str
+) -> ingest.Registration:
+    """An accepted file as a registration: its bytes checked again against the manifest's
+    digest as they are stored, the manifest's fields suggested (a reviewed record with the same
+    bytes is kept as it is)."""
+    name = record_name(family, accepted.entry)
+    return ingest.Registration(
         name,
         kind,
-        stored.digest,
-        source,
-        media_type=described.media_type or ingest.media_type_by_name(path),
-        members=described.members,
-        annotations=dataclasses.replace(annotations, arrays=annotations.arrays or described.arrays),
-        file=file,
+        accepted.located.path,
+        accepted.located.source,
+        _record_fields(accepted.entry, plan, Where(file, name)),
+        digest=accepted.digest,
+        suggested=True,
     )
-    record = ingest.with_blake3(record, stored.blake3, {})
-    failure = content.check(store, record, full=True)
-    if failure is not None:
-        raise ManifestError(
-            entry.where,
-            f"{entry.path} does not hold what the manifest says: {failure.message}",
-            fix="the manifest's arrays must be the file's own (dtype and shape of each); fix "
-            "the manifest, or the file",
-        )
-    return record
 
 
 def _gap(
     entry: ManifestEntry, plan: Plan, origin: Origin, *, family: str, kind: Kind, file: str
-) -> Record:
+) -> ingest.Registration:
     name = record_name(family, entry)
-    annotations = _record_fields(entry, plan, Where(file, name))
-    gap = Gap(f"listed in {plan.manifest} but absent when it was imported")
-    record = Record(name, kind, origin.source(entry.path), gap=gap)
-    return registry_mod.check_record(annotations.apply(record), file=file)
-
-
-def _write(
-    registry: Registry,
-    family: str,
-    records: Iterable[tuple[Record, content.Described]],
-    gaps: Iterable[Record],
-    *,
-    replace: bool,
-) -> Imported:
-    written: list[Record] = []
-    kept: list[str] = []
-    declared: list[Record] = []
-    with registry_mod.transaction(registry.root) as tx:  # checked against the file as it is now
-        existing = tx.family(family, known=registry.families.get(family))
-        merged = dict(existing.records) if existing else {}
-        invalid = set(existing.invalid) if existing else set()
-        conflicts = []
-        for record, described in records:
-            old = merged.get(record.name)
-            if (
-                record.name in invalid or (old is not None and old.digest != record.digest)
-            ) and not replace:
-                conflicts.append(record.name)
-            elif old is not None and old.digest == record.digest:
-                # The reviewed record stays; only BLAKE3 and a content manifest it lacked are added.
-                filled = ingest.with_blake3(old, record.blake3, record.member_blake3)
-                merged[record.name] = ingest.with_content(filled, described)
-                kept.append(record.name)
-            else:
-                merged[record.name] = record
-                written.append(record)
-        if conflicts:
-            raise UsageError(
-                f"{len(conflicts)} record(s) already registered with other bytes (or invalid), "
-                f"e.g. {conflicts[0]}; nothing was registered",
-                fix="compare first (fixture-store verify / regenerate), or pass --replace",
-            )
-        for gap in gaps:
-            if gap.name not in merged and gap.name not in invalid:
-                merged[gap.name] = gap
-                declared.append(gap)
-        if written or declared or kept:
-            tx.write(family, merged.values())
-    return Imported(tuple(written), tuple(kept), tuple(declared))
+    return ingest.Registration(
+        name,
+        kind,
+        source=origin.source(entry.path),
+        annotations=_record_fields(entry, plan, Where(file, name)),
+        gap=Gap(f"listed in {plan.manifest} but absent when it was imported"),
+    )

@@ -149,7 +149,7 @@ def plan(registry: Registry, names: Iterable[str]) -> SyncPlan:
         try:
             record = registry.get(name)
         except ArtifactError as e:
-            decided[name] = SyncResult(name, Outcome.UNKNOWN, e.message, e.fix)
+            decided[name] = SyncResult(name, Outcome.UNKNOWN, e.about(name), e.fix)
             continue
         if record.digest is None:
             reason = record.gap.reason if record.gap else "no digest"

@@ -219,6 +219,14 @@ def object_other_bytes(case: Case) -> Case:
     return _naming(case, path)
 
 
+def source_changed(case: Case) -> Case:
+    """The object is gone and the file its record points at holds other bytes now: a fetch
+    from the pinned source fails, for that artifact."""
+    _object(case).unlink()
+    (case.project / "data" / "a.bin").write_bytes(b"other" * 100)
+    return case
+
+
 def object_unreadable(case: Case) -> Case:
     """A folder where the object should be: unreadable as a file, even to root (the suite may
     run as root, for whom permission bits prove nothing)."""
@@ -259,6 +267,7 @@ SCENARIOS: dict[str, Callable[[Case], Case]] = {
         object_missing,
         object_other_bytes,
         object_unreadable,
+        source_changed,
         hostile_archive,
     )
 }
@@ -295,6 +304,8 @@ def _check(case: Case, command: str, code: int, output: str) -> None:
             f"{where} failed without naming any of {names}:\n{output}"
         )
         assert "fix:" in output or "Try '" in output, f"{where} failed without a fix:\n{output}"
+    for name in names:
+        assert f"{name}: {name}:" not in output, f"{where} named {name} twice in a row:\n{output}"
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))

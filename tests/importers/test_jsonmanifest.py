@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fixture_store import registry as registry_mod
-from fixture_store.errors import RegistryError
+from fixture_store.errors import RegistryError, UsageError
 from fixture_store.importers import jsonmanifest
 from fixture_store.importers.entry import ManifestError
 from fixture_store.importers.register import MEAN_ABS, tolerance_json
@@ -119,7 +119,7 @@ def test_a_malformed_known_metric_is_refused(store: Store, project: Path) -> Non
 
 def test_arrays_that_differ_from_the_bytes_are_refused(store: Store, project: Path) -> None:
     doc = _manifest(arrays={"x": {"dtype": "float64", "shape": [1, 3]}})
-    with pytest.raises(ManifestError, match=r"block0\.npz"):
+    with pytest.raises(UsageError, match=r"block0\.npz: the arrays manifest given for "):
         run_import(store, project, _write(project, doc))
     assert family_doc(project) == {}
 

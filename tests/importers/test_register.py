@@ -9,10 +9,10 @@ import pytest
 
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
-from fixture_store.errors import UsageError
+from fixture_store.errors import IntegrityError, UsageError
 from fixture_store.importers.entry import ManifestError
 from fixture_store.importers.plan import LocalOrigin
-from fixture_store.importers.register import ImportRefusedError, register
+from fixture_store.importers.register import register
 from fixture_store.objects.store import Store
 from fixture_store.verify import Status, verify_names
 from tests.support.importing import family_doc, plan, run_import, write
@@ -56,7 +56,7 @@ def test_a_record_with_other_bytes_is_refused_unless_replace(store: Store, proje
     )
     before = (project / "provenance" / "imp.json").read_text()
     manifest = _sums(project / "data", {"a.bin": b"new", "b.bin": b"b"})
-    with pytest.raises(UsageError, match=r"already registered with other bytes.*imp/a\.bin"):
+    with pytest.raises(UsageError, match=r"imp/a\.bin is already registered.*\n    digest:"):
         run_import(store, project, manifest)
     assert (project / "provenance" / "imp.json").read_text() == before  # b.bin neither
     _, done = run_import(store, project, manifest, replace=True)
@@ -116,7 +116,7 @@ def test_a_file_changed_since_it_was_planned_is_refused(store: Store, project: P
     manifest = _sums(project / "data", {"a.bin": b"a"})
     planned = plan(project, manifest)
     (project / "data" / "a.bin").write_bytes(b"b")  # after the check, before registration
-    with pytest.raises(ImportRefusedError, match="changed while it was imported"):
+    with pytest.raises(IntegrityError, match="changed while it was registered"):
         register(
             store,
             registry_mod.load(project),
@@ -125,3 +125,19 @@ def test_a_file_changed_since_it_was_planned_is_refused(store: Store, project: P
             family="imp",
         )
     assert family_doc(project) == {}
+
+
+def test_replace_rewrites_what_the_manifest_states_and_keeps_the_rest(
+    store: Store, project: Path
+) -> None:
+    write(project / "data", {"a.bin": b"old"})
+    registry = registry_mod.load(project)
+    path = project / "data" / "a.bin"
+    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+    manifest = _sums(project / "data", {"a.bin": b"new"})
+    _, done = run_import(store, project, manifest, replace=True)
+    assert [r.name for r in done.written] == ["imp/a.bin"]
+    record = registry_mod.load(project).get("imp/a.bin")
+    assert record.license == "MIT"  # the manifest says nothing of it: the reviewed one stays
+    assert record.object.hex == hashlib.sha256(b"new").hexdigest()
+    assert record.metadata is not None and "imported_from" in record.metadata

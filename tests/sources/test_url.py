@@ -288,9 +288,8 @@ def test_trickled_headers_end_at_the_deadline(
     result = fetch_one(store, registry)
     assert time.monotonic() - started < 5
     assert result.outcome is Outcome.FAILED
-    assert f"clips/a: {base}/a.bin: no complete download within the deadline of 1.5s" in (
-        result.message
-    )
+    # The result names its artifact; its message says only what went wrong.
+    assert result.message.startswith(f"{base}/a.bin: no complete download within the deadline")
     assert "nothing was stored" in result.message
     assert result.fix is not None and DEADLINE_ENV in result.fix
     assert "fixture-store fetch clips/a" in result.fix

@@ -74,7 +74,7 @@ def evaluate(task: Task) -> CaseResult:
             task.folder, name=task.name, tolerance=task.tolerance, members=task.members
         )
     except ArtifactError as e:
-        return done(Outcome.REFUSED, e.message, fix=e.fix)
+        return done(Outcome.REFUSED, e.about(task.name), fix=e.fix)
     stray = stray_overrides(case)
     if stray:
         return done(Outcome.REFUSED, stray, fix="key per_array by the model's output names")
