@@ -82,7 +82,7 @@ def parse_hex(text: object) -> str:
 def parse(text: object, size: object) -> Digest:
     """Build a Digest from its record fields, with a clear error for each malformed part."""
     if isinstance(text, str) and _TEXT.fullmatch(text):
-        return Digest(text[len(PREFIX) :], size)  # which checks the size as check_size does
+        return Digest(text[len(PREFIX) :], check_size(size))
     hexpart = parse_hex(text)
     return Digest(hexpart, check_size(size))
 
