@@ -22,6 +22,7 @@ HEX_LEN = 64  # hex characters of a SHA-256 digest
 CHUNK = 1 << 20  # large reads: fewer syscalls, hashlib releases the GIL on big buffers
 READ_AHEAD = 3  # chunks in flight between the reading thread and the hashing one
 _HEX = re.compile(r"[0-9a-f]{64}")
+_TEXT = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -80,6 +81,8 @@ def parse_hex(text: object) -> str:
 
 def parse(text: object, size: object) -> Digest:
     """Build a Digest from its record fields, with a clear error for each malformed part."""
+    if isinstance(text, str) and _TEXT.fullmatch(text):
+        return Digest(text[len(PREFIX) :], check_size(size))
     hexpart = parse_hex(text)
     return Digest(hexpart, check_size(size))
 

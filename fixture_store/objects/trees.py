@@ -25,6 +25,9 @@ from fixture_store.objects.digests import Digest
 FORMAT = "fixture-store.tree/1"
 MEDIA_TYPE = "application/vnd.fixture-store.tree+json"
 _SEGMENT = re.compile(r"[A-Za-z0-9_+=,@~-][A-Za-z0-9._+=,@~-]*")
+# A whole path of such segments: no segment is empty, '.' or '..' (none starts with a dot), and
+# none holds a backslash or a drive letter's colon. Paths this short need no length check.
+_SHORT_PATH = re.compile(rf"(?:{_SEGMENT.pattern}/)*{_SEGMENT.pattern}")
 # What a checkout can create on the filesystems it runs on (NAME_MAX, PATH_MAX of Linux and
 # macOS): a longer member would verify, then fail with an OS error when it is checked out.
 NAME_MAX = 255
@@ -37,6 +40,13 @@ class TreePathError(UsageError):
 
 def check_member_path(path: object) -> str:
     """Return ``path`` if it is a safe relative POSIX member path, else raise TreePathError."""
+    if isinstance(path, str) and len(path) <= NAME_MAX and _SHORT_PATH.fullmatch(path):
+        return path  # one match for the common case; the checks below say what is wrong
+    return _check_member_path_rules(path)
+
+
+def _check_member_path_rules(path: object) -> str:
+    """:func:`check_member_path` rule by rule, each with its own message."""
     if not isinstance(path, str) or not path:
         raise TreePathError(f"member path must be a non-empty string, got {path!r}")
     if "\\" in path:

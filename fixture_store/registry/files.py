@@ -263,6 +263,7 @@ def _parse_records(
     shown = str(path)
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
+    known = passed.known  # one look for the file's marker, not one per record
     for name in sorted(raw_records):
         raw = raw_records[name]
         try:
@@ -275,7 +276,7 @@ def _parse_records(
                     fix=f"move it to {DIRNAME}/{family_of(name)}.json",
                 )
             record = parse_record(name, raw, file=shown)
-            if not passed.known:
+            if not known:
                 _schema_backstop(raw, shown, name)
             records[name] = record
         except RegistryError as e:
@@ -432,13 +433,19 @@ class Registry:
         if not names and not families:
             return every
         chosen: set[str] = set()
+        # One pass over the names for each question (a set, and the names by family), never one
+        # per pattern or family: selecting thousands of names stays linear.
+        by_family: dict[str, list[str]] = {}
+        for n in every if families else ():
+            by_family.setdefault(family_of(n), []).append(n)
         for fam in families:
             if fam not in self.families:
                 raise UsageError(
                     f"no family {fam!r} in {self.directory}",
                     fix=f"one of: {', '.join(sorted(self.families)) or '(none yet)'}",
                 )
-            chosen.update(n for n in every if family_of(n) == fam)
+            chosen.update(by_family.get(fam, ()))
+        known = set(every) if names else set()
         for pattern in names:
             if any(ch in pattern for ch in "*?["):
                 hits = fnmatch.filter(every, pattern)
@@ -448,7 +455,7 @@ class Registry:
                     )
                 chosen.update(hits)
             else:
-                if pattern not in every:
+                if pattern not in known:
                     self.get(pattern)  # raises UnknownArtifactError with the fix
                 chosen.add(pattern)
         return sorted(chosen)

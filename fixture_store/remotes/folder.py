@@ -61,6 +61,10 @@ class FolderRemote:
 
     def upload(self, path: Path, digest: Digest) -> bool:
         final = self.path(digest)
+        if self.stat(digest) is not None:
+            # One lstat, where a copy would cost a temp file and an fsync before the link found
+            # the name taken: a folder already holding most objects is then checked, not copied.
+            return False
         try:
             tmp_dir = self.root / "tmp"
             tmp_dir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,8 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fixture_store.errors import DigestFormatError
 from fixture_store.objects import digests
@@ -94,3 +96,27 @@ def test_the_small_file_path_hashes_like_the_streaming_one(
     assert (fast.sha256 is None) == use_blake3 and (fast.blake3 is None) == (
         not use_blake3 and not want_blake3
     )
+
+
+_DIGEST_TEXT = st.one_of(
+    st.builds(
+        lambda h: "sha256:" + h, st.text(alphabet="0123456789abcdefABG", min_size=62, max_size=66)
+    ),
+    st.text(alphabet="sha256:0f", max_size=72),
+    st.sampled_from(["sha256:" + "a" * 64 + "\n", "SHA256:" + "a" * 64, "sha1:" + "a" * 64]),
+)
+
+
+@given(_DIGEST_TEXT, st.one_of(st.integers(-2, 2**64), st.booleans(), st.none()))
+def test_parse_accepts_and_refuses_as_the_field_checks_do(text: str, size: object) -> None:
+    """digests.parse takes a one-match path for well-formed text; it gives the same Digest, or
+    the same refusal, as parse_hex and check_size field by field."""
+    try:
+        expected: object = digests.Digest(digests.parse_hex(text), digests.check_size(size))
+    except DigestFormatError:
+        expected = DigestFormatError
+    try:
+        got: object = digests.parse(text, size)
+    except DigestFormatError:
+        got = DigestFormatError
+    assert got == expected

@@ -4,6 +4,8 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fixture_store.objects import digests, trees
 from fixture_store.objects.trees import Tree, TreePathError
@@ -100,3 +102,28 @@ def test_segments_over_255_bytes_and_paths_over_4096_are_refused(path: str, ok: 
     else:
         with pytest.raises(TreePathError, match="a filesystem allows"):
             trees.check_member_path(path)
+
+
+_PATH_CHARS = "ab.Z09_-+=,@~/\\: \x00é"
+
+
+@given(st.text(alphabet=_PATH_CHARS, max_size=12) | st.sampled_from(["a" * 256, "a/" * 130 + "b"]))
+def test_the_one_match_fast_path_accepts_exactly_what_the_rules_accept(path: str) -> None:
+    """check_member_path answers valid paths with one regular expression; it must accept
+    the very paths the rule-by-rule check accepts, and refuse the rest with its message."""
+
+    def rules(p: str) -> bool:
+        try:
+            trees._check_member_path_rules(p)
+        except TreePathError:
+            return False
+        return True
+
+    def fast(p: str) -> bool:
+        try:
+            trees.check_member_path(p)
+        except TreePathError:
+            return False
+        return True
+
+    assert fast(path) == rules(path)

@@ -166,3 +166,38 @@ def test_a_full_disk_while_writing_keeps_the_old_file_and_leaves_no_temp(project
     leftovers = [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     assert leftovers == []
     assert json.loads(before)["records"].keys() == records.keys()
+
+
+class _CountingName(str):
+    """A name that counts the equality tests made against it."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountingName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_selecting_many_names_compares_each_a_few_times_not_once_per_record(
+    project: Path,
+) -> None:
+    """``select`` of every name explicitly stays linear: a name is looked up, not compared
+    against every record (thousands of names by thousands of records was quadratic)."""
+    n = 2000
+    records = {
+        f"fam/r{i:05d}": {
+            "kind": "fixture",
+            "source": {"type": "local", "path": f"r{i}.bin"},
+            "digest": f"sha256:{i:064x}",
+            "size": 1,
+        }
+        for i in range(n)
+    }
+    _write(project, registry_mod.dumps({"format_version": 1, "records": records}))
+    reg = registry_mod.load(project)
+    wanted = [_CountingName(name) for name in reversed(sorted(records))]
+    _CountingName.compared = 0
+    assert reg.select(wanted) == sorted(records)
+    assert _CountingName.compared <= 4 * n, _CountingName.compared

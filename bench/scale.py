@@ -1,0 +1,200 @@
+"""Benchmark: how the warm paths cost as a project grows, per record, at 10^3, 10^4 and 10^5.
+
+    uv run python -m bench.scale [--sizes 1000,10000,100000] [--members 2] [--repeat 3]
+
+For each size a synthetic project is built straight through the library (no ``add``): one
+family ``syn`` of tree records, each with ``--members`` small member objects of its own plus its
+manifest, so the top size holds ``size * (members + 1)`` objects. A folder remote holds all of
+them but the last 1% (hard links, so building it is cheap). Then, each timed ``--repeat`` times
+(median, in this process, imports excluded):
+
+- ``load``: ``registry.load`` of the project;
+- ``verify``: a warm ``verify_names`` of every record (a cold one runs first, untimed, to fill
+  the verified-state cache), its Verifier opened inside the timing as the command does;
+- ``fetch``: ``fetch_names`` offline when everything is present (planning and presence checks);
+- ``push``: ``sync.plan`` and ``sync.push`` to the folder remote missing 1% of the objects;
+- ``pull``: ``sync.plan`` and ``sync.pull`` into the store missing 1% of the objects;
+- ``gc``: ``gc.sweep`` dry run (every object referenced);
+- ``collect``: ``pytest --collect-only`` in a child over one test parametrized by the plugin
+  over the family, less the same child collecting one plain test (pytest's start-up).
+
+The table prints each median and its cost per record in microseconds; the last columns give
+the per-record cost at the top size over the one at the smallest (the target is at most 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from fixture_store import gc, registry
+from fixture_store.fetch import fetch_names
+from fixture_store.objects import digests, trees
+from fixture_store.objects.store import Store
+from fixture_store.registry.records import Kind
+from fixture_store.remotes import sync
+from fixture_store.remotes.folder import FolderRemote
+from fixture_store.verify import verify_names
+
+FAMILY = "syn"
+TREE_MEDIA_TYPE = "application/vnd.fixture-store.tree+json"
+TEST_FILE = f"""
+import pytest
+
+@pytest.mark.fixture_store(family={FAMILY!r})
+def test_case(artifact):
+    pass
+"""
+STEPS = ("load", "verify", "fetch", "push", "pull", "gc", "collect")
+
+
+def _put(store: Store, data: bytes) -> digests.Digest:
+    """Write ``data`` as an object, straight to its path (no fsync: a bench store)."""
+    digest = digests.of_bytes(data)
+    path = store.object_path(digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return digest
+
+
+def build(work: Path, size: int, members: int) -> tuple[Path, Store, FolderRemote]:
+    """The project, its store (everything present) and a folder remote missing the last 1%."""
+    project, store = work / "project", Store(work / "store")
+    (project / "provenance").mkdir(parents=True)
+    (project / "tests").mkdir()
+    (project / "tests" / "test_syn.py").write_text(TEST_FILE)
+    (project / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
+    store.ensure()
+    records: dict[str, object] = {}
+    every: list[digests.Digest] = []
+    for i in range(size):
+        tree = trees.Tree(
+            {f"part_{j}.bin": _put(store, f"{i}:{j}\n".encode()) for j in range(members)}
+        )
+        manifest = _put(store, tree.canonical_bytes())
+        every.extend((*tree.members.values(), manifest))
+        records[f"{FAMILY}/case_{i:06d}"] = {
+            "kind": Kind.TREE.value,
+            "digest": manifest.text,
+            "size": manifest.size,
+            "media_type": TREE_MEDIA_TYPE,
+            "members": trees.to_json(tree),
+            "source": {"type": "local", "path": f"data/case_{i:06d}"},
+        }
+    doc = {"format_version": registry.FORMAT_VERSION, "records": records}
+    (project / "provenance" / f"{FAMILY}.json").write_text(registry.dumps(doc))
+    remote = FolderRemote("bench", work / "remote")
+    for digest in every[: len(every) - len(every) // 100]:
+        target = remote.path(digest)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.link(store.object_path(digest), target)
+    return project, store, remote
+
+
+def timed(fn: Callable[[], object], repeat: int) -> float:
+    seconds = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def _warm_verify(store: Store, project: Path) -> None:
+    reg = registry.load(project)
+    results = verify_names(store, reg, reg.names())
+    assert all(r.ok for r in results), next(r for r in results if not r.ok)
+
+
+def _collect(project: Path, store: Store, size: int, path: str = "tests/test_syn.py") -> None:
+    env = {**os.environ, "FIXTURE_STORE_DIR": str(store.root)}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", path],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if f"{size} test{'s' if size > 1 else ''} collected" not in out.stdout:
+        raise SystemExit(f"collection failed:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+
+
+def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float]:
+    start = time.perf_counter()
+    project, store, remote = build(work, size, members)
+    print(f"  built {size:,} records in {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    reg = registry.load(project)
+    names = reg.names()
+    _warm_verify(store, project)  # cold: fills the verified-state cache
+    plan = sync.plan(reg, names)
+    step = max(1, len(plan.objects) // 100)
+    missing = sorted(plan.objects.values(), key=lambda d: d.hex)[::step]
+
+    def pull() -> None:
+        for digest in missing:
+            store.object_path(digest).unlink()
+        report = sync.pull(store, reg, remote, sync.plan(reg, names))
+        assert all(r.ok for r in report.results)
+
+    def push() -> None:
+        report = sync.push(store, reg, remote, sync.plan(reg, names))
+        assert all(r.ok for r in report.results)
+
+    out = {
+        "load": timed(lambda: registry.load(project), repeat),
+        "verify": timed(lambda: _warm_verify(store, project), repeat),
+        "fetch": timed(lambda: fetch_names(store, reg, names, offline=True), repeat),
+        "push": timed(push, repeat),
+        "pull": timed(pull, repeat),
+        "gc": timed(lambda: gc.sweep(store, reg, delete=False), repeat),
+        "collect": timed(lambda: _collect(project, store, size), repeat),
+    }
+    # pytest's own start-up, the same child collecting one plain test, is not the plugin's cost
+    out["collect"] -= timed(lambda: _collect(project, store, 1, "tests/test_plain.py"), repeat)
+    shutil.rmtree(work)
+    return out
+
+
+def table(rows: dict[int, dict[str, float]]) -> str:
+    sizes = sorted(rows)
+    head = f"{'step':<8}" + "".join(f"{f'{n:,} s':>12}{'us/rec':>9}" for n in sizes)
+    lines = [head + f"{'growth':>8}", "-" * (len(head) + 8)]
+    for step in STEPS:
+        line = f"{step:<8}"
+        for n in sizes:
+            line += f"{rows[n][step]:>12.3f}{rows[n][step] / n * 1e6:>9.1f}"
+        first, last = sizes[0], sizes[-1]
+        growth = (rows[last][step] / last) / (rows[first][step] / first)
+        lines.append(line + f"{growth:>7.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--sizes", default="1000,10000,100000")
+    parser.add_argument("--members", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--json", action="store_true", help="print the medians as JSON too")
+    args = parser.parse_args(argv)
+    rows: dict[int, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="fixture-store-scale-") as tmp:
+        for size in (int(s) for s in args.sizes.split(",")):
+            print(f"size {size:,}: {size * (args.members + 1):,} objects", file=sys.stderr)
+            rows[size] = measure(Path(tmp) / str(size), size, args.members, args.repeat)
+    print(table(rows))
+    if args.json:
+        print(json.dumps({str(n): r for n, r in rows.items()}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
