@@ -171,8 +171,8 @@ def register(
     refuse_mismatches(plan)
     file = f"provenance/{family}.json"
     absent = plan.absent if gaps else ()
-    for entry in (*(a.entry for a in plan.accepted), *absent):
-        record_name(family, entry)  # every name checked before any byte is stored
+    # Every name is checked (record_name) while the registrations are built, before any byte
+    # is stored.
     done = ingest.register(
         store,
         registry,

@@ -44,6 +44,25 @@ def test_an_object_already_there_is_never_replaced(tmp_path: Path) -> None:
     assert remote.path(digest).read_bytes() == b"another"
 
 
+class _LosesTheRace(FolderRemote):
+    """Another writer publishes the object just after this one looked for it."""
+
+    def stat(self, digest: Digest) -> os.stat_result | None:
+        final = self.path(digest)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        final.write_bytes(b"another")
+        return None
+
+
+def test_an_object_published_after_the_check_is_never_replaced(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    remote = _LosesTheRace("shared", tmp_path / "remote")
+    assert remote.upload(store.object_path(digest), digest) is False
+    assert remote.path(digest).read_bytes() == b"another"  # write-once holds in the race too
+    assert list((tmp_path / "remote" / "tmp").iterdir()) == []  # and no temp file is left
+
+
 def test_a_link_on_the_remote_is_not_an_object(tmp_path: Path) -> None:
     store = Store.at(tmp_path / "store").ensure()
     digest = store.put_bytes(b"payload")
