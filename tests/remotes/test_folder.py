@@ -12,7 +12,7 @@ import pytest
 
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.remotes.base import MissingRemoteObject, Retry
+from fixture_store.remotes.base import MissingRemoteObject, RemoteObject, Retry
 from fixture_store.remotes.folder import FolderRemote
 from fixture_store.remotes.sync import pull_object
 
@@ -47,7 +47,7 @@ def test_an_object_already_there_is_never_replaced(tmp_path: Path) -> None:
 class _LosesTheRace(FolderRemote):
     """Another writer publishes the object just after this one looked for it."""
 
-    def stat(self, digest: Digest) -> os.stat_result | None:
+    def stat(self, digest: Digest) -> RemoteObject | None:
         final = self.path(digest)
         final.parent.mkdir(parents=True, exist_ok=True)
         final.write_bytes(b"another")
