@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The downstream example (examples/downstream) as an adopter runs it: a fresh environment from
-# its own lock, an empty store, its pipeline and its tests; `dvc repro` must leave it unchanged;
+# The downstream example (examples/downstream) as an adopter runs it: a fresh environment resolved
+# through the configured package index, an empty store, its pipeline and its tests; `dvc repro` must leave it unchanged;
 # a tampered object must then fail its tests, naming the artifact, and a fetch must repair it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,8 +9,8 @@ trap 'chmod -R u+w "$work" 2>/dev/null || true; rm -rf "$work"' EXIT
 export FIXTURE_STORE_DIR="$work/store" UV_PROJECT_ENVIRONMENT="$work/venv" FIXTURE_STORE_REQUIRE=1
 cd "$root/examples/downstream"
 
-uv sync --locked --quiet
-run() { uv run --locked --quiet "$@"; }
+uv sync --quiet
+run() { uv run --quiet "$@"; }
 run python - <<'PY'
 import importlib.util
 heavy = [m for m in ("jax", "onnx", "onnxruntime", "huggingface_hub") if importlib.util.find_spec(m)]
