@@ -59,22 +59,31 @@ class RegistryError(FixtureStoreError):
         field: str | None = None,
         fix: str | None = None,
     ) -> None:
-        where = ": ".join(
-            part
-            for part in (
-                file,
-                f"record {record!r}" if record is not None else None,
-                f"field {field!r}" if field is not None else None,
-            )
-            if part
-        )
         if fix is None and file is not None:
             fix = f"edit {file}"  # a registry file is reviewed text: editing it is the repair
-        super().__init__(f"{where}: {message}" if where else message, fix=fix)
         self.file = file
         self.record = record
         self.field = field
         self.reason = message
+        super().__init__(self._located(record), fix=fix)
+
+    def _located(self, record: str | None) -> str:
+        """The reason behind its location: the file, ``record`` (unless None) and the field."""
+        where = ": ".join(
+            part
+            for part in (
+                self.file,
+                f"record {record!r}" if record is not None else None,
+                f"field {self.field!r}" if self.field is not None else None,
+            )
+            if part
+        )
+        return f"{where}: {self.reason}" if where else self.reason
+
+    def about(self, artifact: str) -> str:
+        """The message without ``record 'ARTIFACT'`` when the record is ``artifact``: the line
+        names it already; the file and field stay, they say where to edit."""
+        return self._located(None) if artifact == self.record else self.message
 
 
 class StoreError(FixtureStoreError):

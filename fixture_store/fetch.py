@@ -156,7 +156,7 @@ def fetch_names(
             return FetchResult(
                 name,
                 Outcome.INVALID_RECORD,
-                message=err.message,
+                message=err.about(name),
                 fix=err.fix or "edit the record so it validates",
             )
         try:

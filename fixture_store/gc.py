@@ -96,7 +96,7 @@ def sweep(
             first = sorted(invalid)[0]
             raise UsageError(
                 f"{len(invalid)} record(s) are invalid (first: {first}: "
-                f"{invalid[first].message}), so their objects cannot be told apart from "
+                f"{invalid[first].about(first)}), so their objects cannot be told apart from "
                 "garbage; refusing to delete",
                 fix="fixture-store verify, fix the records, rerun gc",
             )

@@ -159,7 +159,7 @@ def _confirm_content(store: Store, record: Record, path: Path, *, stated: bool =
     if failure is not None and stated:
         raise UsageError(
             f"{path}: the arrays manifest given for {record.name} is not what its bytes hold: "
-            f"{failure.message}",
+            f"{failure.about(record.name)}",
             fix="give the manifest the file's headers hold, or none: add reads it from them",
         )
     if failure is not None:

@@ -551,7 +551,7 @@ def _lookup(registry: Registry, invalid: Mapping[str, RegistryError], name: str)
     err = invalid.get(name)
     if err is not None:
         fix = err.fix or "edit the record so it validates"
-        return Result(name, Status.INVALID_RECORD, err.message, fix=fix)
+        return Result(name, Status.INVALID_RECORD, err.about(name), fix=fix)
     try:
         return registry.get(name)
     except UnknownArtifactError as e:

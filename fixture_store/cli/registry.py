@@ -65,7 +65,7 @@ def _rows(registry: Registry, names: list[str]) -> list[dict[str, Any]]:
                     "size": None,
                     "digest": None,
                     "source": None,
-                    "invalid": invalid[name].message,
+                    "invalid": invalid[name].about(name),
                 }
             )
             continue

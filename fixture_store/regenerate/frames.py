@@ -35,13 +35,14 @@ def compare_frames(
     try:
         cand = Description.from_json(candidate, Where("outputs.json", name))
     except RegistryError as e:
-        return _with(bytes_comparison, Verdict.DRIFT, f"the generator's description: {e.message}")
+        reason = f"the generator's description: {e.about(name)}"
+        return _with(bytes_comparison, Verdict.DRIFT, reason)
     if not recorded:
         return _with(bytes_comparison, Verdict.NEW, "the record has no decoded description yet")
     try:
         rec = Description.from_json(recorded, Where(None, name))
     except RegistryError as e:
-        return _with(bytes_comparison, Verdict.NEW, f"the recorded description: {e.message}")
+        return _with(bytes_comparison, Verdict.NEW, f"the recorded description: {e.about(name)}")
     return _classified(bytes_comparison, rec, cand, tolerance)
 
 

@@ -419,7 +419,7 @@ class Registry:
                 return fam.records[name]
             if name in fam.invalid:
                 err = fam.invalid[name]
-                raise InvalidRecordError(name, err.message, fix=err.fix or f"edit {fam.path}")
+                raise InvalidRecordError(name, err.about(name), fix=err.fix or f"edit {fam.path}")
         raise UnknownArtifactError(
             name,
             "no record in the registry; nothing without a record is trusted",

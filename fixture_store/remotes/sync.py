@@ -144,7 +144,7 @@ def plan(registry: Registry, names: Iterable[str]) -> SyncPlan:
         if name in invalid:
             err = invalid[name]
             fix = err.fix or "edit the record so it validates"
-            decided[name] = SyncResult(name, Outcome.INVALID_RECORD, err.message, fix)
+            decided[name] = SyncResult(name, Outcome.INVALID_RECORD, err.about(name), fix)
             continue
         try:
             record = registry.get(name)

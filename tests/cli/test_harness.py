@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -294,6 +295,9 @@ def _run(case: Case, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> 
     return result.exit_code, result.stdout + result.stderr
 
 
+LOCATED_RECORD = re.compile(r"record '([^']+)'")
+
+
 def _check(case: Case, command: str, code: int, output: str) -> None:
     where = f"{command!r}"
     names = (*case.names, *INVOKE[command][1])
@@ -306,6 +310,12 @@ def _check(case: Case, command: str, code: int, output: str) -> None:
         assert "fix:" in output or "Try '" in output, f"{where} failed without a fix:\n{output}"
     for name in names:
         assert f"{name}: {name}:" not in output, f"{where} named {name} twice in a row:\n{output}"
+    for text in output.splitlines():
+        for record in LOCATED_RECORD.findall(text):  # a registry error's location names it
+            whole = re.compile(rf"(?<![\w/.-]){re.escape(record)}(?![\w/.-])")
+            assert len(whole.findall(text)) == 1, (
+                f"{where} named {record} on a line and again in its error's location:\n{text}"
+            )
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
