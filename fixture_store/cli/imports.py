@@ -68,6 +68,12 @@ def _note(label: str, paths: list[str], hint: str) -> None:
 )
 @click.option("--gaps", is_flag=True, help="Declare listed but absent files as gaps.")
 @click.option("--replace", is_flag=True, help="Rewrite records whose bytes changed.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (exit 1, nothing registered) if a listed file is absent (unless --gaps) or an "
+    "orphan sits beside listed files.",
+)
 @click.option("--dry-run", is_flag=True, help="Check and report; store and register nothing.")
 @click.option(
     "--package",
@@ -88,6 +94,7 @@ def import_cmd(
     kind: str,
     gaps: bool,
     replace: bool,
+    strict: bool,
     dry_run: bool,
     requirement: str | None,
     dist: str | None,
@@ -99,7 +106,8 @@ def import_cmd(
     FORMAT is one of pooch, sha256sum, dvc, json (default: detected from MANIFEST). Every
     listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is
     recorded); one mismatch and nothing is stored or registered (exit 1). Listed files that are
-    absent and unlisted files beside listed ones (orphans) are reported.
+    absent and unlisted files beside listed ones (orphans) are reported; with --strict they fail
+    the import the same way (absent files declared by --gaps excepted).
     """
     fmt, manifest = _split_args(args)
     registry = obj.registry()
@@ -116,9 +124,7 @@ def import_cmd(
             base_dir = Path(root) if root is not None else Path(manifest).parent
             origin = plan_mod.LocalOrigin(registry.root, base_dir)
         plan = importers.plan_import(origin, manifest, fmt)
-        if plan.mismatched and as_json:
-            print_json({**plan.to_json(), "imported": None})  # the mismatches, for machines
-        register_mod.refuse_mismatches(plan)
+        _refuse(plan, strict=strict, gaps=gaps, as_json=as_json)
         imported = None
         if not dry_run:
             imported = register_mod.register(
@@ -132,6 +138,19 @@ def import_cmd(
                 replace=replace,
             )
     _report(plan, imported, gaps=gaps, as_json=as_json)
+
+
+def _refuse(plan: plan_mod.Plan, *, strict: bool, gaps: bool, as_json: bool) -> None:
+    """Refuse the plan, --dry-run or not, if it has mismatches or (``strict``) leaves files
+    unaccounted for; with --json, the plan is printed first, for machines."""
+    try:
+        register_mod.refuse_mismatches(plan)
+        if strict:
+            register_mod.refuse_unaccounted(plan, gaps=gaps)
+    except register_mod.ImportRefusedError:
+        if as_json:
+            print_json({**plan.to_json(), "imported": None})
+        raise
 
 
 def _report(

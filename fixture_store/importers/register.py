@@ -13,7 +13,7 @@ place to re-point when records gain them.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +152,36 @@ def refuse_mismatches(plan: Plan) -> None:
             f"or registered:\n  {lines}",
             fix="restore the files the manifest describes, or fix the manifest (it is the "
             "claim the bytes are checked against)",
+        )
+
+
+_NAMED = 5  # files a strict refusal names before "... and N more"
+
+
+def _named(paths: Sequence[str]) -> str:
+    more = len(paths) - _NAMED
+    return ", ".join(paths[:_NAMED]) + (f", ... and {more} more" if more > 0 else "")
+
+
+def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
+    """``--strict``: refuse a plan that would leave a file the manifest and its folders hold
+    unregistered: a listed file absent (unless ``gaps`` declares it) or an orphan. Call it
+    before :func:`register` (which it does not call), as the command does."""
+    absent = [] if gaps else [e.path for e in plan.absent]
+    parts = [
+        f"{len(paths)} {label} ({_named(paths)})"
+        for label, paths in (
+            ("listed but absent", absent),
+            ("orphan(s) present but not listed", list(plan.orphans)),
+        )
+        if paths
+    ]
+    if parts:
+        raise ImportRefusedError(
+            f"{plan.manifest} does not account for every file (--strict): "
+            f"{'; '.join(parts)}; nothing was stored or registered",
+            fix="restore the absent files (or pass --gaps to declare them), list the orphans in "
+            "the manifest or remove them; or import without --strict",
         )
 
 

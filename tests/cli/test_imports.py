@@ -97,3 +97,40 @@ def test_package_needs_the_pinned_distribution() -> None:
         "import", "pooch", "pkg/_registry.py", "--family", "imp", "--package", "pkg==1.0"
     )
     assert code == 2 and "--dist FILE and --dist-digest" in err
+
+
+@pytest.mark.parametrize("extra", [(), ("--dry-run",)])
+def test_strict_fails_on_absent_files_and_orphans_and_registers_nothing(
+    store: Store, project: Path, extra: tuple[str, ...]
+) -> None:
+    _project_with_sums(project)
+    code, _, err = run("import", "data/SHA256SUMS", "--family", "imp", "--strict", *extra)
+    assert code == 1, err
+    assert "data/SHA256SUMS does not account for every file (--strict)" in err
+    assert "1 listed but absent (gone.bin)" in err
+    assert "1 orphan(s) present but not listed (stray.bin)" in err
+    assert "nothing was stored or registered" in err and "fix:" in err
+    assert "Traceback" not in err
+    assert family_doc(project) == {}
+    assert list(store.iter_objects()) == []
+
+
+@pytest.mark.usefixtures("store")
+def test_strict_json_prints_the_plan_it_refused(project: Path) -> None:
+    _project_with_sums(project)
+    (project / "data" / "gone.bin").write_bytes(b"g")
+    code, out, _ = run("import", "data/SHA256SUMS", "--family", "imp", "--strict", "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["absent"] == [] and doc["orphans"] == ["stray.bin"]
+    assert doc["imported"] is None
+
+
+@pytest.mark.usefixtures("store")
+def test_strict_passes_when_every_file_is_accounted_for(project: Path) -> None:
+    _project_with_sums(project)
+    (project / "data" / "stray.bin").unlink()
+    code, out, err = run("import", "data/SHA256SUMS", "--family", "imp", "--strict", "--gaps")
+    assert code == 0, err
+    assert "imported 2 new record(s), 0 unchanged, 1 gap(s)" in out
+    assert set(family_doc(project)["records"]) == {"imp/a.bin", "imp/b.bin", "imp/gone.bin"}

@@ -12,7 +12,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import IntegrityError, UsageError
 from fixture_store.importers.entry import ManifestError
 from fixture_store.importers.plan import LocalOrigin
-from fixture_store.importers.register import register
+from fixture_store.importers.register import ImportRefusedError, refuse_unaccounted, register
 from fixture_store.objects.store import Store
 from fixture_store.verify import Status, verify_names
 from tests.support.importing import family_doc, plan, run_import, write
@@ -141,3 +141,22 @@ def test_replace_rewrites_what_the_manifest_states_and_keeps_the_rest(
     assert record.license == "MIT"  # the manifest says nothing of it: the reviewed one stays
     assert record.object.hex == hashlib.sha256(b"new").hexdigest()
     assert record.metadata is not None and "imported_from" in record.metadata
+
+
+def test_strict_refuses_an_absent_file_or_an_orphan(project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a", "gone.bin": b"g"})
+    (project / "data" / "gone.bin").unlink()
+    with pytest.raises(ImportRefusedError, match=r"1 listed but absent \(gone\.bin\)"):
+        refuse_unaccounted(plan(project, manifest))
+    refuse_unaccounted(plan(project, manifest), gaps=True)  # declared as gaps: accounted for
+    (project / "data" / "gone.bin").write_bytes(b"g")
+    (project / "data" / "stray.bin").write_bytes(b"s")
+    with pytest.raises(ImportRefusedError, match=r"1 orphan\(s\) present but not listed"):
+        refuse_unaccounted(plan(project, manifest), gaps=True)
+
+
+def test_strict_names_a_few_files_and_counts_the_rest(project: Path) -> None:
+    manifest = _sums(project / "data", {"a.bin": b"a"})
+    write(project / "data", {f"stray{i}.bin": b"s" for i in range(7)})
+    with pytest.raises(ImportRefusedError, match=r"7 orphan\(s\).*stray4\.bin, \.\.\. and 2 more"):
+        refuse_unaccounted(plan(project, manifest))
