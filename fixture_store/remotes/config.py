@@ -251,7 +251,8 @@ def add(path: Path, spec: RemoteSpec, *, project: bool, default: bool) -> None:
 
 
 def remove(path: Path, name: str, *, project: bool) -> None:
-    """Remove the remote ``name`` (its table, and the default if it named it) from ``path``."""
+    """Remove the remote ``name`` (its table, and the default if it named it) from ``path``,
+    and the headers of the tables that leaves empty; every other line stays as it was."""
     prefix = "tool.fixture-store." if project else ""
     text = _text(path)
     before = tomllib.loads(text)
@@ -276,11 +277,41 @@ def remove(path: Path, name: str, *, project: bool) -> None:
     for key in ("tool", "fixture-store") if project else ():
         target = target[key]
     del target["remotes"][name]
-    if not target["remotes"]:
-        del target["remotes"]
     if target.get("default-remote") == name:
         del target["default-remote"]
-    _write_checked(path, "".join(kept).rstrip("\n") + "\n", expected)
+    emptied = [] if target["remotes"] else [f"[{prefix}remotes]"]
+    if project and set(target) == {"remotes"} and not target["remotes"]:
+        emptied.append("[tool.fixture-store]")  # last: dropping [..remotes] may leave it blank
+    edited = _drop_blank_tables("".join(kept), emptied)
+    # Whether an emptied table is left as a header or goes with it, the configuration is the same.
+    keys = ("tool", "fixture-store", "remotes") if project else ("remotes",)
+    _write_checked(path, edited.rstrip("\n") + "\n", expected, empty_ok=keys)
+
+
+def _drop_blank_tables(text: str, headers: list[str]) -> str:
+    """``text`` without each table among ``headers`` (in turn) whose header line is followed
+    by nothing but blank lines up to the next table or the end; a table holding a comment stays."""
+    for header in headers:
+        lines = text.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if line.strip() != header:
+                continue
+            end = i + 1
+            while end < len(lines) and not lines[end].strip():
+                end += 1
+            if end == len(lines) or lines[end].lstrip().startswith("["):
+                text = "".join(lines[:i] + lines[end:])
+            break
+    return text
+
+
+def _without_empty(doc: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``doc`` without the tables along ``keys`` that are empty, the deepest first."""
+    if not keys or not isinstance(doc.get(keys[0]), dict):
+        return doc
+    inner = _without_empty(doc[keys[0]], keys[1:])
+    rest = {k: v for k, v in doc.items() if k != keys[0]}
+    return {**rest, keys[0]: inner} if inner else rest
 
 
 def _set_default(text: str, name: str, *, project: bool) -> str:
@@ -312,14 +343,17 @@ def _expected_add(
     return expected
 
 
-def _write_checked(path: Path, text: str, expected: dict[str, Any]) -> None:
+def _write_checked(
+    path: Path, text: str, expected: dict[str, Any], *, empty_ok: tuple[str, ...] = ()
+) -> None:
     """Write ``text`` atomically if it parses to ``expected``: an edit never changes anything
-    but what it says, whatever the file's formatting; otherwise the file is left untouched."""
+    but what it says, whatever the file's formatting; otherwise the file is left untouched.
+    Along the keys ``empty_ok``, an empty table and none are the same."""
     try:
-        parsed = tomllib.loads(text)
+        parsed: dict[str, Any] | None = _without_empty(tomllib.loads(text), empty_ok)
     except tomllib.TOMLDecodeError:
         parsed = None
-    if parsed != expected:
+    if parsed != _without_empty(expected, empty_ok):
         raise UsageError(
             f"cannot edit {path} safely (its layout is not one this command rewrites); "
             "it was left untouched",

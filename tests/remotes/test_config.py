@@ -114,3 +114,64 @@ def test_an_edit_that_would_change_more_is_refused_and_the_file_kept(tmp_path: P
     with pytest.raises(UsageError, match="cannot edit"):
         config.add(path, spec, project=True, default=False)
     assert path.read_text() == text
+
+
+def test_removing_the_only_remote_leaves_the_file_as_it_was_before_the_add(
+    tmp_path: Path,
+) -> None:
+    text = '[project]\nname = "downstream"  # kept\n\n[tool.other]\nkeep = true\n'
+    path = _project(tmp_path, text) / "pyproject.toml"
+    spec = config.RemoteSpec.from_json("team", {"url": "s3://bucket/f"}, str(path))
+    config.add(path, spec, project=True, default=True)
+    assert "[tool.fixture-store]" in path.read_text()
+    config.remove(path, "team", project=True)
+    assert path.read_text() == text
+
+
+def test_removing_the_last_remote_drops_the_empty_tables_and_keeps_every_other_line(
+    tmp_path: Path,
+) -> None:
+    text = (
+        "# the project's tools\n"
+        "[tool.fixture-store]\n"
+        'default-remote = "team"\n'
+        "\n"
+        "[tool.fixture-store.remotes]\n"
+        "\n"
+        "[tool.fixture-store.remotes.team]\n"
+        'url = "s3://bucket/f"\n'
+        "\n"
+        "[tool.other]\n"
+        "keep = true  # stays\n"
+    )
+    path = _project(tmp_path, text) / "pyproject.toml"
+    config.remove(path, "team", project=True)
+    assert path.read_text() == "# the project's tools\n[tool.other]\nkeep = true  # stays\n"
+
+
+def test_a_table_left_with_a_comment_keeps_its_header(tmp_path: Path) -> None:
+    text = (
+        "[tool.fixture-store]\n"
+        "# remotes are declared per team\n"
+        "\n"
+        "[tool.fixture-store.remotes.team]\n"
+        'url = "s3://bucket/f"\n'
+    )
+    path = _project(tmp_path, text) / "pyproject.toml"
+    config.remove(path, "team", project=True)
+    assert path.read_text() == "[tool.fixture-store]\n# remotes are declared per team\n"
+    user = tmp_path / "config.toml"
+    user.write_text('default-remote = "a"\n\n[remotes]\n\n[remotes.a]\nurl = "/srv/f"\n')
+    config.remove(user, "a", project=False)
+    assert "[remotes]" not in user.read_text() and not tomllib.loads(user.read_text())
+
+
+def test_a_remove_that_would_change_another_table_is_refused_and_the_file_kept(
+    tmp_path: Path,
+) -> None:
+    # the default-remote line of another tool's table reads like the one remove drops
+    text = PYPROJECT.replace("keep = true\n", 'keep = true\ndefault-remote = "team"\n')
+    path = _project(tmp_path, text) / "pyproject.toml"
+    with pytest.raises(UsageError, match="cannot edit"):
+        config.remove(path, "team", project=True)
+    assert path.read_text() == text
