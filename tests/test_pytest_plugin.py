@@ -378,18 +378,25 @@ def _add_arrays(
     write_family(registry, name.split("/", maxsplit=1)[0], records.values())
 
 
-def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
-    inner: pytest.Pytester,
-) -> None:
+def _add_ref_npz(root: Path) -> None:
+    """``misc/ref-npz``: ``a`` (float32 ones, 2x3) and ``b`` (``arange(4)``), as recorded."""
     import numpy as np
 
     _add_arrays(
-        inner.path,
+        root,
         "misc/ref-npz",
         "ref.npz",
         {"a": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int64", "shape": [4]}},
         lambda p: np.savez(p, a=np.ones((2, 3), np.float32), b=np.arange(4)),
     )
+
+
+def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
+    inner: pytest.Pytester,
+) -> None:
+    import numpy as np
+
+    _add_ref_npz(inner.path)
     _add_arrays(
         inner.path,
         "misc/ref-npy",
@@ -520,15 +527,8 @@ def test_completeness_catches_files_no_record_names_in_folders_of_local_sources(
 def test_assert_parity_compares_with_the_verified_reference_in_one_line(
     inner: pytest.Pytester,
 ) -> None:
-    import numpy as np
 
-    _add_arrays(
-        inner.path,
-        "misc/ref-npz",
-        "ref.npz",
-        {"a": {"dtype": "float32", "shape": [2, 3]}, "b": {"dtype": "int64", "shape": [4]}},
-        lambda p: np.savez(p, a=np.ones((2, 3), np.float32), b=np.arange(4)),
-    )
+    _add_ref_npz(inner.path)
     inner.makepyfile(
         test_inner="""
         import numpy as np

@@ -23,38 +23,43 @@ def cli(project: Path, store: Store, *args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def toy_project(tmp_path: Path) -> tuple[Path, Store]:
+    return make_project(tmp_path / "proj"), Store.at(tmp_path / "store").ensure()
+
+
+def regenerate_toy(project: Path, store: Store, report: Path, *flags: str) -> None:
+    """``fixture-store regenerate toy``, its report written to ``report``; it must pass."""
+    code, output = cli(
+        project, store, "regenerate", "toy", "--python", PYTHON, *flags, "--report", str(report)
+    )
+    assert code == 0, output
+
+
+def summarise(
+    project: Path, store: Store, report: Path, metrics: Path, *flags: str
+) -> tuple[int, str, dict[str, object]]:
+    """``fixture-store regenerate-summary`` of ``report``: exit code, output, the metrics."""
+    code, output = cli(
+        project, store, "regenerate-summary", str(report), "--metrics", str(metrics), *flags
+    )
+    doc: dict[str, object] = json.loads(metrics.read_text())
+    return code, output, doc
+
+
 def test_all_full_verifies_families_outside_the_reports_by_rehashing(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "proj")
-    store = Store.at(tmp_path / "store").ensure()
+    project, store = toy_project(tmp_path)
     regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True, python=PYTHON)
     blob = project / "blob.bin"
     blob.write_bytes(b"x" * 64)
     ingest.add(store, registry_mod.load(project), blob, name="other/blob.bin", kind="fixture")
-    code, output = cli(
-        project,
-        store,
-        "regenerate",
-        "toy",
-        "--python",
-        PYTHON,
-        "--report",
-        str(tmp_path / "toy.json"),
-    )
-    assert code == 0, output
+    regenerate_toy(project, store, tmp_path / "toy.json")
 
     def summary(*flags: str) -> tuple[int, dict[str, object]]:
-        metrics = tmp_path / "metrics.json"
-        code, output = cli(
-            project,
-            store,
-            "regenerate-summary",
-            str(tmp_path / "toy.json"),
-            "--metrics",
-            str(metrics),
-            *flags,
+        code, output, doc = summarise(
+            project, store, tmp_path / "toy.json", tmp_path / "metrics.json", *flags
         )
         assert "files: 3 identical, 0 within tolerance, 0 drift" in output
-        return code, json.loads(metrics.read_text())
+        return code, doc
 
     assert summary() == (
         0,
@@ -139,20 +144,8 @@ def test_the_within_tolerance_plot_carries_each_arrays_ulps(project: Path, store
 
 
 def test_a_declared_gap_does_not_fail_the_summary_of_the_whole_registry(tmp_path: Path) -> None:
-    project = make_project(tmp_path / "proj")
-    store = Store.at(tmp_path / "store").ensure()
-    code, output = cli(
-        project,
-        store,
-        "regenerate",
-        "toy",
-        "--python",
-        PYTHON,
-        "--accept",
-        "--report",
-        str(tmp_path / "toy.json"),
-    )
-    assert code == 0, output
+    project, store = toy_project(tmp_path)
+    regenerate_toy(project, store, tmp_path / "toy.json", "--accept")
     code, output = cli(
         project,
         store,
@@ -166,17 +159,8 @@ def test_a_declared_gap_does_not_fail_the_summary_of_the_whole_registry(tmp_path
     )
     assert code == 0, output
     assert cli(project, store, "verify", "--full")[0] == 0
-    metrics = tmp_path / "metrics.json"
-    code, output = cli(
-        project,
-        store,
-        "regenerate-summary",
-        str(tmp_path / "toy.json"),
-        "--metrics",
-        str(metrics),
-        "--all",
-        "--full",
+    code, output, doc = summarise(
+        project, store, tmp_path / "toy.json", tmp_path / "metrics.json", "--all", "--full"
     )
-    doc = json.loads(metrics.read_text())
     assert code == 0 and doc["ok"] is True, output
     assert doc["verify"] == {"gap": 1, "verified": 2} and "gap: later/x" not in output
