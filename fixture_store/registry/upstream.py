@@ -38,11 +38,44 @@ _FORMS = (
 
 @dataclass(frozen=True)
 class _Pinned:
-    """What every upstream may say besides its pin."""
+    """What every upstream may say besides its pin, and how each kind parses itself: its JSON
+    keys are its fields' names, the ``_required`` ones and the ``_optional`` ones."""
+
+    type: ClassVar[str]
+    _required: ClassVar[tuple[str, ...]]
+    _optional: ClassVar[tuple[str, ...]]
 
     _: KW_ONLY
     digest: str | None = None  # ``sha256:<hex>`` of the upstream file, when known
     license: str | None = None  # the upstream's license (the record's own is for its bytes)
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any], where: Where, field: str) -> Self:
+        """The upstream ``raw`` states, its keys and then its pin checked (:meth:`check`)."""
+        cls._check_keys(raw, where, field)
+        up = cls(**{key: raw[key] for key in (*cls._required, *cls._optional) if key in raw})
+        up.check(where, field)
+        return up
+
+    @classmethod
+    def _check_keys(cls, raw: Mapping[str, Any], where: Where, field: str) -> None:
+        for key in cls._required:
+            if key not in raw:
+                raise where.fail(
+                    f"{field}.{key}", f"missing required field for a {cls.type} upstream"
+                )
+        extra = set(raw) - set(cls._required) - set(cls._optional) - {"type"}
+        if extra:
+            raise where.fail(
+                f"{field}.{sorted(extra)[0]}", f"unknown field for a {cls.type} upstream"
+            )
+        for key in cls._optional:
+            if key in raw and raw[key] is None:
+                raise where.fail(f"{field}.{key}", _NON_EMPTY)
+
+    def check(self, where: Where, field: str) -> None:
+        """Raise the error naming the first field that breaks the pin rules."""
+        raise NotImplementedError
 
     def _check_common(self, where: Where, field: str) -> None:
         if self.digest is not None:
@@ -78,20 +111,6 @@ class HubUpstream(_Pinned):
     revision: str
     path: str
     repo_type: str | None = None
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any], where: Where, field: str) -> Self:
-        _check_keys(cls, raw, where, field)
-        up = cls(
-            raw["repo_id"],
-            raw["revision"],
-            raw["path"],
-            raw.get("repo_type"),
-            digest=raw.get("digest"),
-            license=raw.get("license"),
-        )
-        up.check(where, field)
-        return up
 
     def check(self, where: Where, field: str) -> None:
         _check_text(where, f"{field}.repo_id", self.repo_id)
@@ -129,19 +148,6 @@ class GitUpstream(_Pinned):
     commit: str
     path: str
 
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any], where: Where, field: str) -> Self:
-        _check_keys(cls, raw, where, field)
-        up = cls(
-            raw["url"],
-            raw["commit"],
-            raw["path"],
-            digest=raw.get("digest"),
-            license=raw.get("license"),
-        )
-        up.check(where, field)
-        return up
-
     def check(self, where: Where, field: str) -> None:
         _check_https(where, f"{field}.url", self.url)
         _check_revision(where, f"{field}.commit", self.commit)
@@ -169,15 +175,6 @@ class PackageUpstream(_Pinned):
 
     requirement: str
     path: str
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any], where: Where, field: str) -> Self:
-        _check_keys(cls, raw, where, field)
-        up = cls(
-            raw["requirement"], raw["path"], digest=raw.get("digest"), license=raw.get("license")
-        )
-        up.check(where, field)
-        return up
 
     def check(self, where: Where, field: str) -> None:
         _check_text(where, f"{field}.requirement", self.requirement)
@@ -209,13 +206,6 @@ class UrlUpstream(_Pinned):
     _optional: ClassVar[tuple[str, ...]] = _COMMON
 
     url: str
-
-    @classmethod
-    def from_json(cls, raw: Mapping[str, Any], where: Where, field: str) -> Self:
-        _check_keys(cls, raw, where, field)
-        up = cls(raw["url"], digest=raw.get("digest"), license=raw.get("license"))
-        up.check(where, field)
-        return up
 
     def check(self, where: Where, field: str) -> None:
         _check_https(where, f"{field}.url", self.url)
@@ -294,18 +284,6 @@ def _from_text(text: str, where: Where, field: str) -> Upstream:
     if text.startswith("https://") or text.startswith("http://"):
         return UrlUpstream(text)
     raise where.fail(field, f"{text!r} is not a pinned upstream; write one of {_FORMS}")
-
-
-def _check_keys(cls: type[Upstream], raw: Mapping[str, Any], where: Where, field: str) -> None:
-    for key in cls._required:
-        if key not in raw:
-            raise where.fail(f"{field}.{key}", f"missing required field for a {cls.type} upstream")
-    extra = set(raw) - set(cls._required) - set(cls._optional) - {"type"}
-    if extra:
-        raise where.fail(f"{field}.{sorted(extra)[0]}", f"unknown field for a {cls.type} upstream")
-    for key in cls._optional:
-        if key in raw and raw[key] is None:
-            raise where.fail(f"{field}.{key}", _NON_EMPTY)
 
 
 def _check_text(where: Where, field: str, value: object, *, optional: bool = False) -> None:
