@@ -14,20 +14,17 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
 from rich.text import Text
 
 from fixture_store import registry as registry_mod
-from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError
+from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.verify import Status
-
-if TYPE_CHECKING:
-    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -102,6 +99,30 @@ workers_option = click.option(
     default=None,
     help="Parallel hashing workers (default: number of CPUs).",
 )
+
+
+def selection_options(command: F) -> F:
+    """NAMES, ``--all`` and ``--family``: what a command acts on (see :func:`check_selection`)."""
+    command = click.option("--family", "families", multiple=True, help="Every artifact of FAMILY.")(
+        command
+    )
+    command = click.option("--all", "all_", is_flag=True, help="Every artifact of the registry.")(
+        command
+    )
+    return click.argument("names", nargs=-1)(command)
+
+
+def check_selection(
+    verb: str, names: Collection[str], families: Collection[str], all_: bool
+) -> None:
+    """Refuse a selection that names nothing, or ``--all`` with names or families."""
+    if not (names or families or all_):
+        raise UsageError(
+            f"say what to {verb}: NAMES, --family FAMILY or --all",
+            fix=f"fixture-store {verb} --all",
+        )
+    if all_ and (names or families):
+        raise UsageError("--all cannot be combined with NAMES or --family")
 
 
 # -- exit codes ---------------------------------------------------------------------------------

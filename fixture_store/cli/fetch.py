@@ -14,6 +14,7 @@ from rich.table import Table
 from fixture_store.cli._common import (
     Context,
     Failure,
+    check_selection,
     counts_text,
     err,
     exit_code,
@@ -22,6 +23,7 @@ from fixture_store.cli._common import (
     print_json,
     progress,
     report_failures,
+    selection_options,
     styled,
     write_json,
 )
@@ -36,9 +38,7 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
 
 
 @click.command()
-@click.argument("names", nargs=-1)
-@click.option("--all", "all_", is_flag=True, help="Fetch every artifact of the registry.")
-@click.option("--family", "families", multiple=True, help="Fetch every artifact of FAMILY.")
+@selection_options
 @click.option(
     "--offline",
     is_flag=True,
@@ -106,12 +106,7 @@ def fetch(
     Exit 0 if everything asked for is present and verified, 1 if any fetch failed, 2 on usage
     or registry errors.
     """
-    if not (names or families or all_):
-        raise UsageError(
-            "say what to fetch: NAMES, --family FAMILY or --all", fix="fixture-store fetch --all"
-        )
-    if all_ and (names or families):
-        raise UsageError("--all cannot be combined with NAMES or --family")
+    check_selection("fetch", names, families, all_)
     if remote is not None and no_remote:
         raise UsageError("--remote cannot be combined with --no-remote")
     registry = obj.registry()

@@ -15,7 +15,6 @@ from fixture_store.importers import register as register_mod
 from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
 
 _FORMATS = ", ".join(importers.FORMATS)
-_SHOWN = 5  # absent files and orphans named on stderr before "... and N more"
 
 
 def _split_args(args: tuple[str, ...]) -> tuple[str | None, str]:
@@ -45,10 +44,7 @@ def _distribution(
 def _note(label: str, paths: list[str], hint: str) -> None:
     if not paths:
         return
-    named = ", ".join(paths[:_SHOWN]) + (
-        f", ... and {len(paths) - _SHOWN} more" if len(paths) > _SHOWN else ""
-    )
-    err.print(f"{label}: {len(paths)} ({named}); {hint}", markup=False)
+    err.print(f"{label}: {len(paths)} ({register_mod.named(paths)}); {hint}", markup=False)
 
 
 @click.command()

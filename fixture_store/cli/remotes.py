@@ -14,6 +14,7 @@ from rich.table import Table
 from fixture_store.cli._common import (
     Context,
     Failure,
+    check_selection,
     counts_text,
     exit_code,
     handle_errors,
@@ -21,6 +22,7 @@ from fixture_store.cli._common import (
     print_json,
     progress,
     report_failures,
+    selection_options,
     styled,
 )
 from fixture_store.errors import UsageError
@@ -33,9 +35,7 @@ ROWS_SHOWN = 30
 def _selection(command: Callable[..., None]) -> Callable[..., None]:
     for decorator in reversed(
         [
-            click.argument("names", nargs=-1),
-            click.option("--all", "all_", is_flag=True, help="Every artifact of the registry."),
-            click.option("--family", "families", multiple=True, help="Every artifact of FAMILY."),
+            selection_options,
             click.option(
                 "--remote",
                 metavar="NAME|URL",
@@ -109,13 +109,7 @@ def _run(
     jobs: int,
     as_json: bool,
 ) -> None:
-    if not (names or families or all_):
-        raise UsageError(
-            f"say what to {verb}: NAMES, --family FAMILY or --all",
-            fix=f"fixture-store {verb} --all",
-        )
-    if all_ and (names or families):
-        raise UsageError("--all cannot be combined with NAMES or --family")
+    check_selection(verb, names, families, all_)
     registry = obj.registry()
     spec = config.load(registry.root).resolve(remote)
     target = open_remote(spec, jobs=jobs)

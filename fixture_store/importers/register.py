@@ -155,12 +155,13 @@ def refuse_mismatches(plan: Plan) -> None:
         )
 
 
-_NAMED = 5  # files a strict refusal names before "... and N more"
+NAMED = 5  # files a report or a refusal names before "... and N more"
 
 
-def _named(paths: Sequence[str]) -> str:
-    more = len(paths) - _NAMED
-    return ", ".join(paths[:_NAMED]) + (f", ... and {more} more" if more > 0 else "")
+def named(paths: Sequence[str]) -> str:
+    """The first :data:`NAMED` of ``paths``, and how many more there are."""
+    more = len(paths) - NAMED
+    return ", ".join(paths[:NAMED]) + (f", ... and {more} more" if more > 0 else "")
 
 
 def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
@@ -169,7 +170,7 @@ def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
     before :func:`register` (which it does not call), as the command does."""
     absent = [] if gaps else [e.path for e in plan.absent]
     parts = [
-        f"{len(paths)} {label} ({_named(paths)})"
+        f"{len(paths)} {label} ({named(paths)})"
         for label, paths in (
             ("listed but absent", absent),
             ("orphan(s) present but not listed", list(plan.orphans)),

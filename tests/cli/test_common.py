@@ -23,6 +23,7 @@ from fixture_store.fetch import Outcome as FetchOutcome
 from fixture_store.parity.results import Outcome as CaseOutcome
 from fixture_store.regenerate import Verdict
 from fixture_store.verify import Status
+from tests.support.cli import run
 
 
 @pytest.mark.parametrize(
@@ -94,3 +95,14 @@ def test_handle_errors_prints_message_and_fix_and_exits_with_the_errors_code() -
     result = CliRunner().invoke(boom, [])
     assert result.exit_code == EXIT_USAGE
     assert result.stderr == "error: bad [input]\n  fix: do [this]\n"
+
+
+@pytest.mark.usefixtures("store", "project")
+@pytest.mark.parametrize("verb", ["fetch", "push", "pull"])
+def test_a_selection_of_nothing_or_all_and_names_is_a_usage_error(verb: str) -> None:
+    code, _, err = run(verb)
+    assert code == EXIT_USAGE
+    assert f"say what to {verb}: NAMES, --family FAMILY or --all" in err
+    assert f"fix: fixture-store {verb} --all" in err
+    code, _, err = run(verb, "--all", "fam/a")
+    assert code == EXIT_USAGE and "--all cannot be combined with NAMES or --family" in err
