@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from fixture_store.cli._common import (
@@ -128,13 +127,13 @@ def _print(verb: str, report: SyncReport, *, as_json: bool) -> None:
     if as_json:
         print_json({**report.to_json(), "counts": dict(sorted(counts.items()))})
         return
-    table = Table(title=f"{verb} {escape(report.remote)}")
+    table = Table(title=f"{verb} {report.remote}")
     for col in ("artifact", "outcome", "objects", "bytes"):
         table.add_column(col, overflow="fold")
     failed = [r for r in report.results if not r.ok]
     shown = [r for r in report.results if r.ok][:ROWS_SHOWN]
     for r in [*failed, *shown]:
-        table.add_row(escape(r.name), styled(r.outcome), str(r.objects), f"{r.size:,}")
+        table.add_row(r.name, styled(r.outcome), str(r.objects), f"{r.size:,}")
     hidden = len(report.results) - len(failed) - len(shown)
     if hidden > 0:
         table.caption = f"… and {hidden:,} more (use --json for all)"
@@ -233,8 +232,5 @@ def remote_list(obj: Context, as_json: bool) -> None:
         table.add_column(col, overflow="fold")
     for s in mirrors:
         mark = " (default)" if s.name == conf.default else ""
-        table.add_row(
-            escape(s.name + mark), s.kind, escape(s.url), escape(s.endpoint_url or ""),
-            escape(s.origin),
-        )  # fmt: skip
+        table.add_row(s.name + mark, s.kind, s.url, s.endpoint_url or "", s.origin)
     out.print(table)

@@ -68,3 +68,17 @@ def test_remote_list_shows_the_default_first_and_remove_drops_it() -> None:
     assert [r["name"] for r in json.loads(run("remote", "list", "--json")[1])["remotes"]] == ["b"]
     code, _, err = run("remote", "remove", "a")
     assert code == 2 and "declares no remote" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_push_and_remote_list_print_a_url_with_brackets_as_it_is(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # tables fold long cells; the URL must stay whole
+    add_file_and_case(project)
+    remote = str(tmp_path / "remote[bold]")  # what rich would read as markup
+    assert run("remote", "add", "shared", remote, "--default")[0] == 0
+    code, out, _ = run("remote", "list")
+    assert code == 0 and remote in out and "\\[" not in out
+    code, out, _ = run("push", "--all")
+    assert code == 0 and f"push shared ({remote})" in out and "\\[" not in out
