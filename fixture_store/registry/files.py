@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
@@ -174,6 +175,10 @@ class FamilyFile:
     # SHA-256 of the text it was parsed from: a transaction that finds the file unchanged reuses
     # this parse instead of parsing it again under the lock.
     text_digest: str = field(default="", compare=False)
+    # Each invalid record as the file states it (never changed; not frozen, as it may nest too
+    # deep to): a write of the family keeps it for the reviewer to fix, unless the write
+    # replaces that very record.
+    invalid_json: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def _text_digest(text: str) -> str:
@@ -195,8 +200,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         parse_known_failure(kf, file=shown, index=i)
         for i, kf in enumerate(doc.get("known_failures") or [])
     )
+    as_stated = MappingProxyType({name: doc["records"][name] for name in invalid})
     return FamilyFile(
-        p, family, records, invalid, known, doc.get("description"), _text_digest(text)
+        p, family, records, invalid, known, doc.get("description"), _text_digest(text), as_stated
     )
 
 
@@ -549,10 +555,10 @@ class Transaction:
         description: str | None = None,
         known_failures: Iterable[KnownFailure] | None = None,
     ) -> Path:
-        """Replace the family's file: ``records`` are its complete set; the description and
-        known failures stay as they are on disk unless given (``""`` and ``()``: none)."""
-        keeps = description is None or known_failures is None
-        existing = self.family(family) if keeps else None
+        """Replace the family's file: ``records`` are its complete set of valid records; its
+        invalid records (but those ``records`` name) stay as the file states them, and so do
+        the description and known failures unless given (``""`` and ``()``: none)."""
+        existing = self.family(family)
         path = _replace_family(
             self.directory,
             family,
@@ -688,9 +694,20 @@ def _replace_family(
     for name in doc["records"]:
         if family_of(name) != family:
             raise UsageError(f"record {name!r} does not belong to family {family!r}")
+    for name, stated in (existing.invalid_json if existing else {}).items():
+        doc["records"].setdefault(name, stated)  # never dropped by another record's write
     path = directory / f"{family}.json"
     try:
-        _write_atomically(directory, path, dumps(doc))
+        text = dumps(doc)
+    except RecursionError:
+        raise RegistryError(
+            "an invalid record is nested too deep to be written back; nothing was written",
+            file=str(path),
+            fix=f"fixture-store verify names it: fix or remove it in {path}, then run the "
+            "command again",
+        ) from None
+    try:
+        _write_atomically(directory, path, text)
     except OSError as e:
         # Disk full, quota, a file size limit, a read-only folder: the old file is untouched
         # and the temp file is gone, so nothing is lost; say so and what to do.

@@ -330,6 +330,19 @@ def test_a_command_over_a_broken_project_fails_clearly(
         assert (tmp_path / "user-folder" / "precious.txt").read_text() == "mine"
 
 
+@pytest.mark.parametrize("command", sorted(INVOKE))
+def test_no_command_drops_an_invalid_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """An invalid record is the reviewer's to fix: a command that writes its family (``add``,
+    ``import``, ``rehash``, ...) keeps it as the file states it."""
+    case = wrong_types(_base(tmp_path))
+    path = case.project / "provenance" / "fam.json"
+    stated = json.loads(path.read_text())["records"]["fam/a"]
+    _run(case, INVOKE[command][0], monkeypatch)
+    assert json.loads(path.read_text())["records"]["fam/a"] == stated
+
+
 @pytest.mark.parametrize("scenario", sorted(set(SCENARIOS) - {"tmp-is-a-link"}))
 def test_verify_fails_on_every_broken_project(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scenario: str

@@ -201,3 +201,55 @@ def test_selecting_many_names_compares_each_a_few_times_not_once_per_record(
     _CountingName.compared = 0
     assert reg.select(wanted) == sorted(records)
     assert _CountingName.compared <= 4 * n, _CountingName.compared
+
+
+def _valid(name: str, data: bytes) -> dict[str, object]:
+    d = digests.of_bytes(data)
+    return {
+        "kind": "fixture",
+        "digest": d.text,
+        "size": d.size,
+        "source": {"type": "local", "path": f"data/{name}"},
+    }
+
+
+def test_writing_a_family_keeps_its_invalid_records_as_the_file_states_them(
+    project: Path,
+) -> None:
+    broken = {**_valid("b", b"b"), "size": "big", "metadata": {"note": [1, {"x": None}]}}
+    path = project / "provenance" / "fam.json"
+    path.write_text(
+        files_mod.dumps(
+            {"format_version": 1, "records": {"fam/b": broken, "fam/a": _valid("a", b"a")}}
+        )
+    )
+    registry = registry_mod.load(project)
+    added = registry_mod.parse_record("fam/c", _valid("c", b"c"), file="t")
+    registry_mod.write_family(registry, "fam", [*registry.records(), added])
+    records = json.loads(path.read_text())["records"]
+    assert records["fam/b"] == broken
+    assert set(records) == {"fam/a", "fam/b", "fam/c"}
+    # A write that names the invalid record replaces it: that is how it is repaired.
+    registry = registry_mod.load(project)
+    fixed = registry_mod.parse_record("fam/b", _valid("b", b"b"), file="t")
+    registry_mod.write_family(registry, "fam", [*registry.records(), fixed])
+    assert json.loads(path.read_text())["records"]["fam/b"] == _valid("b", b"b")
+    assert not dict(registry_mod.load(project).invalid())
+
+
+def test_an_invalid_record_too_deep_to_write_back_refuses_the_write_and_keeps_the_file(
+    project: Path,
+) -> None:
+    path = _write(project, _record_text(metadata='{"x": ' + "[" * 600 + "]" * 600 + "}"))
+    before = path.read_bytes()
+    registry = registry_mod.load(project)
+    added = registry_mod.parse_record("fam/c", _valid("c", b"c"), file="t")
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(500)  # below the record's depth: writing it back must recurse deeper
+    try:
+        with pytest.raises(RegistryError, match="nested too deep to be written back") as caught:
+            registry_mod.write_family(registry, "fam", [added])
+    finally:
+        sys.setrecursionlimit(limit)
+    assert caught.value.fix is not None and "fixture-store verify" in caught.value.fix
+    assert path.read_bytes() == before
