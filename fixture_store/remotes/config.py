@@ -261,16 +261,19 @@ def remove(path: Path, name: str, *, project: bool) -> None:
         raise UsageError(f"{path} declares no remote {name!r}", fix="fixture-store remote list")
     header = f"[{prefix}remotes.{name}]"
     kept: list[str] = []
-    skipping = False
+    table = None  # the header of the table the line is in (None: the top of the file)
+    drops_default = section.get("default-remote") == name
     for line in text.splitlines(keepends=True):
         stripped = line.strip()
         if stripped.startswith("["):
-            skipping = stripped == header
-        elif section.get("default-remote") == name and re.fullmatch(
-            r"default-remote\s*=\s*\S+", stripped
+            table = stripped
+        elif (
+            drops_default
+            and table == ("[tool.fixture-store]" if project else None)
+            and re.fullmatch(r"default-remote\s*=\s*\S+", stripped)
         ):
-            continue
-        if not skipping:
+            continue  # the section's default, not another table's key of that name
+        if table != header:
             kept.append(line)
     expected = _thaw(before)
     target = expected

@@ -166,11 +166,24 @@ def test_a_table_left_with_a_comment_keeps_its_header(tmp_path: Path) -> None:
     assert "[remotes]" not in user.read_text() and not tomllib.loads(user.read_text())
 
 
-def test_a_remove_that_would_change_another_table_is_refused_and_the_file_kept(
+def test_a_remove_keeps_another_tables_key_named_default_remote(tmp_path: Path) -> None:
+    text = PYPROJECT.replace("keep = true\n", 'keep = true\ndefault-remote = "team"\n')
+    path = _project(tmp_path, text) / "pyproject.toml"
+    config.remove(path, "team", project=True)
+    after = path.read_text()
+    team = (
+        '[tool.fixture-store.remotes.team]\nurl = "s3://bucket/fixtures"\n'
+        'endpoint_url = "http://127.0.0.1:9000"\n\n'
+    )
+    assert after == text.replace('default-remote = "team"\n', "", 1).replace(team, "")
+    assert tomllib.loads(after)["tool"]["other"] == {"keep": True, "default-remote": "team"}
+
+
+def test_a_remove_that_would_leave_part_of_the_remote_is_refused_and_the_file_kept(
     tmp_path: Path,
 ) -> None:
-    # the default-remote line of another tool's table reads like the one remove drops
-    text = PYPROJECT.replace("keep = true\n", 'keep = true\ndefault-remote = "team"\n')
+    # a sub-table of the remote's table: dropping the table's lines would leave it behind
+    text = PYPROJECT + '\n[tool.fixture-store.remotes.team.extra]\nnote = "x"\n'
     path = _project(tmp_path, text) / "pyproject.toml"
     with pytest.raises(UsageError, match="cannot edit"):
         config.remove(path, "team", project=True)
