@@ -9,8 +9,11 @@ them but the last 1% (hard links, so building it is cheap). Then, each timed ``-
 (median, in this process, imports excluded):
 
 - ``load``: ``registry.load`` of the project;
-- ``verify``: a warm ``verify_names`` of every record (a cold one runs first, untimed, to fill
-  the verified-state cache), its Verifier opened inside the timing as the command does;
+- ``verify``: a warm verify of every record as the command runs it (``snapshot.verify_project``:
+  a cold one runs first, untimed, to fill the verified-state cache and save the snapshot);
+- ``parse+v``: the same warm verify without a snapshot: the registry parsed and validated, then
+  ``verify_names`` against the verified-state cache, its Verifier opened inside the timing;
+- ``floor``: one ``os.lstat`` per object, the least any warm verify must do;
 - ``fetch``: ``fetch_names`` offline when everything is present (planning and presence checks);
 - ``push``: ``sync.plan`` and ``sync.push`` to the folder remote missing 1% of the objects;
 - ``pull``: ``sync.plan`` and ``sync.pull`` into the store missing 1% of the objects;
@@ -36,7 +39,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fixture_store import gc, registry
+from fixture_store import gc, registry, snapshot
 from fixture_store.fetch import fetch_names
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
@@ -54,7 +57,7 @@ import pytest
 def test_case(artifact):
     pass
 """
-STEPS = ("load", "verify", "fetch", "push", "pull", "gc", "collect")
+STEPS = ("load", "verify", "parse+v", "floor", "fetch", "push", "pull", "gc", "collect")
 
 
 def _put(store: Store, data: bytes) -> digests.Digest:
@@ -115,6 +118,17 @@ def _warm_verify(store: Store, project: Path) -> None:
     assert all(r.ok for r in results), next(r for r in results if not r.ok)
 
 
+def _snapshot_verify(store: Store, project: Path) -> None:
+    results = snapshot.verify_project(store, lambda: registry.load(project), project)
+    assert all(r.ok for r in results), next(r for r in results if not r.ok)
+
+
+def _floor(paths: list[str]) -> None:
+    lstat = os.lstat
+    for path in paths:
+        lstat(path)
+
+
 def _collect(project: Path, store: Store, size: int, path: str = "tests/test_syn.py") -> None:
     env = {**os.environ, "FIXTURE_STORE_DIR": str(store.root)}
     out = subprocess.run(
@@ -135,8 +149,9 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
     print(f"  built {size:,} records in {time.perf_counter() - start:.1f}s", file=sys.stderr)
     reg = registry.load(project)
     names = reg.names()
-    _warm_verify(store, project)  # cold: fills the verified-state cache
+    _snapshot_verify(store, project)  # cold: fills the verified-state cache, saves a snapshot
     plan = sync.plan(reg, names)
+    paths = [str(store.object_path(d)) for d in plan.objects.values()]
     step = max(1, len(plan.objects) // 100)
     missing = sorted(plan.objects.values(), key=lambda d: d.hex)[::step]
 
@@ -152,7 +167,9 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
 
     out = {
         "load": timed(lambda: registry.load(project), repeat),
-        "verify": timed(lambda: _warm_verify(store, project), repeat),
+        "verify": timed(lambda: _snapshot_verify(store, project), repeat),
+        "parse+v": timed(lambda: _warm_verify(store, project), repeat),
+        "floor": timed(lambda: _floor(paths), repeat),
         "fetch": timed(lambda: fetch_names(store, reg, names, offline=True), repeat),
         "push": timed(push, repeat),
         "pull": timed(pull, repeat),
@@ -188,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="fixture-store-scale-") as tmp:
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the snapshots stay in here
         for size in (int(s) for s in args.sizes.split(",")):
             print(f"size {size:,}: {size * (args.members + 1):,} objects", file=sys.stderr)
             rows[size] = measure(Path(tmp) / str(size), size, args.members, args.repeat)

@@ -17,6 +17,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from fixture_store.errors import (
     ArtifactError,
@@ -82,6 +83,43 @@ class Result:
     def raise_for_status(self) -> None:
         if not self.ok:
             raise self.error()
+
+    @classmethod
+    def cached_verified(cls, name: str, kind: str | None, hexpart: str, size: int) -> Result:
+        """A record whose objects the cache vouched for, from values this code validated and
+        wrote itself (a verify snapshot): built without the checks of ``__init__``, which cost
+        more than a warm verify's lstat does per record."""
+        digest = Digest.unchecked(hexpart, size)
+        result = object.__new__(cls)
+        result.__dict__.update(
+            name=name,
+            status=Status.VERIFIED,
+            expected=digest,
+            actual=digest,
+            cached=True,
+            kind=kind,
+        )
+        return result
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Result:
+        """The result :meth:`to_json` printed (``hashed_bytes`` is not printed: 0)."""
+
+        def digest(which: str) -> Digest | None:
+            text = raw.get(which)
+            return None if text is None else digests.parse(text, raw.get(f"{which}_size"))
+
+        return cls(
+            str(raw["name"]),
+            Status(raw["status"]),
+            str(raw.get("message") or ""),
+            expected=digest("expected"),
+            actual=digest("actual"),
+            member=raw.get("member"),
+            fix=raw.get("fix"),
+            cached=bool(raw.get("cached")),
+            kind=raw.get("kind"),
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -443,7 +481,7 @@ def _hash_quiet(path: Path) -> Digest | None:
 
 
 @contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """Verification makes many small objects and no reference cycles, and a cyclic-GC pass over
     a heap holding a loaded registry cost 10 ms of a 60 ms warm verify of the node corpus. Only
     re-enables what it disabled, so concurrent callers leave the collector on."""
@@ -456,7 +494,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-@_cyclic_gc_paused()
+@cyclic_gc_paused()
 def verify_names(  # noqa: PLR0913 - the verify command's options, each keyword-only
     store: Store,
     registry: Registry,

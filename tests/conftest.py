@@ -12,9 +12,11 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(autouse=True)
-def no_user_remotes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The remotes of the machine's user never reach a test (fetch tries configured remotes)."""
+def no_user_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The remotes of the machine's user never reach a test (fetch tries configured remotes)"""
     monkeypatch.setenv("FIXTURE_STORE_CONFIG", str(tmp_path / "user-config.toml"))
+    # nor its verify snapshots (platformdirs' user state folder)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "user-state"))
 
 
 @pytest.fixture

@@ -8,6 +8,8 @@ from collections import Counter
 import click
 from rich.table import Table
 
+from fixture_store import registry as registry_mod
+from fixture_store import snapshot
 from fixture_store.access import Fixtures
 from fixture_store.cli._common import (
     Context,
@@ -23,7 +25,7 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.objects.digests import Algorithm
-from fixture_store.verify import Result, Status, verify_names
+from fixture_store.verify import Result, Status
 
 ROWS_SHOWN = 50
 FAILURES_SHOWN = 20
@@ -61,18 +63,17 @@ def verify(
     registry or usage errors. 'verify --full --digest sha256' re-hashes every byte with the
     identity hash.
     """
-    registry = obj.registry()
-    chosen = registry.select(names, families)
-    with progress(len(chosen), "verifying", enabled=not as_json) as advance:
-        results = verify_names(
-            obj.store,
-            registry,
-            chosen,
-            full=full,
-            workers=workers,
-            algorithm=Algorithm(algorithm),
-            on_result=advance,
-        )
+    results = snapshot.verify_project(
+        obj.store,
+        obj.registry,
+        registry_mod.project_root(obj.registry_flag),
+        names=names,
+        families=families,
+        full=full,
+        algorithm=Algorithm(algorithm),
+        workers=workers,
+        progress=lambda total: progress(total, "verifying", enabled=not as_json),
+    )
     if as_json:
         counts = Counter(str(r.status) for r in results)
         print_json(

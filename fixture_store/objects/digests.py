@@ -39,6 +39,15 @@ class Digest:
             )
         check_size(self.size)
 
+    @classmethod
+    def unchecked(cls, hexpart: str, size: int) -> Digest:
+        """A digest from values validated before (read back from a file this code wrote):
+        ``__post_init__``'s checks skipped, where they would cost more than the work done."""
+        digest = object.__new__(cls)
+        object.__setattr__(digest, "hex", hexpart)
+        object.__setattr__(digest, "size", size)
+        return digest
+
     @property
     def text(self) -> str:
         """The ``sha256:<hex>`` form used in records."""

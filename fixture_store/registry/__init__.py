@@ -9,6 +9,7 @@ from fixture_store.registry.files import (
     find_root,
     load,
     load_file,
+    project_root,
     transaction,
     write_family,
 )
@@ -94,6 +95,7 @@ __all__ = [
     "parse_kind",
     "parse_record",
     "parse_source",
+    "project_root",
     "transaction",
     "write_family",
 ]

@@ -207,7 +207,15 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
 
 
 def read_text(path: Path) -> str:
-    """The text of a registry file, refused before reading unless it is a regular file: a FIFO
+    """The text of a registry file (see :func:`read_bytes`), which must be UTF-8."""
+    try:
+        return read_bytes(path).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RegistryError(f"cannot read: {e}", file=str(path)) from e
+
+
+def read_bytes(path: Path) -> bytes:
+    """The bytes of a registry file, refused before reading unless it is a regular file: a FIFO
     would block the reader forever and a link to ``/dev/zero`` would never end."""
     shown = str(path)
     try:
@@ -225,8 +233,8 @@ def read_text(path: Path) -> str:
         )
     with os.fdopen(fd, "rb") as f:
         try:
-            return f.read().decode("utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            return f.read()
+        except OSError as e:
             raise RegistryError(f"cannot read: {e}", file=shown) from e
 
 
@@ -491,14 +499,16 @@ def create_directory(project: str | os.PathLike[str]) -> tuple[Path, bool]:
     return directory, created
 
 
-def _project_root(root: str | os.PathLike[str] | None) -> Path:
+def project_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """The folder holding ``provenance/``: ``root`` (that folder, or ``provenance/`` itself),
+    else the nearest parent of the working directory with one."""
     base = Path(root).absolute() if root is not None else find_root()
     return base.parent if base.name == DIRNAME else base
 
 
 def load(root: str | os.PathLike[str] | None = None) -> Registry:
     """Load every ``provenance/*.json`` under the project root."""
-    base = _project_root(root)
+    base = project_root(root)
     directory = base / DIRNAME
     if not directory.is_dir():
         raise UsageError(f"{directory} does not exist", fix="fixture-store init")
@@ -597,7 +607,7 @@ def transaction(root: str | os.PathLike[str] | None = None) -> Iterator[Transact
     it. On entry, temp files of writers that died mid-write are removed (under the lock no other
     writer is writing).
     """
-    base = _project_root(root)
+    base = project_root(root)
     held: set[Path] = _held.__dict__.setdefault("roots", set())
     if base in held:
         yield Transaction(base)

@@ -1,0 +1,392 @@
+"""Verify snapshots: a whole verify that passed, remembered, so that verifying an unchanged
+project again costs one ``lstat`` per object and no registry parse.
+
+A warm ``verify`` of a large project spends most of its time parsing and validating the
+registry, then comparing each object's ``lstat`` with the verified-state cache. A snapshot
+keeps the outcome of the last verify of *every* record of a project against one store, when
+every record verified (or is a declared gap), together with the stat of each object that the
+verified-state cache held as proof. It is used only when all of these hold:
+
+- its key matches: the exact bytes of every ``provenance/*.json`` file (their SHA-256), the
+  project and store folders, the hash asked for (``--digest``), the fixture-store version and
+  the size and mtime of each of its modules (an upgrade or an edited checkout invalidates it);
+- every object's ``lstat`` (inode, size, mtime_ns, ctime_ns) is the one that was proved: a
+  file that was written since, replaced or removed misses, and the full verify runs.
+
+So it vouches for nothing the verified-state cache would not: same proof, same stat rule
+(DESIGN 8), plus "these registry bytes parsed and validated", which their digest pins. It lives
+in the user's state folder (``platformdirs.user_state_dir``), never in the store, which other
+users may share and write: a snapshot there could vouch for a record that does not parse. The
+file must be a regular file owned by the user and writable by nobody else, in a folder of the
+same kind; otherwise it is ignored. It is JSON, never pickle; it may be deleted at any time
+(a lost or damaged snapshot costs one full verify), and ``verify --full`` never reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from fixture_store._version import __version__
+from fixture_store.errors import RegistryError
+from fixture_store.objects.digests import Algorithm
+from fixture_store.objects.statecache import Entry
+from fixture_store.objects.store import Store
+from fixture_store.registry import Registry
+from fixture_store.registry.files import DIRNAME, read_bytes
+from fixture_store.registry.records import family_of
+from fixture_store.verify import Result, Status, Verifier, VerifyPlan, cyclic_gc_paused
+
+FORMAT = 1
+_FOLDER = "verify-snapshots"
+_OK = frozenset({Status.VERIFIED, Status.GAP})
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def folder() -> Path:
+    """Where this user's snapshots live (``$XDG_STATE_HOME`` on Linux)."""
+    return Path(platformdirs.user_state_dir("fixture-store", appauthor=False)) / _FOLDER
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The results of a verify of every record, and the proved stat of each object it read.
+
+    Kept in columns, as the file holds them: a verified result is a name, a kind and its
+    object's digest; any other result (a declared gap) keeps its JSON in ``others``.
+    """
+
+    key: str
+    names: Sequence[str]
+    kinds: Sequence[str | None]
+    hexes: Sequence[str | None]  # the record's object (a tree's manifest); None: see others
+    sizes: Sequence[int | None]
+    others: Mapping[int, Mapping[str, Any]]  # position -> Result.to_json()
+    objects: Sequence[str]  # SHA-256 hex of each object read
+    stats: Sequence[int]  # four per object: inode, size, mtime_ns, ctime_ns
+
+    @classmethod
+    def of(
+        cls, key: str, results: Sequence[Result], objects: Sequence[tuple[str, Entry]]
+    ) -> Snapshot:
+        compact = [_compact(r) for r in results]
+        return cls(
+            key,
+            [r.name for r in results],
+            [c[0] if c else None for c in compact],
+            [c[1] if c else None for c in compact],
+            [c[2] if c else None for c in compact],
+            {
+                i: r.to_json()
+                for i, (r, c) in enumerate(zip(results, compact, strict=True))
+                if not c
+            },
+            [h for h, _ in objects],
+            [n for _, entry in objects for n in entry],
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "key": self.key,
+            "names": list(self.names),
+            "kinds": list(self.kinds),
+            "hexes": list(self.hexes),
+            "sizes": list(self.sizes),
+            "others": {str(i): dict(r) for i, r in self.others.items()},
+            "objects": list(self.objects),
+            "stats": list(self.stats),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Snapshot:
+        """Parse a snapshot; ``ValueError`` (or ``KeyError``/``TypeError``) if it is not one.
+        The columns are taken as they are: a wrong value makes :meth:`holds` fail or a result
+        differ from none the registry's verify would give, since the key pins the registry."""
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise ValueError("not a verify snapshot of this format")
+        names, objects, stats = raw["names"], raw["objects"], raw["stats"]
+        columns = (raw["kinds"], raw["hexes"], raw["sizes"])
+        if any(len(c) != len(names) for c in columns) or len(stats) != 4 * len(objects):
+            raise ValueError("columns differ in length")
+        others = {int(i): r for i, r in raw["others"].items()}
+        return cls(str(raw["key"]), names, *columns, others, objects, stats)
+
+    def results(self) -> list[Result]:
+        """Every result, in the order of the names (built without validating each digest
+        again: they are the registry's, pinned by the key)."""
+        out = []
+        verified, others = Result.cached_verified, self.others
+        for i, (name, kind, hexpart, size) in enumerate(
+            zip(self.names, self.kinds, self.hexes, self.sizes, strict=True)
+        ):
+            if hexpart is None or size is None:
+                out.append(Result.from_json(others[i]))
+            else:
+                out.append(verified(name, kind, hexpart, size))
+        return out
+
+    def holds(self, store: Store) -> bool:
+        """Whether every object file is still the one that was proved: one lstat each, in a few
+        threads (``lstat`` releases the GIL, and a cold inode cache waits on the disk)."""
+        store.shards()  # a link among the store's folders is refused, as verify refuses it
+        base = str(store.objects_dir)
+        chunks = range(0, len(self.objects), _CHUNK)
+        if len(chunks) <= 1:
+            return all(self._holds(base, start) for start in chunks)
+        with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+            return all(pool.map(lambda start: self._holds(base, start), chunks))
+
+    def _holds(self, base: str, start: int) -> bool:
+        lstat, objects, stats = os.lstat, self.objects, self.stats
+        for i in range(start, min(start + _CHUNK, len(objects))):
+            hexpart = objects[i]
+            try:
+                st = lstat(f"{base}/{hexpart[:2]}/{hexpart[2:]}")
+            except (OSError, TypeError):
+                return False
+            j = 4 * i
+            if (
+                st.st_ino != stats[j]
+                or st.st_size != stats[j + 1]
+                or st.st_mtime_ns != stats[j + 2]
+                or st.st_ctime_ns != stats[j + 3]
+            ):
+                return False
+        return True
+
+
+_CHUNK = 8192  # objects per lstat task
+_THREADS = 4
+
+
+def _compact(r: Result) -> tuple[str | None, str, int] | None:
+    """A result verified with nothing else to say, as (kind, hex, size); ``None`` otherwise."""
+    if (
+        r.status is Status.VERIFIED
+        and r.expected is not None
+        and r.actual == r.expected
+        and not r.message
+        and r.member is None
+        and r.fix is None
+    ):
+        return (r.kind, r.expected.hex, r.expected.size)
+    return None
+
+
+def key(store: Store, project: Path, algorithm: Algorithm, files: Iterable[tuple[str, str]]) -> str:
+    """The key of a snapshot: ``files`` are (family, SHA-256 of its file's bytes) pairs."""
+    h = hashlib.sha256()
+    for part in (
+        f"format {FORMAT}",
+        f"fixture-store {__version__}",
+        *_package_state(),
+        f"project {project}",
+        f"store {_identity(store.root)}",
+        f"digest {algorithm.value}",
+        *(f"family {family} {digest}" for family, digest in sorted(files)),
+    ):
+        h.update(part.encode("utf-8", "surrogateescape"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _package_state() -> list[str]:
+    """Size and mtime of each of fixture-store's modules: a changed checkout changes the key."""
+    out = []
+    for path in sorted(_PACKAGE.rglob("*.py")):
+        st = path.stat()
+        out.append(f"module {path.relative_to(_PACKAGE)} {st.st_size} {st.st_mtime_ns}")
+    return out
+
+
+def _identity(root: Path) -> str:
+    try:
+        st = os.stat(root)
+    except OSError:
+        return f"{root.absolute()} absent"
+    return f"{root.absolute()} {st.st_dev} {st.st_ino}"
+
+
+def current_key(store: Store, project: Path, algorithm: Algorithm) -> str | None:
+    """The key the project's registry has now, from the bytes of its files (no parse);
+    ``None`` if a file cannot be read (the full verify then says why)."""
+    try:
+        files = [
+            (p.stem, hashlib.sha256(read_bytes(p)).hexdigest())
+            for p in sorted((project / DIRNAME).glob("*.json"))
+        ]
+    except (RegistryError, OSError):  # the full verify reports it
+        return None
+    return key(store, project, algorithm, files)
+
+
+def _slot(store: Store, project: Path, algorithm: Algorithm) -> Path:
+    """One file per project, store and hash: a new snapshot replaces the last."""
+    name = f"{project}\0{store.root.absolute()}\0{algorithm.value}"
+    return folder() / f"{hashlib.sha256(name.encode('utf-8', 'surrogateescape')).hexdigest()}.json"
+
+
+def _private(st: os.stat_result) -> bool:
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def _read(path: Path) -> Any:
+    """The JSON of a snapshot file that only this user can have written, else ``None``."""
+    try:
+        for dirpath in (path.parent.parent, path.parent):
+            st = os.lstat(dirpath)
+            if not stat.S_ISDIR(st.st_mode) or not _private(st):
+                return None
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or not _private(st):
+            return None
+        return json.loads(f.read())
+
+
+def lookup(
+    store: Store, project: Path, algorithm: Algorithm, families: Sequence[str] = ()
+) -> list[Result] | None:
+    """The results of verifying every record (or every record of ``families``) if a snapshot
+    still holds for the project as it is now; ``None`` if the full verify must run."""
+    wanted = current_key(store, project, algorithm)
+    if wanted is None:
+        return None
+    try:
+        snap = Snapshot.from_json(_read(_slot(store, project, algorithm)))
+    except (ValueError, KeyError, TypeError, IndexError, OSError):
+        return None
+    if snap.key != wanted or not snap.holds(store):
+        return None
+    results = snap.results()
+    if not families:
+        return results
+    chosen = [r for r in results if family_of(r.name) in families]
+    # A family with no record is the full verify's error to report.
+    if {family_of(r.name) for r in chosen} != set(families):
+        return None
+    return chosen
+
+
+def remember(
+    store: Store,
+    registry: Registry,
+    plan: VerifyPlan,
+    results: Sequence[Result],
+    verifier: Verifier,
+) -> bool:
+    """Save a snapshot of ``results`` if they cover every record and all passed, and every object
+    read has its proof in the verified-state cache; otherwise drop the project's snapshot.
+    Whether one was saved. A failure to write loses only the shortcut."""
+    algorithm = verifier.algorithm
+    slot = _slot(store, registry.root, algorithm)
+    objects = _proved(plan, verifier, algorithm)
+    every = [r.name for r in results] == registry.names()
+    if objects is None or not every or any(r.status not in _OK for r in results):
+        with contextlib.suppress(OSError):
+            slot.unlink()
+        return False
+    files = [(family, fam.text_digest) for family, fam in registry.families.items()]
+    snap = Snapshot.of(key(store, registry.root, algorithm, files), results, objects)
+    try:
+        _write(slot, snap.to_json())
+    except OSError:
+        return False
+    return True
+
+
+def _proved(
+    plan: VerifyPlan, verifier: Verifier, algorithm: Algorithm
+) -> tuple[tuple[str, Entry], ...] | None:
+    """Each planned object with the stat its proof in the verified-state cache holds; ``None``
+    if one has none (it was not verified, or the cache could not keep it)."""
+    sha256_rows, blake3_rows = verifier.cache.rows()
+    auto = algorithm is Algorithm.AUTO
+    out: list[tuple[str, Entry]] = []
+    for hexpart, size, blake3 in plan.objects:
+        entry = _entry_of(hexpart, size, blake3 if auto else None, sha256_rows, blake3_rows)
+        if entry is None:
+            return None
+        out.append((hexpart, entry))
+    return tuple(out)
+
+
+def _entry_of(
+    hexpart: str,
+    size: int,
+    blake3: str | None,
+    sha256_rows: Any,
+    blake3_rows: Any,
+) -> Entry | None:
+    if blake3 is None:
+        row = sha256_rows.get(hexpart)
+        return row if row is not None and row[1] == size else None
+    b3row = blake3_rows.get(hexpart)
+    if b3row is None or b3row[0] != blake3 or b3row[2] != size:
+        return None
+    return (b3row[1], b3row[2], b3row[3], b3row[4])
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@cyclic_gc_paused()
+def verify_project(  # noqa: PLR0913 - the verify command's options, each keyword-only
+    store: Store,
+    load: Callable[[], Registry],
+    project: Path,
+    *,
+    names: Sequence[str] = (),
+    families: Sequence[str] = (),
+    full: bool = False,
+    algorithm: Algorithm = Algorithm.AUTO,
+    workers: int | None = None,
+    progress: Callable[[int], AbstractContextManager[Callable[[Result], None] | None]]
+    | None = None,
+) -> list[Result]:
+    """Verify a project's records as the verify command does: from a snapshot when one holds
+    (never with ``full`` or explicit ``names``), else in full, ``load`` giving the registry and
+    ``progress(total)`` the callback each result is passed to; a full verify of every record
+    that passed is remembered as the project's snapshot."""
+    if not full and not names:
+        cached = lookup(store, project, algorithm, families)
+        if cached is not None:
+            return cached
+    registry = load()
+    chosen = registry.select(names, families)
+    verifier = Verifier(store, full=full, algorithm=algorithm)
+    plan = VerifyPlan.of(store, registry, chosen)
+    with progress(len(chosen)) if progress else contextlib.nullcontext() as advance:
+        results = plan.execute(verifier, workers=workers, on_result=advance)
+    if not names and not families:
+        remember(store, registry, plan, results, verifier)
+    return results
+
+
+__all__ = ["Snapshot", "folder", "lookup", "remember", "verify_project"]
