@@ -793,7 +793,9 @@ def io_error(e: OSError, root: Path) -> StoreError:
             f"the store {root} is not writable: {e.strerror}",
             fix=f"choose a writable location with --store or ${ENV_VAR}",
         )
+    # A failed rename names its temp file first, and that is gone by now: name what is in the way.
+    where = e.filename2 or e.filename or root
     return StoreError(
         f"I/O error in the store {root}: {e}",
-        fix=f"check {e.filename or root}: the store holds only files fixture-store wrote",
+        fix=f"check {where}: the store holds only files fixture-store wrote",
     )
