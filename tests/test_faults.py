@@ -1,4 +1,5 @@
-"""Faults: writers killed with SIGKILL at random points, a full disk, eight concurrent writers.
+"""Faults: writers killed with SIGKILL at random points (fetching, putting, extracting, pulling),
+a full disk, eight concurrent writers.
 
 After every fault the store must show no partial object, hold no lock that blocks the next writer,
 and verify clean with ``full`` hashing once the interrupted work is redone.
@@ -27,6 +28,7 @@ from fixture_store.errors import StoreError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
 from fixture_store.readers import archives
+from fixture_store.remotes.folder import FolderRemote
 from fixture_store.sources import FetchContext, fetch_record
 from fixture_store.verify import Status, verify_names
 from tests.support import crash_child
@@ -81,7 +83,30 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "provenance" / "fetched.json").write_text(
         registry_mod.dumps({"format_version": 1, "records": fetched})
     )
+    _pull_remote(folder / "pull", rng)
     return folder
+
+
+def _pull_remote(folder: Path, rng: random.Random) -> None:
+    """What the pull phase brings in: records of many small objects and a large one, all held
+    by the folder remote ``remote`` (written there as any push would leave them)."""
+    remote = FolderRemote("crash", folder / "remote")
+    pulled: dict[str, dict[str, object]] = {}
+    for i, size in enumerate([*(rng.randrange(1000, 8000) for _ in range(200)), 1_000_000]):
+        data = rng.randbytes(size)
+        d = digests.of_bytes(data)
+        remote.path(d).parent.mkdir(parents=True, exist_ok=True)
+        remote.path(d).write_bytes(data)
+        pulled[f"pulled/p{i:03d}"] = {
+            "kind": "fixture",
+            "digest": d.text,
+            "size": d.size,
+            "source": {"type": "local", "path": f"data/p{i:03d}"},
+        }
+    (folder / "provenance").mkdir(parents=True)
+    (folder / "provenance" / "pulled.json").write_text(
+        registry_mod.dumps({"format_version": 1, "records": pulled})
+    )
 
 
 def _child(store: Path, work: Path, *extra: str) -> subprocess.Popen[str]:
@@ -127,6 +152,8 @@ def _registry(root: Path, work: Path) -> registry_mod.Registry:
         registry_mod.dumps({"format_version": 1, "records": records})
     )
     shutil.copyfile(work / "provenance" / "fetched.json", root / "provenance" / "fetched.json")
+    pulled = work / "pull" / "provenance" / "pulled.json"
+    shutil.copyfile(pulled, root / "provenance" / "pulled.json")
     return registry_mod.load(root)
 
 
@@ -138,7 +165,8 @@ def _expected_objects(work: Path) -> set[str]:
         work / "archive.tar.zst",
     ]
     tree, _ = trees.hash_folder(work / "tree-src")
-    return {digests.of_file(p).hex for p in files} | {tree.digest.hex}
+    pulled = {d.hex for r in registry_mod.load(work / "pull").records() if (d := r.digest)}
+    return {digests.of_file(p).hex for p in files} | {tree.digest.hex} | pulled
 
 
 def _manifest(work: Path) -> dict[str, digests.Digest]:
@@ -212,7 +240,7 @@ def _kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> Counter[
     return phases
 
 
-PHASES = ("fetch", "put", "extract")
+PHASES = ("fetch", "put", "extract", "pull")
 
 
 def _read_until_phase(proc: subprocess.Popen[str], phase: str) -> bool:
@@ -320,7 +348,7 @@ def _eight_writers(tmp_path: Path, work: Path) -> None:
     outcomes = [_finish(p) for p in procs]
     for p, (out, err) in zip(procs, outcomes, strict=True):
         assert p.returncode == 0, err
-        assert out.split() == ["phase", "fetch", "phase", "put", "phase", "extract", "done"]
+        assert out.split() == [*(w for p in PHASES for w in ("phase", p)), "done"]
         assert err == ""
     store = Store.at(store_root)
     assert list(store.tmp_dir.iterdir()) == []

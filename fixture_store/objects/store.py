@@ -19,7 +19,9 @@ a link.
 
 A write hashes the bytes while copying them into ``tmp/``, fsyncs, checks the digest against the
 expected one and only then renames the file into ``objects/``: a crash at any instant leaves at
-most an orphan temp file, never a partial object.
+most an orphan temp file, never a partial object. Many writes share their syncs through a
+:class:`Staging` (``write_files``, pull): every file is checked as it is staged, and a batch is
+made durable at once before any of it is renamed.
 
 Locks: writers and gc (DESIGN decision 10). An object is garbage once no record references it,
 so between an object landing and its record landing a writer's object looks like garbage. A
@@ -275,14 +277,20 @@ class Store:
                 tmp.unlink()
 
     def _write_temp(
-        self, source: BinaryIO, expected: Digest | None, *, sync: bool = True
+        self,
+        source: BinaryIO,
+        expected: Digest | None,
+        *,
+        sync: bool = True,
+        folder: Path | None = None,
     ) -> tuple[Path, Stored]:
-        """Copy into a temp file and check the digest; nothing is visible yet.
+        """Copy into a temp file in ``folder`` (default: :meth:`temp_folder`) and check the
+        digest; nothing is visible yet.
 
         With ``sync`` the temp file is fsynced here; without, the caller settles a whole batch
         (see :class:`fsutil.SyncBatch`) before anything is renamed into place.
         """
-        fd, tmp_name = tempfile.mkstemp(dir=self.temp_folder(), prefix="put-")
+        fd, tmp_name = tempfile.mkstemp(dir=folder or self.temp_folder(), prefix="put-")
         tmp = Path(tmp_name)
         with self._removed_on_error(tmp):
             limit = None if expected is None else expected.size + 1
@@ -327,7 +335,12 @@ class Store:
         return self._publish(*linked, replace=replace)
 
     def _link_temp(
-        self, path: str | os.PathLike[str], expected: Digest | None, *, sync: bool
+        self,
+        path: str | os.PathLike[str],
+        expected: Digest | None,
+        *,
+        sync: bool,
+        folder: Path | None = None,
     ) -> tuple[Path, Stored] | None:
         """Hard-link a file of ours into ``tmp/`` and hash it there; ``None`` when it cannot be
         linked (another filesystem, a file owned by someone else, no hard links), so the caller
@@ -350,7 +363,7 @@ class Store:
             return None
         tmp = Path(
             os.path.join(
-                self.temp_folder(),
+                folder or self.temp_folder(),
                 f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}",
             )
         )
@@ -373,39 +386,33 @@ class Store:
         self, paths: Sequence[str | os.PathLike[str]], *, link: bool = False
     ) -> list[Stored]:
         """Put many files, in the order given. The same guarantees as :meth:`write_file`, cheaper:
+        one :meth:`staging` batch (see :class:`Staging`). The copies run one after another:
+        parallel creates in one folder contend for its lock (measured slower with 2 and 4
+        threads than with one), and a large file is already hashed on two threads. With
+        ``link`` each file is hard-linked where it can be (see :meth:`_link_temp`) and copied
+        where it cannot.
+        """
+        with self.staging() as staging:
+            written = [staging.file(path, link=link) for path in paths]
+            staging.publish(written)
+        return [staged.stored for staged in written]
 
-        every object is still copied to a temp file, checked, made durable and only then
-        renamed, but durability is settled once for the batch (one filesystem sync instead of an
-        fsync per file: small-object ingest is bound by creates and syncs, not by hashing), each
-        shard's lock is taken once for all its renames, and the renames are made durable
-        together (one more filesystem sync, or one fsync per shard folder).
-        The copies run one after another: parallel creates in one folder contend for its lock
-        (measured slower with 2 and 4 threads than with one), and a large file is already hashed
-        on two threads. With ``link`` each file is hard-linked where it can be (see
-        :meth:`_link_temp`) and copied where it cannot.
+    @contextlib.contextmanager
+    def staging(self, *, replace: bool = False) -> Iterator[Staging]:
+        """A :class:`Staging` for the block: checked temp files now, published in batches.
+        Whatever it staged and did not publish is removed when the block ends, however it ends.
         """
         self.ensure()
-        written: list[tuple[Path, Stored]] = []
         try:
-            with fsutil.SyncBatch(self.tmp_dir) as batch:
-                for path in paths:
-                    linked = self._link_temp(path, None, sync=False) if link else None
-                    if linked is not None:
-                        written.append(linked)
-                        continue
-                    with _open_source(path) as f:
-                        written.append(self._write_temp(f, None, sync=False))
-                batch.settle([tmp for tmp, _ in written])
-                self._commit_many(
-                    [(tmp, st.digest) for tmp, st in written], replace=False, batch=batch
-                )
-            return [st for _, st in written]
+            batch = fsutil.SyncBatch(self.tmp_dir)
         except OSError as e:
             raise io_error(e, self.root) from e
-        finally:
-            for tmp, _ in written:
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
+        with batch:
+            staging = Staging(self, batch, self.temp_folder(), replace=replace)
+            try:
+                yield staging
+            finally:
+                staging.discard()
 
     def put_bytes(
         self, data: bytes, expected: Digest | None = None, *, replace: bool = False
@@ -514,6 +521,92 @@ class Store:
                 except FileNotFoundError:
                     continue
             return count
+
+
+@dataclass(frozen=True, slots=True)
+class Staged:
+    """Checked bytes in a temp file of the store, not visible yet (see :class:`Staging`)."""
+
+    tmp: Path
+    stored: Stored
+
+
+class Staging:
+    """Writes checked temp files now and publishes them later, a batch at a time.
+
+    Each staged file is hashed while it is copied and checked against its expected digest, as a
+    single put is, but not synced: :meth:`publish` makes a whole batch durable with one
+    filesystem sync (or an fsync each for a few files, see :class:`fsutil.SyncBatch`), then
+    renames it into place, one lock per shard, and makes the renames durable together. Small
+    objects are bound by creates and syncs, not by hashing, so this is what makes many of them
+    cheap. Until its batch is published a staged file is invisible: a crash at any instant
+    leaves at most orphan temp files (in the writer folder that was current when the staging
+    opened), never a partial object, and every object published before it stays.
+
+    Staging from several threads at once is safe; open it with :meth:`Store.staging`.
+    """
+
+    def __init__(
+        self, store: Store, batch: fsutil.SyncBatch, folder: Path, *, replace: bool
+    ) -> None:
+        self.store = store
+        self._batch = batch
+        self._folder = folder
+        self._replace = replace
+        self._pending: set[Path] = set()
+        self._lock = threading.Lock()
+
+    def stream(self, source: BinaryIO, expected: Digest | None = None) -> Staged:
+        """Stage a stream (see :meth:`Store.write_stream`: read at most ``expected.size + 1``
+        bytes, :class:`IntegrityError` and nothing staged unless they match)."""
+        try:
+            tmp, stored = self.store._write_temp(source, expected, sync=False, folder=self._folder)
+        except OSError as e:  # the temp file could not even be created
+            raise io_error(e, self.store.root) from e
+        return self._keep(tmp, stored)
+
+    def file(
+        self, path: str | os.PathLike[str], expected: Digest | None = None, *, link: bool = False
+    ) -> Staged:
+        """Stage a file (see :meth:`Store.write_file`), hard-linked where ``link`` allows."""
+        if link:
+            linked = self.store._link_temp(path, expected, sync=False, folder=self._folder)
+            if linked is not None:
+                return self._keep(*linked)
+        with _open_source(path) as f:
+            return self.stream(f, expected)
+
+    def publish(self, staged: Sequence[Staged]) -> None:
+        """Make these staged files durable, then visible. Their temp files are gone afterwards,
+        published or not; on an error the store's error is raised and those not yet renamed are
+        not published (an object already renamed is complete and stays)."""
+        try:
+            self._batch.settle([s.tmp for s in staged])
+            self.store._commit_many(
+                [(s.tmp, s.stored.digest) for s in staged], replace=self._replace, batch=self._batch
+            )
+        except OSError as e:
+            raise io_error(e, self.store.root) from e
+        finally:
+            self._remove(s.tmp for s in staged)
+
+    def discard(self) -> None:
+        """Remove every staged file not published yet."""
+        with self._lock:
+            pending = list(self._pending)
+        self._remove(pending)
+
+    def _keep(self, tmp: Path, stored: Stored) -> Staged:
+        with self._lock:
+            self._pending.add(tmp)
+        return Staged(tmp, stored)
+
+    def _remove(self, temps: Iterable[Path]) -> None:
+        for tmp in temps:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            with self._lock:
+                self._pending.discard(tmp)
 
 
 @dataclass
@@ -700,7 +793,9 @@ def io_error(e: OSError, root: Path) -> StoreError:
             f"the store {root} is not writable: {e.strerror}",
             fix=f"choose a writable location with --store or ${ENV_VAR}",
         )
+    # A failed rename names its temp file first, and that is gone by now: name what is in the way.
+    where = e.filename2 or e.filename or root
     return StoreError(
         f"I/O error in the store {root}: {e}",
-        fix=f"check {e.filename or root}: the store holds only files fixture-store wrote",
+        fix=f"check {where}: the store holds only files fixture-store wrote",
     )

@@ -8,9 +8,11 @@ memory stays flat whatever the sizes.
 
 Push sends only objects that verify in the store; an object already on the remote is recognised
 by its size and SHA-256 (S3: a HEAD), before sending it (large objects) or when the write-once
-write is refused (small ones). Pull writes each object through the store's
-own put path with the digest the record expects: the bytes are hashed as they land in the
-store's temp folder and published only on a match, whatever the remote claimed. A transient
+write is refused (small ones). Pull stages each object through the store's
+:class:`~fixture_store.objects.store.Staging` with the digest the record expects: the bytes are
+hashed as they land in the store's temp folder and kept only on a match, whatever the remote
+claimed; what was kept is published a batch at a time (:class:`Batching`), with one batched sync
+for the bytes and one for the renames instead of two fsyncs per object. A transient
 failure (5xx, throttling, a cut or short body) is retried within :class:`Retry`'s bounds; other
 bytes than expected, a 4xx, a missing object are not.
 """
@@ -19,14 +21,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fixture_store.errors import ArtifactError, FixtureStoreError, IntegrityError
+from fixture_store.limits import MiB
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import Staged, Staging, Store
 from fixture_store.registry import PackageSource, Record, Registry
 from fixture_store.remotes.base import (
     GuardedBody,
@@ -162,14 +165,35 @@ def plan(registry: Registry, names: Iterable[str]) -> SyncPlan:
 
 
 @dataclass(frozen=True)
+class Batching:
+    """When pull publishes what it received: once ``objects`` objects, or ``size`` bytes, wait
+    in checked temp files (see :class:`~fixture_store.objects.store.Staging`).
+
+    One publish costs one batched sync of the bytes and one of the renames, instead of an fsync
+    of each object and of its shard folder; a crash loses at most one batch's transfers, never
+    an object published before.
+    """
+
+    objects: int = 256
+    size: int = 256 * MiB
+
+    def due(self, objects: int, size: int) -> bool:
+        return objects >= self.objects or size >= self.size
+
+
+@dataclass(frozen=True)
 class _Moved:
-    """How one object went: moved now, already there, or the error that stopped it."""
+    """How one object went: moved now, already there, staged (received and checked, not yet
+    published), or the error that stopped it."""
 
     moved: bool = False
     error: FixtureStoreError | None = None
+    staged: Staged | None = None
 
 
 ObjectCallback = Callable[[Digest], None]
+# What push or pull does with one object of the plan, given its status in the local store.
+Transfer = Callable[[Digest, Status], _Moved]
 
 
 def push(
@@ -189,32 +213,24 @@ def push(
             "not take them)",
             fix="push to the S3 bucket or folder the mirror serves, with --remote",
         )
-    verifier = Verifier(store)
     policy = retry or Retry()
 
-    def one(digest: Digest) -> _Moved:
-        try:
-            check = verifier.check_object(digest)
-            if check.status is not Status.VERIFIED:
-                return _Moved(error=_NotInStore(f"{digest} is {check.status} in the store"))
-            if digest.size >= PUT_FIRST_BELOW:  # ask first: its bytes are worth not resending
-                claim = policy.run(lambda: remote.stat(digest))
-                if claim is not None:
-                    return _already_there(remote, digest, claim)
-            if policy.run(lambda: remote.upload(store.object_path(digest), digest)):
-                return _Moved(moved=True)
-            return _already_there(remote, digest, policy.run(lambda: remote.stat(digest)))
-        except FixtureStoreError as e:
-            return _Moved(error=e)
+    def send(digest: Digest, status: Status) -> _Moved:
+        if status is not Status.VERIFIED:
+            return _Moved(error=_NotInStore(f"{digest} is {status} in the store"))
+        if digest.size >= PUT_FIRST_BELOW:  # ask first: its bytes are worth not resending
+            claim = policy.run(lambda: remote.stat(digest))
+            if claim is not None:
+                return _already_there(remote, digest, claim)
+        if policy.run(lambda: remote.upload(store.object_path(digest), digest)):
+            return _Moved(moved=True)
+        return _already_there(remote, digest, policy.run(lambda: remote.stat(digest)))
 
-    try:
-        moved = _run(the_plan, one, jobs, on_object)
-    finally:
-        verifier.cache.flush()
+    moved = dict(_each_object(store, the_plan, send, jobs, on_object))
     return _report(remote, registry, the_plan, moved, Outcome.PUSHED, push=True)
 
 
-def pull(
+def pull(  # noqa: PLR0913 - the pull command's options, each keyword-only
     store: Store,
     registry: Registry,
     remote: Remote,
@@ -224,50 +240,50 @@ def pull(
     retry: Retry | None = None,
     on_object: ObjectCallback | None = None,
     rate: DownloadPolicy | None = None,
+    batching: Batching | None = None,
 ) -> SyncReport:
-    """Bring the plan's objects that do not verify in the store from the remote, verified."""
-    verifier = Verifier(store)
+    """Bring the plan's objects that do not verify in the store from the remote, verified, and
+    publish them a batch at a time (see :class:`Batching`)."""
     policy = retry or Retry()
     rate = rate or DownloadPolicy.from_env()
 
-    def one(digest: Digest) -> _Moved:
-        with store.writing():  # this thread's temp files in the run's writer folder
-            try:
-                if verifier.check_object(digest).status is Status.VERIFIED:
-                    return _Moved()
-                pull_object(store, remote, digest, policy, rate)
-                return _Moved(moved=True)
-            except FixtureStoreError as e:
-                return _Moved(error=e)
+    with store.writing(), store.staging(replace=True) as staging:
 
-    with store.writing():
-        try:
-            moved = _run(the_plan, one, jobs, on_object)
-        finally:
-            verifier.cache.flush()
+        def receive(digest: Digest, status: Status) -> _Moved:
+            if status is Status.VERIFIED:
+                return _Moved()
+            return _Moved(staged=pull_object(staging, remote, digest, policy, rate))
+
+        batch = _Batch(staging, batching or Batching())
+        moved: dict[str, _Moved] = {}
+        for hexpart, result in _each_object(store, the_plan, receive, jobs, on_object):
+            moved[hexpart] = result
+            moved.update(batch.add(hexpart, result))
+        moved.update(batch.publish())
     return _report(remote, registry, the_plan, moved, Outcome.PULLED, push=False)
 
 
 def pull_object(
-    store: Store,
+    staging: Staging,
     remote: Remote,
     digest: Digest,
     retry: Retry,
     rate: DownloadPolicy | None = None,
-) -> None:
-    """Stream one object from the remote into the store, published only if it is ``digest``.
+) -> Staged:
+    """Stream one object from the remote into a staged temp file, kept only if it is
+    ``digest`` (the caller publishes it, see :class:`~fixture_store.objects.store.Staging`).
 
     The body must keep ``rate``'s minimum rate (default: the download policy of the
     environment, as for fetch).
     """
     policy = rate or DownloadPolicy.from_env()
 
-    def attempt() -> None:
+    def attempt() -> Staged:
         stream = remote.open(digest)
         try:
             what = f"remote {remote.label}: {digest.short}"
             body = GuardedBody(stream, digest.size, what, policy.meter())
-            store.write_stream(body, digest, replace=True)  # type: ignore[arg-type]
+            return staging.stream(body, digest)  # type: ignore[arg-type]
         except IntegrityError as e:
             raise RemoteError(
                 f"the remote {remote.label} holds other bytes under {digest.text}: {e.message}",
@@ -277,7 +293,65 @@ def pull_object(
         finally:
             stream.close()
 
-    retry.run(attempt)
+    return retry.run(attempt)
+
+
+@dataclass
+class _Batch:
+    """Pull's objects received and checked, waiting to be published together."""
+
+    staging: Staging
+    batching: Batching
+    waiting: dict[str, Staged] = field(default_factory=dict)
+    size: int = 0
+
+    def add(self, hexpart: str, result: _Moved) -> dict[str, _Moved]:
+        """Wait with ``result``'s staged file, if any; what a publish settled, if one is due."""
+        if result.staged is None:
+            return {}
+        self.waiting[hexpart] = result.staged
+        self.size += result.staged.stored.digest.size
+        return self.publish() if self.batching.due(len(self.waiting), self.size) else {}
+
+    def publish(self) -> dict[str, _Moved]:
+        """Publish every waiting object: each moved now, or all failed with the store's error."""
+        waiting, self.waiting, self.size = self.waiting, {}, 0
+        if not waiting:
+            return {}
+        try:
+            self.staging.publish(list(waiting.values()))
+        except FixtureStoreError as e:
+            return dict.fromkeys(waiting, _Moved(error=e))
+        return dict.fromkeys(waiting, _Moved(moved=True))
+
+
+def _each_object(
+    store: Store,
+    the_plan: SyncPlan,
+    transfer: Transfer,
+    jobs: int,
+    on_object: ObjectCallback | None,
+) -> Iterator[tuple[str, _Moved]]:
+    """Each object of the plan (its hex) with what ``transfer`` made of it, in the plan's order,
+    run over a bounded pool of threads; an error stops that object only."""
+    verifier = Verifier(store)
+
+    def one(digest: Digest) -> _Moved:
+        try:
+            return transfer(digest, verifier.check_object(digest).status)
+        except FixtureStoreError as e:
+            return _Moved(error=e)
+
+    digests = list(the_plan.objects.values())
+    workers = max(1, min(jobs, len(digests), (os.cpu_count() or 1) * 8))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for digest, result in zip(digests, pool.map(one, digests), strict=True):
+                if on_object is not None:
+                    on_object(digest)
+                yield digest.hex, result
+    finally:
+        verifier.cache.flush()
 
 
 def _already_there(remote: Remote, digest: Digest, claim: RemoteObject | None) -> _Moved:
@@ -301,23 +375,6 @@ def _other_bytes(remote: Remote, digest: Digest, size: int) -> RemoteError:
         "it is",
         fix="remove that object from the remote (it is damaged), then push again",
     )
-
-
-def _run(
-    the_plan: SyncPlan,
-    one: Callable[[Digest], _Moved],
-    jobs: int,
-    on_object: ObjectCallback | None,
-) -> dict[str, _Moved]:
-    digests = list(the_plan.objects.values())
-    moved: dict[str, _Moved] = {}
-    workers = max(1, min(jobs, len(digests), (os.cpu_count() or 1) * 8))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for digest, result in zip(digests, pool.map(one, digests), strict=True):
-            moved[digest.hex] = result
-            if on_object is not None:
-                on_object(digest)
-    return moved
 
 
 def _report(
@@ -441,9 +498,10 @@ class Mirrors:
                 tried.append(f"{remote.label}: skipped, failed earlier in this run: {down}")
                 continue
             try:
-                for digest in (r.digest for r in record.objects() if needs(r.digest)):
-                    pull_object(self.store, remote, digest, self.retry)
-                    count(digest.size)
+                with self.store.staging(replace=True) as staging:
+                    for digest in (r.digest for r in record.objects() if needs(r.digest)):
+                        staging.publish([pull_object(staging, remote, digest, self.retry)])
+                        count(digest.size)
             except TransientRemoteError as e:
                 with self._lock:
                     self.down[remote.label] = e.message

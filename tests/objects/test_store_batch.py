@@ -176,3 +176,38 @@ def test_a_buffered_stream_read_part_way_stores_exactly_what_is_left(tmp_path: P
         assert f.read(10) == data[:10]
         stored = store.write_stream(f)
     assert store.object_path(stored.digest).read_bytes() == data[10:]
+
+
+def test_staged_files_are_invisible_until_published_and_removed_if_never_published(
+    tmp_path: Path,
+) -> None:
+    import io
+
+    store = Store.at(tmp_path / "store")
+    blobs = [os.urandom(100 + i) for i in range(3)]
+    with store.staging() as staging:
+        staged = [staging.stream(io.BytesIO(b), digests.of_bytes(b)) for b in blobs]
+        assert [s.stored.digest for s in staged] == [digests.of_bytes(b) for b in blobs]
+        assert list(store.iter_objects()) == []  # checked, but nothing visible yet
+        assert len(list(store.tmp_dir.iterdir())) == 3
+        staging.publish(staged[:2])
+        assert [store.object_path(s.stored.digest).read_bytes() for s in staged[:2]] == blobs[:2]
+        assert not store.has(staged[2].stored.digest)
+    assert not store.has(staged[2].stored.digest)
+    assert list(store.tmp_dir.iterdir()) == []  # the unpublished one went with the block
+    assert len(list(store.iter_objects())) == 2
+
+
+def test_a_stream_of_other_bytes_stages_nothing(tmp_path: Path) -> None:
+    import io
+
+    from fixture_store.errors import IntegrityError
+
+    store = Store.at(tmp_path / "store")
+    expected = digests.of_bytes(b"expected")
+    with store.staging() as staging:
+        with pytest.raises(IntegrityError, match="nothing was stored"):
+            staging.stream(io.BytesIO(b"other!!!"), expected)
+        assert list(store.tmp_dir.iterdir()) == []
+        staging.publish([])
+    assert list(store.iter_objects()) == []

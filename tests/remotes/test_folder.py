@@ -93,8 +93,8 @@ def _puller(store_root: str, remote_root: str, hexes: list[tuple[str, int]]) -> 
         still = []
         for digest in pending:
             try:
-                with store.writing():
-                    pull_object(store, remote, digest, retry)
+                with store.writing(), store.staging(replace=True) as staging:
+                    staging.publish([pull_object(staging, remote, digest, retry)])
             except MissingRemoteObject:
                 still.append(digest)
         if not still:

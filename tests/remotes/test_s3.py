@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
 from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import verify_names
 from tests.remotes.conftest import s3_client
-from tests.support.cli import add_file_and_case
+from tests.support.cli import add_file_and_case, run
 from tests.support.s3server import FaultProxy
 
 FAST = Retry(attempts=3, backoff=0.01, total=10.0)
@@ -34,22 +35,77 @@ def _remote(endpoint: str, bucket: str, **kwargs: Any) -> S3Remote:
     return S3Remote.connect(spec, retry=FAST, **kwargs)
 
 
-def _fresh(tmp_path: Path, name: str = "fresh") -> Store:
-    return Store.at(tmp_path / name).ensure()
+@pytest.fixture
+def remote(s3_endpoint: str, bucket: str) -> S3Remote:
+    """The remote ``team`` on a fresh bucket, straight to moto."""
+    return _remote(s3_endpoint, bucket)
 
 
 @pytest.fixture
-def corpus(project: Path) -> tuple[Registry, SyncPlan]:
+def proxied(proxy: FaultProxy, bucket: str) -> S3Remote:
+    """The same remote through the fault-injecting proxy."""
+    return _remote(proxy.url, bucket)
+
+
+@pytest.fixture
+def fresh(tmp_path: Path) -> Store:
+    """An empty store to pull into."""
+    return Store.at(tmp_path / "fresh").ensure()
+
+
+@pytest.fixture
+def corpus(project: Path, store: Store) -> tuple[Registry, SyncPlan]:
+    """``fam/a`` and ``fam/case`` added to the test's store: the registry and their plan."""
     add_file_and_case(project)
     registry = registry_mod.load(project)
-    return registry, plan(registry, registry.names())
+    the_plan = plan(registry, registry.names())
+    assert all(store.has(d) for d in the_plan.objects.values())
+    return registry, the_plan
+
+
+@pytest.fixture
+def pushed(
+    corpus: tuple[Registry, SyncPlan], store: Store, remote: S3Remote
+) -> tuple[Registry, SyncPlan]:
+    """``fam/a`` pushed to the bucket (straight to moto): the registry and its plan."""
+    registry, _ = corpus
+    the_plan = plan(registry, ["fam/a"])
+    push(store, registry, remote, the_plan, retry=FAST)
+    return registry, the_plan
+
+
+@dataclass(frozen=True)
+class Big:
+    """``fam/big``, a checkpoint of 11 MiB and a bit, added; a remote through the proxy that
+    sends it in 5 MiB parts."""
+
+    data: bytes
+    registry: Registry
+    plan: SyncPlan
+    remote: S3Remote
+
+
+@pytest.fixture
+def big(project: Path, bucket: str, proxy: FaultProxy, store: Store) -> Big:
+    data = os.urandom(11 * 1024 * 1024 + 12345)
+    (project / "big.bin").write_bytes(data)
+    assert run("add", "big.bin", "--name", "fam/big", "--kind", "checkpoint")[0] == 0
+    registry = registry_mod.load(project)
+    the_plan = plan(registry, ["fam/big"])
+    assert all(store.has(d) for d in the_plan.objects.values())  # added to the test's store
+    remote = _remote(proxy.url, bucket, multipart_threshold=6 << 20, part_size=5 << 20)
+    return Big(data, registry, the_plan, remote)
 
 
 def test_what_push_wrote_is_read_back_by_plain_boto3_at_the_documented_keys(
-    s3_endpoint: str, bucket: str, store: Store, corpus: tuple[Registry, SyncPlan]
+    s3_endpoint: str,
+    bucket: str,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    remote: S3Remote,
 ) -> None:
     registry, the_plan = corpus
-    report = push(store, registry, _remote(s3_endpoint, bucket), the_plan, retry=FAST)
+    report = push(store, registry, remote, the_plan, retry=FAST)
     assert {r.outcome for r in report.results} == {Outcome.PUSHED}
     client = s3_client(s3_endpoint)
     listed = client.list_objects_v2(Bucket=bucket)["Contents"]
@@ -64,34 +120,21 @@ def test_what_push_wrote_is_read_back_by_plain_boto3_at_the_documented_keys(
 
 
 def test_pull_into_an_empty_store_verifies_and_a_second_push_sends_nothing(
-    s3_endpoint: str,
-    bucket: str,
-    store: Store,
-    corpus: tuple[Registry, SyncPlan],
-    tmp_path: Path,
+    store: Store, corpus: tuple[Registry, SyncPlan], remote: S3Remote, fresh: Store
 ) -> None:
     registry, the_plan = corpus
-    remote = _remote(s3_endpoint, bucket)
     push(store, registry, remote, the_plan, retry=FAST)
     again = push(store, registry, remote, the_plan, retry=FAST)
     assert again.moved_objects == 0 and {r.outcome for r in again.results} == {Outcome.PRESENT}
-    fresh = _fresh(tmp_path)
     pulled = pull(fresh, registry, remote, the_plan, retry=FAST)
     assert {r.outcome for r in pulled.results} == {Outcome.PULLED}
     assert all(r.ok for r in verify_names(fresh, registry, registry.names()))
 
 
 def test_a_large_object_goes_up_in_parallel_parts_and_comes_back_whole(
-    s3_endpoint: str, bucket: str, proxy: FaultProxy, project: Path, store: Store, tmp_path: Path
+    s3_endpoint: str, bucket: str, proxy: FaultProxy, store: Store, big: Big, fresh: Store
 ) -> None:
-    data = os.urandom(11 * 1024 * 1024 + 12345)
-    (project / "big.bin").write_bytes(data)
-    from tests.support.cli import run
-
-    assert run("add", "big.bin", "--name", "fam/big", "--kind", "checkpoint")[0] == 0
-    registry = registry_mod.load(project)
-    the_plan = plan(registry, ["fam/big"])
-    remote = _remote(proxy.url, bucket, multipart_threshold=6 << 20, part_size=5 << 20)
+    data, registry, the_plan, remote = big.data, big.registry, big.plan, big.remote
     assert push(store, registry, remote, the_plan, retry=FAST).moved_objects == 1
     (digest,) = the_plan.objects.values()
     head = s3_client(s3_endpoint).head_object(
@@ -103,17 +146,19 @@ def test_a_large_object_goes_up_in_parallel_parts_and_comes_back_whole(
     assert len(parts) == 3  # 5 + 5 + 1 MiB
     again = push(store, registry, remote, the_plan, retry=FAST)
     assert again.moved_objects == 0  # HEAD: size and sha256 compared
-    fresh = _fresh(tmp_path)
     assert pull(fresh, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
     assert fresh.object_path(digest).read_bytes() == data
 
 
 def test_push_refuses_a_remote_object_whose_checksum_is_of_other_bytes(
-    s3_endpoint: str, bucket: str, store: Store, corpus: tuple[Registry, SyncPlan]
+    s3_endpoint: str,
+    bucket: str,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    remote: S3Remote,
 ) -> None:
     registry, _ = corpus
     the_plan = plan(registry, ["fam/a"])
-    remote = _remote(s3_endpoint, bucket)
     (digest,) = the_plan.objects.values()
     other = b"b" * digest.size
     s3_client(s3_endpoint).put_object(
@@ -129,25 +174,12 @@ def test_push_refuses_a_remote_object_whose_checksum_is_of_other_bytes(
     assert body.read() == other
 
 
-def _pushed(endpoint: str, bucket: str, store: Store, registry: Registry) -> SyncPlan:
-    the_plan = plan(registry, ["fam/a"])
-    push(store, registry, _remote(endpoint, bucket), the_plan, retry=FAST)
-    return the_plan
-
-
 def test_pull_refuses_a_flipped_byte_without_retrying_and_stores_nothing(
-    s3_endpoint: str,
-    bucket: str,
-    proxy: FaultProxy,
-    store: Store,
-    corpus: tuple[Registry, SyncPlan],
-    tmp_path: Path,
+    proxy: FaultProxy, pushed: tuple[Registry, SyncPlan], proxied: S3Remote, fresh: Store
 ) -> None:
-    registry, _ = corpus
-    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    registry, the_plan = pushed
     proxy.faults.flip = True
-    fresh = _fresh(tmp_path)
-    (result,) = pull(fresh, registry, _remote(proxy.url, bucket), the_plan, retry=FAST).results
+    (result,) = pull(fresh, registry, proxied, the_plan, retry=FAST).results
     assert result.outcome is Outcome.FAILED
     assert "team (s3://" in result.message and "other bytes" in result.message
     assert result.fix is not None and "push" in result.fix
@@ -158,18 +190,11 @@ def test_pull_refuses_a_flipped_byte_without_retrying_and_stores_nothing(
 
 
 def test_pull_retries_a_truncated_body_and_gives_up_with_nothing_stored(
-    s3_endpoint: str,
-    bucket: str,
-    proxy: FaultProxy,
-    store: Store,
-    corpus: tuple[Registry, SyncPlan],
-    tmp_path: Path,
+    proxy: FaultProxy, pushed: tuple[Registry, SyncPlan], proxied: S3Remote, fresh: Store
 ) -> None:
-    registry, _ = corpus
-    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    registry, the_plan = pushed
     proxy.faults.truncate = True
-    fresh = _fresh(tmp_path)
-    (result,) = pull(fresh, registry, _remote(proxy.url, bucket), the_plan, retry=FAST).results
+    (result,) = pull(fresh, registry, proxied, the_plan, retry=FAST).results
     assert result.outcome is Outcome.FAILED
     assert "3 attempts" in result.message
     assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * 3
@@ -178,22 +203,13 @@ def test_pull_retries_a_truncated_body_and_gives_up_with_nothing_stored(
 
 
 def test_a_slow_drip_fails_below_the_minimum_rate_with_nothing_stored(
-    s3_endpoint: str,
-    bucket: str,
-    proxy: FaultProxy,
-    store: Store,
-    corpus: tuple[Registry, SyncPlan],
-    tmp_path: Path,
+    proxy: FaultProxy, pushed: tuple[Registry, SyncPlan], proxied: S3Remote, fresh: Store
 ) -> None:
-    registry, _ = corpus
-    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    registry, the_plan = pushed
     proxy.faults.drip = 0.01  # 100 bytes a second: each read succeeds, the body never ends
-    fresh = _fresh(tmp_path)
     rate = DownloadPolicy(min_rate=10_000, rate_window=0.5)
     retry = Retry(attempts=2, backoff=0.01, total=10.0)
-    (result,) = pull(
-        fresh, registry, _remote(proxy.url, bucket), the_plan, retry=retry, rate=rate
-    ).results
+    (result,) = pull(fresh, registry, proxied, the_plan, retry=retry, rate=rate).results
     assert result.outcome is Outcome.FAILED and "too slow" in result.message
     assert result.fix is not None and "FIXTURE_STORE_DOWNLOAD_MIN_RATE" in result.fix
     (digest,) = the_plan.objects.values()
@@ -201,35 +217,28 @@ def test_a_slow_drip_fails_below_the_minimum_rate_with_nothing_stored(
 
 
 def test_server_errors_are_retried_until_the_transfer_succeeds(
-    bucket: str,
     proxy: FaultProxy,
     store: Store,
     corpus: tuple[Registry, SyncPlan],
-    tmp_path: Path,
+    proxied: S3Remote,
+    fresh: Store,
 ) -> None:
     registry, _ = corpus
     the_plan = plan(registry, ["fam/a"])
     proxy.faults.errors = 2  # the HEAD of push, then its first PUT
-    remote = _remote(proxy.url, bucket)
-    assert push(store, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PUSHED
+    (pushed,) = push(store, registry, proxied, the_plan, retry=FAST).results
+    assert pushed.outcome is Outcome.PUSHED
     proxy.faults.errors = 2
-    fresh = _fresh(tmp_path)
-    assert pull(fresh, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
+    assert pull(fresh, registry, proxied, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
     assert [s for _, _, s in proxy.faults.seen].count(500) == 4
 
 
 def test_a_403_is_not_retried_and_names_the_remote_and_the_fix(
-    s3_endpoint: str,
-    bucket: str,
-    proxy: FaultProxy,
-    store: Store,
-    corpus: tuple[Registry, SyncPlan],
-    tmp_path: Path,
+    proxy: FaultProxy, pushed: tuple[Registry, SyncPlan], proxied: S3Remote, fresh: Store
 ) -> None:
-    registry, _ = corpus
-    the_plan = _pushed(s3_endpoint, bucket, store, registry)
+    registry, the_plan = pushed
     proxy.faults.forbid = True
-    (result,) = pull(_fresh(tmp_path), registry, _remote(proxy.url, bucket), the_plan).results
+    (result,) = pull(fresh, registry, proxied, the_plan).results
     assert result.outcome is Outcome.FAILED
     assert "access denied" in result.message and "team" in result.message
     assert result.fix is not None and "credentials" in result.fix
@@ -275,7 +284,8 @@ def test_missing_credentials_say_where_credentials_come_from(
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    result = push(store, registry, _remote(s3_endpoint, bucket), the_plan, retry=FAST).results[0]
+    remote = _remote(s3_endpoint, bucket)  # connected without credentials
+    result = push(store, registry, remote, the_plan, retry=FAST).results[0]
     assert result.outcome is Outcome.FAILED
     assert "no AWS credentials found" in result.message
     assert result.fix is not None and "AWS_PROFILE" in result.fix
@@ -298,11 +308,14 @@ def test_the_endpoint_can_come_from_aws_endpoint_url(
 
 
 def test_an_upload_never_replaces_an_object_already_at_its_key(
-    s3_endpoint: str, bucket: str, store: Store, corpus: tuple[Registry, SyncPlan]
+    s3_endpoint: str,
+    bucket: str,
+    store: Store,
+    corpus: tuple[Registry, SyncPlan],
+    remote: S3Remote,
 ) -> None:
     _, the_plan = corpus
     digest = next(iter(the_plan.objects.values()))
-    remote = _remote(s3_endpoint, bucket)
     client = s3_client(s3_endpoint)
     client.put_object(Bucket=bucket, Key=remote.key(digest), Body=b"first writer")
     remote.upload(store.object_path(digest), digest)  # If-None-Match: * -> 412, kept as it is
@@ -312,33 +325,24 @@ def test_an_upload_never_replaces_an_object_already_at_its_key(
 
 
 def test_a_new_small_object_costs_one_request_and_a_present_one_is_compared_by_head(
-    bucket: str, proxy: FaultProxy, store: Store, corpus: tuple[Registry, SyncPlan]
+    proxy: FaultProxy, store: Store, corpus: tuple[Registry, SyncPlan], proxied: S3Remote
 ) -> None:
     registry, the_plan = corpus
-    remote = _remote(proxy.url, bucket)
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, proxied, the_plan, retry=FAST)
     assert sorted(m for m, _, _ in proxy.faults.seen) == ["PUT"] * 3
     proxy.faults.seen.clear()
-    again = push(store, registry, remote, the_plan, retry=FAST)
+    again = push(store, registry, proxied, the_plan, retry=FAST)
     assert {r.outcome for r in again.results} == {Outcome.PRESENT}
     assert sorted(m for m, _, _ in proxy.faults.seen) == ["HEAD"] * 3 + ["PUT"] * 3
 
 
 def test_a_large_object_pulled_in_ranges_is_refused_if_any_range_has_other_bytes(
-    bucket: str, proxy: FaultProxy, project: Path, store: Store, tmp_path: Path
+    proxy: FaultProxy, store: Store, big: Big, fresh: Store
 ) -> None:
-    data = os.urandom(11 * 1024 * 1024)
-    (project / "big.bin").write_bytes(data)
-    from tests.support.cli import run
-
-    assert run("add", "big.bin", "--name", "fam/big", "--kind", "checkpoint")[0] == 0
-    registry = registry_mod.load(project)
-    the_plan = plan(registry, ["fam/big"])
-    remote = _remote(proxy.url, bucket, multipart_threshold=6 << 20, part_size=5 << 20)
+    data, registry, the_plan, remote = big.data, big.registry, big.plan, big.remote
     push(store, registry, remote, the_plan, retry=FAST)
     proxy.faults.seen.clear()
     proxy.faults.flip = True
-    fresh = _fresh(tmp_path)
     (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
     assert result.outcome is Outcome.FAILED and "other bytes" in result.message
     ranges = -(-len(data) // remote.range_size)
@@ -356,7 +360,6 @@ def test_the_cli_pushes_and_pulls_a_configured_s3_remote_and_never_prints_a_secr
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from tests.support.cli import run
     from tests.support.s3server import FAKE_CREDENTIALS
 
     secret = FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from fixture_store import registry as registry_mod
+from fixture_store.objects import fsutil
+from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.folder import FolderRemote
-from fixture_store.remotes.sync import Outcome, plan, pull, push
+from fixture_store.remotes.sync import Batching, Outcome, plan, pull, push
 from fixture_store.verify import verify_names
-from tests.support.cli import add_file_and_case
+from tests.support.cli import add_file_and_case, run
 
 FAST = Retry(attempts=3, backoff=0.01, total=5.0)
 
@@ -133,3 +139,111 @@ def test_push_leaves_a_remote_object_of_another_size_as_it_is(
     assert result.outcome is Outcome.FAILED
     assert "write-once" in result.message
     assert remote.path(digest).read_bytes() == b"short"
+
+
+def _many(project: Path, count: int, seed: int = 3) -> Registry:
+    """``fam/many``: a tree of ``count`` random members (its objects: the members and its
+    manifest), added through the CLI."""
+    folder = project / "data" / "many"
+    folder.mkdir(parents=True)
+    rng = random.Random(seed)
+    for i in range(count):
+        (folder / f"m{i:03d}.bin").write_bytes(rng.randbytes(64 + i))
+    assert run("add", "data/many", "--name", "fam/many", "--kind", "tree")[0] == 0
+    return registry_mod.load(project)
+
+
+def test_pull_publishes_a_batch_at_a_time_and_no_object_before_its_batch(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry = _many(project, 7)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    the_plan = plan(registry, ["fam/many"])
+    push(store, registry, remote, the_plan, retry=FAST)
+    other = _empty_store(tmp_path)
+    every = list(the_plan.objects.values())
+    visible: list[int] = []
+
+    def arrived(_digest: Digest) -> None:  # called as each object's transfer is done
+        visible.append(sum(other.has(d) for d in every))
+
+    report = pull(
+        other, registry, remote, the_plan, retry=FAST, on_object=arrived, batching=Batching(3)
+    )
+    assert [r.outcome for r in report.results] == [Outcome.PULLED]
+    assert len(every) == 8
+    assert visible == [0, 0, 0, 3, 3, 3, 6, 6]  # the last two with the final publish
+    assert all(r.ok for r in verify_names(other, registry, ["fam/many"]))
+    assert list(other.tmp_dir.iterdir()) == []
+
+
+def test_a_pulled_batch_is_synced_at_once_before_any_of_it_is_visible(
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DESIGN 4 for pull: a batch's bytes are made durable (one syncfs) while none of it is
+    visible, then its renames (one more), instead of two fsyncs per object."""
+    registry = _many(project, 40)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    the_plan = plan(registry, ["fam/many"])
+    push(store, registry, remote, the_plan, retry=FAST)
+    other = _empty_store(tmp_path)
+    seen: list[tuple[str, int]] = []
+    real_sync_all, real_fsync = fsutil.SyncBatch.sync_all, fsutil.fsync_path
+
+    def sync_all(self: fsutil.SyncBatch) -> None:
+        seen.append(("syncfs", len(list(other.iter_objects()))))
+        real_sync_all(self)
+
+    def fsync_path(path: Path) -> None:
+        kind = "folder" if path.is_dir() else "file"
+        seen.append((f"fsync {kind}", len(list(other.iter_objects()))))
+        real_fsync(path)
+
+    monkeypatch.setattr(fsutil.SyncBatch, "sync_all", sync_all)
+    monkeypatch.setattr(fsutil, "fsync_path", fsync_path)
+    (result,) = pull(other, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.PULLED
+    assert len(list(other.iter_objects())) == len(the_plan.objects) == 41
+    data_syncs = [n for what, n in seen if what in ("syncfs", "fsync file")]
+    assert data_syncs and data_syncs[0] == 0, seen  # synced while nothing was visible yet
+    assert seen[-1][0] in ("syncfs", "fsync folder"), seen  # the renames were synced last
+    if sys.platform.startswith("linux"):
+        assert [what for what, _ in seen] == ["syncfs", "syncfs"], seen  # bytes, then renames
+
+
+def test_a_batch_that_cannot_be_published_fails_its_artifacts_and_keeps_earlier_ones(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    names = []
+    (project / "data").mkdir()
+    for i in range(6):
+        (project / "data" / f"f{i}.bin").write_bytes(f"file {i}\n".encode() * (i + 1))
+        names.append(f"fam/f{i}")
+        assert run("add", f"data/f{i}.bin", "--name", names[-1], "--kind", "fixture")[0] == 0
+    registry = registry_mod.load(project)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    the_plan = plan(registry, names)
+    push(store, registry, remote, the_plan, retry=FAST)
+    other = _empty_store(tmp_path)
+    blocker = other.object_path(the_plan.wants["fam/f4"][0])
+    (blocker / "stray").mkdir(parents=True)  # the store is damaged where f4's object belongs
+    report = pull(other, registry, remote, the_plan, retry=FAST, batching=Batching(2))
+    outcomes = {r.name: r.outcome for r in report.results}
+    assert outcomes == {
+        **dict.fromkeys(names[:4], Outcome.PULLED),
+        "fam/f4": Outcome.FAILED,
+        "fam/f5": Outcome.FAILED,  # published with f4, in the batch that failed
+    }
+    failed = next(r for r in report.results if r.name == "fam/f4")
+    assert "I/O error in the store" in failed.message and "Is a directory" in failed.message
+    assert failed.fix is not None and str(blocker) in failed.fix
+    assert all(r.ok for r in verify_names(other, registry, names[:4]))
+    for hexpart, path in other.iter_objects():  # whatever is visible is whole
+        if path == blocker:
+            continue
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == hexpart
+    assert list(other.tmp_dir.iterdir()) == []
+    shutil.rmtree(blocker)
+    again = pull(other, registry, remote, the_plan, retry=FAST, batching=Batching(2))
+    assert all(r.ok for r in again.results)
+    assert all(r.ok for r in verify_names(other, registry, names))

@@ -6,7 +6,9 @@ waits for ``GO_FILE`` to exist when given (so several writers start together), t
 
 1. ``fetch``: fetches every record of ``WORKDIR/provenance`` through its pinned (local) source;
 2. ``put``: puts every ``blob-*`` file of WORKDIR into the store;
-3. ``extract``: puts ``archive.tar.zst`` and extracts it against its manifest.
+3. ``extract``: puts ``archive.tar.zst`` and extracts it against its manifest;
+4. ``pull``: pulls every record of ``WORKDIR/pull/provenance`` from the folder remote
+   ``WORKDIR/pull/remote``, a few objects to a batch (so a kill can land between batches).
 
 Each phase is announced on stdout before it starts, so a killer knows where it struck.
 """
@@ -23,7 +25,11 @@ from fixture_store import registry as registry_mod
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.readers import archives
+from fixture_store.remotes import sync
+from fixture_store.remotes.folder import FolderRemote
 from fixture_store.sources import FetchContext, fetch_record
+
+PULL_BATCHING = sync.Batching(objects=16)
 
 
 def run(store: Store, work: Path, phase: Callable[[str], None] = lambda _: None) -> None:
@@ -43,6 +49,15 @@ def run(store: Store, work: Path, phase: Callable[[str], None] = lambda _: None)
     archive = work / "archive.tar.zst"
     store.write_file(archive)
     archives.extract(store, archive, manifest)
+    phase("pull")
+    pulled = registry_mod.load(work / "pull")
+    remote = FolderRemote("crash", work / "pull" / "remote")
+    report = sync.pull(
+        store, pulled, remote, sync.plan(pulled, pulled.names()), batching=PULL_BATCHING
+    )
+    failed = [r for r in report.results if not r.ok]
+    if failed:
+        raise SystemExit(f"pull failed: {failed}")
 
 
 def main() -> None:
