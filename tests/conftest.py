@@ -13,10 +13,23 @@ pytest_plugins = ["pytester"]
 
 @pytest.fixture(autouse=True)
 def no_user_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The remotes of the machine's user never reach a test (fetch tries configured remotes)"""
+    """Nothing of the machine's user reaches a test, nor does a test write there: its remotes
+    (fetch tries configured remotes), its verify snapshots (platformdirs' user state folder) and
+    its default store (a test that forgets the ``store`` fixture writes a store of its own)."""
     monkeypatch.setenv("FIXTURE_STORE_CONFIG", str(tmp_path / "user-config.toml"))
-    # nor its verify snapshots (platformdirs' user state folder)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "user-state"))
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "default-store"))
+
+
+@pytest.fixture(autouse=True)
+def wide_consoles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's consoles are made once per process and take their width from the terminal or
+    ``COLUMNS`` then, so a table cell could fold a long path in one process (an xdist worker)
+    and not in another: every in-process run gets the same wide consoles, and names stay whole."""
+    from fixture_store.cli import _common
+
+    for console in (_common.out, _common.err):
+        monkeypatch.setattr(console, "width", 1000)
 
 
 @pytest.fixture
