@@ -19,6 +19,7 @@ fixture-store also hashes everything it pulls and publishes it atomically; boto3
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +69,14 @@ elif op in ("fs-push", "fs-pull"):
     fs(op[3:], *rest)
 elif op == "boto-up-many":
     folder = Path(rest[0])
-    files = sorted(folder.iterdir())
+    names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda p: client.upload_file(str(p), bucket, f"boto/{p.name}"), files))
+        list(pool.map(lambda n: client.upload_file(str(folder / n), bucket, f"boto/{n}"), names))
 elif op == "boto-down-many":
     folder, out = Path(rest[0]), Path(rest[1])
-    names = sorted(p.name for p in folder.iterdir())
+    names = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    for parent in {(out / n).parent for n in names}:
+        parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda n: client.download_file(bucket, f"boto/{n}", str(out / n)), names))
 elif op == "boto-up-one":
@@ -143,18 +146,11 @@ def only(project: Path, name: str) -> Path:
     return copy
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--small", type=int, default=2000)
-    parser.add_argument("--large-mib", type=int, default=256)
-    parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args(argv)
+@contextlib.contextmanager
+def moto_server() -> Iterator[tuple[str, Any]]:
+    """moto's S3 server in its own process on 127.0.0.1: its endpoint and a boto3 client."""
     import boto3
 
-    work = Path(tempfile.mkdtemp(prefix="bench-remotes-"))
-    env = {**os.environ, **CREDENTIALS, "FIXTURE_STORE_DIR": str(work / "store")}
-    env.pop("AWS_PROFILE", None)
-    env["FIXTURE_STORE_CONFIG"] = str(work / "no-config.toml")
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -176,12 +172,35 @@ def main(argv: Sequence[str] | None = None) -> None:
                 break
             except Exception:
                 time.sleep(0.1)
-        project = make_project(work, env, args.small, args.large_mib)
-        rows = run_cases(env, endpoint, client, work=work, project=project, repeat=args.repeat)
-        print_table(rows, args)
+        yield endpoint, client
     finally:
         server.terminate()
         server.wait()
+
+
+def bench_env(work: Path) -> dict[str, str]:
+    """The environment of every contender: the bench's credentials, no user configuration."""
+    env = {**os.environ, **CREDENTIALS, "FIXTURE_STORE_DIR": str(work / "store")}
+    env.pop("AWS_PROFILE", None)
+    env["FIXTURE_STORE_CONFIG"] = str(work / "no-config.toml")
+    return env
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small", type=int, default=2000)
+    parser.add_argument("--large-mib", type=int, default=256)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-remotes-"))
+    env = bench_env(work)
+    try:
+        with moto_server() as (endpoint, client):
+            project = make_project(work, env, args.small, args.large_mib)
+            rows = run_cases(env, endpoint, client, work=work, project=project, repeat=args.repeat)
+            print_table(rows, args)
+    finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
