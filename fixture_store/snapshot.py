@@ -384,7 +384,7 @@ def verify_project(  # noqa: PLR0913 - the verify command's options, each keywor
     plan = VerifyPlan.of(store, registry, chosen)
     with progress(len(chosen)) if progress else contextlib.nullcontext() as advance:
         results = plan.execute(verifier, workers=workers, on_result=advance)
-    if not names and not families:
+    if not names and chosen == registry.names():  # every record, also as all its families
         remember(store, registry, plan, results, verifier)
     return results
 

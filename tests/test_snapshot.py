@@ -138,6 +138,20 @@ def test_a_family_is_served_from_the_snapshot_and_an_unknown_one_gets_the_regist
         verify(store, project, families=["nope"])
 
 
+def test_a_verify_of_every_family_saves_a_snapshot_and_one_of_some_keeps_it(
+    project: Path, store: Store
+) -> None:
+    add_file_and_case(project)
+    assert run("add", "data/a.bin", "--name", "other/a", "--kind", "fixture")[0] == 0
+    verify(store, project, families=["fam"])
+    assert slots() == []  # some records only: nothing to remember
+    verify(store, project, families=["fam", "other"])
+    [saved] = slots()
+    assert verify(store, project)[1].calls == 0
+    verify(store, project, names=["fam/a"])
+    assert slots() == [saved]
+
+
 def test_each_hash_has_its_own_snapshot(project: Path, store: Store) -> None:
     add_file_and_case(project)
     verify(store, project)
