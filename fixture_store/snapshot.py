@@ -240,7 +240,7 @@ def _slot(store: Store, project: Path, algorithm: Algorithm) -> Path:
 
 
 def _private(st: os.stat_result) -> bool:
-    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def _read(path: Path) -> Any:

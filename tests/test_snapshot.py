@@ -204,6 +204,12 @@ def test_an_invalid_record_saves_no_snapshot(project: Path, store: Store) -> Non
     assert slots() == []
 
 
+def _give_away(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another user")
+    os.chown(path, os.geteuid() + 4242, -1)
+
+
 @pytest.mark.parametrize(
     "spoil",
     [
@@ -213,6 +219,7 @@ def test_an_invalid_record_saves_no_snapshot(project: Path, store: Store) -> Non
             lambda p: (p.rename(p.with_suffix(".real")), p.symlink_to(p.with_suffix(".real"))),
             id="a-link",
         ),
+        pytest.param(_give_away, id="owned-by-someone-else"),
         pytest.param(lambda p: p.write_text("{not json"), id="damaged"),
         pytest.param(lambda p: p.write_text('{"format": 1}'), id="incomplete"),
     ],
