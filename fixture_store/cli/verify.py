@@ -34,7 +34,11 @@ FAILURES_SHOWN = 20
 @click.command()
 @click.argument("names", nargs=-1)
 @click.option("--family", "families", multiple=True, help="Verify every artifact of FAMILY.")
-@click.option("--full", is_flag=True, help="Re-hash everything; ignore the verified-state cache.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-hash everything; ignore the verified-state cache and the verify snapshot.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @workers_option
 @click.option(
@@ -61,7 +65,9 @@ def verify(
 
     Exit 0 if all verified (declared gaps allowed), 1 if any is missing or mismatched, 2 on
     registry or usage errors. 'verify --full --digest sha256' re-hashes every byte with the
-    identity hash.
+    identity hash. A verify of every record that passed is remembered in your state folder:
+    while the registry files and every object file are unchanged, the next one checks one
+    lstat per object and parses nothing (see the trust model).
     """
     results = snapshot.verify_project(
         obj.store,
