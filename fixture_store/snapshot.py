@@ -260,6 +260,10 @@ def _read(path: Path) -> Any:
         return json.loads(f.read())
 
 
+# What parsing a snapshot that is not one can raise (JSON of another shape, nested too deep).
+_DAMAGED = (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError, OSError)
+
+
 def lookup(
     store: Store, project: Path, algorithm: Algorithm, families: Sequence[str] = ()
 ) -> list[Result] | None:
@@ -270,11 +274,11 @@ def lookup(
         return None
     try:
         snap = Snapshot.from_json(_read(_slot(store, project, algorithm)))
-    except (ValueError, KeyError, TypeError, IndexError, OSError):
-        return None
-    if snap.key != wanted or not snap.holds(store):
-        return None
-    results = snap.results()
+        if snap.key != wanted or not snap.holds(store):
+            return None
+        results = snap.results()
+    except _DAMAGED:
+        return None  # a damaged snapshot costs one full verify
     if not families:
         return results
     chosen = [r for r in results if family_of(r.name) in families]

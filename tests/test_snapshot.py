@@ -204,6 +204,10 @@ def test_an_invalid_record_saves_no_snapshot(project: Path, store: Store) -> Non
     assert slots() == []
 
 
+def _edit(path: Path, **fields: object) -> None:
+    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+
+
 def _give_away(path: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("only root can give a file to another user")
@@ -222,6 +226,11 @@ def _give_away(path: Path) -> None:
         pytest.param(_give_away, id="owned-by-someone-else"),
         pytest.param(lambda p: p.write_text("{not json"), id="damaged"),
         pytest.param(lambda p: p.write_text('{"format": 1}'), id="incomplete"),
+        pytest.param(lambda p: _edit(p, others=[]), id="others-not-a-mapping"),
+        pytest.param(
+            lambda p: _edit(p, hexes=[None, None], others={"0": {"status": "?"}}),
+            id="a-result-that-is-not-one",
+        ),
     ],
 )
 def test_a_snapshot_someone_else_could_have_written_or_a_damaged_one_is_ignored(
