@@ -31,7 +31,6 @@ import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,20 +138,11 @@ class Snapshot:
         return out
 
     def holds(self, store: Store) -> bool:
-        """Whether every object file is still the one that was proved: one lstat each, in a few
-        threads (``lstat`` releases the GIL, and a cold inode cache waits on the disk)."""
+        """Whether every object file is still the one that was proved: one lstat each, in one
+        loop (a pool of threads measured no faster here: the loop holds the GIL between stats)."""
         store.shards()  # a link among the store's folders is refused, as verify refuses it
-        base = str(store.objects_dir)
-        chunks = range(0, len(self.objects), _CHUNK)
-        if len(chunks) <= 1:
-            return all(self._holds(base, start) for start in chunks)
-        with ThreadPoolExecutor(max_workers=_THREADS) as pool:
-            return all(pool.map(lambda start: self._holds(base, start), chunks))
-
-    def _holds(self, base: str, start: int) -> bool:
-        lstat, objects, stats = os.lstat, self.objects, self.stats
-        for i in range(start, min(start + _CHUNK, len(objects))):
-            hexpart = objects[i]
+        base, lstat, stats = str(store.objects_dir), os.lstat, self.stats
+        for i, hexpart in enumerate(self.objects):
             try:
                 st = lstat(f"{base}/{hexpart[:2]}/{hexpart[2:]}")
             except (OSError, TypeError):
@@ -166,10 +156,6 @@ class Snapshot:
             ):
                 return False
         return True
-
-
-_CHUNK = 8192  # objects per lstat task
-_THREADS = 4
 
 
 def _compact(r: Result) -> tuple[str | None, str, int] | None:
