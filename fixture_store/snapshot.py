@@ -306,31 +306,14 @@ def _proved(
 ) -> tuple[tuple[str, Entry], ...] | None:
     """Each planned object with the stat its proof in the verified-state cache holds; ``None``
     if one has none (it was not verified, or the cache could not keep it)."""
-    sha256_rows, blake3_rows = verifier.cache.rows()
-    auto = algorithm is Algorithm.AUTO
+    proof, auto = verifier.cache.proof, algorithm is Algorithm.AUTO
     out: list[tuple[str, Entry]] = []
     for hexpart, size, blake3 in plan.objects:
-        entry = _entry_of(hexpart, size, blake3 if auto else None, sha256_rows, blake3_rows)
+        entry = proof(hexpart, size, blake3 if auto else None)
         if entry is None:
             return None
         out.append((hexpart, entry))
     return tuple(out)
-
-
-def _entry_of(
-    hexpart: str,
-    size: int,
-    blake3: str | None,
-    sha256_rows: Any,
-    blake3_rows: Any,
-) -> Entry | None:
-    if blake3 is None:
-        row = sha256_rows.get(hexpart)
-        return row if row is not None and row[1] == size else None
-    b3row = blake3_rows.get(hexpart)
-    if b3row is None or b3row[0] != blake3 or b3row[2] != size:
-        return None
-    return (b3row[1], b3row[2], b3row[3], b3row[4])
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:

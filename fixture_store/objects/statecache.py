@@ -107,6 +107,18 @@ class VerifiedCache:
             st.st_ctime_ns,
         )
 
+    def proof(self, hexdigest: str, size: int, blake3: str | None = None) -> Entry | None:
+        """The stat this cache holds as proof that the object ``hexdigest`` of ``size`` bytes
+        matched, by SHA-256 or, with ``blake3``, by that BLAKE3; ``None`` if it holds none: the
+        entry a later :meth:`vouches` for the same check compares a stat with."""
+        if blake3 is None:
+            entry = self._sha256.get(hexdigest)
+            return entry if entry is not None and entry[1] == size else None
+        row = self._blake3.get(hexdigest)
+        if row is None or row[0] != blake3 or row[2] != size:
+            return None
+        return row[1:]
+
     def rows(self) -> tuple[Mapping[str, Entry], Mapping[str, Blake3Entry]]:
         """The rows proved by SHA-256 and by BLAKE3, hex -> entry, for a loop that compares them
         itself (the warm verify sweep, where a method call per object shows); read-only."""
