@@ -51,7 +51,7 @@ class Context:
 
     def project(self) -> Path:
         """The folder holding ``provenance/``: the flag, else the nearest parent with one."""
-        return registry_mod.find_root() if self.registry_flag is None else Path(self.registry_flag)
+        return registry_mod.project_root(self.registry_flag)
 
 
 def handle_errors(fn: F) -> F:

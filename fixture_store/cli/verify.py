@@ -8,7 +8,6 @@ from collections import Counter
 import click
 from rich.table import Table
 
-from fixture_store import registry as registry_mod
 from fixture_store import snapshot
 from fixture_store.access import Fixtures
 from fixture_store.cli._common import (
@@ -72,7 +71,7 @@ def verify(
     results = snapshot.verify_project(
         obj.store,
         obj.registry,
-        registry_mod.project_root(obj.registry_flag),
+        obj.project(),
         names=names,
         families=families,
         full=full,
