@@ -333,6 +333,21 @@ def numpy_dtype(name: str, *, artifact: str, tensor: str) -> np.dtype[Any]:
     return dtype
 
 
+def tensor_at(buffer: Any, header: Header, name: str, *, artifact: str) -> np.ndarray[Any, Any]:
+    """Tensor ``name`` of a checked file whose bytes are ``buffer`` (a memory map, or the bytes
+    in memory): a read-only array over them, nothing copied."""
+    info = header.tensors[name]
+    dtype = numpy_dtype(info.dtype, artifact=artifact, tensor=name)
+    if info.nbytes == 0:
+        empty: np.ndarray[Any, Any] = np.empty(info.shape, dtype)
+        empty.flags.writeable = False
+        return empty
+    flat: np.ndarray[Any, Any] = np.frombuffer(
+        buffer, dtype=dtype, count=math.prod(info.shape), offset=header.data_offset + info.begin
+    )
+    return flat.reshape(info.shape)
+
+
 class Tensors(Mapping[str, "np.ndarray[Any, Any]"]):
     """The tensors of one checked file, by name: each a read-only array over a read-only
     memory map of the file, made when it is asked for (nothing is read before)."""
@@ -348,19 +363,7 @@ class Tensors(Mapping[str, "np.ndarray[Any, Any]"]):
         return self.header.metadata
 
     def __getitem__(self, key: str) -> np.ndarray[Any, Any]:
-        info = self.header.tensors[key]
-        dtype = numpy_dtype(info.dtype, artifact=self.artifact, tensor=key)
-        if info.nbytes == 0:
-            empty: np.ndarray[Any, Any] = np.empty(info.shape, dtype)
-            empty.flags.writeable = False
-            return empty
-        flat: np.ndarray[Any, Any] = np.frombuffer(
-            self._mapped(),
-            dtype=dtype,
-            count=math.prod(info.shape),
-            offset=self.header.data_offset + info.begin,
-        )
-        return flat.reshape(info.shape)
+        return tensor_at(self._mapped(), self.header, key, artifact=self.artifact)
 
     def _mapped(self) -> mmap.mmap:
         if self._map is None:
@@ -402,4 +405,5 @@ __all__ = [
     "open_tensors",
     "parse_header",
     "read_header",
+    "tensor_at",
 ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -160,13 +159,8 @@ def _safetensors_arrays(data: bytes, _suffix: str) -> dict[str, Any] | None:
     except UnsafeArrayError:
         return None
     arrays: dict[str, Any] = {
-        name: np.frombuffer(
-            data,
-            dtype=safetensors.numpy_dtype(info.dtype, artifact="candidate", tensor=name),
-            count=math.prod(info.shape),
-            offset=header.data_offset + info.begin,
-        ).reshape(info.shape)
-        for name, info in header.tensors.items()
+        name: safetensors.tensor_at(data, header, name, artifact="candidate")
+        for name in header.tensors
     }
     arrays[safetensors.METADATA_KEY] = np.array(json.dumps(dict(header.metadata), sort_keys=True))
     return arrays
