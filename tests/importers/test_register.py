@@ -98,13 +98,18 @@ def test_a_gap_never_replaces_a_registered_record(store: Store, project: Path) -
     assert registry_mod.load(project).get("imp/a.bin").gap is None
 
 
+def _reviewed(store: Store, project: Path, data: bytes) -> None:
+    """``imp/a.bin`` registered with ``add`` from ``data`` and a license, as a reviewer left it."""
+    write(project / "data", {"a.bin": data})
+    path = project / "data" / "a.bin"
+    registry = registry_mod.load(project)
+    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+
+
 def test_a_reviewed_record_with_the_same_bytes_is_kept_as_it_is(
     store: Store, project: Path
 ) -> None:
-    write(project / "data", {"a.bin": b"a"})
-    registry = registry_mod.load(project)
-    path = project / "data" / "a.bin"
-    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+    _reviewed(store, project, b"a")
     _, done = run_import(store, project, _sums(project / "data", {"a.bin": b"a"}))
     assert done.kept == ("imp/a.bin",)
     record = registry_mod.load(project).get("imp/a.bin")
@@ -130,10 +135,7 @@ def test_a_file_changed_since_it_was_planned_is_refused(store: Store, project: P
 def test_replace_rewrites_what_the_manifest_states_and_keeps_the_rest(
     store: Store, project: Path
 ) -> None:
-    write(project / "data", {"a.bin": b"old"})
-    registry = registry_mod.load(project)
-    path = project / "data" / "a.bin"
-    ingest.add(store, registry, path, name="imp/a.bin", kind="fixture", extra={"license": "MIT"})
+    _reviewed(store, project, b"old")
     manifest = _sums(project / "data", {"a.bin": b"new"})
     _, done = run_import(store, project, manifest, replace=True)
     assert [r.name for r in done.written] == ["imp/a.bin"]
