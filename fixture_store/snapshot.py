@@ -255,12 +255,12 @@ def lookup(
 ) -> list[Result] | None:
     """The results of verifying every record (or every record of ``families``) if a snapshot
     still holds for the project as it is now; ``None`` if the full verify must run."""
-    wanted = current_key(store, project, algorithm)
-    if wanted is None:
-        return None
     try:
-        snap = Snapshot.from_json(_read(_slot(store, project, algorithm)))
-        if snap.key != wanted or not snap.holds(store):
+        raw = _read(_slot(store, project, algorithm))
+        if raw is None:  # none to use: the registry files are not even hashed
+            return None
+        snap = Snapshot.from_json(raw)
+        if snap.key != current_key(store, project, algorithm) or not snap.holds(store):
             return None
         results = snap.results()
     except _DAMAGED:
