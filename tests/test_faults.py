@@ -204,42 +204,6 @@ def check_store_clean(store: Store, work: Path, project: Path) -> None:
     assert {h for h, _ in store.iter_objects()} == _expected_objects(work)
 
 
-def _calibrate(tmp_path: Path, work: Path) -> float:
-    """How long one uninterrupted run takes here (the shortest of two, so kills land in it)."""
-    spans = []
-    for i in range(2):
-        proc = _child(tmp_path / f"calibration-store-{i}", work)
-        _wait_ready(proc)
-        start = time.monotonic()
-        proc.communicate(timeout=120)
-        assert proc.returncode == 0
-        spans.append(time.monotonic() - start)
-    return min(spans)
-
-
-def _kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> Counter[str]:
-    """Kill a writer at a random instant ``trials`` times; count the phases the kills hit."""
-    span = 0.7 * _calibrate(tmp_path, work)
-    rng = random.Random(seed)
-    phases: Counter[str] = Counter()
-    for trial in range(trials):
-        store_root = tmp_path / f"store-{trial}"
-        proc = _child(store_root, work)
-        _wait_ready(proc)
-        time.sleep(rng.uniform(0, span))
-        killed = proc.poll() is None
-        if killed:
-            proc.send_signal(signal.SIGKILL)
-            span *= 1.05
-        else:
-            span *= 0.8  # the run finished first: aim the next kills earlier
-        out, _ = _finish(proc)
-        said = [line.split()[1] for line in out.splitlines() if line.startswith("phase ")]
-        phases[(said[-1] if said else "startup") if killed else "finished"] += 1
-        check_store_clean(Store.at(store_root), work, tmp_path / f"project-{trial}")
-    return phases
-
-
 PHASES = ("fetch", "put", "extract", "pull")
 
 
@@ -273,19 +237,30 @@ def _phase_spans(tmp_path: Path, work: Path) -> dict[str, float]:
     return {p: min(r[p] for r in runs) for p in PHASES}
 
 
-def _aimed_kill_trials(tmp_path: Path, work: Path, trials: int, seed: int) -> Counter[str]:
-    """Kill a writer ``trials`` times, each aimed at one phase in turn: the kill lands at a
-    random instant of that phase's calibrated span, once the child has announced it."""
+def _aimed_kill_trials(
+    tmp_path: Path,
+    work: Path,
+    trials: int,
+    seed: int,
+    *,
+    within: tuple[float, float] = (0.05, 0.6),
+    any_phase: bool = False,
+) -> Counter[str]:
+    """Kill a writer ``trials`` times, each aimed at one phase (in turn, or with ``any_phase``
+    one drawn at random): the kill lands at a random instant of ``within`` (fractions) of that
+    phase's calibrated span, once the child has announced it. Aiming per phase gives a short
+    phase (put: a few objects) its share of kills, which one instant drawn over the whole run
+    (mostly pull) does not."""
     spans = _phase_spans(tmp_path, work)
     rng = random.Random(seed)
     phases: Counter[str] = Counter()
     for trial in range(trials):
-        target = PHASES[trial % len(PHASES)]
+        target = rng.choice(PHASES) if any_phase else PHASES[trial % len(PHASES)]
         store_root = tmp_path / f"store-{trial}"
         proc = _child(store_root, work)
         _wait_ready(proc)
         if _read_until_phase(proc, target):
-            time.sleep(rng.uniform(0.05, 0.6) * spans[target])
+            time.sleep(rng.uniform(*within) * spans[target])
         killed = proc.poll() is None
         if killed:
             proc.send_signal(signal.SIGKILL)
@@ -313,7 +288,9 @@ def test_sigkill_during_put_and_extract_leaves_the_store_clean(
 def test_sigkill_trials_slow(
     tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    phases = _kill_trials(tmp_path, work, SLOW_TRIALS, seed=2)
+    phases = _aimed_kill_trials(
+        tmp_path, work, SLOW_TRIALS, seed=2, within=(0.0, 1.0), any_phase=True
+    )
     with capsys.disabled():
         print(f"\ncrash trials: {SLOW_TRIALS}, kills by phase: {dict(phases)}")
     assert SLOW_TRIALS - phases["finished"] >= SLOW_TRIALS // 2
