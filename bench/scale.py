@@ -4,11 +4,14 @@
 
 For each size a synthetic project is built straight through the library (no ``add``): one
 family ``syn`` of tree records, each with ``--members`` small member objects of its own plus its
-manifest, so the top size holds ``size * (members + 1)`` objects. A folder remote holds all of
-them but the last 1% (hard links, so building it is cheap). Then, each timed ``--repeat`` times
-(median, in this process, imports excluded):
+manifest, so the top size holds ``size * (members + 1)`` objects. The family is written by
+``registry.write_family``, so a family past the limit is sharded as fixture-store shards it.
+A folder remote holds all of them but the last 1% (hard links, so building it is cheap).
+Then, each timed ``--repeat`` times (median, in this process, imports excluded):
 
 - ``load``: ``registry.load`` of the project;
+- ``write1``: ``registry.write_family`` of the family with one record added (what ``add``
+  writes once it has loaded the registry), the registry files put back between runs;
 - ``verify``: a warm verify of every record as the command runs it (``snapshot.verify_project``:
   a cold one runs first, untimed, to fill the verified-state cache and save the snapshot);
 - ``parse+v``: the same warm verify without a snapshot: the registry parsed and validated, then
@@ -23,6 +26,7 @@ them but the last 1% (hard links, so building it is cheap). Then, each timed ``-
 
 The table prints each median and its cost per record in microseconds; the last columns give
 the per-record cost at the top size over the one at the smallest (the target is at most 2).
+Below it, the registry's layout at each size: how many files, and the largest.
 """
 
 from __future__ import annotations
@@ -57,7 +61,7 @@ import pytest
 def test_case(artifact):
     pass
 """
-STEPS = ("load", "verify", "parse+v", "floor", "fetch", "push", "pull", "gc", "collect")
+STEPS = ("load", "write1", "verify", "parse+v", "floor", "fetch", "push", "pull", "gc", "collect")
 
 
 def _put(store: Store, data: bytes) -> digests.Digest:
@@ -93,8 +97,8 @@ def build(work: Path, size: int, members: int) -> tuple[Path, Store, FolderRemot
             "members": trees.to_json(tree),
             "source": {"type": "local", "path": f"data/case_{i:06d}"},
         }
-    doc = {"format_version": registry.FORMAT_VERSION, "records": records}
-    (project / "provenance" / f"{FAMILY}.json").write_text(registry.dumps(doc))
+    parsed = [registry.parse_record(name, raw, file="<bench>") for name, raw in records.items()]
+    registry.write_family(registry.load(project), FAMILY, parsed)
     remote = FolderRemote("bench", work / "remote")
     for digest in every[: len(every) - len(every) // 100]:
         target = remote.path(digest)
@@ -110,6 +114,45 @@ def timed(fn: Callable[[], object], repeat: int) -> float:
         fn()
         seconds.append(time.perf_counter() - start)
     return statistics.median(seconds)
+
+
+def timed_after(setup: Callable[[], object], fn: Callable[[], object], repeat: int) -> float:
+    """The median of ``fn``, each run after an untimed ``setup``."""
+    seconds = []
+    for _ in range(repeat):
+        setup()
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    setup()
+    return statistics.median(seconds)
+
+
+def _write_one(reg: registry.Registry) -> Callable[[], object]:
+    """``write_family`` of the family with one record more, as ``add`` writes it."""
+    first = next(iter(reg.families[FAMILY].records.values()))
+    extra = registry.parse_record(f"{FAMILY}/extra", first.to_json(), file="<bench>")
+    records = [*reg.families[FAMILY].records.values(), extra]
+    return lambda: registry.write_family(reg, FAMILY, records)
+
+
+def _restorer(project: Path, saved: Path) -> Callable[[], None]:
+    """Put the registry files back as they were saved (the lock folder aside)."""
+    shutil.copytree(project / "provenance", saved, ignore=shutil.ignore_patterns(".locks"))
+
+    def restore() -> None:
+        for path in (project / "provenance").iterdir():
+            if path.name != ".locks":
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+        shutil.copytree(saved, project / "provenance", dirs_exist_ok=True)
+
+    return restore
+
+
+def layout(project: Path) -> tuple[int, int]:
+    """How many registry files the project has, and the size of the largest."""
+    sizes = [p.stat().st_size for p in (project / "provenance").rglob("*.json")]
+    return len(sizes), max(sizes)
 
 
 def _warm_verify(store: Store, project: Path) -> None:
@@ -165,8 +208,11 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
         report = sync.push(store, reg, remote, sync.plan(reg, names))
         assert all(r.ok for r in report.results)
 
+    restore = _restorer(project, work / "provenance.saved")
+    files, largest = layout(project)
     out = {
         "load": timed(lambda: registry.load(project), repeat),
+        "write1": timed_after(restore, _write_one(reg), repeat),
         "verify": timed(lambda: _snapshot_verify(store, project), repeat),
         "parse+v": timed(lambda: _warm_verify(store, project), repeat),
         "floor": timed(lambda: _floor(paths), repeat),
@@ -178,6 +224,7 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
     }
     # pytest's own start-up, the same child collecting one plain test, is not the plugin's cost
     out["collect"] -= timed(lambda: _collect(project, store, 1, "tests/test_plain.py"), repeat)
+    out["files"], out["largest"] = files, largest
     shutil.rmtree(work)
     return out
 
@@ -193,6 +240,10 @@ def table(rows: dict[int, dict[str, float]]) -> str:
         first, last = sizes[0], sizes[-1]
         growth = (rows[last][step] / last) / (rows[first][step] / first)
         lines.append(line + f"{growth:>7.2f}x")
+    lines.append("")
+    for n in sizes:
+        files, largest = int(rows[n]["files"]), rows[n]["largest"] / 1024
+        lines.append(f"registry at {n:,}: {files:,} file(s), the largest {largest:,.0f} KiB")
     return "\n".join(lines)
 
 

@@ -432,7 +432,8 @@ def completeness_problems(
             if r.is_gap and r.digest is not None and present(store, r):
                 problems.append(
                     f"{r.name}: declared gap ({r.gap}) but its object is in the store; "
-                    f"remove the gap from the record in {fam.path.name}"
+                    "remove the gap from the record in "
+                    f"{fam.file_of(r.name).relative_to(registry.root)}"
                 )
         if not records and not fam.invalid:
             continue  # nothing to consume (e.g. a file holding only known failures)

@@ -7,7 +7,8 @@ keeps the outcome of the last verify of *every* record of a project against one 
 every record verified (or is a declared gap), together with the stat of each object that the
 verified-state cache held as proof. It is used only when all of these hold:
 
-- its key matches: the exact bytes of every ``provenance/*.json`` file (their SHA-256), the
+- its key matches: the exact bytes of every registry file, ``provenance/*.json`` and the shards
+  of sharded families (their SHA-256), the
   project and store folders, the hash asked for (``--digest``), the fixture-store version and
   the size and mtime of each of its modules (an upgrade or an edited checkout invalidates it);
 - every object's ``lstat`` (inode, size, mtime_ns, ctime_ns) is the one that was proved: a
@@ -44,7 +45,7 @@ from fixture_store.objects.digests import Algorithm
 from fixture_store.objects.statecache import Entry
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
-from fixture_store.registry.files import DIRNAME, read_bytes
+from fixture_store.registry.files import DIRNAME, family_digests
 from fixture_store.registry.records import family_of
 from fixture_store.verify import Result, Status, Verifier, VerifyPlan, cyclic_gc_paused
 
@@ -210,10 +211,7 @@ def current_key(store: Store, project: Path, algorithm: Algorithm) -> str | None
     """The key the project's registry has now, from the bytes of its files (no parse);
     ``None`` if a file cannot be read (the full verify then says why)."""
     try:
-        files = [
-            (p.stem, hashlib.sha256(read_bytes(p)).hexdigest())
-            for p in sorted((project / DIRNAME).glob("*.json"))
-        ]
+        files = family_digests(project / DIRNAME)
     except (RegistryError, OSError):  # the full verify reports it
         return None
     return key(store, project, algorithm, files)

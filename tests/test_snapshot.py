@@ -12,10 +12,10 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store import snapshot
-from fixture_store.errors import UsageError
+from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects.digests import Algorithm
 from fixture_store.objects.store import Store
-from fixture_store.registry import Registry
+from fixture_store.registry import Registry, shards
 from fixture_store.verify import Result, Status
 from tests.support.cli import add_file_and_case, run
 
@@ -84,6 +84,23 @@ def test_a_new_registry_file_is_parsed_again(project: Path, store: Store) -> Non
     (project / "provenance" / "other.json").write_text('{"format_version": 1, "records": {}}')
     _, load = verify(store, project)
     assert load.calls == 1
+
+
+def test_a_sharded_family_is_served_until_one_of_its_shards_changes(
+    project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shards, "SHARD_ABOVE", 256)  # the two records shard the family
+    add_file_and_case(project)
+    assert registry_mod.load(project).families["fam"].sharded
+    verify(store, project)
+    assert verify(store, project)[1].calls == 0
+    shard = next((project / "provenance" / "fam").glob("*.json"))
+    shard.write_text(shard.read_text() + "\n")
+    assert verify(store, project)[1].calls == 1
+    verify(store, project)
+    (project / "provenance" / "fam" / "notes.json").write_text("{}")  # refused by the load
+    with pytest.raises(RegistryError, match="is not a shard"):
+        verify(store, project)
 
 
 def test_an_object_with_other_bytes_of_the_same_size_and_mtime_is_caught(

@@ -1,4 +1,5 @@
-"""Reading and writing registry files: one ``provenance/<family>.json`` per family.
+"""Reading and writing registry files: one ``provenance/<family>.json`` per family, its records
+in shards ``provenance/<family>/<ab>.json`` once it grows large (see :mod:`.shards`).
 
 Files are JSON with sorted keys, two-space indent and a trailing newline, so rewriting an unchanged
 record is byte-identical and diffs read well. Duplicate keys anywhere are an error.
@@ -8,7 +9,10 @@ Writes are transactions (DESIGN decision 10): :func:`transaction` holds the regi
 ignores itself in git), re-reads what it changes under it, and replaces a file atomically (a
 temp file beside it, fsync, rename, fsync of the folder), so concurrent writers never lose each
 other's records and a killed one leaves the old document or the new one, never a torn one; the
-next transaction removes its temp file. :func:`write_family`, given a registry read earlier,
+next transaction removes its temp file. A sharded family is written shard by shard, only the
+shards whose records changed, then its file: each record is old or new after a crash, and a
+family being sharded keeps every record in its file until the shards are all written.
+:func:`write_family`, given a registry read earlier,
 refuses to write when the file changed since. A command that also publishes objects takes the
 store's writer lock first (see :mod:`fixture_store.objects.store`), then this one.
 """
@@ -35,7 +39,7 @@ from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import fsutil, statecache
-from fixture_store.registry import nesting
+from fixture_store.registry import nesting, shards
 from fixture_store.registry.known_failures import KnownFailure
 from fixture_store.registry.known_failures import parse as parse_known_failure
 from fixture_store.registry.records import Record, check_family, family_of, parse_record
@@ -179,6 +183,14 @@ class FamilyFile:
     # deep to): a write of the family keeps it for the reviewer to fix, unless the write
     # replaces that very record.
     invalid_json: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    # The SHA-256 of each file read, by its name within the family (``<family>.json``,
+    # ``<family>/<ab>.json``); ``text_digest`` combines them. Writes skip unchanged files.
+    digests: Mapping[str, str] = field(default_factory=dict, compare=False)
+    sharded: bool = False
+
+    def file_of(self, name: str) -> Path:
+        """The file that holds (or would hold) the record ``name``."""
+        return shards.shard_path(self.path, shards.shard_of(name)) if self.sharded else self.path
 
 
 def _text_digest(text: str) -> str:
@@ -186,7 +198,8 @@ def _text_digest(text: str) -> str:
 
 
 def load_file(path: str | os.PathLike[str]) -> FamilyFile:
-    """Parse one registry file. File-level problems raise; a bad record is kept in ``invalid``."""
+    """Parse one family's file, and its shards if it has them. File-level problems raise; a bad
+    record is kept in ``invalid``."""
     p = Path(path)
     shown = str(p)
     try:
@@ -195,15 +208,108 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
         raise RegistryError(e.message, file=shown, field="file name") from e
     text = read_text(p)
     doc = _parse_document(text, shown)
-    records, invalid = _parse_records(doc["records"], p, family, _SchemaPasses.for_text(text))
+    digests = {p.name: _text_digest(text)}
+    if "shards" in doc:
+        records, invalid, stated = _load_shards(p, family, digests)
+    else:
+        records, invalid = _parse_records(doc["records"], p, family, _SchemaPasses.for_text(text))
+        stated = {name: doc["records"][name] for name in invalid}
+        _check_leftover(p, doc["records"], records, digests)
     known = tuple(
         parse_known_failure(kf, file=shown, index=i)
         for i, kf in enumerate(doc.get("known_failures") or [])
     )
-    as_stated = MappingProxyType({name: doc["records"][name] for name in invalid})
     return FamilyFile(
-        p, family, records, invalid, known, doc.get("description"), _text_digest(text), as_stated
+        p,
+        family,
+        records,
+        invalid,
+        known,
+        doc.get("description"),
+        shards.combined_digest(digests),
+        MappingProxyType(stated),
+        MappingProxyType(digests),
+        sharded="shards" in doc,
     )
+
+
+def _load_shards(
+    head: Path, family: str, digests: dict[str, str]
+) -> tuple[dict[str, Record], dict[str, RegistryError], dict[str, Any]]:
+    """The records of a sharded family, from every shard file (each file's digest is added to
+    ``digests``)."""
+    records: dict[str, Record] = {}
+    invalid: dict[str, RegistryError] = {}
+    stated: dict[str, Any] = {}
+    for path in shards.shard_files(head):
+        shown = str(path)
+        if not shards.is_shard_name(path.stem):
+            raise RegistryError(
+                f"is not a shard of family {family!r}: shards are named by two hex digits, "
+                "00.json to ff.json",
+                file=shown,
+                fix=f"move it out of {shards.folder(head)}",
+            )
+        text = read_text(path)
+        doc = _parse_document(text, shown, shard=family)
+        digests[shards.relative(head, path)] = _text_digest(text)
+        passed = _SchemaPasses.for_text(text)
+        found, bad = _parse_records(doc["records"], path, family, passed, shard=path.stem)
+        records.update(found)
+        invalid.update(bad)
+        stated.update({name: doc["records"][name] for name in bad})
+    return dict(sorted(records.items())), dict(sorted(invalid.items())), stated
+
+
+def _check_leftover(
+    head: Path,
+    raw_records: Mapping[str, Any],
+    records: Mapping[str, Record],
+    digests: dict[str, str],
+) -> None:
+    """A family file without ``"shards"`` may have a shard folder beside it only as what a write
+    interrupted while sharding the family left: copies of records the file holds as they are.
+    Anything else there is refused, never skipped (its digest joins ``digests`` either way)."""
+    for path in shards.shard_files(head):
+        text = read_text(path)
+        digests[shards.relative(head, path)] = _text_digest(text)
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = None
+        copies = (
+            isinstance(doc, dict)
+            and set(doc) <= {"format_version", "records"}
+            and isinstance(doc.get("records"), dict)
+            and all(_a_copy(n, raw, raw_records, records) for n, raw in doc["records"].items())
+        )
+        if not copies:
+            raise RegistryError(
+                f"holds shards of family {head.stem!r}, but {head.name} is not sharded (it has "
+                'no "shards" field), so its records would be read from two places',
+                file=str(path),
+                fix=f"keep one layout: move the records of {shards.folder(head)} into "
+                f"{head} and remove the folder (the next write shards the family again if "
+                "it is large)",
+            )
+
+
+_ABSENT = object()
+
+
+def _a_copy(
+    name: str, raw: Any, raw_records: Mapping[str, Any], records: Mapping[str, Record]
+) -> bool:
+    """Whether a shard's record is the family file's record of that name: as written, or (as
+    the copy is written from the parsed record) the same record once parsed."""
+    if raw_records.get(name, _ABSENT) == raw:
+        return True
+    if name not in records:
+        return False
+    try:
+        return parse_record(name, raw, file="<copy>") == records[name]
+    except RegistryError:
+        return False
 
 
 def read_text(path: Path) -> str:
@@ -238,8 +344,9 @@ def read_bytes(path: Path) -> bytes:
             raise RegistryError(f"cannot read: {e}", file=shown) from e
 
 
-def _parse_document(text: str, shown: str) -> dict[str, Any]:
-    """The file's top-level object, its format version and fields checked."""
+def _parse_document(text: str, shown: str, shard: str | None = None) -> dict[str, Any]:
+    """The file's top-level object, its format version and fields checked; ``shard``, the
+    family a shard file belongs to (a shard holds records only)."""
     try:
         doc = _parse_unique(text)
     except json.JSONDecodeError as e:
@@ -262,18 +369,55 @@ def _parse_document(text: str, shown: str) -> dict[str, Any]:
             field="format_version",
             fix="upgrade fixture-store, or fix the file's format_version",
         )
-    extra = set(doc) - {"format_version", "records", "known_failures", "description"}
+    fields = {"format_version", "records"}
+    if shard is None:
+        fields |= {"known_failures", "description", "shards"}
+    extra = set(doc) - fields
+    if extra and shard is not None:
+        raise RegistryError(
+            f"a shard holds only format_version and records; the family's description, known "
+            f"failures and shards live in {DIRNAME}/{shard}.json",
+            file=shown,
+            field=sorted(extra)[0],
+        )
     if extra:
         raise RegistryError("unknown top-level field", file=shown, field=sorted(extra)[0])
-    if not isinstance(doc.get("records"), dict):
+    if "shards" in doc:
+        _check_sharded(doc, shown)
+    elif not isinstance(doc.get("records"), dict):
         raise RegistryError("missing or not an object", file=shown, field="records")
     return doc
 
 
+def _check_sharded(doc: Mapping[str, Any], shown: str) -> None:
+    """A sharded family's file: ``"shards": 256`` and no records (they are in the shards)."""
+    count = doc["shards"]
+    if type(count) is not int or count != shards.COUNT:
+        raise RegistryError(
+            f"must be {shards.COUNT}, the number of shards this fixture-store writes",
+            file=shown,
+            field="shards",
+        )
+    if "records" in doc:
+        family = Path(shown).stem
+        raise RegistryError(
+            f"a sharded family's file holds no records: they live in {DIRNAME}/{family}/",
+            file=shown,
+            field="records",
+            fix=f"move each record to {DIRNAME}/{family}/<ab>.json, ab being the first two hex "
+            'digits of the SHA-256 of its name, or remove "shards" to keep them in this file',
+        )
+
+
 def _parse_records(
-    raw_records: dict[str, Any], path: Path, family: str, passed: _SchemaPasses
+    raw_records: dict[str, Any],
+    path: Path,
+    family: str,
+    passed: _SchemaPasses,
+    shard: str | None = None,
 ) -> tuple[dict[str, Record], dict[str, RegistryError]]:
-    """Every record of a file: the valid ones, and the error of each invalid one."""
+    """Every record of a file (``shard``: of that shard): the valid ones, and the error of each
+    invalid one."""
     shown = str(path)
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
@@ -288,6 +432,16 @@ def _parse_records(
                     record=name,
                     field="name",
                     fix=f"move it to {DIRNAME}/{family_of(name)}.json",
+                )
+            if shard is not None and isinstance(name, str) and shards.shard_of(name) != shard:
+                home = path.parent / f"{shards.shard_of(name)}.json"
+                raise RegistryError(
+                    f"belongs in shard {home.name} (the first two hex digits of the SHA-256 "
+                    f"of its name) but is in {path.name}",
+                    file=shown,
+                    record=name,
+                    field="name",
+                    fix=f"move it to {home}",
                 )
             record = parse_record(name, raw, file=shown)
             if not known:
@@ -433,7 +587,8 @@ class Registry:
                 return fam.records[name]
             if name in fam.invalid:
                 err = fam.invalid[name]
-                raise InvalidRecordError(name, err.about(name), fix=err.fix or f"edit {fam.path}")
+                fix = err.fix or f"edit {fam.file_of(name)}"
+                raise InvalidRecordError(name, err.about(name), fix=fix)
         raise UnknownArtifactError(
             name,
             "no record in the registry; nothing without a record is trusted",
@@ -512,11 +667,48 @@ def load(root: str | os.PathLike[str] | None = None) -> Registry:
     directory = base / DIRNAME
     if not directory.is_dir():
         raise UsageError(f"{directory} does not exist", fix="fixture-store init")
+    _refuse_orphans(directory)
     families = {}
     for path in sorted(directory.glob("*.json")):
         fam = load_file(path)
         families[fam.family] = fam
     return Registry(base, families)
+
+
+def family_digests(directory: Path) -> list[tuple[str, str]]:
+    """Each family's :attr:`FamilyFile.text_digest`, from the bytes of its files without
+    parsing them, and one entry per shard folder without a family file (which loading
+    refuses): a change to any registry file changes this list."""
+    out = [(p.stem, family_digest(p)) for p in sorted(directory.glob("*.json"))]
+    for orphan in shards.orphan_folders(directory):
+        out.append((f"{orphan.name}/", family_digest(orphan.with_suffix(".json"))))
+    return out
+
+
+def family_digest(head: Path) -> str:
+    """The :attr:`FamilyFile.text_digest` a family's files have now, from their bytes: its
+    file's and those of every JSON file in its shard folder."""
+    digests: dict[str, str] = {}
+    if os.path.lexists(head):
+        digests[head.name] = hashlib.sha256(read_bytes(head)).hexdigest()
+    for path in shards.shard_files(head):
+        digests[shards.relative(head, path)] = hashlib.sha256(read_bytes(path)).hexdigest()
+    return shards.combined_digest(digests)
+
+
+def _refuse_orphans(directory: Path) -> None:
+    for orphan in shards.orphan_folders(directory):
+        raise _orphan_error(orphan)
+
+
+def _orphan_error(folder: Path) -> RegistryError:
+    return RegistryError(
+        f"holds registry shards, but there is no {folder.name}.json beside it to say they are "
+        "the family's shards",
+        file=str(folder),
+        fix=f'restore {folder.with_suffix(".json")} (it holds "shards": {shards.COUNT}), or '
+        "remove the folder",
+    )
 
 
 class Transaction:
@@ -549,6 +741,7 @@ class Transaction:
             return load(self.root)
         if not self.directory.is_dir():
             raise UsageError(f"{self.directory} does not exist", fix="fixture-store init")
+        _refuse_orphans(self.directory)
         for path in sorted(self.directory.glob("*.json")):
             try:
                 check_family(path.stem)
@@ -584,14 +777,16 @@ class Transaction:
 def _reread(path: Path, known: FamilyFile | None) -> FamilyFile | None:
     if known is not None and known.text_digest:
         try:
-            text = read_text(path)
+            now: str | None = family_digest(path)
         except RegistryError:
-            if not path.exists():
-                return None
-            text = None  # load_file says what is wrong
-        if text is not None and _text_digest(text) == known.text_digest:
+            now = None  # load_file says what is wrong
+        if now == known.text_digest:
             return known
-    return load_file(path) if path.exists() else None
+    if path.exists():
+        return load_file(path)
+    if shards.shard_files(path):
+        raise _orphan_error(shards.folder(path))
+    return None
 
 
 _held = threading.local()
@@ -633,11 +828,14 @@ def transaction(root: str | os.PathLike[str] | None = None) -> Iterator[Transact
             held.discard(base)
 
 
-def _remove_dead_temps(directory: Path) -> None:
+def _remove_dead_temps(directory: Path, *, shard_folders: bool = True) -> None:
+    """Temp files of writers that died, beside the family files and in the shard folders."""
     for entry in os.scandir(directory):
         if _TEMP_NAME.fullmatch(entry.name):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(entry.path)
+        elif shard_folders and not entry.name.startswith(".") and entry.is_dir():
+            _remove_dead_temps(Path(entry.path), shard_folders=False)
 
 
 def write_family(
@@ -687,37 +885,34 @@ def _replace_family(
     description: str | None,
     known_failures: Iterable[KnownFailure] | None,
 ) -> Path:
-    """Write a family file atomically in the stable format (the caller holds the lock)."""
+    """Write a family's file (and shards) atomically in the stable format (the caller holds the
+    lock); the family's file is returned."""
     check_family(family)
-    doc: dict[str, Any] = {"format_version": FORMAT_VERSION}
     desc = description if description is not None else (existing.description if existing else None)
-    if desc:
-        doc["description"] = desc
     kfs = (
         list(known_failures)
         if known_failures is not None
         else (list(existing.known_failures) if existing else [])
     )
-    if kfs:
-        doc["known_failures"] = [kf.to_json() for kf in kfs]
-    doc["records"] = {r.name: r.to_json() for r in sorted(records, key=lambda r: r.name)}
-    for name in doc["records"]:
+    head = _head(desc, kfs)
+    by_name = {r.name: r for r in sorted(records, key=lambda r: r.name)}
+    for name in by_name:
         if family_of(name) != family:
             raise UsageError(f"record {name!r} does not belong to family {family!r}")
-    for name, stated in (existing.invalid_json if existing else {}).items():
-        doc["records"].setdefault(name, stated)  # never dropped by another record's write
+    # Invalid records stay as written, never dropped by another record's write.
+    written = existing.invalid_json if existing else {}
+    stated = {n: v for n, v in written.items() if n not in by_name}
     path = directory / f"{family}.json"
     try:
-        text = dumps(doc)
-    except RecursionError:
-        raise RegistryError(
-            "an invalid record is nested too deep to be written back; nothing was written",
-            file=str(path),
-            fix=f"fixture-store verify names it: fix or remove it in {path}, then run the "
-            "command again",
-        ) from None
-    try:
-        _write_atomically(directory, path, text)
+        if existing is None or not existing.sharded:
+            doc = {**head, "records": _records_json(sorted({*by_name, *stated}), by_name, stated)}
+            text = _dumps_checked(doc, path)
+            if len(text.encode("utf-8", "surrogatepass")) <= shards.SHARD_ABOVE:
+                _remove_leftover(path)
+                _write_atomically(directory, path, text)
+                return path
+            existing = _shard_as_it_is(path, existing)
+        _write_sharded(path, head, by_name, stated, existing)
     except OSError as e:
         # Disk full, quota, a file size limit, a read-only folder: the old file is untouched
         # and the temp file is gone, so nothing is lost; say so and what to do.
@@ -728,6 +923,132 @@ def _replace_family(
             fix=f"free space or fix permissions in {directory}, then run the command again",
         ) from e
     return path
+
+
+def _head(description: str | None, known_failures: list[KnownFailure]) -> dict[str, Any]:
+    """A family's document without its records."""
+    head: dict[str, Any] = {"format_version": FORMAT_VERSION}
+    if description:
+        head["description"] = description
+    if known_failures:
+        head["known_failures"] = [kf.to_json() for kf in known_failures]
+    return head
+
+
+def _records_json(
+    names: Iterable[str], by_name: Mapping[str, Record], stated: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {n: by_name[n].to_json() if n in by_name else stated[n] for n in names}
+
+
+def _dumps_checked(doc: Mapping[str, Any], path: Path) -> str:
+    try:
+        return dumps(doc)
+    except RecursionError:
+        raise RegistryError(
+            "an invalid record is nested too deep to be written back; nothing was written",
+            file=str(path),
+            fix=f"fixture-store verify names it: fix or remove it in {path}, then run the "
+            "command again",
+        ) from None
+
+
+def _shard_as_it_is(path: Path, existing: FamilyFile | None) -> FamilyFile:
+    """Shard a family without changing a record: its records are copied into shards first
+    (an interrupted copy leaves copies that loading accepts and the next write removes or
+    replaces), then its file is replaced by one that says it is sharded. A new family gets
+    that file first, and its records then arrive shard by shard. Returns the family as it
+    now is on disk."""
+    folder = shards.folder(path)
+    folder.mkdir(exist_ok=True)
+    head: dict[str, Any] = {"format_version": FORMAT_VERSION}
+    if existing is not None:
+        by_name, stated = existing.records, existing.invalid_json
+        copies = shards.grouped(sorted({*by_name, *stated}))
+        for shard, names in copies.items():
+            doc = {
+                "format_version": FORMAT_VERSION,
+                "records": _records_json(names, by_name, stated),
+            }
+            _write_atomically(folder, folder / f"{shard}.json", _dumps_checked(doc, path))
+        _remove_shards(path, keep=copies)
+        head = _head(existing.description, list(existing.known_failures))
+    _write_atomically(path.parent, path, dumps({**head, "shards": shards.COUNT}))
+    return load_file(path)
+
+
+def _write_sharded(
+    path: Path,
+    head: dict[str, Any],
+    by_name: Mapping[str, Record],
+    stated: Mapping[str, Any],
+    existing: FamilyFile,
+) -> None:
+    """Write a sharded family: the shards whose records changed, one by one, then its file if
+    it changed; a shard left empty is removed."""
+    folder = shards.folder(path)
+    new = shards.grouped([*by_name, *stated])
+    old = shards.grouped([*existing.records, *existing.invalid])
+    wrote = False
+    for shard, names in sorted(new.items()):
+        names.sort()
+        if _shard_unchanged(existing, names, old.get(shard), by_name):
+            continue
+        target = folder / f"{shard}.json"
+        doc = {"format_version": FORMAT_VERSION, "records": _records_json(names, by_name, stated)}
+        text = _dumps_checked(doc, target)
+        if existing.digests.get(shards.relative(path, target)) == _text_digest(text):
+            continue
+        try:
+            _write_atomically(folder, target, text)
+        except OSError as e:
+            if not wrote:
+                raise  # nothing a read sees has changed yet
+            raise RegistryError(
+                f"cannot write the registry file: {e.strerror or e}; the family's shards are "
+                "replaced one by one, so each record is as it was or as written",
+                file=str(target),
+                fix=f"free space or fix permissions in {folder}, then run the command again",
+            ) from e
+        wrote = True
+    _remove_shards(path, keep=new)
+    head_text = dumps({**head, "shards": shards.COUNT})
+    if existing.digests.get(path.name) != _text_digest(head_text):
+        _write_atomically(path.parent, path, head_text)
+
+
+def _remove_shards(path: Path, keep: Mapping[str, object]) -> None:
+    """Remove the family's shard files but those named in ``keep``."""
+    gone = [p for p in shards.shard_files(path) if p.stem not in keep]
+    for p in gone:
+        p.unlink()
+    if gone:
+        fsutil.fsync_path(shards.folder(path))
+
+
+def _shard_unchanged(
+    existing: FamilyFile, names: list[str], old: list[str] | None, by_name: Mapping[str, Record]
+) -> bool:
+    """Whether a shard would hold exactly the records it holds now (its text is then the same)."""
+    if old is None or sorted(old) != names:
+        return False
+    return all(
+        (n in by_name and existing.records.get(n) == by_name[n])
+        or (n not in by_name and n in existing.invalid)
+        for n in names
+    )
+
+
+def _remove_leftover(path: Path) -> None:
+    """Before an unsharded family's file is replaced: remove the shard copies that an
+    interrupted sharding left (loading checked they are copies of records the file holds)."""
+    leftover = shards.shard_files(path)
+    for p in leftover:
+        p.unlink()
+    if leftover:
+        with contextlib.suppress(OSError):
+            shards.folder(path).rmdir()
+        fsutil.fsync_path(path.parent)
 
 
 def _write_atomically(directory: Path, path: Path, text: str) -> None:

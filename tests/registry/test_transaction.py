@@ -11,21 +11,11 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
-from fixture_store.objects import digests
-from fixture_store.registry import Record
 from fixture_store.registry import files as files_mod
+from tests.support.records import local_record
 from tests.support.trials import sigkill_registry_writes
 
-
-def _record(name: str, i: int = 0) -> Record:
-    data = f"bytes {i}".encode()
-    raw = {
-        "kind": "fixture",
-        "source": {"type": "local", "path": f"data/{i}.bin"},
-        "digest": digests.of_bytes(data).text,
-        "size": len(data),
-    }
-    return registry_mod.parse_record(name, raw, file="<test>")
+_record = local_record
 
 
 def test_write_family_refuses_a_registry_that_changed_since_it_was_read(project: Path) -> None:

@@ -1,0 +1,94 @@
+"""Where a family's records live: one file, or a folder of shards once the file grows large.
+
+A family starts as one file, ``provenance/<family>.json``. When writing it would make that file
+larger than :data:`SHARD_ABOVE` bytes, the family is written as :data:`COUNT` shards instead:
+``provenance/<family>/<ab>.json``, where ``ab`` is the first two hex digits of the SHA-256 of
+the record's name (:func:`shard_of`). A record's shard depends on its name alone, so adding or
+changing records rewrites only the shards they fall in, and a reviewer reads a change as the
+diff of those few files. The family's file stays, holding ``"shards": 256`` and the family's
+description and known failures; each shard is a registry document of its own (format version
+and records only). A sharded family stays sharded.
+
+This module knows the layout (names, paths and the digest that pins a family's bytes); reading
+and writing the documents is :mod:`fixture_store.registry.files`'s job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+# Shards per sharded family: the first byte of a SHA-256, two hex digits.
+COUNT = 256
+# A family's file is sharded once it would grow past this: 8 MiB is a few thousand typical
+# records, far below what git hosts refuse (100 MB) and about where their web views give up.
+SHARD_ABOVE = 8 * 1024 * 1024
+_SHARD_NAME = re.compile(r"[0-9a-f]{2}")
+
+
+def shard_of(name: str) -> str:
+    """The shard a record's name falls in: two hex digits, stable for the name."""
+    return hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:2]
+
+
+def is_shard_name(stem: str) -> bool:
+    return _SHARD_NAME.fullmatch(stem) is not None
+
+
+def folder(head: Path) -> Path:
+    """The shard folder beside a family's file: ``provenance/<family>/``."""
+    return head.parent / head.stem
+
+
+def shard_path(head: Path, shard: str) -> Path:
+    return folder(head) / f"{shard}.json"
+
+
+def shard_files(head: Path) -> list[Path]:
+    """The JSON files in the family's shard folder, sorted; none if it has no folder. Other
+    files there (a temp file of a write in progress, a note) are not registry files."""
+    base = folder(head)
+    if not base.is_dir():
+        return []
+    return sorted(base.glob("*.json"))
+
+
+def orphan_folders(directory: Path) -> list[Path]:
+    """Folders of ``provenance/`` that hold JSON files but have no family file beside them:
+    shards without the file that says they are shards (the lock folder is hidden, never one)."""
+    out = []
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        path = Path(entry.path)
+        if not path.with_suffix(".json").exists() and any(path.glob("*.json")):
+            out.append(path)
+    return out
+
+
+def relative(head: Path, path: Path) -> str:
+    """A registry file's name within its family: ``<family>.json`` or ``<family>/<ab>.json``."""
+    return path.name if path == head else f"{head.stem}/{path.name}"
+
+
+def combined_digest(digests: Mapping[str, str]) -> str:
+    """One digest for a family's files, given each file's SHA-256 by :func:`relative` name.
+    A family of one file has that file's digest, so a change of layout is a change of digest
+    and an unsharded registry keeps the digests it always had."""
+    if len(digests) == 1:
+        return next(iter(digests.values()))
+    h = hashlib.sha256()
+    for name, digest in sorted(digests.items()):
+        h.update(f"{name}\0{digest}\0".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+def grouped(names: Iterable[str]) -> dict[str, list[str]]:
+    """Names by the shard they fall in."""
+    out: dict[str, list[str]] = {}
+    for name in names:
+        out.setdefault(shard_of(name), []).append(name)
+    return out
