@@ -466,13 +466,11 @@ class _SchemaPasses:
 
     @classmethod
     def for_text(cls, text: str) -> _SchemaPasses:
-        from fixture_store._version import __version__
         from fixture_store.objects.store import default_root
 
-        h = hashlib.sha256()
-        for part in (__version__, json.dumps(schema(), sort_keys=True), text):
-            h.update(part.encode())
-            h.update(b"\0")
+        h = _schema_key().copy()
+        h.update(text.encode())
+        h.update(b"\0")
         try:
             root = default_root()
         except OSError:
@@ -488,6 +486,19 @@ class _SchemaPasses:
     def remember(self) -> None:
         if self.marker is not None and self.store_root is not None:
             statecache.mark_passed(self.marker, self.store_root)
+
+
+@cache
+def _schema_key() -> Any:
+    """The hash of this version and the schema, which every text's marker key starts with (one
+    per process: a sharded family has 256 texts)."""
+    from fixture_store._version import __version__
+
+    h = hashlib.sha256()
+    for part in (__version__, json.dumps(schema(), sort_keys=True)):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h
 
 
 def _schema_backstop(raw: Any, file: str, name: str) -> None:
