@@ -275,6 +275,7 @@ def test_a_store_that_cannot_take_the_lock_still_serves_a_writer_that_writes_not
 FAST = {"gc-add-link": 4, "same-name-other-bytes": 2}
 SLOW = {**dict.fromkeys(trials.TRIALS, 50), "concurrent-adds": 5}
 del SLOW["sigkill-registry"]  # tests/registry/test_transaction.py runs it
+del SLOW["sigkill-sharded"]  # tests/registry/test_shards.py runs it
 REGENERATE_BUDGET = 60.0
 
 

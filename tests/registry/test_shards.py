@@ -18,6 +18,7 @@ from fixture_store.registry import Record, shards
 from fixture_store.registry import files as files_mod
 from tests.support.cli import run
 from tests.support.records import local_record
+from tests.support.trials import sigkill_registry_writes
 
 _record = local_record
 
@@ -362,3 +363,20 @@ def test_a_sharded_familys_file_and_its_shards_follow_the_schema(project: Path) 
         jsonschema.validate(json.loads(file.read_text()), files_mod.schema())
     both = {"format_version": 1, "shards": 256, "records": {}}
     assert not jsonschema.Draft202012Validator(files_mod.schema()).is_valid(both)
+
+
+def test_a_writer_killed_mid_write_leaves_each_record_old_or_new(tmp_path: Path) -> None:
+    tally = sigkill_registry_writes(tmp_path / "trial", rounds=3, sharded=True)
+    assert tally.rounds == 3
+    assert tally.clean, str(tally)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_write_leaves_each_record_old_or_new_50_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tally = sigkill_registry_writes(tmp_path / "trial", rounds=50, sharded=True)
+    assert tally.rounds == 50
+    assert tally.clean, str(tally)
+    with capsys.disabled():
+        print(f"\n{tally}")

@@ -28,10 +28,11 @@ from typing import Any
 import yaml
 
 from fixture_store import registry as registry_mod
+from fixture_store.errors import RegistryError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record
+from fixture_store.registry import Record, shards
 from tests.support.regen_project import PYTHON, make_project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,9 +157,15 @@ def strays(store: Store, project: Path) -> list[str]:
     for p in (project / "provenance").iterdir():
         if p.name == _LOCK_FOLDER and p.is_dir():
             found += [str(q) for q in p.iterdir() if q.name not in _LOCK_FOLDER_FILES]
+        elif p.is_dir() and p.with_suffix(".json").is_file():  # a sharded family's shards
+            found += [str(q) for q in p.iterdir() if not _is_shard_file(q)]
         elif not (p.suffix == ".json" and not p.name.startswith(".")) and p.name != "README.md":
             found.append(str(p))
     return found
+
+
+def _is_shard_file(path: Path) -> bool:
+    return path.suffix == ".json" and shards.is_shard_name(path.stem)
 
 
 def count_strays(tally: Tally, store: Store, project: Path, *, remove: bool = False) -> None:
@@ -509,11 +516,36 @@ def _valid_document(text: str, family: str) -> int | None:
     return k if registry_mod.dumps(full) == text else None
 
 
-def sigkill_registry_writes(work: Path, rounds: int) -> Tally:
+def _valid_shards(project: Path, family: str) -> int | None:
+    """How many records the sharded family holds, if every one is a record some writer wrote
+    (``record 0``, in every state, among them) and the family loads with none invalid; None
+    for anything else. Shards are replaced one by one, so a kill may leave any mix of the old
+    and the new records, but never a torn or foreign one."""
+    try:
+        fam = registry_mod.load(project).families.get(family)
+    except RegistryError:
+        return None
+    if fam is None or not fam.sharded or fam.invalid:
+        return None
+    records = (sigkill_record(family, i, SIGKILL_RECORDS) for i in range(SIGKILL_RECORDS))
+    every = {r.name: r for r in records}
+    if f"{family}/r0000" not in fam.records:
+        return None
+    if any(every.get(name) != record for name, record in fam.records.items()):
+        return None
+    return len(fam.records)
+
+
+def _mid_write(folder: Path) -> bool:
+    return folder.is_dir() and any(_TEMP.fullmatch(p.name) for p in folder.iterdir())
+
+
+def sigkill_registry_writes(work: Path, rounds: int, *, sharded: bool = False) -> Tally:
     """A child rewrites a family file in a loop and is killed at a random moment; the file is
     then always a complete document, the next writer is not blocked, and once it has written,
-    nothing of the killed one is left in provenance/."""
-    tally = Tally("SIGKILL during registry writes")
+    nothing of the killed one is left in provenance/. ``sharded``: the family is sharded from
+    the start, and after a kill every record it holds is one a writer wrote."""
+    tally = Tally(f"SIGKILL during {'sharded ' if sharded else ''}registry writes")
     started = time.perf_counter()
     store, project = _fresh(work)
     family = SIGKILL_FAMILY
@@ -523,7 +555,12 @@ def sigkill_registry_writes(work: Path, rounds: int) -> Tally:
         records = [sigkill_record(family, i, SIGKILL_RECORDS) for i in range(k)]
         registry_mod.write_family(registry_mod.load(project), family, records)
 
-    write(1)
+    limit = shards.SHARD_ABOVE
+    shards.SHARD_ABOVE = 0 if sharded else limit  # a sharded family stays sharded
+    try:
+        write(1)
+    finally:
+        shards.SHARD_ABOVE = limit
     rng = random.Random(os.getpid())
     for r in range(rounds):
         mode = "tight" if r % 2 else "load"
@@ -537,12 +574,12 @@ def sigkill_registry_writes(work: Path, rounds: int) -> Tally:
         proc.send_signal(signal.SIGKILL)
         _, err = proc.communicate(timeout=60)
         tally.rounds += 1
-        mid_write = any(_TEMP.fullmatch(p.name) for p in path.parent.iterdir())
+        mid_write = _mid_write(path.parent) or _mid_write(shards.folder(path))
         tally.pressure["kills_mid_write"] = tally.pressure.get("kills_mid_write", 0) + mid_write
         if "Traceback" in err:
             tally.tracebacks += 1
             tally.note(err[-800:])
-        k = _valid_document(path.read_text(), family)
+        k = _valid_shards(project, family) if sharded else _valid_document(path.read_text(), family)
         if k is None:
             tally.records_lost += 1
             tally.note(f"round {tally.rounds}: {path.name} is not a complete document")
@@ -568,4 +605,5 @@ TRIALS: dict[str, Trial] = {
     "same-name-other-bytes": lambda w, n: same_name(w, n, same_bytes=False),
     "same-name-same-bytes": lambda w, n: same_name(w, n, same_bytes=True),
     "sigkill-registry": sigkill_registry_writes,
+    "sigkill-sharded": lambda w, n: sigkill_registry_writes(w, n, sharded=True),
 }
