@@ -250,7 +250,9 @@ def _load_shards(
                 file=shown,
                 fix=f"move it out of {shards.folder(head)}",
             )
-        text = read_text(path)
+        text = _read_listed(path)
+        if text is None:
+            continue
         doc = _parse_document(text, shown, shard=family)
         digests[shards.relative(head, path)] = _text_digest(text)
         passed = _SchemaPasses.for_text(text)
@@ -271,7 +273,9 @@ def _check_leftover(
     interrupted while sharding the family left: copies of records the file holds as they are.
     Anything else there is refused, never skipped (its digest joins ``digests`` either way)."""
     for path in shards.shard_files(head):
-        text = read_text(path)
+        text = _read_listed(path)
+        if text is None:
+            continue
         digests[shards.relative(head, path)] = _text_digest(text)
         try:
             doc = json.loads(text)
@@ -295,6 +299,17 @@ def _check_leftover(
 
 
 _ABSENT = object()
+
+
+def _read_listed(path: Path) -> str | None:
+    """The text of a shard listed a moment ago; ``None`` if it is gone since: a writer removed
+    it, emptied (readers take no lock, so one may list a folder while a writer changes it)."""
+    try:
+        return read_text(path)
+    except RegistryError:
+        if not os.path.lexists(path):
+            return None
+        raise
 
 
 def _a_copy(
@@ -703,7 +718,13 @@ def family_digest(head: Path) -> str:
     if os.path.lexists(head):
         digests[head.name] = hashlib.sha256(read_bytes(head)).hexdigest()
     for path in shards.shard_files(head):
-        digests[shards.relative(head, path)] = hashlib.sha256(read_bytes(path)).hexdigest()
+        try:
+            data = read_bytes(path)
+        except RegistryError:
+            if not os.path.lexists(path):
+                continue  # removed since it was listed (see _read_listed)
+            raise
+        digests[shards.relative(head, path)] = hashlib.sha256(data).hexdigest()
     return shards.combined_digest(digests)
 
 

@@ -380,3 +380,20 @@ def test_a_writer_killed_mid_write_leaves_each_record_old_or_new_50_times(
     assert tally.clean, str(tally)
     with capsys.disabled():
         print(f"\n{tally}")
+
+
+def test_a_shard_a_writer_removes_while_a_reader_lists_the_folder_is_not_an_error(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _write(project, _records(60))
+    listed = shards.shard_files
+    used = {p.stem for p in listed(project / "provenance" / "fam.json")}
+    gone = next(f"{i:02x}" for i in range(256) if f"{i:02x}" not in used)
+
+    def with_a_vanished_shard(head: Path) -> list[Path]:
+        return sorted([*listed(head), shards.folder(head) / f"{gone}.json"])
+
+    monkeypatch.setattr(shards, "shard_files", with_a_vanished_shard)
+    fam = registry_mod.load(project).families["fam"]
+    assert len(fam.records) == 60
+    assert files_mod.family_digests(project / "provenance") == [("fam", fam.text_digest)]
