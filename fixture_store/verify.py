@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import multiprocessing
 import os
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -733,16 +731,23 @@ def _pool_size(to_hash: list[tuple[ObjectKey, os.stat_result]], workers: int | N
 def _hashing(
     jobs: list[tuple[str, bool, bool, bool]], pool_size: int, executor: str
 ) -> Iterator[Iterable[Hashed]]:
-    """What hashing ``jobs`` reads, in their order: inline, or in a thread or process pool."""
+    """What hashing ``jobs`` reads, in their order: inline, or in a thread or process pool.
+    The pools' modules are imported here: they would cost every verify's start-up, and a warm
+    verify never pools."""
     if pool_size == 1:
         yield (hash_path(*job) for job in jobs)
     elif executor == "process":
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
         # spawn, not fork: forking a process that runs threads (JAX, BLAKE3) can deadlock.
         spawn = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=pool_size, mp_context=spawn) as ppool:
             chunk = max(1, min(64, len(jobs) // (pool_size * 8)))
             yield ppool.map(_hash_job, jobs, chunksize=chunk)
     else:
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(max_workers=pool_size) as tpool:
             yield tpool.map(_hash_job, jobs)
 

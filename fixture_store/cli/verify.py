@@ -6,10 +6,8 @@ import sys
 from collections import Counter
 
 import click
-from rich.table import Table
 
 from fixture_store import snapshot
-from fixture_store.access import Fixtures
 from fixture_store.cli._common import (
     Context,
     Failure,
@@ -107,6 +105,8 @@ def verify(
 def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN) -> None:
     """A table of the first ``limit`` failures, then successes, plus a count line: a person reads
     the first rows and the counts; ``--json`` has every result."""
+    from rich.table import Table  # only a table needs it: 'verify --json' does not pay for it
+
     counts = Counter(r.status for r in results)
     table = Table(title=title, show_lines=False)
     table.add_column("artifact", overflow="fold")
@@ -147,6 +147,8 @@ def path(obj: Context, name: str) -> None:
 
     Exits non-zero, printing nothing on stdout, if the artifact does not verify.
     """
+    from fixture_store.access import Fixtures
+
     fixtures = Fixtures(obj.store, obj.registry())
     record = fixtures.registry.get(name)
     click.echo(str(fixtures.tree(name) if record.is_tree else fixtures.path(name)))

@@ -11,7 +11,6 @@ import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -269,5 +268,9 @@ class SyncBatch:
             for p in paths:
                 fsync_path(p)
         else:
+            # Imported here, as in store and verify: concurrent.futures (and the logging it
+            # loads) would cost the start-up of every command, most of which never pool.
+            from concurrent.futures import ThreadPoolExecutor
+
             with ThreadPoolExecutor(max_workers=FSYNC_WORKERS) as pool:
                 list(pool.map(fsync_path, paths))

@@ -50,7 +50,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Concatenate, ParamSpec, TypeVar
@@ -444,6 +443,8 @@ class Store:
         if len(shards) == 1:
             created = [self._commit_shard(entries, replace) for entries in shards.values()]
         else:
+            from concurrent.futures import ThreadPoolExecutor  # only when pooling: start-up
+
             with ThreadPoolExecutor(max_workers=min(fsutil.FSYNC_WORKERS, len(shards))) as pool:
                 created = list(pool.map(lambda e: self._commit_shard(e, replace), shards.values()))
         if any(created):
@@ -757,6 +758,8 @@ def _hash_copy(tmp: Path, sync_fd: int | None, size: int) -> Stored:
     if sync_fd is None:
         digest, b3 = digests.of_file_both(tmp)
         return Stored(digest, b3)
+    from concurrent.futures import ThreadPoolExecutor  # only when pooling: start-up
+
     with ThreadPoolExecutor(max_workers=1) as pool:
         synced = pool.submit(os.fsync, sync_fd)
         digest, b3 = digests.of_file_both(tmp)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,3 +93,42 @@ def test_many_failures_are_summarised_not_flooded(project: Path, store: Store) -
     assert len([line for line in err.splitlines() if line.startswith("missing: ")]) == 20
     assert "… and 5 more failures (use --json for all)" in err
     assert len(json.loads(run("verify", "--json")[1])["results"]) == 25
+
+
+# A run of the CLI in a fresh interpreter that writes its exit code and every module it loaded
+# to the file named first: start-up cost is what a new process pays, so only a new one tells.
+LOADED = """
+import json, sys
+from fixture_store.cli import main
+code = None
+try:
+    main(sys.argv[2:], prog_name="fixture-store")
+except SystemExit as e:
+    code = e.code
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
+"""
+# What a warm verify never runs, so never imports: the access layer and its readers, and the
+# pools that hash (a warm verify hashes nothing).
+NOT_ON_THE_WARM_PATH = ("fixture_store.access", "multiprocessing", "concurrent.futures", "logging")
+
+
+def loaded_by(tmp_path: Path, *args: str) -> tuple[int, set[str]]:
+    report = tmp_path / "loaded.json"
+    subprocess.run([sys.executable, "-c", LOADED, str(report), *args], check=True)
+    doc = json.loads(report.read_text(encoding="utf-8"))
+    return doc["code"], set(doc["modules"])
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_warm_verify_imports_nothing_it_does_not_run(
+    project: Path, tmp_path: Path, as_json: bool
+) -> None:
+    add_file_and_case(project)
+    assert run("verify")[0] == 0  # the snapshot the warm runs are served from
+    code, modules = loaded_by(tmp_path, "verify", *(["--json"] if as_json else []))
+    assert code == 0
+    assert not modules & set(NOT_ON_THE_WARM_PATH)
+    # Only a table needs rich's; the JSON is printed without it.
+    assert ("rich.table" in modules) is not as_json
