@@ -273,15 +273,19 @@ def test_a_snapshot_with_other_stats_is_not_trusted(project: Path, store: Store)
     assert verify(store, project)[1].calls == 1
 
 
+@pytest.mark.parametrize("module", ["m.py", "sub/deeper/m.py"])
 def test_a_changed_module_of_fixture_store_changes_the_key(
-    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str
 ) -> None:
     package = tmp_path / "package"
-    package.mkdir()
-    (package / "m.py").write_text("x = 1\n")
+    (package / module).parent.mkdir(parents=True)
+    (package / module).write_text("x = 1\n")
+    (package / "data.txt").write_text("not a module")
     monkeypatch.setattr(snapshot, "_PACKAGE", package)
     before = snapshot.key(store, project, Algorithm.AUTO, [("fam", "0" * 64)])
-    (package / "m.py").write_text("x = 22\n")
+    (package / "data.txt").write_text("not a module, edited")
+    assert snapshot.key(store, project, Algorithm.AUTO, [("fam", "0" * 64)]) == before
+    (package / module).write_text("x = 22\n")
     assert snapshot.key(store, project, Algorithm.AUTO, [("fam", "0" * 64)]) != before
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import json
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
@@ -129,6 +130,16 @@ def check_selection(
 # Outcomes that mean the registry or the request is wrong rather than the bytes.
 USAGE_OUTCOMES = frozenset({"invalid-record", "unknown"})
 VERIFIED_OUTCOMES = frozenset({str(Status.VERIFIED), str(Status.GAP)})
+
+
+def leave(code: int) -> NoReturn:
+    """Exit with ``code``, leaving the heap to the operating system: ``gc.freeze`` spares the
+    interpreter's collections at exit, which walk every object of every module loaded (20 ms
+    of a 0.23 s warm verify, measured). For a command that has closed all it wrote: an object
+    in a reference cycle is not finalized then, so a file left open in one would not be
+    flushed (the consoles are: the interpreter flushes stdout and stderr itself)."""
+    gc.freeze()
+    sys.exit(code)
 
 
 def exit_code(outcomes: Iterable[str], *, ok: Collection[str] = VERIFIED_OUTCOMES) -> int:

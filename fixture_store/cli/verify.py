@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 
 import click
@@ -14,6 +13,7 @@ from fixture_store.cli._common import (
     counts_text,
     exit_code,
     handle_errors,
+    leave,
     out,
     print_json,
     progress,
@@ -99,7 +99,7 @@ def verify(
         ),
         limit=FAILURES_SHOWN,
     )
-    sys.exit(exit_code(r.status for r in results))
+    leave(exit_code(r.status for r in results))
 
 
 def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN) -> None:

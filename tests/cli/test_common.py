@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from enum import StrEnum
 
 import click
@@ -106,3 +108,14 @@ def test_a_selection_of_nothing_or_all_and_names_is_a_usage_error(verb: str) -> 
     assert f"fix: fixture-store {verb} --all" in err
     code, _, err = run(verb, "--all", "fam/a")
     assert code == EXIT_USAGE and "--all cannot be combined with NAMES or --family" in err
+
+
+def test_leave_exits_with_the_code_the_heap_frozen_and_the_output_flushed() -> None:
+    code = (
+        "import atexit, gc, sys; from fixture_store.cli._common import leave, out; "
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0)); "
+        "out.print('[table]', end=''); sys.stderr.write('no newline'); leave(3)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
+    assert done.returncode == 3
+    assert done.stdout == "[table]frozen True\n" and done.stderr == "no newline"
