@@ -7,6 +7,7 @@ from collections import Counter
 import click
 
 from fixture_store import snapshot
+from fixture_store.cli import _common
 from fixture_store.cli._common import (
     Context,
     Failure,
@@ -14,7 +15,6 @@ from fixture_store.cli._common import (
     exit_code,
     handle_errors,
     leave,
-    out,
     print_json,
     progress,
     report_failures,
@@ -126,6 +126,7 @@ def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN)
             + (f", {more_failed:,} of them not verified" if more_failed else "")
             + " (use --json for all)"
         )
+    out = _common.out  # made on first use: 'verify --json' never makes it
     out.print(table)
     out.print(f"{len(results)} artifacts: {counts_text((s, counts[s]) for s in Status) or 'none'}")
 
