@@ -25,6 +25,8 @@ same kind; otherwise it is ignored. It is JSON, never pickle; it may be deleted 
 
 from __future__ import annotations
 
+import array
+import base64
 import contextlib
 import hashlib
 import json
@@ -49,7 +51,10 @@ from fixture_store.registry.files import DIRNAME, family_digests
 from fixture_store.registry.records import family_of
 from fixture_store.verify import Result, Status, Verifier, VerifyPlan, cyclic_gc_paused
 
-FORMAT = 1
+# 2: objects and stats packed (one string of digests, base64 of native int64s): at 3 x 10^5
+# objects, format 1's lists of strings and integers took 0.28 s to parse against 0.18 s.
+FORMAT = 2
+_HEX = 64
 _FOLDER = "verify-snapshots"
 _OK = frozenset({Status.VERIFIED, Status.GAP})
 _PACKAGE = Path(__file__).resolve().parent
@@ -65,7 +70,10 @@ class Snapshot:
     """The results of a verify of every record, and the proved stat of each object it read.
 
     Kept in columns, as the file holds them: a verified result is a name, a kind and its
-    object's digest; any other result (a declared gap) keeps its JSON in ``others``.
+    object's digest; any other result (a declared gap) keeps its JSON in ``others``. The
+    objects are one string of 64-hex digests, their stats four signed 64-bit integers each,
+    in the machine's byte order (the file never leaves the user's state folder; a file from
+    another machine fails :meth:`holds`, which costs one full verify).
     """
 
     key: str
@@ -74,7 +82,7 @@ class Snapshot:
     hexes: Sequence[str | None]  # the record's object (a tree's manifest); None: see others
     sizes: Sequence[int | None]
     others: Mapping[int, Mapping[str, Any]]  # position -> Result.to_json()
-    objects: Sequence[str]  # SHA-256 hex of each object read
+    objects: str  # the SHA-256 hex of each object read, one after another
     stats: Sequence[int]  # four per object: inode, size, mtime_ns, ctime_ns
 
     @classmethod
@@ -82,6 +90,7 @@ class Snapshot:
         cls, key: str, results: Sequence[Result], objects: Sequence[tuple[str, Entry]]
     ) -> Snapshot:
         compact = [_compact(r) for r in results]
+        objects = sorted(objects)  # by digest, so that objects of one shard folder come together
         return cls(
             key,
             [r.name for r in results],
@@ -93,8 +102,8 @@ class Snapshot:
                 for i, (r, c) in enumerate(zip(results, compact, strict=True))
                 if not c
             },
-            [h for h, _ in objects],
-            [n for _, entry in objects for n in entry],
+            "".join(h for h, _ in objects),
+            array.array("q", [n for _, entry in objects for n in entry]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -106,8 +115,8 @@ class Snapshot:
             "hexes": list(self.hexes),
             "sizes": list(self.sizes),
             "others": {str(i): dict(r) for i, r in self.others.items()},
-            "objects": list(self.objects),
-            "stats": list(self.stats),
+            "objects": self.objects,
+            "stats": base64.b64encode(array.array("q", self.stats).tobytes()).decode("ascii"),
         }
 
     @classmethod
@@ -117,9 +126,13 @@ class Snapshot:
         differ from none the registry's verify would give, since the key pins the registry."""
         if not isinstance(raw, dict) or raw.get("format") != FORMAT:
             raise ValueError("not a verify snapshot of this format")
-        names, objects, stats = raw["names"], raw["objects"], raw["stats"]
+        names, objects = raw["names"], raw["objects"]
+        stats = array.array("q")
+        stats.frombytes(base64.b64decode(raw["stats"], validate=True))
         columns = (raw["kinds"], raw["hexes"], raw["sizes"])
-        if any(len(c) != len(names) for c in columns) or len(stats) != 4 * len(objects):
+        if not isinstance(objects, str) or len(objects) % _HEX:
+            raise ValueError("objects are not digests")
+        if any(len(c) != len(names) for c in columns) or len(stats) != 4 * len(objects) // _HEX:
             raise ValueError("columns differ in length")
         others = {int(i): r for i, r in raw["others"].items()}
         return cls(str(raw["key"]), names, *columns, others, objects, stats)
@@ -140,23 +153,51 @@ class Snapshot:
 
     def holds(self, store: Store) -> bool:
         """Whether every object file is still the one that was proved: one lstat each, in one
-        loop (a pool of threads measured no faster here: the loop holds the GIL between stats)."""
+        loop (a pool of threads measured no faster here: the loop holds the GIL between stats),
+        relative to its shard folder, opened once (a quarter faster than a path from the root
+        for each of 3 x 10^5 objects)."""
         store.shards()  # a link among the store's folders is refused, as verify refuses it
-        base, lstat, stats = str(store.objects_dir), os.lstat, self.stats
-        for i, hexpart in enumerate(self.objects):
-            try:
-                st = lstat(f"{base}/{hexpart[:2]}/{hexpart[2:]}")
-            except (OSError, TypeError):
-                return False
-            j = 4 * i
-            if (
-                st.st_ino != stats[j]
-                or st.st_size != stats[j + 1]
-                or st.st_mtime_ns != stats[j + 2]
-                or st.st_ctime_ns != stats[j + 3]
-            ):
-                return False
+        with _Folders(str(store.objects_dir)) as folder:
+            objects, lstat, it = self.objects, os.lstat, iter(self.stats)
+            shard, fd = "", -1
+            steps = zip(range(0, len(objects), _HEX), it, it, it, it, strict=True)
+            for at, ino, size, mtime, ctime in steps:
+                try:
+                    if objects[at : at + 2] != shard:  # sorted: one folder after another
+                        shard = objects[at : at + 2]
+                        fd = folder(shard)
+                    st = lstat(objects[at + 2 : at + _HEX], dir_fd=fd)
+                except OSError:
+                    return False
+                if (
+                    st.st_ino != ino
+                    or st.st_size != size
+                    or st.st_mtime_ns != mtime
+                    or st.st_ctime_ns != ctime
+                ):
+                    return False
         return True
+
+
+class _Folders:
+    """The store's shard folders, each opened once (never through a link) and closed at exit."""
+
+    def __init__(self, base: str) -> None:
+        self.base, self.fds = base, dict[str, int]()
+
+    def __enter__(self) -> Callable[[str], int]:
+        return self.fd
+
+    def __exit__(self, *_: object) -> None:
+        for fd in self.fds.values():
+            os.close(fd)
+
+    def fd(self, shard: str) -> int:
+        fd = self.fds.get(shard)
+        if fd is None:
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = self.fds[shard] = os.open(f"{self.base}/{shard}", flags)
+        return fd
 
 
 def _compact(r: Result) -> tuple[str | None, str, int] | None:
@@ -297,10 +338,10 @@ def remember(
             slot.unlink()
         return False
     files = [(family, fam.text_digest) for family, fam in registry.families.items()]
-    snap = Snapshot.of(key(store, registry.root, algorithm, files), results, objects)
     try:
+        snap = Snapshot.of(key(store, registry.root, algorithm, files), results, objects)
         _write(slot, snap.to_json())
-    except OSError:
+    except (OSError, OverflowError):  # OverflowError: a stat past 64 bits; no shortcut then
         return False
     return True
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import click
@@ -113,9 +114,10 @@ def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN)
     table.add_column("kind")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
-    all_failures = [r for r in results if not r.ok]
+    all_failures = [r for r in results if r.status is not Status.VERIFIED]
     failures = all_failures[:limit]
-    shown_ok = [r for r in results if r.ok][: max(0, limit - len(failures))]
+    passed = (r for r in results if r.status is Status.VERIFIED)
+    shown_ok = list(itertools.islice(passed, max(0, limit - len(failures))))
     for r in [*failures, *shown_ok]:
         table.add_row(r.name, r.kind or "", styled(r.status), _detail(r))
     hidden = len(results) - len(failures) - len(shown_ok)
