@@ -354,6 +354,26 @@ class Verifier:
     def verify(self, record: Record) -> Result:
         return assemble(record, self.store, self.check_object, full=self.full)
 
+    def verify_cached(self, record: Record) -> Result | None:
+        """:meth:`verify`, if no object of ``record`` needs hashing (each is missing or the
+        verified-state cache vouches for it, one ``lstat`` each); ``None`` if one does: what a
+        warm check answers before any work worth a thread is planned."""
+
+        def check(expected: Digest, _recorded: str | None = None) -> ObjectCheck:
+            found, _ = self.quick(expected)
+            if found is None:
+                raise _NeedsHashing
+            return found
+
+        try:
+            return assemble(record, self.store, check, full=self.full)
+        except _NeedsHashing:
+            return None
+
+
+class _NeedsHashing(Exception):
+    """An object :meth:`Verifier.verify_cached` cannot settle without reading it."""
+
 
 def repair_command(record: Record) -> str:
     """The command that brings a record's bytes back: fetch, or rerun the generator stage."""

@@ -6,6 +6,7 @@ purpose, or give it bytes that pass it, and check that fetch's own verification 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,36 @@ def test_a_tree_member_with_other_bytes_is_refused_and_nothing_is_stored(tmp_pat
     # The good member may be stored (it verified); the bad one and the manifest are not.
     assert set(_objects(store)) <= {digests.of_bytes(GOOD["data/a.bin"]).hex}
     assert digests.of_bytes(b"BRAVO\n").hex not in _objects(store)
+
+
+def test_present_records_are_settled_without_the_pool_and_results_keep_their_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm fetch answers what the verified-state cache vouches for in one loop; only the
+    records that need reading or downloading go to the threads, and the results come back
+    in the order of the names asked for."""
+    root = tmp_path / "p"
+    (root / "data").mkdir(parents=True)
+    raw = {}
+    for i in range(6):
+        (root / "data" / f"{i}.bin").write_bytes(f"bytes {i}".encode())
+        raw[f"loc/r{i}"] = file_record(
+            {"type": "local", "path": f"data/{i}.bin"}, f"bytes {i}".encode()
+        )
+    registry = make_registry(root, raw)
+    store = Store.at(tmp_path / "store").ensure()
+    names = [f"loc/r{i}" for i in (3, 0, 5, 1, 4, 2)]
+    assert all(r.ok for r in fetch_names(store, registry, names[:4]).results)
+
+    pooled: list[str] = []
+
+    class Counting(ThreadPoolExecutor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            pooled.extend(a for a in args if isinstance(a, str))
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(fetch_mod, "ThreadPoolExecutor", Counting)
+    report = fetch_names(store, registry, names)
+    assert [r.name for r in report.results] == names
+    assert [r.outcome for r in report.results] == [Outcome.PRESENT] * 4 + [Outcome.FETCHED] * 2
+    assert pooled == names[4:]  # the two not yet in the store, and nothing else
