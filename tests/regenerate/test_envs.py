@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -43,11 +44,18 @@ def test_environment_is_made_once_with_exactly_the_pins(tmp_path: Path) -> None:
         check=True,
     ).stdout.strip()
     assert numpy_pin() == f"numpy=={version}"
-    # Nothing else of this project leaks in: the environment is isolated.
+    # Nothing else of this project leaks in: the environment is isolated. Asked from a folder
+    # that is not the checkout, with no PYTHONPATH, so that only the environment can answer
+    # (from the checkout, '-c' finds the source folder itself, which imports lightly).
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     probe = subprocess.run(
-        [str(python), "-c", "import fixture_store"], capture_output=True, check=False
+        [str(python), "-c", "import fixture_store"],
+        capture_output=True,
+        check=False,
+        cwd=tmp_path,
+        env=clean,
     )
-    assert probe.returncode != 0
+    assert probe.returncode != 0 and b"No module named 'fixture_store'" in probe.stderr
     marker = env.folder(store) / ".complete"
     stamp = marker.stat().st_mtime_ns
     assert envs.ensure(env, store) == python and marker.stat().st_mtime_ns == stamp
