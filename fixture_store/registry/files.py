@@ -29,13 +29,13 @@ import re
 import stat
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import fsutil, statecache
@@ -250,7 +250,7 @@ def _load_shards(
                 file=shown,
                 fix=f"move it out of {shards.folder(head)}",
             )
-        text = _read_listed(path)
+        text = _read_listed(path, read_text)
         if text is None:
             continue
         doc = _parse_document(text, shown, shard=family)
@@ -273,7 +273,7 @@ def _check_leftover(
     interrupted while sharding the family left: copies of records the file holds as they are.
     Anything else there is refused, never skipped (its digest joins ``digests`` either way)."""
     for path in shards.shard_files(head):
-        text = _read_listed(path)
+        text = _read_listed(path, read_text)
         if text is None:
             continue
         digests[shards.relative(head, path)] = _text_digest(text)
@@ -299,13 +299,15 @@ def _check_leftover(
 
 
 _ABSENT = object()
+_T = TypeVar("_T")
 
 
-def _read_listed(path: Path) -> str | None:
-    """The text of a shard listed a moment ago; ``None`` if it is gone since: a writer removed
-    it, emptied (readers take no lock, so one may list a folder while a writer changes it)."""
+def _read_listed(path: Path, read: Callable[[Path], _T]) -> _T | None:
+    """``read(path)`` of a shard listed a moment ago; ``None`` if it is gone since: a writer
+    removed it, emptied (readers take no lock, so one may list a folder while a writer
+    changes it)."""
     try:
-        return read_text(path)
+        return read(path)
     except RegistryError:
         if not os.path.lexists(path):
             return None
@@ -707,7 +709,7 @@ def family_digests(directory: Path) -> list[tuple[str, str]]:
     refuses): a change to any registry file changes this list."""
     out = [(p.stem, family_digest(p)) for p in sorted(directory.glob("*.json"))]
     for orphan in shards.orphan_folders(directory):
-        out.append((f"{orphan.name}/", family_digest(orphan.with_suffix(".json"))))
+        out.append((f"{orphan.name}/", family_digest(shards.head_of(orphan))))
     return out
 
 
@@ -718,13 +720,9 @@ def family_digest(head: Path) -> str:
     if os.path.lexists(head):
         digests[head.name] = hashlib.sha256(read_bytes(head)).hexdigest()
     for path in shards.shard_files(head):
-        try:
-            data = read_bytes(path)
-        except RegistryError:
-            if not os.path.lexists(path):
-                continue  # removed since it was listed (see _read_listed)
-            raise
-        digests[shards.relative(head, path)] = hashlib.sha256(data).hexdigest()
+        data = _read_listed(path, read_bytes)
+        if data is not None:
+            digests[shards.relative(head, path)] = hashlib.sha256(data).hexdigest()
     return shards.combined_digest(digests)
 
 
@@ -738,7 +736,7 @@ def _orphan_error(folder: Path) -> RegistryError:
         f"holds registry shards, but there is no {folder.name}.json beside it to say they are "
         "the family's shards",
         file=str(folder),
-        fix=f'restore {folder.with_suffix(".json")} (it holds "shards": {shards.COUNT}), or '
+        fix=f'restore {shards.head_of(folder)} (it holds "shards": {shards.COUNT}), or '
         "remove the folder",
     )
 
@@ -1049,13 +1047,14 @@ def _write_sharded(
         _write_atomically(path.parent, path, head_text)
 
 
-def _remove_shards(path: Path, keep: Mapping[str, object]) -> None:
-    """Remove the family's shard files but those named in ``keep``."""
+def _remove_shards(path: Path, keep: Mapping[str, object]) -> bool:
+    """Remove the family's shard files but those named in ``keep``; whether any was."""
     gone = [p for p in shards.shard_files(path) if p.stem not in keep]
     for p in gone:
         p.unlink()
     if gone:
         fsutil.fsync_path(shards.folder(path))
+    return bool(gone)
 
 
 def _shard_unchanged(
@@ -1074,10 +1073,7 @@ def _shard_unchanged(
 def _remove_leftover(path: Path) -> None:
     """Before an unsharded family's file is replaced: remove the shard copies that an
     interrupted sharding left (loading checked they are copies of records the file holds)."""
-    leftover = shards.shard_files(path)
-    for p in leftover:
-        p.unlink()
-    if leftover:
+    if _remove_shards(path, keep={}):
         with contextlib.suppress(OSError):
             shards.folder(path).rmdir()
         fsutil.fsync_path(path.parent)

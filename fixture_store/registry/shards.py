@@ -43,6 +43,12 @@ def folder(head: Path) -> Path:
     return head.parent / head.stem
 
 
+def head_of(folder: Path) -> Path:
+    """The family's file a shard folder belongs to: ``provenance/<family>.json`` (the inverse
+    of :func:`folder`; ``with_suffix`` would cut a folder name at its last dot)."""
+    return folder.parent / f"{folder.name}.json"
+
+
 def shard_path(head: Path, shard: str) -> Path:
     return folder(head) / f"{shard}.json"
 
@@ -64,7 +70,7 @@ def orphan_folders(directory: Path) -> list[Path]:
         if entry.name.startswith(".") or not entry.is_dir():
             continue
         path = Path(entry.path)
-        if not path.with_suffix(".json").exists() and any(path.glob("*.json")):
+        if not head_of(path).exists() and any(path.glob("*.json")):
             out.append(path)
     return out
 

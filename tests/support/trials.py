@@ -157,7 +157,7 @@ def strays(store: Store, project: Path) -> list[str]:
     for p in (project / "provenance").iterdir():
         if p.name == _LOCK_FOLDER and p.is_dir():
             found += [str(q) for q in p.iterdir() if q.name not in _LOCK_FOLDER_FILES]
-        elif p.is_dir() and p.with_suffix(".json").is_file():  # a sharded family's shards
+        elif p.is_dir() and shards.head_of(p).is_file():  # a sharded family's shards
             found += [str(q) for q in p.iterdir() if not _is_shard_file(q)]
         elif not (p.suffix == ".json" and not p.name.startswith(".")) and p.name != "README.md":
             found.append(str(p))
