@@ -148,22 +148,16 @@ def fetch_names(
 
     def one(name: str) -> FetchResult:
         with store.writing():  # this thread's temp files in the command's writer folder
-            return outcome(name)
+            result = outcome(name)
+        assert result is not None  # outcome answers every name unless asked to settle only
+        return result
 
     def settled(name: str) -> FetchResult | None:
         """The outcome if it needs no thread: an invalid, unknown or gap record, or one whose
         objects the verified-state cache vouches for (one lstat each); ``None`` otherwise."""
-        if name in invalid or name not in known:
-            return outcome(name)
-        record = registry.get(name)
-        if record.gap is not None and record.digest is None:
-            return outcome(name)
-        cached = ctx.verifier.verify_cached(record)
-        if cached is not None and cached.ok:
-            return FetchResult(name, Outcome.PRESENT, record.source.describe(), size=_size(record))
-        return None  # missing, or to read: the pool's work
+        return outcome(name, settle_only=True)
 
-    def outcome(name: str) -> FetchResult:
+    def outcome(name: str, *, settle_only: bool = False) -> FetchResult | None:
         if name in invalid:
             err = invalid[name]
             return FetchResult(
@@ -179,11 +173,14 @@ def fetch_names(
         source, size = record.source.describe(), _size(record)
         if record.gap is not None and record.digest is None:
             return FetchResult(name, Outcome.GAP, source, record.gap.reason)
-        if ctx.verifier.verify(record).ok:
+        verify = ctx.verifier.verify_cached if settle_only else ctx.verifier.verify
+        found = verify(record)
+        if found is not None and found.ok:
             return FetchResult(name, Outcome.PRESENT, source, size=size)
+        if settle_only:
+            return None  # missing, or to read: the pool's work
         return _fetch_one(ctx, record, source, size, mirrors)
 
-    known = set(registry.names())
     workers = jobs or min(8, (os.cpu_count() or 1) * 2)
     try:
         results = _settle_then_pool(list(names), settled, one, workers, on_result)
