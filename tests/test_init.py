@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 
 import pytest
 
 import fixture_store
+from tests.support.imports import modules_loaded_by
 
 
 @pytest.mark.parametrize("name", sorted(fixture_store.__all__))
@@ -24,11 +23,6 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_importing_the_package_loads_neither_the_registry_nor_the_store() -> None:
-    code = (
-        "import sys, fixture_store; "
-        "print(sorted(m for m in sys.modules if m.startswith('fixture_store.')))"
-    )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    ).stdout
-    assert loaded.strip() == "['fixture_store._version', 'fixture_store.errors']"
+    loaded = modules_loaded_by("import fixture_store")
+    ours = sorted(m for m in loaded if m.startswith("fixture_store."))
+    assert ours == ["fixture_store._version", "fixture_store.errors"]

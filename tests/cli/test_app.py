@@ -10,6 +10,7 @@ import pytest
 
 from fixture_store.cli import app
 from tests.support.cli import run
+from tests.support.imports import modules_loaded_by
 
 
 @pytest.mark.parametrize("name", sorted(app.COMMANDS))
@@ -27,15 +28,11 @@ def test_help_lists_every_command_once() -> None:
 
 
 def test_importing_the_cli_loads_no_command_module_and_no_console() -> None:
-    code = (
-        "import sys, fixture_store.cli; "
-        "print(sorted(m for m in sys.modules if m.startswith('fixture_store.cli.') "
-        "or m == 'rich.console' or m == 'numpy'))"
+    loaded = modules_loaded_by("import fixture_store.cli")
+    watched = (
+        m for m in loaded if m.startswith("fixture_store.cli.") or m in ("rich.console", "numpy")
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True
-    ).stdout
-    assert loaded.strip() == "['fixture_store.cli.app']"
+    assert sorted(watched) == ["fixture_store.cli.app"]
 
 
 def test_python_dash_m_runs_the_same_group() -> None:

@@ -33,6 +33,7 @@ from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Record, shards
+from tests.support.records import local_record
 from tests.support.regen_project import PYTHON, make_project
 
 REPO = Path(__file__).resolve().parents[2]
@@ -491,15 +492,12 @@ SIGKILL_RECORDS = 240  # the document cycles through 1..240 records (~80 KB at m
 
 def sigkill_record(family: str, i: int, count: int) -> Record:
     """Record ``i`` of the killed writer's documents (a few hundred bytes each)."""
-    data = f"record {i}".encode()
-    raw = {
-        "kind": "fixture",
-        "source": {"type": "local", "path": f"data/r{i}.bin"},
-        "digest": digests.of_bytes(data).text,
-        "size": len(data),
-        "description": f"record {i} of {count}: " + "padding " * 30,
-    }
-    return registry_mod.parse_record(f"{family}/r{i:04d}", raw, file="<trial>")
+    return local_record(
+        f"{family}/r{i:04d}",
+        data=f"record {i}".encode(),
+        path=f"data/r{i}.bin",
+        description=f"record {i} of {count}: " + "padding " * 30,
+    )
 
 
 def _valid_document(text: str, family: str) -> int | None:
