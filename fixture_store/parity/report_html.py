@@ -1,18 +1,22 @@
-"""A static HTML report of a compare run: one self-contained file, no scripts or fetched styles.
+"""A static HTML report of a compare run: one self-contained file, no fetched styles or scripts.
 
-Sections: counts per runtime, a pass matrix per operator for every runtime, histograms of the
-maximum absolute and relative error over compared arrays, and every non-passing result.
+Sections (each with an anchor in the contents bar): counts per runtime, notes on known failures,
+the pass matrix (operators with a result other than pass first, each cell linking to its results;
+the operators where every case passes as a compact list), histograms of the maximum absolute and
+relative error over compared arrays, and every non-passing result. The bar's filters (outcome,
+runtime, operator; a few lines of inline script) narrow the matrix and the results.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from fixture_store.pages.shell import Filters, Section, esc, href
+from fixture_store.pages.shell import render as render_page
 from fixture_store.parity.cases import Report
 from fixture_store.parity.results import CaseResult, KnownError, Outcome
 
@@ -30,17 +34,8 @@ _COLORS = {
 # Error histogram buckets: exact zero, then decades up to >= 1.
 _DECADES = list(range(-12, 1))
 
-_STYLE = """
-body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
-h1{font-size:1.5em} h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;margin:.5em 0} td,th{padding:3px 8px;border:1px solid #ddd}
-th{background:#f5f5f5;text-align:left} td.n{text-align:right;font-variant-numeric:tabular-nums}
-.full{background:#c8e6c9} .part{background:#fff3c4} .none{background:#ffcdd2}
-.bar{display:inline-block;height:12px;background:#5c6bc0;vertical-align:middle}
-.dot{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px}
-code,pre{font:12px ui-monospace,monospace} pre{white-space:pre-wrap;margin:0}
-details{margin:.3em 0} .muted{color:#777}
-"""
+# The outcome a non-passing row is filtered by (a known failure that now passes is a pass).
+NOW_PASSING = "now-passing"
 
 
 def case_operator(name: str, operators: Mapping[str, tuple[str, ...]]) -> str:
@@ -90,7 +85,7 @@ def _histogram(values: Iterable[float]) -> str:
         elif b.startswith("1e"):
             label = f"[{b}, 1e{int(b[2:]) + 1})"
         rows.append(
-            f"<tr><td>{html.escape(label)}</td><td class='n'>{n}</td>"
+            f"<tr><td>{esc(label)}</td><td class='n'>{n}</td>"
             f"<td><span class='bar' style='width:{width}px'></span></td></tr>"
         )
     return (
@@ -101,63 +96,76 @@ def _histogram(values: Iterable[float]) -> str:
 
 
 def render(report: Report) -> str:
-    """The whole page: a header, then one section after another."""
-    parts = [
-        _header(report),
-        *_outcomes(report),
+    """The whole page: a heading, the contents bar with the filters, one section after another."""
+    operators = _operators(report)
+    failing = _not_passing(report)
+    sections = [
+        Section("outcomes", "Outcomes", _outcomes(report)),
         *_known_failure_notes(report),
-        *_matrix(report),
-        *_histograms(report),
-        *_failures(report),
-        "</body></html>\n",
+        Section("matrix", "Pass matrix per operator", _matrix(report, operators)),
+        Section("histograms", "Error histograms", _histograms(report)),
+        Section(
+            "results",
+            f"Results other than pass ({len(failing)})",
+            _failures(failing, operators),
+        ),
     ]
-    return "".join(parts)
+    outcomes = list(dict.fromkeys(_filter_outcome(r) for r in failing))
+    filters = Filters(
+        outcomes=sorted(outcomes),
+        runtimes=report.runtimes,
+        operators=sorted(set(operators.values()), key=str.lower),
+    )
+    return render_page("fixture-store compare", _intro(report), sections, filters=filters)
 
 
-def _header(report: Report) -> str:
-    e = html.escape
+def _operators(report: Report) -> dict[str, str]:
+    """The operator of every case, by case name."""
+    ops = {r.name: r.operators for r in report.results if r.operators}
+    return {r.name: case_operator(r.name, ops) for r in report.results}
+
+
+def _not_passing(report: Report) -> list[CaseResult]:
+    return [r for r in report.results if r.outcome is not Outcome.PASS or r.now_passing]
+
+
+def _filter_outcome(r: CaseResult) -> str:
+    return NOW_PASSING if r.now_passing else str(r.outcome)
+
+
+def _intro(report: Report) -> str:
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>fixture-store compare"
-        f"</title><style>{_STYLE}</style></head><body>"
-        "<h1>fixture-store compare</h1>"
         f"<p>{len({r.name for r in report.results})} cases · runtimes "
-        f"{', '.join(e(r) for r in report.runtimes)}"
+        f"{', '.join(esc(r) for r in report.runtimes)}"
         + (f" · {report.wall_seconds:.1f} s" if report.wall_seconds else "")
         + "</p>"
     )
 
 
-def _outcomes(report: Report) -> list[str]:
+def _outcomes(report: Report) -> str:
     """Counts per runtime, one column per outcome that occurs."""
-    e = html.escape
     counts = report.counts()
     outcomes = [o for o in Outcome if any(str(o) in c for c in counts.values())]
-    parts = [
-        "<h2>Outcomes</h2><table><tr><th>runtime</th>"
-        + "".join(
-            f"<th><span class='dot' style='background:{_COLORS[o]}'></span>{e(str(o))}</th>"
-            for o in outcomes
-        )
+    rows = "".join(
+        f"<tr><td>{esc(rt)}</td>"
+        + "".join(f"<td class='n'>{c.get(str(o), 0)}</td>" for o in outcomes)
         + "</tr>"
-    ]
-    for rt, c in counts.items():
-        parts.append(
-            f"<tr><td>{e(rt)}</td>"
-            + "".join(f"<td class='n'>{c.get(str(o), 0)}</td>" for o in outcomes)
-            + "</tr>"
-        )
-    parts.append("</table>")
-    return parts
+        for rt, c in counts.items()
+    )
+    head = "".join(
+        f"<th><span class='dot' style='background:{_COLORS[o]}'></span>{esc(str(o))}</th>"
+        for o in outcomes
+    )
+    return f"<table><tr><th>runtime</th>{head}</tr>{rows}</table>"
 
 
-def _known_failure_notes(report: Report) -> list[str]:
+def _known_failure_notes(report: Report) -> list[Section]:
     """Known failures that now pass, and those whose machine condition does not hold here."""
-    e = html.escape
     parts = []
     if report.now_passing:
         parts.append(
             "<p><b>Known failures that now pass</b> (remove them from the registry): "
-            + ", ".join(f"<code>{e(r.runtime)} {e(r.name)}</code>" for r in report.now_passing)
+            + ", ".join(_result_link(r) for r in report.now_passing)
             + "</p>"
         )
     if report.inactive:
@@ -165,99 +173,137 @@ def _known_failure_notes(report: Report) -> list[str]:
             "<p><b>Known failures inactive on this machine</b> (their condition does "
             "not hold here, so they excuse nothing): "
             + ", ".join(
-                f"<code>{e(r.runtime)} {e(r.name)}</code> ({e(r.inactive_condition or '')}"
-                f": {e(str(r.outcome))})"
+                f"{_result_link(r)} ({esc(r.inactive_condition or '')}: {esc(str(r.outcome))})"
                 for r in report.inactive
             )
             + "</p>"
         )
-    return parts
+    return [Section("known-failures", "Known failures", "".join(parts))] if parts else []
 
 
-def _matrix(report: Report) -> list[str]:
-    """Passed / cases per operator and runtime."""
-    e = html.escape
-    operators = {r.name: r.operators for r in report.results if r.operators}
+def result_anchor(r: CaseResult) -> str:
+    """The id of a result's row: its runtime and case name (names hold no whitespace)."""
+    return f"{r.runtime}:{r.name}"
+
+
+def _result_link(r: CaseResult) -> str:
+    return f"<a href='{href(result_anchor(r))}'><code>{esc(r.runtime)} {esc(r.name)}</code></a>"
+
+
+def _matrix(report: Report, operators: Mapping[str, str]) -> str:
+    """Passed / cases per operator and runtime: the operators with a result other than pass in
+    a table whose cells link to those results, the others as one compact list."""
     matrix: dict[str, dict[str, Counter[Outcome]]] = defaultdict(lambda: defaultdict(Counter))
     for r in report.results:
-        matrix[case_operator(r.name, operators)][r.runtime][r.outcome] += 1
-    parts = [
-        "<h2>Pass matrix per operator</h2><p class='muted'>passed / cases; "
-        "hover a cell for its outcomes. Known failures count as not passed.</p>"
-        "<table><tr><th>operator</th>"
-        + "".join(f"<th>{e(rt)}</th>" for rt in report.runtimes)
+        matrix[operators[r.name]][r.runtime][r.outcome] += 1
+    ordered = sorted(matrix, key=str.lower)
+    clean = [op for op in ordered if _all_pass(matrix[op].values())]
+    mixed = [op for op in ordered if op not in clean]
+    head = "".join(f"<th data-filter-rt='{esc(rt)}'>{esc(rt)}</th>" for rt in report.runtimes)
+    rows = "".join(
+        f"<tr id='{esc('op:' + op)}' data-filter-op='{esc(op)}'><td>{esc(op)}</td>"
+        + "".join(_matrix_cell(op, rt, matrix[op][rt]) for rt in report.runtimes)
         + "</tr>"
-    ]
-    for op in sorted(matrix, key=str.lower):
-        cells = "".join(_matrix_cell(matrix[op][rt]) for rt in report.runtimes)
-        parts.append(f"<tr><td>{e(op)}</td>{cells}</tr>")
-    parts.append("</table>")
-    return parts
+        for op in mixed
+    )
+    chips = "".join(
+        f"<span class='chip' data-filter-op='{esc(op)}' title='"
+        + esc("; ".join(f"{rt} {_cell_title(matrix[op][rt])}" for rt in report.runtimes))
+        + f"'>{esc(op)} {sum(sum(c.values()) for c in matrix[op].values())}</span>"
+        for op in clean
+    )
+    return (
+        f"<h3>Operators with a result other than pass ({len(mixed)})</h3>"
+        "<p class='muted'>passed / cases; a cell links to its results (and sets the "
+        "filters); hover it for its outcomes. Known failures count as not passed.</p>"
+        + (f"<table><tr><th>operator</th>{head}</tr>{rows}</table>" if mixed else "<p>none</p>")
+        + f"<h3>Operators where every case passes on every runtime ({len(clean)})</h3>"
+        "<p class='muted'>each with its number of results; hover for the counts.</p>"
+        + f"<div class='chips'>{chips}</div>"
+    )
 
 
-def _matrix_cell(cell: Counter[Outcome]) -> str:
+def _all_pass(cells: Iterable[Counter[Outcome]]) -> bool:
+    return all(set(c) <= {Outcome.PASS} for c in cells)
+
+
+def _cell_title(cell: Counter[Outcome]) -> str:
+    return ", ".join(f"{n} {o}" for o, n in sorted(cell.items())) or "no cases"
+
+
+def _matrix_cell(op: str, runtime: str, cell: Counter[Outcome]) -> str:
     total = sum(cell.values())
     passed = cell[Outcome.PASS]
     cls = "full" if passed == total and total else ("part" if passed else "none")
-    title = ", ".join(f"{n} {o}" for o, n in sorted(cell.items()))
-    return f"<td class='n {cls}' title='{html.escape(title)}'>{passed}/{total}</td>"
+    text = f"{passed}/{total}"
+    if passed != total:
+        text = f"<a href='#results' data-op='{esc(op)}' data-rt='{esc(runtime)}'>{text}</a>"
+    return (
+        f"<td class='n {cls}' data-filter-rt='{esc(runtime)}' "
+        f"title='{esc(_cell_title(cell))}'>{text}</td>"
+    )
 
 
-def _histograms(report: Report) -> list[str]:
+def _histograms(report: Report) -> str:
     """Per runtime, the maximum absolute and relative errors of the arrays compared."""
     parts = [
-        "<h2>Error histograms</h2><p class='muted'>maximum absolute and relative "
+        "<p class='muted'>maximum absolute and relative "
         "error of every compared array (passing and mismatching cases)</p>"
     ]
     for rt in report.runtimes:
         arrays = [a for r in report.results if r.runtime == rt for a in r.arrays if a.measured]
         parts.append(
-            f"<h3>{html.escape(rt)}</h3><table><tr><th>max absolute error</th>"
-            f"<th>max relative error</th></tr><tr><td>"
+            f"<h3 data-filter-rt='{esc(rt)}'>{esc(rt)}</h3><table data-filter-rt='{esc(rt)}'>"
+            "<tr><th>max absolute error</th><th>max relative error</th></tr><tr><td>"
             f"{_histogram(a.max_abs for a in arrays)}</td><td>"
             f"{_histogram(a.max_rel for a in arrays)}</td></tr></table>"
         )
-    return parts
+    return "".join(parts)
 
 
-def _failures(report: Report) -> list[str]:
+def _failures(failing: list[CaseResult], operators: Mapping[str, str]) -> str:
     """Every result other than a plain pass, with what is known about it."""
-    e = html.escape
-    failing = [r for r in report.results if r.outcome is not Outcome.PASS or r.now_passing]
-    parts = [f"<h2>Results other than pass ({len(failing)})</h2>"]
     if not failing:
-        return parts
-    parts.append("<table><tr><th>case</th><th>runtime</th><th>outcome</th><th>detail</th></tr>")
+        return "<p>none</p>"
+    rows = []
     for r in failing:
         outcome = "known failure now passes" if r.now_passing else str(r.outcome)
         if r.underlying:
             outcome += f" ({r.underlying})"
-        parts.append(
-            f"<tr><td><code>{e(r.name)}</code></td><td>{e(r.runtime)}</td>"
-            f"<td style='color:{_COLORS[r.outcome]}'>{e(outcome)}</td>"
+        rows.append(
+            f"<tr id='{esc(result_anchor(r))}' data-outcome='{esc(_filter_outcome(r))}' "
+            f"data-runtime='{esc(r.runtime)}' data-operator='{esc(operators[r.name])}'>"
+            f"<td><code>{esc(r.name)}</code></td><td>{esc(operators[r.name])}</td>"
+            f"<td>{esc(r.runtime)}</td>"
+            f"<td style='color:{_COLORS[r.outcome]}'>{esc(outcome)}</td>"
             f"<td>{_detail(r)}</td></tr>"
         )
-    parts.append("</table>")
-    return parts
+    return (
+        f"<p class='muted'>showing <span id='shown'>{len(failing)}</span> of {len(failing)}"
+        "</p><table class='wide'><colgroup><col style='width:22%'><col style='width:11%'>"
+        "<col style='width:8%'><col style='width:12%'><col></colgroup>"
+        "<tr><th>case</th><th>operator</th><th>runtime</th><th>outcome</th><th>detail</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
 
 
 def _detail(r: CaseResult) -> str:
     """A failing result's detail: its message, why it is known, the fix, its worst array."""
-    e = html.escape
-    detail = e(r.detail)
+    detail = esc(r.detail)
     if r.known_reason:
-        detail += f"<br><span class='muted'>known: {e(r.known_reason)}</span>"
+        detail += f"<br><span class='muted'>known: {esc(r.known_reason)}</span>"
     if r.fix:
-        detail += f"<br><span class='muted'>fix: {e(r.fix)}</span>"
+        detail += f"<br><span class='muted'>fix: {esc(r.fix)}</span>"
     if r.known_error is not None:
-        detail += f"<br><code>{e(_known_error(r.known_error))}</code>"
+        detail += f"<br><code>{esc(_known_error(r.known_error))}</code>"
     worst = [a for a in r.arrays if not a.ok]
     if worst:
         a = worst[0]
         detail += (
-            f"<br><code>{e(a.name)}: max abs {a.max_abs:.3g}, mean abs "
+            f"<br><code>{esc(a.name)}: max abs {a.max_abs:.3g}, mean abs "
             f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, max {a.max_ulp:.4g} ULP, worst index "
-            f"{e(str(a.worst_index))}</code>"
+            f"{esc(str(a.worst_index))}</code>"
         )
     return detail
 
