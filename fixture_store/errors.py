@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from fixture_store.display import escape
+
 # Exit codes the CLI maps errors to; CI reads them.
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -28,9 +30,10 @@ class FixtureStoreError(Exception):
         return self.message
 
     def __str__(self) -> str:
-        if self.fix:
-            return f"{self.message}\n  fix: {self.fix}"
-        return self.message
+        """The message and its fix, escaped (:func:`fixture_store.display.escape`): wherever it
+        is printed (a pytest report, a log), a name quoted in it cannot drive a terminal."""
+        text = f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
+        return escape(text, keep="\n")
 
 
 class UsageError(FixtureStoreError):

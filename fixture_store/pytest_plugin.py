@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fixture_store import registry as registry_mod
+from fixture_store.display import escape
 from fixture_store.errors import ArtifactError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
@@ -226,19 +227,20 @@ class PluginState:
         if result.ok:
             return result
         if result.status is Status.GAP:
-            pytest.xfail(f"{name}: declared gap: {result.message}")
+            pytest.xfail(escape(f"{name}: declared gap: {result.message}", keep="\n"))
         if result.status is Status.MISSING:
             how = f"{result.message}; fetch it: {result.fix}"
             if self.require:
-                message = (
+                message = escape(
                     f"{name}: missing object (required by --fixture-store-require or "
-                    f"{REQUIRE_ENV}=1): {how}"
+                    f"{REQUIRE_ENV}=1): {how}",
+                    keep="\n",
                 )
                 if item is None:
                     pytest.fail(message, pytrace=False)
                 item.stash.setdefault(_REQUIRED_MISSING, []).append(message)
                 return result
-            pytest.skip(f"{name}: missing object: {how}")
+            pytest.skip(escape(f"{name}: missing object: {how}", keep="\n"))
         raise result.error()
 
 
@@ -472,7 +474,7 @@ class CompletenessItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # noqa: ARG002
         if isinstance(excinfo.value, CompletenessError):
             return "fixture-store completeness:\n" + "\n".join(
-                f"  - {p}" for p in excinfo.value.problems
+                f"  - {escape(p)}" for p in excinfo.value.problems
             )
         return str(super().repr_failure(excinfo))
 
@@ -630,4 +632,5 @@ def _fetch_selected(session: pytest.Session) -> None:
         + (f"; {len(failed)} failed" if failed else "")
     )
     for r in failed:
-        writer.line(f"  {r.name}: {r.message}" + (f"  (fix: {r.fix})" if r.fix else ""))
+        text = f"  {r.name}: {r.message}" + (f"  (fix: {r.fix})" if r.fix else "")
+        writer.line(escape(text, keep="\n"))

@@ -25,4 +25,4 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 def test_importing_the_package_loads_neither_the_registry_nor_the_store() -> None:
     loaded = modules_loaded_by("import fixture_store")
     ours = sorted(m for m in loaded if m.startswith("fixture_store."))
-    assert ours == ["fixture_store._version", "fixture_store.errors"]
+    assert ours == ["fixture_store._version", "fixture_store.display", "fixture_store.errors"]

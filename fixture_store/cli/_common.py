@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from fixture_store import registry as registry_mod
+from fixture_store.display import escape
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
@@ -35,13 +36,32 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Markup is off on both consoles, so every string that reaches them (a record name, a path, a
 # message quoting the registry) prints as it is, '[...]' and all: colour comes only from
 # ``styled`` and ``line``, as Text, never from parsing text that may hold a user's brackets.
-# ``out`` and ``err`` are made on first use, as module attributes (``__getattr__``): rich costs
-# a warm 'verify --json', which prints through neither, a tenth of its time.
+# And every character of text they print passes through display.escape (line breaks kept), so
+# a name's control characters are shown escaped, never sent to the terminal: see
+# ``_escaping_console``. ``out`` and ``err`` are made on first use, as module attributes
+# (``__getattr__``): rich costs a warm 'verify --json', which prints through neither, a tenth of
+# its time.
 @functools.cache
 def _console(name: str) -> Console:
-    from rich.console import Console
+    return _escaping_console()(stderr=name == "err", highlight=False, soft_wrap=True, markup=False)
 
-    return Console(stderr=name == "err", highlight=False, soft_wrap=True, markup=False)
+
+@functools.cache
+def _escaping_console() -> type[Console]:
+    """A rich console that escapes the text of every segment it writes (tables, progress bars,
+    errors and plain lines alike), leaving only its own control sequences (colours, cursor moves)
+    unescaped: the one place where text reaches the terminal."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class EscapingConsole(Console):
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return super()._render_buffer(
+                seg if seg.control else Segment(escape(seg.text, keep="\n"), seg.style)
+                for seg in buffer
+            )
+
+    return EscapingConsole
 
 
 def __getattr__(name: str) -> Console:

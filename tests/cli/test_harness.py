@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from fixture_store.cli import main
 from fixture_store.cli.app import COMMANDS
+from fixture_store.display import escape
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.registry import files as files_mod
@@ -170,6 +171,18 @@ def markup_in_names(case: Case) -> Case:
     return Case(case.project, case.store, ("fam/[bold]x[/x]", "fam/a"))
 
 
+def control_characters_in_names(case: Case) -> Case:
+    """Terminal escapes and a bidirectional override in a record name (invalid,
+    still listed) and in a valid record's fields: every output shows them escaped."""
+    records: dict[str, object] = {
+        f"fam/{HOSTILE_TEXT}": _record(DATA),
+        "fam/a": _record(DATA, description=HOSTILE_TEXT),
+    }
+    records["fam/a"]["source"] = {"type": "local", "path": f"data/{HOSTILE_TEXT}.bin"}  # type: ignore[index]
+    _write_family(case.project, records)
+    return Case(case.project, case.store, (f"fam/{escape(HOSTILE_TEXT)}", "fam/a"))
+
+
 def objects_is_a_link(case: Case) -> Case:
     """``objects/`` a link to a copy of itself elsewhere (the store root itself may be a link:
     a cache folder moved to a bigger disk is an ordinary setup, and it stays allowed)."""
@@ -263,6 +276,7 @@ SCENARIOS: dict[str, Callable[[Case], Case]] = {
         not_regular_file,
         fifo_registry,
         markup_in_names,
+        control_characters_in_names,
         objects_is_a_link,
         tmp_is_a_link,
         object_missing,
@@ -295,6 +309,11 @@ def _run(case: Case, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> 
     return result.exit_code, result.stdout + result.stderr
 
 
+# Text that must never reach a terminal as it is: the escape that starts a control sequence, a
+# carriage return, a bell, a bidirectional override; a command prints it escaped.
+HOSTILE_TEXT = "\x1b[2J\x1b]0;owned\x07\r\u202eevil"
+RAW_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
 LOCATED_RECORD = re.compile(r"record '([^']+)'")
 
 
@@ -303,6 +322,8 @@ def _check(case: Case, command: str, code: int, output: str) -> None:
     names = (*case.names, *INVOKE[command][1])
     assert "Traceback" not in output, f"{where} printed a traceback:\n{output}"
     assert code in (0, 1, 2), f"{where} exited {code}:\n{output}"
+    raw = RAW_CONTROL.search(output)
+    assert raw is None, f"{where} printed the control character {raw[0]!r} as it is:\n{output!r}"
     if code != 0:
         assert any(name in output for name in names), (
             f"{where} failed without naming any of {names}:\n{output}"
@@ -353,7 +374,9 @@ def test_verify_fails_on_every_broken_project(
     assert code in (1, 2), output
 
 
-@pytest.mark.parametrize("scenario", ["huge-number", "fifo-registry", "markup-in-names"])
+@pytest.mark.parametrize(
+    "scenario", ["huge-number", "fifo-registry", "markup-in-names", "control-characters-in-names"]
+)
 @pytest.mark.parametrize("command", ["list", "verify", "status"])
 def test_the_real_entry_point_fails_clearly(tmp_path: Path, command: str, scenario: str) -> None:
     case = SCENARIOS[scenario](_base(tmp_path))
@@ -370,6 +393,7 @@ def test_the_real_entry_point_fails_clearly(tmp_path: Path, command: str, scenar
         env=env,
         capture_output=True,
         text=True,
+        errors="surrogateescape",
         timeout=120,
         check=False,
     )

@@ -1,0 +1,105 @@
+"""The one escaping function and the one redacting formatter every output goes through."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fixture_store import display
+from fixture_store.errors import ArtifactError, UsageError
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("fam/a", "fam/a"),
+        ("fam/[bold]x", "fam/[bold]x"),
+        ("\x1b[2Jx", "\\x1b[2Jx"),
+        ("a\rb\x07\x08", "a\\rb\\x07\\x08"),
+        ("evil\u202etxt.exe", "evil\\u202etxt.exe"),
+        ("\ud800", "\\ud800"),
+        ("\x9b31m", "\\x9b31m"),
+        ("two\nlines", "two\\nlines"),
+    ],
+)
+def test_escape_shows_every_non_printable_character(text: str, shown: str) -> None:
+    assert display.escape(text) == shown
+    shown.encode("ascii" if not shown.isascii() else "utf-8")  # encodable anywhere
+
+
+def test_a_message_keeps_its_line_breaks_and_nothing_else() -> None:
+    assert display.escape("a\x1b\nb", keep="\n") == "a\\x1b\nb"
+
+
+def test_an_error_renders_escaped_wherever_it_is_printed() -> None:
+    error = ArtifactError("fam/\x1b[31mx", "missing object", fix="fixture-store fetch \x1b]0;t\x07")
+    assert "\x1b" not in str(error) and "\x07" not in str(error)
+    assert "fam/\\x1b[31mx" in str(error)
+    assert str(UsageError("one\ntwo")) == "one\ntwo"
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "what"),
+    [
+        ("s3://bucket/prefix", "s3://bucket/prefix", None),
+        ("https://h.example/m", "https://h.example/m", None),
+        ("/data/remote", "/data/remote", None),
+        ("file:///data/a@b", "file:///data/a@b", None),
+        ("https://u:p/w@h/x", "https://***@h/x", "user name or password"),
+        ("/data//user@host", "/data//user@host", None),
+        ("https://u:pw@h/x", "https://***@h/x", "user name or password"),
+        ("s3://AKIA:pw@bucket", "s3://***@bucket", "user name or password"),
+        ("HTTPS://a@b@h/", "HTTPS://***@h/", "user name or password"),
+        ("https://h/x?X-Amz-Signature=abc&a=1", "https://h/x?X-Amz-Signature=***&a=1", "X-Amz"),
+        ("https://h/x?token=t", "https://h/x?token=***", "'token'"),
+        ("https://h/x?a=1&sig=s;api_key=k", "https://h/x?a=1&sig=***;api_key=***", "'api_key'"),
+        ("https://h/x#access_token=t", "https://h/x#access_token=***", "'access_token'"),
+        ("https://h/x?download=true", "https://h/x?download=true", None),
+    ],
+)
+def test_the_formatter_redacts_credentials(url: str, shown: str, what: str | None) -> None:
+    assert display.url(url) == shown
+    found = display.credential_in(url)
+    assert (found is None) if what is None else (found is not None and what in found)
+
+
+_SECRET = st.text(string.ascii_letters + string.digits + "+/=_-.~%!$", min_size=6, max_size=40)
+_HOST = st.from_regex(r"[a-z][a-z0-9-]{0,20}(\.[a-z]{2,5}){0,2}", fullmatch=True)
+_PARAM = st.sampled_from(
+    ["X-Amz-Signature", "X-Amz-Credential", "X-Amz-Security-Token", "token", "access_token",
+     "sig", "api_key", "apiKey", "key", "secret", "password", "auth", "SessionToken"]
+)  # fmt: skip
+
+
+@given(
+    scheme=st.sampled_from(["https", "http", "s3", "ftp", "HTTPS"]),
+    user=st.one_of(st.none(), _SECRET),
+    password=st.one_of(st.none(), _SECRET),
+    host=_HOST,
+    path=st.from_regex(r"(/[a-z0-9._-]{1,8}){0,3}", fullmatch=True),
+    params=st.lists(st.tuples(_PARAM, _SECRET), max_size=3),
+    plain=st.lists(st.tuples(st.sampled_from(["a", "prefix", "x-id"]), st.text("xyz", max_size=5))),
+)
+def test_no_credential_survives_the_formatter(
+    scheme: str,
+    user: str | None,
+    password: str | None,
+    host: str,
+    path: str,
+    params: list[tuple[str, str]],
+    plain: list[tuple[str, str]],
+) -> None:
+    userinfo = "" if user is None else user + ("" if password is None else f":{password}") + "@"
+    pairs = [*plain, *params]
+    query = ("?" + "&".join(f"{k}={v}" for k, v in pairs)) if pairs else ""
+    url = f"{scheme}://{userinfo}{host}{path}{query}"
+    shown = display.url(url)
+    secrets = [s for s in (user, password, *(v for _, v in params)) if s]
+    for secret in secrets:
+        assert secret not in shown, (url, shown)
+    assert (display.credential_in(url) is not None) == bool(userinfo or params)
+    assert display.credential_in(shown) is None or "***" in shown
+    assert host in shown and path in shown  # what locates it stays
