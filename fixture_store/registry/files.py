@@ -50,9 +50,9 @@ ENV_VAR = "FIXTURE_STORE_REGISTRY"
 LOCKS_DIRNAME = ".locks"
 LOCK_NAME = "registry.lock"
 # Deeper JSON than this is refused (metadata is the only free-form field; real ones nest a few
-# levels), and so are integer literals longer than any 64-bit size.
+# levels), and so are integer literals longer than any 64-bit size (see :mod:`.nesting`).
 MAX_DEPTH = nesting.MAX_DEPTH
-MAX_INTEGER_DIGITS = 20
+MAX_INTEGER_DIGITS = nesting.MAX_INTEGER_DIGITS
 # The temp file of a family file being replaced: ``.<family>.json.<random>.tmp``.
 _TEMP_NAME = re.compile(r"\.[a-z0-9][a-z0-9_-]*\.json\.[A-Za-z0-9_]+\.tmp")
 
@@ -92,13 +92,14 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _parse_unique(text: str) -> Any:
-    """The parsed document, or ``None`` if some object repeats a key. Building each object with
-    ``dict()`` in C and comparing lengths costs a fraction of walking the document afterwards."""
+def _parse_unique(text: str) -> tuple[Any, bool]:
+    """The parsed document, or ``None`` if some object repeats a key, and whether a value in it
+    may break a bound (:func:`.nesting.loads`). Building each object with ``dict()`` in C and
+    comparing lengths costs a fraction of walking the document afterwards."""
     try:
-        return json.loads(text, object_pairs_hook=_unique)
+        return nesting.loads(text, object_pairs_hook=_unique)
     except _Duplicate:
-        return None
+        return None, False
 
 
 def _first_duplicate(node: Any, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
@@ -162,8 +163,18 @@ def _located_error(message: str, path: tuple[str, ...], file: str) -> RegistryEr
 
 
 def dumps(doc: Mapping[str, Any]) -> str:
-    """The one stable text form of a registry document."""
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    """The one stable text form of a registry document. A lone surrogate (which only an invalid
+    record, written back as the file states it, can hold) is written as its escape: UTF-8 has
+    no other spelling for it, and the write must not fail on it."""
+    text = json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    return nesting.escape_surrogates(text)
+
+
+class _Document(dict[str, Any]):
+    """A registry file's top-level object, and whether some value in it may break a bound
+    (then each record is checked by :func:`.nesting.first_flaw` before it is parsed)."""
+
+    suspect: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,7 +223,9 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     if "shards" in doc:
         records, invalid, stated = _load_shards(p, family, digests)
     else:
-        records, invalid = _parse_records(doc["records"], p, family, _SchemaPasses.for_text(text))
+        records, invalid = _parse_records(
+            doc["records"], p, family, _SchemaPasses.for_text(text), suspect=doc.suspect
+        )
         stated = {name: doc["records"][name] for name in invalid}
         _check_leftover(p, doc["records"], records, digests)
     known = tuple(
@@ -256,7 +269,9 @@ def _load_shards(
         doc = _parse_document(text, shown, shard=family)
         digests[shards.relative(head, path)] = _text_digest(text)
         passed = _SchemaPasses.for_text(text)
-        found, bad = _parse_records(doc["records"], path, family, passed, shard=path.stem)
+        found, bad = _parse_records(
+            doc["records"], path, family, passed, shard=path.stem, suspect=doc.suspect
+        )
         records.update(found)
         invalid.update(bad)
         stated.update({name: doc["records"][name] for name in bad})
@@ -361,11 +376,11 @@ def read_bytes(path: Path) -> bytes:
             raise RegistryError(f"cannot read: {e}", file=shown) from e
 
 
-def _parse_document(text: str, shown: str, shard: str | None = None) -> dict[str, Any]:
+def _parse_document(text: str, shown: str, shard: str | None = None) -> _Document:
     """The file's top-level object, its format version and fields checked; ``shard``, the
     family a shard file belongs to (a shard holds records only)."""
     try:
-        doc = _parse_unique(text)
+        doc, suspect = _parse_unique(text)
     except json.JSONDecodeError as e:
         raise RegistryError(
             f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", file=shown
@@ -403,7 +418,19 @@ def _parse_document(text: str, shown: str, shard: str | None = None) -> dict[str
         _check_sharded(doc, shown)
     elif not isinstance(doc.get("records"), dict):
         raise RegistryError("missing or not an object", file=shown, field="records")
-    return doc
+    return _bounded(doc, suspect, shown)
+
+
+def _bounded(doc: dict[str, Any], suspect: bool, shown: str) -> _Document:
+    """The document, its fields but the records checked against the value bounds if it is
+    ``suspect`` (records are judged one by one: an invalid one is kept)."""
+    checked = _Document(doc)
+    checked.suspect = suspect
+    if suspect:
+        flaw = nesting.first_flaw({k: v for k, v in doc.items() if k != "records"})
+        if flaw is not None:
+            raise _located_error(flaw[1], flaw[0], shown)
+    return checked
 
 
 def _check_sharded(doc: Mapping[str, Any], shown: str) -> None:
@@ -432,9 +459,11 @@ def _parse_records(
     family: str,
     passed: _SchemaPasses,
     shard: str | None = None,
+    *,
+    suspect: bool,
 ) -> tuple[dict[str, Record], dict[str, RegistryError]]:
     """Every record of a file (``shard``: of that shard): the valid ones, and the error of each
-    invalid one."""
+    invalid one. ``suspect``: the file may hold a value past a bound (see :class:`_Document`)."""
     shown = str(path)
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
@@ -460,6 +489,8 @@ def _parse_records(
                     field="name",
                     fix=f"move it to {home}",
                 )
+            if suspect:
+                _check_values(raw, shown, name)
             record = parse_record(name, raw, file=shown)
             if not known:
                 _schema_backstop(raw, shown, name)
@@ -469,6 +500,15 @@ def _parse_records(
     if not invalid:
         passed.remember()
     return records, invalid
+
+
+def _check_values(raw: Any, file: str, name: str) -> None:
+    """Refuse a record holding a value past a bound anywhere (an integer over
+    :data:`MAX_INTEGER_DIGITS` digits, NaN or Infinity, a lone surrogate)."""
+    flaw = nesting.first_flaw(raw)
+    if flaw is not None:
+        path, message = flaw
+        raise RegistryError(message, file=file, record=name, field=nesting.field_name(path) or None)
 
 
 @dataclass(frozen=True)
@@ -929,6 +969,8 @@ def _replace_family(
     for name in by_name:
         if family_of(name) != family:
             raise UsageError(f"record {name!r} does not belong to family {family!r}")
+    old = existing.records if existing else {}
+    reads_back([r for n, r in by_name.items() if old.get(n) != r], directory / f"{family}.json")
     # Invalid records stay as written, never dropped by another record's write.
     written = existing.invalid_json if existing else {}
     stated = {n: v for n, v in written.items() if n not in by_name}
@@ -953,6 +995,54 @@ def _replace_family(
             fix=f"free space or fix permissions in {directory}, then run the command again",
         ) from e
     return path
+
+
+def reads_back(records: Iterable[Record], file: str | os.PathLike[str]) -> None:
+    """Refuse records that would not read back from the registry as they are: each is written
+    by the registry's own writer (:func:`dumps`) and parsed by the very code that loads a family
+    file (the document's bounds, the record parser, the schema), and must come back valid and
+    equal. A record built in code (``add``, ``import``, ``regenerate --accept``) is thus held to
+    the rules of one read from disk, before anything is written; a write that would leave the
+    registry calling its own record invalid writes nothing. (Equal as JSON: a record built in
+    code may hold lists where a parsed one holds tuples.)"""
+    by_name = {r.name: r for r in records}
+    if not by_name:
+        return
+    path = Path(file)
+    family = family_of(next(iter(by_name)))
+    try:
+        text = dumps(
+            {"format_version": FORMAT_VERSION, "records": _records_json(by_name, by_name, {})}
+        )
+        doc = _parse_document(text, str(path))
+        parsed, invalid = _parse_records(
+            doc["records"], path, family, _SchemaPasses(None), suspect=doc.suspect
+        )
+    except RegistryError as e:
+        invalid, parsed = {e.record or next(iter(by_name)): e}, {}
+    except RecursionError:  # too deep to print: nested far past MAX_DEPTH
+        raise RegistryError(
+            f"a record is nested more than {MAX_DEPTH} levels deep; nothing was written",
+            file=str(path),
+            fix="fix that value where it came from, then run the command again",
+        ) from None
+    for name, error in sorted(invalid.items()):
+        raise RegistryError(
+            f"{error.reason}; the registry would call this record invalid, so nothing was written",
+            file=str(path),
+            record=name,
+            field=error.field,
+            fix="fix that value where it came from (the file, manifest or option it was read "
+            "from), then run the command again",
+        )
+    for name, record in parsed.items():
+        if record.to_json() != by_name[name].to_json():
+            raise RegistryError(
+                "reads back from the registry other than it was built; nothing was written "
+                "(a fixture-store bug: please report it with the command)",
+                file=str(path),
+                record=name,
+            )
 
 
 def _head(description: str | None, known_failures: list[KnownFailure]) -> dict[str, Any]:

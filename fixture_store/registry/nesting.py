@@ -1,14 +1,20 @@
-"""How deep registry JSON may nest, and where a document breaks that rule.
+"""What a registry value may be, and where a document breaks that rule: how deep it nests,
+how long its integers are, that its numbers are finite and its strings are text UTF-8 can hold.
 
 Free-form fields (a record's ``metadata``, a generator's ``environment`` and ``params``) are
 the only ones whose shape the schema does not fix. Frozen, thawed and printed by recursive code,
 a value nested hundreds of levels deep would end in a ``RecursionError`` far from the file that
-holds it, so it is refused when the record loads, naming the field. Every walk here is
-iterative: it must not itself run out of stack on the document it judges.
+holds it, so it is refused when the record loads, naming the field. The same bounds hold for
+every value, wherever it was read (a registry file, a manifest an import reads, a header a
+content reader parses): :func:`loads` is the one JSON reader that keeps them while it parses,
+:func:`first_flaw` finds the first value that breaks one in anything already parsed. Every walk
+here is iterative: it must not itself run out of stack on the document it judges.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,6 +24,10 @@ from fixture_store.registry.where import Where
 # Real metadata nests a few levels; a limit far below Python's recursion limit leaves room for
 # every recursive consumer (freeze, thaw, json.dumps, jsonschema) on any thread.
 MAX_DEPTH = 64
+# Integer literals longer than any 64-bit size are refused: nothing in a registry needs one, and
+# past 4,300 digits Python's own parser fails with an error that names nothing.
+MAX_INTEGER_DIGITS = 20
+_INTEGER_BOUND = 10**MAX_INTEGER_DIGITS
 
 Path = tuple[str, ...]
 
@@ -84,17 +94,6 @@ def first_path(
     return None
 
 
-def check_depth(value: Any, where: Where, field: str, limit: int = MAX_DEPTH) -> None:
-    """Refuse a free-form ``value`` nested more than ``limit`` levels deep, naming ``field``."""
-    path = too_deep(value, limit)
-    if path is not None:
-        raise where.fail(
-            nesting_field(field, path),
-            f"nested more than {limit} levels deep",
-            fix="flatten it: registry values nest a few levels",
-        )
-
-
 def nesting_field(field: str, path: Path) -> str:
     return field_name((field, *path))
 
@@ -106,3 +105,113 @@ def field_name(path: Path, keep: int = 3) -> str:
         p if p.startswith("[") or i == 0 else f".{p}" for i, p in enumerate(path[:keep])
     )
     return shown + "…" if len(path) > keep else shown
+
+
+Hook = Callable[[list[tuple[str, Any]]], Any]
+
+
+def loads(text: str, object_pairs_hook: Hook | None = None) -> tuple[Any, bool]:
+    """The JSON document ``text`` and whether a value in it may break a bound (an integer
+    longer than :data:`MAX_INTEGER_DIGITS`, ``NaN`` or ``Infinity``, an escaped surrogate): when
+    it may, :func:`first_flaw` says where. Checking every value of a large registry costs more
+    than parsing it, so the parse itself notices what it can, and one look at the text notices
+    escapes (only a ``\\u`` escape can spell a surrogate in text decoded as UTF-8).
+
+    The parser's own failures pass through: ``json.JSONDecodeError`` for bad syntax,
+    ``RecursionError`` for nesting past its stack (:func:`first_too_deep` finds where),
+    ``ValueError`` for an integer past Python's 4,300 digits."""
+    flagged: list[str] = []
+
+    def integer(literal: str) -> int:
+        if len(literal) - literal.startswith("-") > MAX_INTEGER_DIGITS:
+            flagged.append(literal)  # kept as it is written: an invalid record is written back
+        return int(literal)
+
+    def constant(literal: str) -> float:
+        flagged.append(literal)
+        return float(literal)
+
+    doc = json.loads(
+        text, object_pairs_hook=object_pairs_hook, parse_int=integer, parse_constant=constant
+    )
+    return doc, bool(flagged) or "\\u" in text
+
+
+def first_flaw(value: Any, limit: int = MAX_DEPTH) -> tuple[Path, str] | None:
+    """The path to the first value (or key) of a parsed document that breaks a bound, and what
+    is wrong with it; ``None`` if none does. Works on values read from any format (JSON, YAML,
+    Python literals, a binary header), not only from :func:`loads`."""
+    pending: list[tuple[Any, Path]] = [(value, ())]
+    while pending:
+        node, path = pending.pop()
+        wrong = _flaw(node)
+        if wrong is not None:
+            return path, wrong
+        children: list[tuple[Any, Path]] = []
+        if isinstance(node, Mapping):
+            for key, child in node.items():
+                if isinstance(key, str) and not encodable(key):
+                    return (*path, key), f"the key {quoted(key)} {_NOT_TEXT}"
+                children.append((child, (*path, str(key))))
+        elif isinstance(node, list | tuple):
+            children = [(v, (*path, f"[{i}]")) for i, v in enumerate(node)]
+        if children and len(path) >= limit:
+            return path, f"nested more than {limit} levels deep"
+        pending.extend(reversed(children))
+    return None
+
+
+_NOT_TEXT = "is not Unicode text (it holds a lone surrogate), so UTF-8 cannot write it"
+
+
+def _flaw(node: Any) -> str | None:
+    if isinstance(node, str):
+        return None if encodable(node) else f"the string {quoted(node)} {_NOT_TEXT}"
+    if type(node) is int and not -_INTEGER_BOUND < node < _INTEGER_BOUND:
+        return f"an integer with more than {MAX_INTEGER_DIGITS} digits; no registry value needs one"
+    if isinstance(node, float) and not math.isfinite(node):
+        return f"the number {node} is not finite; JSON has no NaN or Infinity"
+    return None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(text: str) -> str:
+    """JSON ``text`` with each lone surrogate written as its ``\\uXXXX`` escape, which reads
+    back as the same string: a registry file states such a value this way, and writing it back
+    must not fail."""
+    if encodable(text):
+        return text
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def encodable(text: str) -> bool:
+    """Whether UTF-8 can hold ``text`` (it has no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def quoted(text: str, limit: int = 80) -> str:
+    """``text`` quoted for a message: surrogates and control characters escaped, cut at
+    ``limit`` characters."""
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def check_value(value: Any, where: Where, field: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse a free-form ``value`` that breaks a bound (see :func:`first_flaw`), naming
+    ``field`` and the path inside it."""
+    found = first_flaw(value, limit)
+    if found is not None:
+        path, message = found
+        raise where.fail(
+            nesting_field(field, path),
+            message,
+            fix="flatten or fix it: registry values nest a few levels, hold finite numbers "
+            "and Unicode text",
+        )

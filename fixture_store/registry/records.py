@@ -23,7 +23,7 @@ from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import freeze, thaw
-from fixture_store.registry.nesting import check_depth
+from fixture_store.registry.nesting import check_value
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.upstream import Upstream
@@ -614,6 +614,6 @@ def _check_profile(name: str, where: Where) -> None:
 def _parse_metadata(raw: Any, where: Where) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise where.fail("metadata", "must be an object")
-    check_depth(raw, where, "metadata")
+    check_value(raw, where, "metadata")
     frozen: Mapping[str, Any] = freeze(raw)
     return frozen

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal, Self
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.frozen import freeze, thaw
-from fixture_store.registry.nesting import check_depth
+from fixture_store.registry.nesting import check_value
 from fixture_store.registry.pins import require_pinned_hub_url, revision_problem
 from fixture_store.registry.where import Where
 
@@ -253,7 +253,7 @@ class GeneratorSource:
     def from_json(cls, raw: Mapping[str, Any], where: Where) -> Self:
         _check_keys(cls, raw, where)
         for key in ("environment", "params"):
-            check_depth(raw.get(key), where, f"source.{key}")
+            check_value(raw.get(key), where, f"source.{key}")
         source = cls(raw["stage"], raw.get("generator"), raw.get("environment"), raw.get("params"))
         source.check(where)
         return source

@@ -4,6 +4,7 @@ limit, nesting past the recursion limit, files that are not regular files, a ful
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import RegistryError
 from fixture_store.objects import digests
 from fixture_store.registry import files as files_mod
+from tests.support.records import local_record
 
 HEX = "0" * 64
 
@@ -252,4 +254,86 @@ def test_an_invalid_record_too_deep_to_write_back_refuses_the_write_and_keeps_th
     finally:
         sys.setrecursionlimit(limit)
     assert caught.value.fix is not None and "fixture-store verify" in caught.value.fix
+    assert path.read_bytes() == before
+
+
+# Every value bound holds for a record wherever it is read, and the writer writes nothing the
+# reader would refuse (issue 22, section 6).
+FLAWED_VALUES = {
+    "long-integer": ("9" * 30, "more than 20 digits"),
+    "infinity": ("Infinity", "not finite"),
+    "nan": ("NaN", "not finite"),
+    "lone-surrogate": ('"\\ud800"', "lone surrogate"),
+}
+
+
+@pytest.mark.parametrize("flaw", sorted(FLAWED_VALUES))
+def test_a_value_past_a_bound_in_a_registry_file_is_an_invalid_record(
+    project: Path, flaw: str
+) -> None:
+    literal, said = FLAWED_VALUES[flaw]
+    _write(project, _record_text(metadata=f'{{"x": {{"y": [{literal}]}}}}'))
+    invalid = dict(registry_mod.load(project).invalid())
+    assert said in invalid["fam/a"].message
+    assert invalid["fam/a"].field == "metadata.x.y…"
+
+
+@pytest.mark.parametrize(
+    ("field", "literal", "said"),
+    [
+        ("seed", "9" * 30, "more than 20 digits"),
+        ("description", '"\\ud800"', "lone surrogate"),
+        ("license", '"ok\\udfff"', "lone surrogate"),
+    ],
+)
+def test_a_value_past_a_bound_in_a_fixed_field_is_an_invalid_record(
+    project: Path, field: str, literal: str, said: str
+) -> None:
+    """Fields whose parsers take any integer or string: the document's bounds still hold."""
+    text = _record_text().replace('"size": 3', f'"size": 3, "{field}": {literal}')
+    _write(project, text)
+    invalid = dict(registry_mod.load(project).invalid())
+    assert said in invalid["fam/a"].message and invalid["fam/a"].field == field
+
+
+def test_a_lone_surrogate_in_a_key_or_a_fixed_field_is_an_invalid_record(project: Path) -> None:
+    text = _record_text(metadata='{"\\udc80": 1}').replace('"path": "x"', '"path": "x\\ud800"')
+    _write(project, text)
+    error = dict(registry_mod.load(project).invalid())["fam/a"]
+    assert "lone surrogate" in error.message and "\\ud" in str(error)
+
+
+def test_a_family_holding_an_invalid_record_with_a_surrogate_is_written_back_as_stated(
+    project: Path,
+) -> None:
+    """The writer cannot fail to encode: the invalid record comes back as the escape the file
+    stated, beside the record written."""
+    path = _write(project, _record_text(metadata='{"x": "\\ud800"}'))
+    registry = registry_mod.load(project)
+    files_mod.write_family(registry, "fam", [local_record("fam/b")])
+    text = path.read_text(encoding="utf-8")
+    assert '"\\ud800"' in text
+    reloaded = registry_mod.load(project)
+    assert set(reloaded.families["fam"].records) == {"fam/b"}
+    assert "lone surrogate" in dict(reloaded.invalid())["fam/a"].message
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("inf"), float("nan"), 10**25, "\ud800", {"k\udfff": 1}, json.loads("[" * 70 + "]" * 70)],
+    ids=["inf", "nan", "long-integer", "surrogate", "surrogate-key", "deep"],
+)
+def test_a_record_built_in_code_that_would_not_read_back_is_never_written(
+    project: Path, value: object
+) -> None:
+    registry = registry_mod.load(project)
+    files_mod.write_family(registry, "fam", [local_record("fam/a")])
+    path = project / "provenance" / "fam.json"
+    before = path.read_bytes()
+    bad = dataclasses.replace(local_record("fam/b", 1), metadata={"x": value})
+    with pytest.raises(RegistryError) as caught:
+        files_mod.write_family(registry_mod.load(project), "fam", [local_record("fam/a"), bad])
+    assert caught.value.record == "fam/b" and caught.value.field is not None
+    assert caught.value.field.startswith("metadata.x")
+    assert "nothing was written" in caught.value.message and caught.value.fix
     assert path.read_bytes() == before
