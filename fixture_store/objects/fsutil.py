@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import BinaryIO
 
 from fixture_store.errors import StoreError
+from fixture_store.objects import anchored
 
 # Concurrent fsyncs share journal commits, so many small ones finish sooner in parallel.
 FSYNC_WORKERS = 8
@@ -51,13 +52,18 @@ def write_synced(path: Path, data: bytes) -> None:
 
 @contextlib.contextmanager
 def flocked(
-    path: Path, *, shared: bool = False, on_wait: Callable[[], None] | None = None
+    path: Path,
+    *,
+    shared: bool = False,
+    on_wait: Callable[[], None] | None = None,
+    folder: anchored.Folder | None = None,
 ) -> Iterator[None]:
     """Hold a lock on ``path`` (created if needed) for the block: exclusive, or ``shared`` with
     other shared holders. ``flock``, which the kernel releases if the holder dies, so a killed
     writer never leaves a stuck lock. The lock belongs to the open file, so two blocks in one
     process exclude each other as two processes do. ``on_wait`` is called once if the lock is
-    not free at once, before waiting for it.
+    not free at once, before waiting for it. With ``folder`` (the lock's folder, opened through
+    :mod:`anchored`), the lock file is opened from its descriptor.
     A plain open and flock: a lock library's per-call bookkeeping cost more than the renames it
     guarded when a batch commits 256 shards."""
     try:
@@ -77,11 +83,17 @@ def flocked(
         finally:
             lock.release()
         return
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:  # a lock file that is a link would create or lock what it points to
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        if folder is None:
+            fd = os.open(path, flags, 0o644)
+        else:  # opened from the folder's descriptor: no link above it is followed either
+            fd = os.open(path.name, flags, 0o644, dir_fd=folder.fd)
     except OSError as e:
         if e.errno == errno.ELOOP:
-            raise link_refused(path) from e
+            raise (folder.refuse if folder else anchored.store_refusal)(
+                os.fspath(path), "a symbolic link"
+            ) from e
         raise
     try:
         mode = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
@@ -122,54 +134,23 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, onerror=make_writable)
 
 
-class _Missing(Exception):
-    """A checked folder that does not exist (and was not to be created)."""
-
-
 def link_refused(path: str | os.PathLike[str]) -> StoreError:
     """The error for a link found where the store keeps a folder or an object."""
-    return StoreError(
-        f"{os.fspath(path)} is a symbolic link; the store must be plain folders and files, "
-        "and it never follows a link out of itself",
-        fix=f"remove the link {os.fspath(path)} and run `fixture-store verify`",
-    )
+    return anchored.store_refusal(os.fspath(path), "a symbolic link")
 
 
 def plain_folder(root: Path, *parts: str, create: bool = False) -> bool:
     """Whether ``root/parts`` exists, after checking that it and every folder between it and
-    ``root`` is a plain folder: each is ``lstat``-ed, so a symbolic link is refused (a
-    :class:`StoreError` naming it), never followed. ``root`` itself is not checked: the store
-    root may be a link the user chose, resolved once (see ``Store.at``). With ``create``,
-    missing folders are made (``root`` too).
-    """
-    if create and not root.is_dir():
-        root.mkdir(parents=True, exist_ok=True)
-    path = root
-    for part in parts:
-        path = path / part
-        try:
-            _check_folder(path, create)
-        except _Missing:
-            return False
-    return True
-
-
-def _check_folder(path: Path, create: bool) -> None:
+    ``root`` is a plain folder: each is opened from its parent's descriptor without following a
+    link (:class:`anchored.Folder`), so a symbolic link is refused (a :class:`StoreError`
+    naming it), never followed. ``root`` itself is trusted: the store root may be a link the
+    user chose, resolved once (see ``Store.at``). With ``create``, missing folders are made
+    (``root`` too)."""
     try:
-        st = os.lstat(path)
+        with anchored.opened(root, *parts, create=create):
+            return True
     except FileNotFoundError:
-        if not create:
-            raise _Missing from None
-        with contextlib.suppress(FileExistsError):  # made meanwhile: checked below
-            os.mkdir(path)
-        st = os.lstat(path)
-    if stat.S_ISLNK(st.st_mode):
-        raise link_refused(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise StoreError(
-            f"{path} is not a folder; the store must be plain folders and files",
-            fix=f"move {path} out of the store and run `fixture-store verify`",
-        )
+        return False
 
 
 def kernel_copy(source: BinaryIO, out_fd: int, limit: int | None, min_size: int) -> bool:

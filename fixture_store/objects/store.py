@@ -11,11 +11,12 @@ Layout under the store root::
     trees/, extracted/, envs/   checkouts, extractions and pinned environments, made on demand
 
 The store is plain folders (DESIGN 11). Its root may be a symbolic link the user chose: it is
-resolved once, when the handle is made (:meth:`Store.at`). Below the root every folder the code
-walks, writes or deletes in is checked with ``lstat`` before use (:meth:`Store.plain`), so a link
-is refused with an error naming it, never followed; an object file that is a link is not an
-object (:meth:`Store.has`, verify and gc never trust one), and deletion never descends through
-a link.
+resolved once, when the handle is made (:meth:`Store.at`). Below the root every folder and file
+the code writes, renames, deletes or opens is reached through the one path primitive
+(:mod:`fixture_store.objects.anchored`, DESIGN 13): component by component from the root's
+descriptor, never through a link, so a link is refused with an error naming it, never followed;
+an object file that is a link is not an object (:meth:`Store.has`, verify and gc never trust
+one), and deletion never descends through a link.
 
 A write hashes the bytes while copying them into ``tmp/``, fsyncs, checks the digest against the
 expected one and only then renames the file into ``objects/``: a crash at any instant leaves at
@@ -46,7 +47,6 @@ import io
 import itertools
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -56,8 +56,8 @@ from typing import BinaryIO, Concatenate, ParamSpec, TypeVar
 
 import platformdirs
 
-from fixture_store.errors import IntegrityError, StoreError
-from fixture_store.objects import digests, fsutil
+from fixture_store.errors import FixtureStoreError, IntegrityError, StoreError
+from fixture_store.objects import anchored, digests, fsutil
 from fixture_store.objects.digests import HEX_LEN, Digest
 
 ENV_VAR = "FIXTURE_STORE_DIR"
@@ -132,6 +132,17 @@ class Store:
         command, never per object (see :func:`fsutil.plain_folder`)."""
         return fsutil.plain_folder(self.root, *parts, create=create)
 
+    def folder(self, *parts: str, create: bool = False) -> anchored.Folder:
+        """The store folder ``root/parts``, opened through the path primitive (no link below the
+        root is followed); :class:`FileNotFoundError` if missing and not ``create``. The caller
+        closes it."""
+        with anchored.Folder.root(self.root, create=create) as root:
+            return root.folder(*parts, create=create)
+
+    def folder_of(self, path: Path, *, create: bool = False) -> anchored.Folder:
+        """:meth:`folder` for a folder of the store given by its path (a temp folder)."""
+        return self.folder(*path.relative_to(self.root).parts, create=create)
+
     def check_plain(self) -> None:
         """Refuse the store if any of its folders that exist (``objects/sha256`` and its shards,
         ``tmp/``, ``locks/``, ``state/``, ``trees/``, ``extracted/``, ``envs/``) is a link."""
@@ -168,7 +179,10 @@ class Store:
     @contextlib.contextmanager
     def lock(self, digest: Digest) -> Iterator[None]:
         """Cross-process lock for one object's shard (flock: released if the holder dies)."""
-        with fsutil.flocked(self.root / "locks" / f"{digest.hex[:2]}.lock"):
+        with (
+            self.folder("locks", create=True) as locks,
+            fsutil.flocked(Path(locks.child(f"{digest.hex[:2]}.lock")), folder=locks),
+        ):
             yield
 
     @contextlib.contextmanager
@@ -211,7 +225,10 @@ class Store:
             yield
             return
         self.ensure()
-        with fsutil.flocked(self.root / "locks" / WRITER_LOCK, on_wait=on_wait):
+        with (
+            self.folder("locks") as locks,
+            fsutil.flocked(Path(locks.child(WRITER_LOCK)), on_wait=on_wait, folder=locks),
+        ):
             _collecting_here().add(self.root)
             try:
                 yield
@@ -230,7 +247,11 @@ class Store:
     def has(self, digest: Digest) -> bool:
         """Whether an object file exists with the right size. Presence is not verification,
         and a link is not an object file."""
-        return _intact_size(self.object_path(digest), digest)
+        try:
+            with self.folder("objects", "sha256", digest.hex[:SHARD_LEN]) as shard:
+                return _intact_size(shard, digest.hex[SHARD_LEN:], digest)
+        except FileNotFoundError:
+            return False
 
     def iter_objects(self) -> Iterator[tuple[str, Path]]:
         """Every object entry as (hex, path), links included (see :meth:`object_entries`)."""
@@ -269,11 +290,11 @@ class Store:
         try:
             self._commit_many([(tmp, stored.digest)], replace=replace)
             return stored
-        except OSError as e:
-            raise io_error(e, self.root) from e
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+        except BaseException as e:
+            self._unlink_temp(tmp)
+            if isinstance(e, OSError):
+                raise io_error(e, self.root) from e
+            raise
 
     def _write_temp(
         self,
@@ -289,8 +310,10 @@ class Store:
         With ``sync`` the temp file is fsynced here; without, the caller settles a whole batch
         (see :class:`fsutil.SyncBatch`) before anything is renamed into place.
         """
-        fd, tmp_name = tempfile.mkstemp(dir=folder or self.temp_folder(), prefix="put-")
-        tmp = Path(tmp_name)
+        where = folder or self.temp_folder()
+        with self.folder_of(where) as temps:  # never through a link: see anchored
+            fd, name = temps.create_temp("put-")
+        tmp = where / name
         with self._removed_on_error(tmp):
             limit = None if expected is None else expected.size + 1
             with os.fdopen(fd, "wb", buffering=0) as out:
@@ -310,11 +333,16 @@ class Store:
         try:
             yield
         except BaseException as e:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()  # for a link, only the extra name: the file itself is untouched
+            self._unlink_temp(tmp)  # for a link, only the extra name: the file is untouched
             if isinstance(e, OSError):
                 raise io_error(e, self.root) from e
             raise
+
+    def _unlink_temp(self, tmp: Path) -> None:
+        """Remove a temp entry of this store (from its folder's descriptor: never through a
+        link); already gone, or its folder gone, is not an error."""
+        with contextlib.suppress(FileNotFoundError), self.folder_of(tmp.parent) as temps:
+            temps.unlink(tmp.name)
 
     def write_file(
         self,
@@ -360,14 +388,11 @@ class Store:
             raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             return None
-        tmp = Path(
-            os.path.join(
-                folder or self.temp_folder(),
-                f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}",
-            )
-        )
+        where = folder or self.temp_folder()
+        tmp = where / f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"
         try:
-            os.link(real, tmp)
+            with self.folder_of(where) as temps:  # the new name never through a link
+                os.link(real, tmp.name, dst_dir_fd=temps.fd)
         except OSError as e:
             if e.errno in _NO_LINK:
                 return None
@@ -448,41 +473,47 @@ class Store:
             with ThreadPoolExecutor(max_workers=min(fsutil.FSYNC_WORKERS, len(shards))) as pool:
                 created = list(pool.map(lambda e: self._commit_shard(e, replace), shards.values()))
         if any(created):
-            fsutil.fsync_path(self.objects_dir)
+            with self.folder("objects", "sha256") as objects:
+                objects.fsync()
 
     def _commit_shard(
         self, entries: list[tuple[Path, Digest]], replace: bool, *, sync: bool = True
     ) -> bool:
         """Commit one shard's objects; True if the shard folder had to be created. Without
-        ``sync`` the caller makes the renames durable."""
+        ``sync`` the caller makes the renames durable. Every rename is made between descriptors
+        of folders opened through the path primitive: a link at ``tmp/``, a writer folder,
+        ``objects/``, ``sha256/`` or the shard is refused, never written through."""
         created = False
-        shard = os.path.join(self.objects_dir, entries[0][1].hex[:2])
-        with self.lock(entries[0][1]):
+        hexes = entries[0][1].hex[:SHARD_LEN]
+        with contextlib.ExitStack() as stack, self.lock(entries[0][1]):
+            objects = stack.enter_context(self.folder("objects", "sha256"))
+            shard = stack.enter_context(_or_none(objects.find(hexes)))
+            temps: dict[Path, anchored.Folder] = {}
             renamed = False
-            # objects/sha256 was checked by ensure(); the shard is checked here, once per commit
-            exists = fsutil.plain_folder(self.objects_dir, entries[0][1].hex[:SHARD_LEN])
             for tmp, digest in entries:
-                final = os.path.join(shard, digest.hex[2:])
-                if not replace and _intact_size(final, digest):
+                name = digest.hex[SHARD_LEN:]
+                if tmp.parent not in temps:
+                    temps[tmp.parent] = stack.enter_context(self.folder_of(tmp.parent))
+                if not replace and shard is not None and _intact_size(shard, name, digest):
+                    temps[tmp.parent].unlink(tmp.name)
                     continue  # another writer got there first: one copy of each object
-                if not created and not exists:
-                    os.makedirs(shard, exist_ok=True)
-                    created = exists = True
-                os.chmod(tmp, READ_ONLY)
-                os.replace(tmp, final)
+                if shard is None:
+                    shard = stack.enter_context(objects.folder(hexes, create=True))
+                    created = True
+                _make_read_only(temps[tmp.parent], tmp.name)
+                temps[tmp.parent].replace(tmp.name, shard, name)
                 renamed = True
-            if renamed and sync:
-                fsutil.fsync_path(Path(shard))
+            if renamed and sync and shard is not None:
+                shard.fsync()
         return created
 
     def remove(self, digest: Digest | str) -> None:
         """Remove an object entry (a link loses only the link); a shard that is a link is
         refused, never descended into."""
         path = self.object_path(digest)
-        if not self.plain("objects", "sha256", path.parent.name):
-            return
         try:
-            path.unlink()
+            with self.folder("objects", "sha256", path.parent.name) as shard:
+                os.unlink(path.name, dir_fd=shard.fd)
         except FileNotFoundError:
             pass
         except IsADirectoryError as e:  # not something this store wrote: never deleted
@@ -502,22 +533,17 @@ class Store:
         """
         if not self.plain("tmp"):  # a tmp/ that is a link is refused: never cleaned through
             return 0
-        with self.collecting():
+        with self.collecting(), self.folder("tmp") as temps:
             count = 0
             cutoff = time.time() - older_than
-            with os.scandir(self.tmp_dir) as it:
-                entries = list(it)
-            for entry in entries:
+            for entry in list(temps.scandir()):
                 try:
                     owned = entry.name.startswith(WRITER_PREFIX) and entry.is_dir(
                         follow_symlinks=False
                     )
-                    if not owned and _newest_mtime(entry) > cutoff:
+                    if not owned and _newest_mtime(temps, entry.name) > cutoff:
                         continue
-                    if entry.is_dir(follow_symlinks=False):
-                        fsutil.remove_tree(Path(entry.path))
-                    else:
-                        os.unlink(entry.path)  # a link: only the link goes
+                    temps.remove_tree(entry.name)  # a link: only the link goes
                     count += 1
                 except FileNotFoundError:
                     continue
@@ -586,10 +612,13 @@ class Staging:
             self.store._commit_many(
                 [(s.tmp, s.stored.digest) for s in staged], replace=self._replace, batch=self._batch
             )
-        except OSError as e:
-            raise io_error(e, self.store.root) from e
-        finally:
+        except BaseException as e:
             self._remove(s.tmp for s in staged)
+            if isinstance(e, OSError):
+                raise io_error(e, self.store.root) from e
+            raise
+        with self._lock:  # renamed into place, or removed as a copy already present
+            self._pending.difference_update(s.tmp for s in staged)
 
     def discard(self) -> None:
         """Remove every staged file not published yet."""
@@ -604,8 +633,7 @@ class Staging:
 
     def _remove(self, temps: Iterable[Path]) -> None:
         for tmp in temps:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+            self.store._unlink_temp(tmp)
             with self._lock:
                 self._pending.discard(tmp)
 
@@ -624,9 +652,13 @@ class _Writing:
         store.ensure()
         stack = contextlib.ExitStack()
         try:
-            stack.enter_context(fsutil.flocked(store.root / "locks" / WRITER_LOCK, shared=True))
-            prefix = f"{WRITER_PREFIX}{os.getpid()}-"
-            folder = Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix=prefix))
+            with store.folder("locks") as locks:
+                lock = Path(locks.child(WRITER_LOCK))
+                stack.enter_context(fsutil.flocked(lock, shared=True, folder=locks))
+            with store.folder("tmp") as temps:
+                made, name = temps.mkdtemp(f"{WRITER_PREFIX}{os.getpid()}-")
+                made.close()
+            folder = store.tmp_dir / name
         except OSError as e:
             stack.close()
             if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -638,20 +670,22 @@ class _Writing:
         except BaseException:
             stack.close()
             raise
-        stack.callback(_remove_folder, folder)  # before the lock goes: gc never sees it live
+        stack.callback(_remove_folder, store, name)  # before the lock goes: gc never sees it live
         return cls(os.getpid(), folder, stack)
 
     def stop(self) -> None:
         self.exit.close()
 
 
-def _remove_folder(folder: Path) -> None:
-    try:
-        folder.rmdir()  # the usual case: every write renamed or removed its temp file
-    except FileNotFoundError:
-        pass
-    except OSError:
-        fsutil.remove_tree(folder)
+def _remove_folder(store: Store, name: str) -> None:
+    """Remove a writer folder of ``tmp/`` (never through a link)."""
+    with contextlib.suppress(FileNotFoundError), store.folder("tmp") as temps:
+        try:
+            temps.rmdir(name)  # the usual case: every write renamed or removed its temp file
+        except FileNotFoundError:
+            pass
+        except OSError:
+            temps.remove_tree(name)
 
 
 _writing: dict[Path, _Writing] = {}
@@ -705,14 +739,20 @@ _FOLDERS = (
 )
 
 
-def _newest_mtime(entry: os.DirEntry[str]) -> float:
-    """The newest mtime in a temp entry; a folder is walked without following any link."""
-    newest = entry.stat(follow_symlinks=False).st_mtime
-    if entry.is_dir(follow_symlinks=False):
-        for dirpath, dirnames, filenames in os.walk(entry.path):  # os.walk never enters links
-            for name in [*dirnames, *filenames]:
+def _newest_mtime(folder: anchored.Folder, name: str) -> float:
+    """The newest mtime in the temp entry ``name``; a folder is walked without following any
+    link."""
+    st = folder.lstat(name)
+    newest = st.st_mtime
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            sub = folder.folder(name)
+        except FixtureStoreError:  # replaced by a link meanwhile: its own mtime
+            return newest
+        with sub:
+            for entry in list(sub.scandir()):
                 with contextlib.suppress(FileNotFoundError):
-                    newest = max(newest, os.lstat(os.path.join(dirpath, name)).st_mtime)
+                    newest = max(newest, _newest_mtime(sub, entry.name))
     return newest
 
 
@@ -775,13 +815,34 @@ def _open_source(path: str | os.PathLike[str]) -> BinaryIO:
         raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
 
 
-def _intact_size(path: str | Path, digest: Digest) -> bool:
-    """Whether ``path`` is a regular file of the digest's size (a link is not an object)."""
+def _intact_size(shard: anchored.Folder, name: str, digest: Digest) -> bool:
+    """Whether the entry ``name`` of a shard folder is a regular file of the digest's size (a
+    link is not an object)."""
     try:
-        st = os.lstat(path)
+        st = shard.lstat(name)
     except (FileNotFoundError, NotADirectoryError):
         return False
     return stat.S_ISREG(st.st_mode) and st.st_size == digest.size
+
+
+@contextlib.contextmanager
+def _or_none(folder: anchored.Folder | None) -> Iterator[anchored.Folder | None]:
+    """A folder that may be missing, closed at the end of the block if it is not."""
+    try:
+        yield folder
+    finally:
+        if folder is not None:
+            folder.close()
+
+
+def _make_read_only(folder: anchored.Folder, name: str) -> None:
+    """Make a temp file read-only before it is published (its descriptor, not its name: a link
+    put there meanwhile is refused, never followed)."""
+    fd = folder.open_fd(name)
+    try:
+        os.fchmod(fd, READ_ONLY)
+    finally:
+        os.close(fd)
 
 
 def io_error(e: OSError, root: Path) -> StoreError:

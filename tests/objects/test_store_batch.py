@@ -141,7 +141,7 @@ def test_a_batch_is_durable_before_any_object_is_visible(
 ) -> None:
     """DESIGN 4 for batches: the bytes are synced (one syncfs, or an fsync each) before the
     first rename, and the renames are synced before write_files returns."""
-    from fixture_store.objects import fsutil
+    from fixture_store.objects import anchored, fsutil
 
     store = Store.at(tmp_path / "store")
     seen: list[tuple[str, int]] = []
@@ -157,8 +157,14 @@ def test_a_batch_is_durable_before_any_object_is_visible(
         )
         real_fsync(path)
 
+    def fsync_folder(self: anchored.Folder) -> None:
+        seen.append(("fsync folder", len(list(store.iter_objects()))))
+        real_fsync_folder(self)
+
+    real_fsync_folder = anchored.Folder.fsync
     monkeypatch.setattr(fsutil.SyncBatch, "sync_all", sync_all)
     monkeypatch.setattr(fsutil, "fsync_path", fsync_path)
+    monkeypatch.setattr(anchored.Folder, "fsync", fsync_folder)
     paths = _files(tmp_path / "src", [os.urandom(64) for _ in range(count)])
     store.write_files(paths)
     data_syncs = [n for what, n in seen if what in ("syncfs", "fsync file")]

@@ -178,6 +178,16 @@ def _tar_cases(fmt: str) -> list[Case]:
     ]
 
 
+def _zip_folder(name: str) -> bytes:
+    """The good zip with one more folder entry named ``name``."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for member, data in GOOD.items():
+            zf.writestr(member, data)
+        zf.writestr(zipfile.ZipInfo(name), b"")
+    return buf.getvalue()
+
+
 def _zip_cases() -> list[Case]:
     good = zip_bytes(GOOD)
     sym = zipfile.ZipInfo("link")
@@ -210,6 +220,8 @@ def _zip_cases() -> list[Case]:
     return [
         Case("absolute", "zip", zip_bytes({**GOOD, "/tmp/evil": b"evil"}), "absolute-path"),
         Case("dotdot", "zip", zip_bytes({**GOOD, "../evil": b"evil"}), "traversal"),
+        Case("dotdot-folder", "zip", _zip_folder("../../x/"), "traversal"),
+        Case("absolute-folder", "zip", _zip_folder("/tmp/evil/"), "absolute-path"),
         Case("backslash", "zip", zip_bytes({**GOOD, "..\\evil": b"evil"}), "backslash"),
         Case("drive", "zip", zip_bytes({**GOOD, "C:/evil": b"evil"}), "drive-letter"),
         Case("symlink", "zip", zip_bytes(GOOD, infos=[sym]), "symlink"),

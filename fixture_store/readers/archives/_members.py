@@ -84,27 +84,7 @@ class Checker:
         return path
 
     def check_path(self, name: str) -> str:
-        if "\\" in name:
-            raise fail(self.artifact, "backslash", f"member {name!r} contains a backslash")
-        if name.startswith("/"):
-            raise fail(self.artifact, "absolute-path", f"member {name!r} is absolute")
-        if name[1:2] == ":" and name[0].isalpha():
-            raise fail(self.artifact, "drive-letter", f"member {name!r} starts with a drive")
-        if ".." in name.split("/"):
-            raise fail(self.artifact, "traversal", f"member {name!r} escapes with '..'")
-        # A tar name may hold undecodable bytes (surrogate escapes): count the stored bytes.
-        if len(name.encode(errors="surrogateescape")) > trees.PATH_MAX or any(
-            len(seg.encode(errors="surrogateescape")) > trees.NAME_MAX for seg in name.split("/")
-        ):
-            raise fail(
-                self.artifact,
-                "member-path",
-                f"member path {name[:64]!r}... is longer than a filesystem allows",
-            )
-        try:
-            return trees.check_member_path(name)
-        except trees.TreePathError as e:
-            raise fail(self.artifact, "member-path", e.message) from None
+        return check_path(self.artifact, name)
 
     def done(self, path: str, actual: Digest) -> None:
         if self.manifest is not None:
@@ -137,6 +117,33 @@ class Checker:
             return trees.Tree(self.seen)
         except trees.TreePathError as e:
             raise fail(self.artifact, "member-path", e.message) from None
+
+
+def check_path(artifact: str, name: str) -> str:
+    """A member's or a folder entry's path, by the one rule tar and zip share: relative, no
+    ``..``, no backslash or drive, short enough for a filesystem (see
+    :func:`trees.check_member_path`)."""
+    if "\\" in name:
+        raise fail(artifact, "backslash", f"member {name!r} contains a backslash")
+    if name.startswith("/"):
+        raise fail(artifact, "absolute-path", f"member {name!r} is absolute")
+    if name[1:2] == ":" and name[0].isalpha():
+        raise fail(artifact, "drive-letter", f"member {name!r} starts with a drive")
+    if ".." in name.split("/"):
+        raise fail(artifact, "traversal", f"member {name!r} escapes with '..'")
+    # A tar name may hold undecodable bytes (surrogate escapes): count the stored bytes.
+    if len(name.encode(errors="surrogateescape")) > trees.PATH_MAX or any(
+        len(seg.encode(errors="surrogateescape")) > trees.NAME_MAX for seg in name.split("/")
+    ):
+        raise fail(
+            artifact,
+            "member-path",
+            f"member path {name[:64]!r}... is longer than a filesystem allows",
+        )
+    try:
+        return trees.check_member_path(name)
+    except trees.TreePathError as e:
+        raise fail(artifact, "member-path", e.message) from None
 
 
 def check_folders(artifact: str, folders: Iterable[str], files: Container[str]) -> None:

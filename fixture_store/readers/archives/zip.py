@@ -19,7 +19,12 @@ from typing import BinaryIO, NamedTuple
 
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.archives._common import RATIO_FLOOR, RAW_CHUNK, fail
-from fixture_store.readers.archives._members import Checker, MemberSink, check_folders
+from fixture_store.readers.archives._members import (
+    Checker,
+    MemberSink,
+    check_folders,
+    check_path,
+)
 from fixture_store.readers.archives.zipheaders import (
     ZipEnd,
     check_zip_central,
@@ -128,7 +133,8 @@ def _check_zip_layout(
                 raise fail(label, "corrupt", f"directory {info.filename!r} has content")
             continue
         files.append(info)
-    folders = [i.filename.rstrip("/") for i in infos if i.is_dir()]
+    # A folder entry's path is held to the members' rule: no traversal, nothing absolute.
+    folders = [check_path(label, i.filename.rstrip("/")) for i in infos if i.is_dir()]
     check_folders(label, folders, {i.filename for i in files})
     _check_zip_tail(
         zf.start_dir, expected_offset, declared=declared, size=size, limits=limits, label=label
