@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import io
-import json
 import math
 import os
 import struct
@@ -26,6 +25,7 @@ import numpy as np
 from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.formats import NPY_MAGIC as MAGIC
+from fixture_store.registry import nesting
 
 _PREFIX = len(MAGIC) + 2
 _HEADER_KEYS = {"descr", "fortran_order", "shape"}
@@ -354,7 +354,10 @@ def read_metadata(
     *,
     artifact: str | None = None,
 ) -> Any:
-    """Parse tensor metadata JSON: size-limited before reading, duplicate keys refused."""
+    """Parse tensor metadata JSON: size-limited before reading, duplicate keys refused, and
+    every value within the registry's bounds (names and strings that are Unicode text, integers
+    of at most 20 digits, a few levels deep): a tensor name or metadata value becomes a record's
+    field or a line of output, and must be one UTF-8 can write."""
     if isinstance(source, bytes):
         label = artifact or "<metadata>"
         if len(source) > limits.metadata_bytes:
@@ -375,17 +378,27 @@ def read_metadata(
                 f"metadata exceeds the profile's {limits.metadata_bytes} bytes",
             )
     try:
-        return json.loads(
-            data.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_refuse_constant
+        doc, _ = nesting.loads(
+            data.decode("utf-8"), object_pairs_hook=_no_duplicates, constants=False
         )
     except _DuplicateKey as e:
-        raise _fail(label, "metadata-duplicate-key", f"duplicate key {e.args[0]!r}") from None
+        key = nesting.quoted(e.args[0])
+        raise _fail(label, "metadata-duplicate-key", f"duplicate key {key}") from None
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise _fail(label, "metadata-json", f"metadata is not valid JSON: {e}") from None
+    flaw = nesting.first_flaw(doc)  # a small document: walked whole, for its depth too
+    if flaw is not None:
+        path, message = flaw
+        raise _fail(label, "metadata-value", f"{_field(path)}: {message}")
+    return doc
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+def _field(path: nesting.Path) -> str:
+    """Where a value is in a metadata document, each key quoted (and escaped)."""
+    return (
+        "".join(p if p.startswith("[") else f"[{nesting.quoted(p)}]" for p in path)
+        or "the document"
+    )
 
 
 __all__ = [

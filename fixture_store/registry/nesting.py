@@ -110,7 +110,9 @@ def field_name(path: Path, keep: int = 3) -> str:
 Hook = Callable[[list[tuple[str, Any]]], Any]
 
 
-def loads(text: str, object_pairs_hook: Hook | None = None) -> tuple[Any, bool]:
+def loads(
+    text: str, object_pairs_hook: Hook | None = None, *, constants: bool = True
+) -> tuple[Any, bool]:
     """The JSON document ``text`` and whether a value in it may break a bound (an integer
     longer than :data:`MAX_INTEGER_DIGITS`, ``NaN`` or ``Infinity``, an escaped surrogate): when
     it may, :func:`first_flaw` says where. Checking every value of a large registry costs more
@@ -119,7 +121,8 @@ def loads(text: str, object_pairs_hook: Hook | None = None) -> tuple[Any, bool]:
 
     The parser's own failures pass through: ``json.JSONDecodeError`` for bad syntax,
     ``RecursionError`` for nesting past its stack (:func:`first_too_deep` finds where),
-    ``ValueError`` for an integer past Python's 4,300 digits."""
+    ``ValueError`` for an integer past Python's 4,300 digits, and (unless ``constants``) for
+    ``NaN`` or ``Infinity``, as a strict JSON parser fails on them."""
     flagged: list[str] = []
 
     def integer(literal: str) -> int:
@@ -128,6 +131,8 @@ def loads(text: str, object_pairs_hook: Hook | None = None) -> tuple[Any, bool]:
         return int(literal)
 
     def constant(literal: str) -> float:
+        if not constants:
+            raise ValueError(f"{literal} is not JSON")
         flagged.append(literal)
         return float(literal)
 

@@ -234,3 +234,28 @@ def test_a_declared_gap_has_no_bytes_digest_size_or_source(project: Path) -> Non
     (project / "x.bin").write_bytes(b"x")
     code, _, err = run("add", "x.bin", "--name", "fam/x", "--kind", "fixture", "--gap", "why")
     assert code == 2 and "a declared gap has no bytes" in err
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize(
+    "header",
+    [
+        b'{"w\\ud800":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}',
+        b'{"__metadata__":{"format":"\\udfff"},"w":{"dtype":"U8","shape":[2],'
+        b'"data_offsets":[0,2]}}',
+    ],
+    ids=["tensor-name", "metadata-value"],
+)
+def test_add_of_safetensors_holding_a_lone_surrogate_is_refused_naming_it(
+    project: Path, header: bytes
+) -> None:
+    """A name or value UTF-8 cannot write is refused where the header is read: no traceback
+    while the registry is written, nothing registered."""
+    (project / "data").mkdir()
+    path = project / "data" / "w.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0\0")
+    code, _, err = run("add", "data/w.safetensors", "--name", "fam/w", "--kind", "array")
+    assert code == 1, err
+    assert "Traceback" not in err and "fam/w" in err and "[metadata-value]" in err
+    assert "\\ud800" in err or "\\udfff" in err
+    assert not (project / "provenance" / "fam.json").exists()

@@ -393,6 +393,24 @@ HOSTILE: list[tuple[str, bytes, str, limits.Limits, str | None]] = [
         None,
     ),
     ("header-an-array", st_bytes(b"[]"), "safetensors-header-start", DEFAULT, None),
+    (
+        "tensor-name-lone-surrogate",
+        st_bytes(b'{"\\ud800":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"\0\0"),
+        "metadata-value",
+        DEFAULT,
+        None,
+    ),
+    (
+        "metadata-value-lone-surrogate",
+        st_bytes(
+            b'{"__metadata__":{"k":"x\\udc80"},"a":{"dtype":"U8","shape":[2],'
+            b'"data_offsets":[0,2]}}',
+            b"\0\0",
+        ),
+        "metadata-value",
+        DEFAULT,
+        None,
+    ),
 ]
 
 
@@ -419,8 +437,21 @@ def test_every_rule_of_the_reader_is_in_the_hostile_corpus() -> None:
     source = Path(reader.__file__).read_text()
     rules = set(re.findall(r'_fail\(\s*\w+,\s*"([a-z0-9-]+)"', source))
     manifest_rules = {"manifest-extra", "manifest-missing", "manifest-dtype", "manifest-shape"}
-    json_rules = {"metadata-json", "metadata-duplicate-key"}  # read_metadata's, for the header
+    # read_metadata's, for the header
+    json_rules = {"metadata-json", "metadata-duplicate-key", "metadata-value"}
     assert {c[2] for c in HOSTILE} == (rules - manifest_rules) | json_rules
+
+
+def test_a_name_utf8_cannot_hold_is_refused_escaped_naming_the_artifact(tmp_path: Path) -> None:
+    """A tensor name holding a lone surrogate would reach the registry, and output, as text
+    UTF-8 cannot write: it is refused where the header is read, the name shown escaped."""
+    header = b'{"ok\\ud800":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'
+    path = _write(tmp_path, st_bytes(header, b"\0\0"))
+    with pytest.raises(UnsafeArrayError) as info:
+        reader.check(path, artifact="fam/model")
+    shown = str(info.value)
+    assert "fam/model" in shown and "'ok\\ud800'" in shown and "lone surrogate" in shown
+    shown.encode("utf-8")  # printable as it is
 
 
 # -- generated files: what the package loads, this reader loads identically --------------------
