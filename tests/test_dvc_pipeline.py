@@ -131,9 +131,12 @@ def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None
     assert "provenance/onnx-known-failures.json" in pipeline["compare"]["deps"]
     verify = pipeline["verify"]
     assert list(pipeline)[-1] == "verify"
-    restore, summary = verify["cmd"]
+    restore, summary, report = verify["cmd"]
     assert restore.split() == ["fixture-store", "fetch", "--all", "--regenerate"]
     assert "--all" in summary.split() and "--full" in summary.split()
+    # the provenance report of every family, after the full verify (whose cache it reuses)
+    assert report.split() == ["fixture-store", "report", "--html", "reports/provenance"]
+    assert {"reports/provenance": {"cache": False}} in verify["outs"]
     # DVC cannot see the store: the stages that bring its bytes back always run
     assert pipeline["fetch"]["always_changed"] is True
     assert verify["always_changed"] is True

@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "regenerate": "regenerate:regenerate_cmd",
     "regenerate-summary": "regenerate:regenerate_summary_cmd",
     "rehash": "store:rehash",
+    "report": "provenance:report",
     "remote": "remotes:remote",
     "show": "registry:show",
     "status": "registry:status",

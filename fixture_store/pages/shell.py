@@ -9,6 +9,7 @@ unbreakable text (names, digests, messages) wraps anywhere rather than overflowi
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
@@ -44,28 +45,30 @@ font-size:12px}
 svg{max-width:100%;height:auto}
 """
 
-# Rows with data-outcome/data-runtime/data-operator follow the filters; elements with
-# data-filter-op follow the operator filter only, and data-filter-rt the runtime filter only.
-# A link with data-op (and data-rt) sets the filters before the page jumps to its target.
+# A filter is a group of checkboxes or a select, named after the data-* attribute it reads.
+# Rows (data-row) show when every filter allows their value; an element with data-only="NAME"
+# and data-value shows when filter NAME allows its value. A link with data-set='{"NAME": value}'
+# sets the filters before the page jumps to its target.
 FILTER_SCRIPT = """
 (function(){
 var f=document.getElementById('filters');if(!f)return;
-function on(name){return Array.prototype.map.call(
- f.querySelectorAll('input[name='+name+']:checked'),function(i){return i.value;});}
-function all(sel,fn){Array.prototype.forEach.call(document.querySelectorAll(sel),fn);}
-function apply(){
- var o=on('outcome'),r=on('runtime'),op=f.elements.operator.value,n=0;
- all('[data-outcome]',function(e){
-  var show=o.indexOf(e.dataset.outcome)>=0&&r.indexOf(e.dataset.runtime)>=0&&
-   (!op||e.dataset.operator===op);e.hidden=!show;if(show)n++;});
- all('[data-filter-op]',function(e){e.hidden=!!op&&e.dataset.filterOp!==op;});
- all('[data-filter-rt]',function(e){e.hidden=r.indexOf(e.dataset.filterRt)<0;});
- var s=document.getElementById('shown');if(s)s.textContent=n;}
+function each(sel,fn){Array.prototype.forEach.call(document.querySelectorAll(sel),fn);}
+function allowed(){var a={};
+ each('#filters input[type=checkbox]',function(i){a[i.name]=a[i.name]||[];
+  if(i.checked)a[i.name].push(i.value);});
+ each('#filters select',function(s){a[s.name]=s.value?[s.value]:null;});return a;}
+function ok(a,k,v){return !a[k]||a[k].indexOf(v)>=0;}
+function apply(){var a=allowed(),n=0;
+ each('[data-row]',function(e){var show=Object.keys(a).every(function(k){
+  return ok(a,k,e.getAttribute('data-'+k));});e.hidden=!show;if(show)n++;});
+ each('[data-only]',function(e){e.hidden=!ok(a,e.dataset.only,e.dataset.value);});
+ each('.shown',function(s){s.textContent=n;});}
 f.addEventListener('change',apply);
 f.addEventListener('reset',function(){setTimeout(apply,0);});
-all('a[data-op]',function(a){a.addEventListener('click',function(){
- f.elements.operator.value=a.dataset.op;
- if(a.dataset.rt)all('#filters input[name=runtime]',function(i){i.checked=i.value===a.dataset.rt;});
+each('a[data-set]',function(l){l.addEventListener('click',function(){
+ var want=JSON.parse(l.dataset.set);Object.keys(want).forEach(function(k){
+  each('#filters select[name='+k+']',function(s){s.value=want[k];});
+  each('#filters input[name='+k+']',function(i){i.checked=i.value===want[k];});});
  apply();});});
 apply();
 })();
@@ -83,32 +86,53 @@ class Section:
 
 @dataclass(frozen=True)
 class Filters:
-    """The choices a page's filter bar offers: every value starts selected."""
+    """A page's filter bar: checkbox groups and selects, each ``(name, values)``; every value
+    starts allowed. ``name`` is the data-* attribute of the rows it filters."""
 
-    outcomes: Sequence[str] = ()
-    runtimes: Sequence[str] = ()
-    operators: Sequence[str] = ()
+    checks: Sequence[tuple[str, Sequence[str]]] = ()
+    selects: Sequence[tuple[str, Sequence[str]]] = ()
 
     def render(self) -> str:
-        if not (self.outcomes or self.runtimes or self.operators):
+        groups = "".join(_checkboxes(name, values) for name, values in self.checks if values)
+        selects = "".join(_select(name, values) for name, values in self.selects if values)
+        if not (groups or selects):
             return ""
-        options = "".join(f"<option value='{esc(op)}'>{esc(op)}</option>" for op in self.operators)
         return (
-            "<form class='filters' id='filters'>"
-            + _checkboxes("outcome", self.outcomes)
-            + _checkboxes("runtime", self.runtimes)
-            + "<label>operator <select name='operator'><option value=''>all</option>"
-            + options
-            + "</select></label><button type='reset'>show all</button></form>"
+            f"<form class='filters' id='filters'>{groups}{selects}"
+            "<button type='reset'>show all</button></form>"
         )
 
 
 def _checkboxes(name: str, values: Sequence[str]) -> str:
     boxes = "".join(
-        f"<label><input type='checkbox' name='{name}' value='{esc(v)}' checked> {esc(v)}</label>"
+        f"<label><input type='checkbox' name='{esc(name)}' value='{esc(v)}' checked> "
+        f"{esc(v)}</label>"
         for v in values
     )
-    return f"<fieldset><legend>{name}</legend>{boxes}</fieldset>"
+    return f"<fieldset><legend>{esc(name)}</legend>{boxes}</fieldset>"
+
+
+def _select(name: str, values: Sequence[str]) -> str:
+    options = "".join(f"<option value='{esc(v)}'>{esc(v)}</option>" for v in values)
+    return (
+        f"<label>{esc(name)} <select name='{esc(name)}'><option value=''>all</option>"
+        f"{options}</select></label>"
+    )
+
+
+def row_attrs(**values: str) -> str:
+    """The attributes of a row the filters narrow: ``data-row`` and one data-* per filter."""
+    return "data-row " + " ".join(f"data-{k}='{esc(v)}'" for k, v in values.items())
+
+
+def only(name: str, value: str) -> str:
+    """The attributes of an element shown only while filter ``name`` allows ``value``."""
+    return f"data-only='{esc(name)}' data-value='{esc(value)}'"
+
+
+def setting(**values: str) -> str:
+    """The attributes of a link that sets the filters to ``values`` when followed."""
+    return f"data-set='{esc(json.dumps(values, sort_keys=True))}'"
 
 
 def esc(text: object) -> str:

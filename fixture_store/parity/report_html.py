@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from fixture_store.pages.shell import Filters, Section, esc, href
+from fixture_store.pages.shell import Filters, Section, esc, href, only, row_attrs, setting
 from fixture_store.pages.shell import render as render_page
 from fixture_store.parity.cases import Report
 from fixture_store.parity.results import CaseResult, KnownError, Outcome
@@ -112,9 +112,8 @@ def render(report: Report) -> str:
     ]
     outcomes = list(dict.fromkeys(_filter_outcome(r) for r in failing))
     filters = Filters(
-        outcomes=sorted(outcomes),
-        runtimes=report.runtimes,
-        operators=sorted(set(operators.values()), key=str.lower),
+        checks=(("outcome", sorted(outcomes)), ("runtime", report.runtimes)),
+        selects=(("operator", sorted(set(operators.values()), key=str.lower)),),
     )
     return render_page("fixture-store compare", _intro(report), sections, filters=filters)
 
@@ -199,15 +198,15 @@ def _matrix(report: Report, operators: Mapping[str, str]) -> str:
     ordered = sorted(matrix, key=str.lower)
     clean = [op for op in ordered if _all_pass(matrix[op].values())]
     mixed = [op for op in ordered if op not in clean]
-    head = "".join(f"<th data-filter-rt='{esc(rt)}'>{esc(rt)}</th>" for rt in report.runtimes)
+    head = "".join(f"<th {only('runtime', rt)}>{esc(rt)}</th>" for rt in report.runtimes)
     rows = "".join(
-        f"<tr id='{esc('op:' + op)}' data-filter-op='{esc(op)}'><td>{esc(op)}</td>"
+        f"<tr id='{esc('op:' + op)}' {only('operator', op)}><td>{esc(op)}</td>"
         + "".join(_matrix_cell(op, rt, matrix[op][rt]) for rt in report.runtimes)
         + "</tr>"
         for op in mixed
     )
     chips = "".join(
-        f"<span class='chip' data-filter-op='{esc(op)}' title='"
+        f"<span class='chip' {only('operator', op)} title='"
         + esc("; ".join(f"{rt} {_cell_title(matrix[op][rt])}" for rt in report.runtimes))
         + f"'>{esc(op)} {sum(sum(c.values()) for c in matrix[op].values())}</span>"
         for op in clean
@@ -237,9 +236,9 @@ def _matrix_cell(op: str, runtime: str, cell: Counter[Outcome]) -> str:
     cls = "full" if passed == total and total else ("part" if passed else "none")
     text = f"{passed}/{total}"
     if passed != total:
-        text = f"<a href='#results' data-op='{esc(op)}' data-rt='{esc(runtime)}'>{text}</a>"
+        text = f"<a href='#results' {setting(operator=op, runtime=runtime)}>{text}</a>"
     return (
-        f"<td class='n {cls}' data-filter-rt='{esc(runtime)}' "
+        f"<td class='n {cls}' {only('runtime', runtime)} "
         f"title='{esc(_cell_title(cell))}'>{text}</td>"
     )
 
@@ -253,7 +252,7 @@ def _histograms(report: Report) -> str:
     for rt in report.runtimes:
         arrays = [a for r in report.results if r.runtime == rt for a in r.arrays if a.measured]
         parts.append(
-            f"<h3 data-filter-rt='{esc(rt)}'>{esc(rt)}</h3><table data-filter-rt='{esc(rt)}'>"
+            f"<h3 {only('runtime', rt)}>{esc(rt)}</h3><table {only('runtime', rt)}>"
             "<tr><th>max absolute error</th><th>max relative error</th></tr><tr><td>"
             f"{_histogram(a.max_abs for a in arrays)}</td><td>"
             f"{_histogram(a.max_rel for a in arrays)}</td></tr></table>"
@@ -271,15 +270,16 @@ def _failures(failing: list[CaseResult], operators: Mapping[str, str]) -> str:
         if r.underlying:
             outcome += f" ({r.underlying})"
         rows.append(
-            f"<tr id='{esc(result_anchor(r))}' data-outcome='{esc(_filter_outcome(r))}' "
-            f"data-runtime='{esc(r.runtime)}' data-operator='{esc(operators[r.name])}'>"
+            f"<tr id='{esc(result_anchor(r))}' "
+            + row_attrs(outcome=_filter_outcome(r), runtime=r.runtime, operator=operators[r.name])
+            + ">"
             f"<td><code>{esc(r.name)}</code></td><td>{esc(operators[r.name])}</td>"
             f"<td>{esc(r.runtime)}</td>"
             f"<td style='color:{_COLORS[r.outcome]}'>{esc(outcome)}</td>"
             f"<td>{_detail(r)}</td></tr>"
         )
     return (
-        f"<p class='muted'>showing <span id='shown'>{len(failing)}</span> of {len(failing)}"
+        f"<p class='muted'>showing <span class='shown'>{len(failing)}</span> of {len(failing)}"
         "</p><table class='wide'><colgroup><col style='width:22%'><col style='width:11%'>"
         "<col style='width:8%'><col style='width:12%'><col></colgroup>"
         "<tr><th>case</th><th>operator</th><th>runtime</th><th>outcome</th><th>detail</th></tr>"

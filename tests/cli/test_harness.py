@@ -54,6 +54,7 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("report.json",),
     ),
     "rehash": (("rehash",), ()),
+    "report": (("report", "--html", "out/site"), ()),
     "show": (("show", "fam/a"), ()),
     "status": (("status",), ()),
     "verify": (("verify",), ()),

@@ -3,6 +3,7 @@ matrix that leads to the failures, nothing fetched, equal runs giving equal byte
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def test_the_contents_bar_links_every_section_and_each_link_lands(page: Page) ->
 def test_every_result_other_than_pass_has_a_row_the_filters_narrow(
     report: Report, page: Page
 ) -> None:
-    rows = {e.attrs["id"]: e for e in page.with_attr("data-outcome", "tr")}
+    rows = {e.attrs["id"]: e for e in page.with_attr("data-row", "tr")}
     expected = {
         result_anchor(r): r
         for r in report.results
@@ -71,17 +72,18 @@ def test_every_result_other_than_pass_has_a_row_the_filters_narrow(
 
 
 def test_the_pass_matrix_lists_operators_with_failures_and_links_to_them(page: Page) -> None:
-    rows = {e.attrs["id"] for e in page.with_attr("data-filter-op", "tr")}
+    rows = {e.attrs["id"] for e in page.with_attr("data-only", "tr")}
     assert rows == {"op:Abs", "op:(not loaded)"}
-    links = {(a.attrs["data-op"], a.attrs["data-rt"]) for a in page.with_attr("data-op", "a")}
+    sets = [json.loads(a.attrs["data-set"]) for a in page.with_attr("data-set", "a")]
+    links = {(s["operator"], s["runtime"]) for s in sets}
     assert links == {
         ("Abs", "ort"),
         ("Abs", "reference"),
         ("(not loaded)", "ort"),
         ("(not loaded)", "reference"),
     }
-    assert all(a.attrs["href"] == "#results" for a in page.with_attr("data-op", "a"))
-    chips = {e.attrs["data-filter-op"]: e.text for e in page.with_attr("data-filter-op", "span")}
+    assert all(a.attrs["href"] == "#results" for a in page.with_attr("data-set", "a"))
+    chips = {e.attrs["data-value"]: e.text for e in page.with_attr("data-only", "span")}
     # Relu passes everywhere (its stale known failure is reported, and counts as a pass here)
     assert chips == {"Add": "Add 2", "Relu": "Relu 4"}
 
