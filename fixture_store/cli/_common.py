@@ -271,3 +271,13 @@ def write_json(path: Path, doc: Any, *, sort_keys: bool = False) -> None:
     """A report file (for DVC): indented, ending in a newline, its folder created."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n")
+
+
+def write_parts(path: Path, value: Any, *, sort_keys: bool = False) -> None:
+    """A report value for DVC: its tracked part at ``path`` (the same on every machine that
+    passes) and its run part in the run report beside it (``parts.run_path``), which no stage
+    tracks."""
+    from fixture_store.parity import parts
+
+    write_json(path, value.to_json(parts.Part.TRACKED), sort_keys=sort_keys)
+    write_json(parts.run_path(path), value.to_json(parts.Part.RUN), sort_keys=sort_keys)

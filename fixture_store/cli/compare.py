@@ -18,8 +18,9 @@ from fixture_store.cli._common import (
     print_json,
     progress,
     styled,
-    write_json,
+    write_parts,
 )
+from fixture_store.parity import parts
 from fixture_store.parity.cases import Report, compare, select_cases
 from fixture_store.parity.results import CaseResult, Outcome
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
@@ -42,20 +43,25 @@ from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
     "--report",
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write a static HTML report (pass matrix per operator, error histograms).",
+    help="Write a static HTML report (outcomes, pass matrix per operator, known failures "
+    "and their bounds) here, and the run report beside it in run/ (details, error "
+    "histograms, times).",
 )
 @click.option(
     "--output",
     "output_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the JSON report to this file, without timings or the store's "
-    "location, so equal results give equal files (for DVC).",
+    help="Also write the JSON report to this file, only what is the same on every machine "
+    "that passes (outcomes, bounds, counts: for DVC), and the rest (details, errors, "
+    "times) to run/NAME beside it.",
 )
 @click.option(
     "--metrics",
     "metrics_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Write outcome counts per runtime to this JSON file (DVC metrics).",
+    help="Write outcome counts per runtime (pass, known, failing) to this JSON file (DVC "
+    "metrics); a {runtime} in its name writes one file per runtime. The known mismatches' "
+    "errors and bounds go to run/known-mismatches.csv beside it.",
 )
 @click.option(
     "--plot",
@@ -120,32 +126,36 @@ def compare_cmd(
             timeout=timeout,
             on_result=advance,
         )
-    _write_files(report, str(obj.store.root), report_path, output_path, metrics_path, plot_path)
+    _write_files(report, report_path, output_path, metrics_path, plot_path)
     if as_json:
         print_json(report.to_json())
     else:
         print_report(report)
         if report_path is not None:
-            out.print(f"HTML report: {report_path}", markup=False)
+            out.print(
+                f"HTML report: {report_path} (run report: {parts.run_path(report_path)})",
+                markup=False,
+            )
     _report_known_failures(report)
     sys.exit(report.exit_code)
 
 
 def _write_files(
     report: Report,
-    store_root: str,
     report_path: Path | None,
     output_path: Path | None,
     metrics_path: Path | None,
     plot_path: Path | None,
 ) -> None:
+    """The files for DVC hold the report's tracked part; its run part (details, errors,
+    times) goes to the run report beside each (``parts.run_path``)."""
     if report_path is not None:
         from fixture_store.parity.report_html import write_report
 
-        # A shareable page: no timings, no local store path (the summary prints the time).
-        write_report(report.stable(store_root), report_path)
+        write_report(report, report_path, parts.Part.TRACKED)
+        write_report(report, parts.run_path(report_path), parts.Part.ALL)
     if output_path is not None:
-        write_json(output_path, report.stable(store_root).to_json())
+        write_parts(output_path, report)
     if metrics_path is not None or plot_path is not None:
         from fixture_store.parity import report_metrics as compare_metrics
 

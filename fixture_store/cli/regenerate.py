@@ -19,7 +19,7 @@ from fixture_store.cli._common import (
     print_json,
     report_failures,
     styled,
-    write_json,
+    write_parts,
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK
 from fixture_store.regenerate import Report, Verdict, regenerate
@@ -118,7 +118,9 @@ def _print_counts(report: Report) -> None:
     "--report",
     "report_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the JSON report to this file.",
+    help="Also write the JSON report to this file, only what is the same on every machine "
+    "(verdicts and counts, for DVC), and the rest (errors, times, the platform) to run/NAME "
+    "beside it.",
 )
 @click.pass_obj
 @handle_errors
@@ -152,7 +154,7 @@ def regenerate_cmd(
         log=lambda m: err.print(m, markup=False),
     )
     if report_path is not None:
-        write_json(report_path, report.to_json(stable=True), sort_keys=True)
+        write_parts(report_path, report, sort_keys=True)
     if as_json:
         print_json(report.to_json(), sort_keys=True)
     else:
@@ -175,13 +177,15 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "drift", "new", "missing
     "metrics_path",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="Write the summary here (DVC metrics).",
+    help="Write the headline counts here (DVC metrics: files identical, within tolerance and "
+    "drifted, artifacts verified); --json prints the whole summary.",
 )
 @click.option(
     "--plots",
     "plots_dir",
     type=click.Path(file_okay=False, path_type=Path),
-    help="Write per-file error tables here (DVC plots).",
+    help="Write the checkpoint chain's parity table here (DVC plots), and the errors of "
+    "within-tolerance files, read from the stages' run reports, to run/ in it.",
 )
 @click.option(
     "--all",

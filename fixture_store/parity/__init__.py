@@ -3,7 +3,8 @@
 ``arrays`` (bit-identical / within tolerance / drift, with max and mean errors per array),
 ``cases`` (a compare run over verified cases with its known failures), ``results`` (the outcome of
 one case and runtime), ``runtimes`` (ONNX Runtime and the onnx ReferenceEvaluator, in worker
-processes) and the reports (``report_html``, ``report_metrics``).
+processes) and the reports (``report_html``, ``report_metrics``), whose values split into what
+is the same on every machine and what is not (``parts``).
 """
 
-__all__ = ["arrays", "cases", "report_html", "report_metrics", "results", "runtimes"]
+__all__ = ["arrays", "cases", "parts", "report_html", "report_metrics", "results", "runtimes"]

@@ -11,13 +11,13 @@ are. Every comparison reports max/mean absolute and relative errors and the max 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
-from fixture_store.parity import ulp
+from fixture_store.parity import parts, ulp
 from fixture_store.registry.tolerance import ArrayTolerance, DtypeRule, Metric, ShapeRule
 
 # Low-precision float types are compared in float32 with a relative tolerance widened to their
@@ -34,18 +34,22 @@ class Outcome(StrEnum):
 
 @dataclass(frozen=True)
 class ArrayComparison:
-    """How one actual array compares with the expected one."""
+    """How one actual array compares with the expected one.
 
-    name: str
+    Its errors, worst index and reason are run numbers (:mod:`fixture_store.parity.parts`):
+    they depend on the machine's kernels even where every machine is within the tolerance.
+    """
+
+    name: str = field(metadata=parts.KEY)
     outcome: Outcome
-    max_abs: float = 0.0
-    mean_abs: float = 0.0
-    max_rel: float = 0.0
-    mean_rel: float = 0.0
-    worst_index: tuple[int, ...] | None = None
-    reason: str = ""
+    max_abs: float = field(default=0.0, metadata=parts.RUN)
+    mean_abs: float = field(default=0.0, metadata=parts.RUN)
+    max_rel: float = field(default=0.0, metadata=parts.RUN)
+    mean_rel: float = field(default=0.0, metadata=parts.RUN)
+    worst_index: tuple[int, ...] | None = field(default=None, metadata=parts.RUN)
+    reason: str = field(default="", metadata=parts.RUN)
     tolerance: ArrayTolerance | None = None
-    max_ulp: float = 0.0
+    max_ulp: float = field(default=0.0, metadata=parts.RUN)
     # False when nothing was measured: a dtype or shape mismatch, strings or objects.
     measured: bool = True
 
@@ -53,19 +57,8 @@ class ArrayComparison:
     def ok(self) -> bool:
         return self.outcome is not Outcome.DRIFT
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "outcome": str(self.outcome),
-            "max_abs": self.max_abs,
-            "mean_abs": self.mean_abs,
-            "max_rel": self.max_rel,
-            "mean_rel": self.mean_rel,
-            "max_ulp": self.max_ulp,
-            "worst_index": list(self.worst_index) if self.worst_index is not None else None,
-            "reason": self.reason,
-            "tolerance": self.tolerance.to_json() if self.tolerance else None,
-        }
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        return parts.fields_json(self, part, skip=("measured",))
 
 
 def dtype_name(dtype: np.dtype[Any]) -> str:

@@ -12,12 +12,13 @@ import dataclasses
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fixture_store.access import Fixtures, checkout_tree
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
+from fixture_store.parity import parts
 from fixture_store.parity.results import CaseResult, KnownError, Outcome, Task
 from fixture_store.parity.runtimes import check_runtime
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT, WorkerPool, default_jobs
@@ -31,9 +32,11 @@ CASE_KIND = Kind.ONNX_CASE
 
 @dataclass(frozen=True)
 class Report:
+    """A compare run: its results, and its time (a run number)."""
+
     runtimes: tuple[str, ...]
     results: tuple[CaseResult, ...]
-    wall_seconds: float
+    wall_seconds: float = field(default=0.0, metadata=parts.RUN)
 
     def counts(self) -> dict[str, dict[str, int]]:
         per: dict[str, Counter[str]] = {rt: Counter() for rt in self.runtimes}
@@ -62,33 +65,32 @@ class Report:
         """Mismatches a known failure matched whose error is larger than its bounds."""
         return [r for r in self.results if r.beyond_known_bounds]
 
-    def stable(self, store_root: str) -> Report:
-        """This report without what differs run to run or machine to machine: timings, the
-        store's location (a runtime's message may name the checked-out model), and a known
-        mismatch's detail and per-array statistics (random operators such as Bernoulli draw
-        new values every run). What a known mismatch keeps is its bounded error next to the
-        entry's bounds (``known_error``), so a change in it shows in the report's diff."""
+    def tracked(self) -> Report:
+        """This report without its run numbers (:func:`parts.without_run`): what a page for a
+        tracked file may show."""
+        return cast(Report, parts.without_run(self))
 
-        def plain(r: CaseResult) -> CaseResult:
-            detail = r.detail.replace(store_root, "$FIXTURE_STORE_DIR")
-            if r.outcome is Outcome.KNOWN_FAILURE and r.underlying is Outcome.MISMATCH:
-                return dataclasses.replace(r, seconds=0.0, detail="", arrays=())
-            return dataclasses.replace(r, seconds=0.0, detail=detail)
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        """The report, or one of its parts: the tracked part is the same on every machine that
+        passes; the run part holds each result's detail, errors and time, by name and runtime."""
+        doc = parts.fields_json(
+            self, part, skip=("results",), convert={"wall_seconds": lambda s: round(s, 3)}
+        )
+        if part is not parts.Part.RUN:
+            doc.update(self._summary(part))
+        doc["results"] = [r.to_json(part) for r in self.results]
+        return doc
 
-        return Report(self.runtimes, tuple(plain(r) for r in self.results), 0.0)
-
-    def to_json(self) -> dict[str, Any]:
+    def _summary(self, part: parts.Part) -> dict[str, Any]:
         return {
-            "runtimes": list(self.runtimes),
             "cases": len({r.name for r in self.results}),
-            "wall_seconds": round(self.wall_seconds, 3),
             "counts": self.counts(),
             "now_passing": [
                 {"name": r.name, "runtime": r.runtime, "known_reason": r.known_reason}
                 for r in self.now_passing
             ],
             "beyond_known_bounds": [
-                {"name": r.name, "runtime": r.runtime, **r.known_error.to_json()}
+                {"name": r.name, "runtime": r.runtime, **r.known_error.to_json(part)}
                 for r in self.beyond_known_bounds
                 if r.known_error is not None
             ],
@@ -101,7 +103,6 @@ class Report:
                 }
                 for r in self.inactive
             ],
-            "results": [r.to_json() for r in self.results],
         }
 
 

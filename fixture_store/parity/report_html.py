@@ -5,6 +5,11 @@ the pass matrix (operators with a result other than pass first, each cell linkin
 the operators where every case passes as a compact list), histograms of the maximum absolute and
 relative error over compared arrays, and every non-passing result. The bar's filters (outcome,
 runtime, operator; a few lines of inline script) narrow the matrix and the results.
+
+The page of a tracked file (``Part.TRACKED``: ``reports/compare.html``) is made from the
+report without its run numbers (:mod:`fixture_store.parity.parts`): outcomes, the matrix and
+the known failures with their reasons and bounds. The run page beside it
+(``reports/run/compare.html``) adds the time, the histograms, each result's detail and errors.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 from fixture_store.pages.shell import Filters, Section, esc, href, only, row_attrs, setting
 from fixture_store.pages.shell import render as render_page
 from fixture_store.parity.cases import Report
+from fixture_store.parity.parts import Part
 from fixture_store.parity.results import CaseResult, KnownError, Outcome
 
 _COLORS = {
@@ -95,19 +101,24 @@ def _histogram(values: Iterable[float]) -> str:
     )
 
 
-def render(report: Report) -> str:
-    """The whole page: a heading, the contents bar with the filters, one section after another."""
+def render(report: Report, part: Part = Part.ALL) -> str:
+    """The whole page: a heading, the contents bar with the filters, one section after another.
+    The page of a tracked file is made from the report without its run numbers, so it cannot
+    show one."""
+    if part is Part.TRACKED:
+        report = report.tracked()
     operators = _operators(report)
     failing = _not_passing(report)
+    histograms = Section("histograms", "Error histograms", _histograms(report))
     sections = [
         Section("outcomes", "Outcomes", _outcomes(report)),
         *_known_failure_notes(report),
         Section("matrix", "Pass matrix per operator", _matrix(report, operators)),
-        Section("histograms", "Error histograms", _histograms(report)),
+        *([histograms] if part is not Part.TRACKED else []),
         Section(
             "results",
             f"Results other than pass ({len(failing)})",
-            _failures(failing, operators),
+            _failures(failing, operators, part),
         ),
     ]
     outcomes = list(dict.fromkeys(_filter_outcome(r) for r in failing))
@@ -115,7 +126,7 @@ def render(report: Report) -> str:
         checks=(("outcome", sorted(outcomes)), ("runtime", report.runtimes)),
         selects=(("operator", sorted(set(operators.values()), key=str.lower)),),
     )
-    return render_page("fixture-store compare", _intro(report), sections, filters=filters)
+    return render_page("fixture-store compare", _intro(report, part), sections, filters=filters)
 
 
 def _operators(report: Report) -> dict[str, str]:
@@ -132,12 +143,20 @@ def _filter_outcome(r: CaseResult) -> str:
     return NOW_PASSING if r.now_passing else str(r.outcome)
 
 
-def _intro(report: Report) -> str:
+def _intro(report: Report, part: Part) -> str:
+    note = (
+        "<p class='muted'>Outcomes and bounds only: what is the same on every machine that "
+        "passes. Errors, details and times are in the run report, <code>run/compare.html</code> "
+        "beside this page.</p>"
+        if part is Part.TRACKED
+        else ""
+    )
     return (
         f"<p>{len({r.name for r in report.results})} cases · runtimes "
         f"{', '.join(esc(r) for r in report.runtimes)}"
         + (f" · {report.wall_seconds:.1f} s" if report.wall_seconds else "")
         + "</p>"
+        + note
     )
 
 
@@ -260,7 +279,7 @@ def _histograms(report: Report) -> str:
     return "".join(parts)
 
 
-def _failures(failing: list[CaseResult], operators: Mapping[str, str]) -> str:
+def _failures(failing: list[CaseResult], operators: Mapping[str, str], part: Part) -> str:
     """Every result other than a plain pass, with what is known about it."""
     if not failing:
         return "<p>none</p>"
@@ -276,7 +295,7 @@ def _failures(failing: list[CaseResult], operators: Mapping[str, str]) -> str:
             f"<td><code>{esc(r.name)}</code></td><td>{esc(operators[r.name])}</td>"
             f"<td>{esc(r.runtime)}</td>"
             f"<td style='color:{_COLORS[r.outcome]}'>{esc(outcome)}</td>"
-            f"<td>{_detail(r)}</td></tr>"
+            f"<td>{_detail(r, part)}</td></tr>"
         )
     return (
         f"<p class='muted'>showing <span class='shown'>{len(failing)}</span> of {len(failing)}"
@@ -288,38 +307,44 @@ def _failures(failing: list[CaseResult], operators: Mapping[str, str]) -> str:
     )
 
 
-def _detail(r: CaseResult) -> str:
+def _detail(r: CaseResult, part: Part) -> str:
     """A failing result's detail: its message, why it is known, the fix, its worst array."""
-    detail = esc(r.detail)
+    lines = [esc(r.detail)] if r.detail else []
     if r.known_reason:
-        detail += f"<br><span class='muted'>known: {esc(r.known_reason)}</span>"
+        lines.append(f"<span class='muted'>known: {esc(r.known_reason)}</span>")
     if r.fix:
-        detail += f"<br><span class='muted'>fix: {esc(r.fix)}</span>"
+        lines.append(f"<span class='muted'>fix: {esc(r.fix)}</span>")
     if r.known_error is not None:
-        detail += f"<br><code>{esc(_known_error(r.known_error))}</code>"
+        lines.append(f"<code>{esc(_known_error(r.known_error, part))}</code>")
     worst = [a for a in r.arrays if not a.ok]
     if worst:
         a = worst[0]
-        detail += (
-            f"<br><code>{esc(a.name)}: max abs {a.max_abs:.3g}, mean abs "
+        lines.append(
+            f"<code>{esc(a.name)}: max abs {a.max_abs:.3g}, mean abs "
             f"{a.mean_abs:.3g}, max rel {a.max_rel:.3g}, max {a.max_ulp:.4g} ULP, worst index "
             f"{esc(str(a.worst_index))}</code>"
         )
-    return detail
+    return "<br>".join(lines)
 
 
-def _known_error(error: KnownError) -> str:
+def _known_error(error: KnownError, part: Part) -> str:
+    """A known mismatch's bounds, and in the run page the error seen."""
+    if error.structural:
+        return "structural mismatch (number, dtype or shape of the outputs): no value error"
+    if part is Part.TRACKED:
+        text = f"max abs bound {error.max_abs_bound:g}"
+        return text + (f", max rel bound {error.max_rel_bound:g}" if error.max_rel_bound else "")
     text = f"max abs {error.max_abs:.3g} (bound {error.max_abs_bound:g})"
     if error.max_rel is not None and error.max_rel_bound is not None:
         text += f", max rel {error.max_rel:.3g} (bound {error.max_rel_bound:g})"
     return text
 
 
-def write_report(report: Report, path: str | os.PathLike[str]) -> Path:
+def write_report(report: Report, path: str | os.PathLike[str], part: Part = Part.ALL) -> Path:
     target = Path(path)
     if target.parent and not target.parent.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(render(report), encoding="utf-8")
+    tmp.write_text(render(report, part), encoding="utf-8")
     os.replace(tmp, target)
     return target

@@ -1,4 +1,11 @@
-"""A compare run as DVC metrics (outcome counts per runtime) and a per-operator plot table."""
+"""A compare run as DVC metrics (outcome counts per runtime) and a per-operator plot table.
+
+The metrics are a headline a person reads in ``dvc metrics show``: per runtime, how many
+cases pass, are known failures (or declared gaps) and fail, so each is a short row. Per-entry
+detail of the known mismatches (their errors next to their bounds) is a run number
+(:mod:`fixture_store.parity.parts`): it goes to the run folder beside the metrics, never into
+a tracked file; the bounds themselves are in the compare report.
+"""
 
 from __future__ import annotations
 
@@ -8,47 +15,82 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from fixture_store.parity import parts
 from fixture_store.parity.cases import Report
 from fixture_store.parity.report_html import case_operator
-from fixture_store.parity.results import KnownError, Outcome
+from fixture_store.parity.results import CaseResult, Outcome
+
+# The placeholder of a metrics path that writes one file (one row) per runtime.
+RUNTIME_FIELD = "{runtime}"
+KNOWN_MISMATCHES = "known-mismatches.csv"
+KNOWN_MISMATCH_COLUMNS = (
+    "key",
+    "runtime",
+    "pattern",
+    "cases",
+    "structural",
+    "max_abs",
+    "max_abs_bound",
+    "max_rel",
+    "max_rel_bound",
+)
 
 
-def metrics(report: Report) -> dict[str, Any]:
+def headline(report: Report, runtime: str) -> dict[str, int]:
+    """One runtime's counts: passed, known failures and declared gaps, failing (a known
+    failure that now passes, or one beyond its bounds, fails)."""
+    results = [r for r in report.results if r.runtime == runtime]
     return {
-        "ok": report.exit_code == 0,
-        "cases": len({r.name for r in report.results}),
-        "runtimes": {
-            rt: {o.replace("-", "_"): n for o, n in c.items()} for rt, c in report.counts().items()
-        },
-        "now_passing": len(report.now_passing),
-        "inactive_known_failures": len(report.inactive),
-        "beyond_known_bounds": len(report.beyond_known_bounds),
-        "known_mismatches": known_mismatches(report),
+        "pass": sum(r.outcome is Outcome.PASS and not r.now_passing for r in results),
+        "known": sum(r.outcome in (Outcome.KNOWN_FAILURE, Outcome.GAP) for r in results),
+        "failing": sum(r.failing for r in results),
     }
 
 
-def known_mismatches(report: Report) -> dict[str, dict[str, Any]]:
-    """Per known mismatch entry (``"RUNTIME PATTERN"``): its cases, the largest error over
-    them and its bounds, so ``dvc metrics diff`` shows an excused error that grows."""
-    entries: dict[str, dict[str, Any]] = {}
+def metrics(report: Report) -> dict[str, Any]:
+    """Every runtime's headline, in one document (a metrics path without ``{runtime}``)."""
+    return {rt: headline(report, rt) for rt in report.runtimes}
+
+
+def known_mismatches(report: Report) -> list[dict[str, Any]]:
+    """Per known mismatch entry and runtime: its cases, the largest error seen over them and
+    its bounds (run numbers: the errors are another machine's to differ); a structural one
+    (outputs that differ in number, dtype or shape) has no value error to show."""
+    entries: dict[tuple[str, str], dict[str, Any]] = {}
     for r in report.results:
         error = r.known_error
         if error is None:
             continue
-        key = f"{r.runtime} {error.pattern}"
-        entry = entries.setdefault(key, {"cases": 0, "max_abs": 0.0, **_bounds(error)})
-        entry["cases"] += 1
+        entry = entries.setdefault(
+            (r.runtime, error.pattern),
+            {
+                "key": f"{error.pattern} ({r.runtime})",
+                "runtime": r.runtime,
+                "pattern": error.pattern,
+                "cases": 0,
+                "structural": error.structural,
+                "max_abs": 0.0,
+                "max_abs_bound": error.max_abs_bound,
+                "max_rel": "",
+                "max_rel_bound": "" if error.max_rel_bound is None else error.max_rel_bound,
+            },
+        )
+        _add(entry, r)
+    for entry in entries.values():
+        if entry["structural"]:
+            entry["max_abs"] = ""  # no value error was seen, which is not an error of 0
+    return [entries[k] for k in sorted(entries)]
+
+
+def _add(entry: dict[str, Any], r: CaseResult) -> None:
+    error = r.known_error
+    assert error is not None
+    entry["cases"] += 1
+    entry["structural"] = entry["structural"] and error.structural
+    if not error.structural:
         entry["max_abs"] = max(entry["max_abs"], error.max_abs)
         if error.max_rel is not None:
-            entry["max_rel"] = max(entry.get("max_rel", 0.0), error.max_rel)
-    return dict(sorted(entries.items()))
-
-
-def _bounds(error: KnownError) -> dict[str, float]:
-    bounds = {"max_abs_bound": error.max_abs_bound}
-    if error.max_rel_bound is not None:
-        bounds["max_rel_bound"] = error.max_rel_bound
-    return bounds
+            entry["max_rel"] = max(entry["max_rel"] or 0.0, error.max_rel)
 
 
 def operator_rows(report: Report) -> list[dict[str, Any]]:
@@ -73,12 +115,42 @@ def operator_rows(report: Report) -> list[dict[str, Any]]:
     ]
 
 
+def _write_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(cols), extrasaction="ignore")
+        w.writeheader()
+        for row in rows:
+            w.writerow({c: row.get(c, 0) for c in cols})
+
+
+def write_metrics(report: Report, path: Path) -> list[Path]:
+    """The headline at ``path`` (one file per runtime where it holds ``{runtime}``), and the
+    known mismatches' errors and bounds in the run folder beside it."""
+    if RUNTIME_FIELD in path.name:
+        written = [path.with_name(path.name.replace(RUNTIME_FIELD, rt)) for rt in report.runtimes]
+        for rt, target in zip(report.runtimes, written, strict=True):
+            _write_json(target, headline(report, rt))
+    else:
+        written = [path]
+        _write_json(path, metrics(report))
+    _write_csv(
+        parts.run_path(path).with_name(KNOWN_MISMATCHES),
+        known_mismatches(report),
+        KNOWN_MISMATCH_COLUMNS,
+    )
+    return written
+
+
 def write(report: Report, metrics_path: Path | None, plot_path: Path | None) -> None:
     if metrics_path is not None:
-        metrics_path.parent.mkdir(parents=True, exist_ok=True)
-        metrics_path.write_text(json.dumps(metrics(report), indent=2, sort_keys=True) + "\n")
+        write_metrics(report, metrics_path)
     if plot_path is not None:
-        plot_path.parent.mkdir(parents=True, exist_ok=True)
         cols = (
             "key",
             "operator",
@@ -89,8 +161,4 @@ def write(report: Report, metrics_path: Path | None, plot_path: Path | None) -> 
             "failing",
             "pass_rate",
         )
-        with open(plot_path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(cols))
-            w.writeheader()
-            for row in operator_rows(report):
-                w.writerow({c: row.get(c, 0) for c in cols})
+        _write_csv(plot_path, operator_rows(report), cols)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from fixture_store.parity import parts
 from fixture_store.parity.arrays import ArrayComparison
 from fixture_store.registry import Tolerance
 from fixture_store.registry.known_failures import KnownFailure
@@ -55,14 +56,18 @@ class KnownError:
     The error is the largest over the arrays that drifted (an array within tolerance is not
     what the entry excuses). The relative error is kept only where the entry bounds it: it is
     infinite wherever an expected value is 0, and flips between finite and infinite from run to
-    run for a random operator, and these numbers go into the stable report.
+    run for a random operator. The bounds are registry data (tracked); the errors are run
+    numbers: another CPU's kernels, or a random operator's next draw, give others.
     """
 
-    pattern: str
-    max_abs: float
-    max_abs_bound: float
-    max_rel: float | None = None
+    pattern: str = field(metadata=parts.KEY)
+    max_abs: float = field(default=0.0, metadata=parts.RUN)
+    max_abs_bound: float = 0.0
+    max_rel: float | None = field(default=None, metadata=parts.RUN)
     max_rel_bound: float | None = None
+    # No drifted array was measured: the outputs differ in number, dtype, shape or structure,
+    # so there is no value error to bound (its errors read 0, which is no error seen).
+    structural: bool = False
 
     @classmethod
     def of(cls, arrays: Iterable[ArrayComparison], entry: KnownFailure) -> KnownError:
@@ -74,6 +79,7 @@ class KnownError:
             entry.max_abs if entry.max_abs is not None else 0.0,
             max_rel if entry.max_rel is not None else None,
             entry.max_rel,
+            structural=not any(a.measured for a in drifted),
         )
 
     def exceeded(self) -> list[tuple[str, float, float]]:
@@ -89,26 +95,25 @@ class KnownError:
             if seen is not None and bound is not None and not seen <= bound
         ]
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "pattern": self.pattern,
-            "max_abs": self.max_abs,
-            "max_abs_bound": self.max_abs_bound,
-        }
-        if self.max_rel_bound is not None:
-            out.update(max_rel=self.max_rel, max_rel_bound=self.max_rel_bound)
-        return out
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        # A relative error is written only where the entry bounds it.
+        skip = () if self.max_rel_bound is not None else ("max_rel", "max_rel_bound")
+        return parts.fields_json(self, part, skip=skip)
 
 
 @dataclass(frozen=True)
 class CaseResult:
-    name: str
-    runtime: str
+    """One case run by one runtime. Its outcome, operators and what the registry says of it are
+    tracked; its detail (the runtime's own message), array statistics and time are run numbers
+    (:mod:`fixture_store.parity.parts`)."""
+
+    name: str = field(metadata=parts.KEY)
+    runtime: str = field(metadata=parts.KEY)
     outcome: Outcome
-    detail: str = ""
-    arrays: tuple[ArrayComparison, ...] = ()
+    detail: str = field(default="", metadata=parts.RUN)
+    arrays: tuple[ArrayComparison, ...] = field(default=(), metadata=parts.RUN)
     operators: tuple[str, ...] = ()
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=parts.RUN)
     fix: str | None = None
     # Set when a registered known failure matched: what it stood for and why it is known.
     underlying: Outcome | None = None
@@ -130,19 +135,5 @@ class CaseResult:
         """A known failure matched this mismatch, but its error is larger than the entry's."""
         return self.known_error is not None and self.outcome is Outcome.MISMATCH
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "runtime": self.runtime,
-            "outcome": str(self.outcome),
-            "detail": self.detail,
-            "fix": self.fix,
-            "underlying": str(self.underlying) if self.underlying else None,
-            "known_reason": self.known_reason,
-            "now_passing": self.now_passing,
-            "inactive_condition": self.inactive_condition,
-            "known_error": self.known_error.to_json() if self.known_error else None,
-            "operators": list(self.operators),
-            "seconds": round(self.seconds, 6),
-            "arrays": [a.to_json() for a in self.arrays],
-        }
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        return parts.fields_json(self, part, convert={"seconds": lambda s: round(s, 6)})

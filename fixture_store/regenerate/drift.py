@@ -15,7 +15,7 @@ import io
 import json
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from fixture_store import limits
 from fixture_store._extras import require
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
+from fixture_store.parity import parts
 from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_arrays
 from fixture_store.registry import Tolerance
 
@@ -55,22 +56,19 @@ class Reference:
 
 @dataclass(frozen=True)
 class MemberComparison:
-    path: str
-    verdict: Verdict
-    arrays: tuple[ArrayComparison, ...] = ()
-    reason: str = ""
-    candidate: Path | None = None
-    registered: Path | None = None
+    """How one file of a candidate compares. Its verdict is tracked; its arrays' errors, its
+    reason (a within-tolerance file's "arrays are equal" or its error) and where its bytes sit
+    are run numbers (:mod:`fixture_store.parity.parts`)."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "verdict": str(self.verdict),
-            "reason": self.reason,
-            "arrays": [a.to_json() for a in self.arrays],
-            "candidate": str(self.candidate) if self.candidate else None,
-            "registered": str(self.registered) if self.registered else None,
-        }
+    path: str = field(metadata=parts.KEY)
+    verdict: Verdict
+    arrays: tuple[ArrayComparison, ...] = field(default=(), metadata=parts.RUN)
+    reason: str = field(default="", metadata=parts.RUN)
+    candidate: Path | None = field(default=None, metadata=parts.RUN)
+    registered: Path | None = field(default=None, metadata=parts.RUN)
+
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        return parts.fields_json(self, part)
 
     @property
     def max_abs(self) -> float:
@@ -87,11 +85,14 @@ class MemberComparison:
 
 @dataclass(frozen=True)
 class ArtifactComparison:
-    name: str
+    """How one candidate compares with its record. A within-tolerance candidate's digest is a
+    run number: another machine's kernels make other bytes within the same tolerance."""
+
+    name: str = field(metadata=parts.KEY)
     kind: str
     verdict: Verdict
-    candidate_digest: Digest | None
-    registered_digest: Digest | None
+    candidate_digest: Digest | None = field(default=None, metadata=parts.RUN)
+    registered_digest: Digest | None = None
     reference: str = ""
     members: tuple[MemberComparison, ...] = ()
     reason: str = ""
@@ -101,17 +102,10 @@ class ArtifactComparison:
     def differing(self) -> tuple[MemberComparison, ...]:
         return tuple(m for m in self.members if m.verdict is not Verdict.IDENTICAL)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "verdict": str(self.verdict),
-            "reason": self.reason,
-            "reference": self.reference,
-            "candidate_digest": self.candidate_digest.text if self.candidate_digest else None,
-            "registered_digest": self.registered_digest.text if self.registered_digest else None,
-            "members": [m.to_json() for m in self.differing],
-        }
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        doc = parts.fields_json(self, part, skip=("members", "files"))
+        doc["members"] = [m.to_json(part) for m in self.differing]
+        return doc
 
 
 def _pb_arrays(data: bytes) -> dict[str, Any] | None:

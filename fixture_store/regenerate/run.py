@@ -29,6 +29,7 @@ from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
+from fixture_store.parity import parts
 from fixture_store.readers import content, video
 from fixture_store.regenerate import envs, protocol
 from fixture_store.regenerate import restore as restore_mod
@@ -66,13 +67,17 @@ class Output:
 
 @dataclass(frozen=True)
 class Report:
-    stage: str
-    scratch: Path
-    environment: Mapping[str, Any]
-    comparisons: tuple[ArtifactComparison, ...]
+    """A stage's regeneration. The comparisons' verdicts and counts are tracked; the time, the
+    scratch folder, what this store lacked and fetched, and the machine details of the
+    environment (``envs.defining`` says which) are run numbers."""
+
+    stage: str = field(metadata=parts.KEY)
+    scratch: Path = field(default=Path(), metadata=parts.RUN)
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    comparisons: tuple[ArtifactComparison, ...] = ()
     accepted: tuple[str, ...] = ()
-    fetched: tuple[str, ...] = ()
-    seconds: float = 0.0
+    fetched: tuple[str, ...] = field(default=(), metadata=parts.RUN)
+    seconds: float = field(default=0.0, metadata=parts.RUN)
     details: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -99,40 +104,31 @@ class Report:
     def ok(self) -> bool:
         return all(c.verdict.ok for c in self.comparisons)
 
-    def to_json(self, *, stable: bool = False) -> dict[str, Any]:
-        """The report; ``stable`` leaves out what changes run to run or machine to machine (time,
-        scratch folder, the kernel build string: see ``envs.defining``)."""
-        doc = self._doc()
-        if stable:
-            doc["environment"] = envs.defining(self.environment)
-            doc.pop("scratch")
-            doc.pop("seconds")
-            doc.pop("fetched")
-            for art in doc["artifacts"]:
-                for m in art["members"]:
-                    if m["verdict"] != str(Verdict.DRIFT):
-                        # Where the bytes sit differs per checkout; only drift needs the paths.
-                        m.pop("candidate")
-                        m.pop("registered")
+    def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
+        """The report, or one of its parts (:mod:`fixture_store.parity.parts`): the tracked part
+        is the same on every machine that regenerates the same files."""
+        doc = parts.fields_json(
+            self,
+            part,
+            skip=("comparisons", "environment", "details"),
+            convert={"seconds": lambda s: round(s, 3)},
+        )
+        if part is not parts.Part.RUN:
+            doc.update(
+                ok=self.ok,
+                counts=self.counts,
+                families=sorted({family_of(c.name) for c in self.comparisons}),
+                file_counts=self.member_counts,
+            )
+            if self.details:
+                doc["details"] = dict(self.details)
+        environment = dict(self.environment)
+        tracked = part is parts.Part.TRACKED
+        doc["environment"] = envs.defining(environment) if tracked else environment
+        doc["artifacts"] = [
+            c.to_json(part) for c in self.comparisons if c.verdict is not Verdict.IDENTICAL
+        ]
         return doc
-
-    def _doc(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "scratch": str(self.scratch),
-            "ok": self.ok,
-            "counts": self.counts,
-            "families": sorted({family_of(c.name) for c in self.comparisons}),
-            "file_counts": self.member_counts,
-            "seconds": round(self.seconds, 3),
-            "environment": dict(self.environment),
-            "accepted": list(self.accepted),
-            "fetched": list(self.fetched),
-            "artifacts": [
-                c.to_json() for c in self.comparisons if c.verdict is not Verdict.IDENTICAL
-            ],
-            **({"details": dict(self.details)} if self.details else {}),
-        }
 
 
 def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:

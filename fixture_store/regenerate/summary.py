@@ -1,8 +1,10 @@
 """The last pipeline step: verify what the stages registered and summarise their reports.
 
-Writes DVC metrics (counts per stage: bit-identical / within tolerance / drift, files and
-artifacts; verification counts; the checkpoint chain's worst parity error) and DVC plots
-(per-file errors of within-tolerance files, ULPs included; per-case parity errors).
+Writes DVC metrics (a headline a person reads in ``dvc metrics show``: files bit-identical,
+within tolerance and drifted over every stage, artifacts verified) and DVC plots (per-case
+parity errors of the checkpoint chain, registry data). The per-file errors of within-tolerance
+files (ULPs included) are run numbers (:mod:`fixture_store.parity.parts`): they are read from
+the stages' run reports and written to the run folder beside the plots, which no stage tracks.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
+from fixture_store.parity import parts
 from fixture_store.registry import Registry
 from fixture_store.verify import Result, Status, verify_names
 
@@ -39,13 +42,36 @@ class Summary:
     def ok(self) -> bool:
         return all(s["ok"] for s in self.stages.values()) and not self.failures
 
-    def metrics(self) -> dict[str, Any]:
+    def headline(self) -> dict[str, int]:
+        """The counts ``dvc metrics show`` prints: files identical, within tolerance and
+        drifted, artifacts verified; files new, missing or unavailable and artifacts that did
+        not verify only when there are some (each is a column)."""
+        total = self.total_files()
+        doc = {
+            "identical": total.get("bit_identical", 0),
+            "within": total.get("within_tolerance", 0),
+            "drift": total.get("drift", 0),
+            "verified": self.verify.get("verified", 0),
+        }
+        for key in ("new", "missing", "unavailable"):
+            if total.get(key):
+                doc[key] = total[key]
+        if self.failures:
+            doc["not_verified"] = len(self.failures)
+        return doc
+
+    def total_files(self) -> dict[str, int]:
         total: Counter[str] = Counter()
         for s in self.stages.values():
             total.update({k: v for k, v in s["files"].items()})
+        return dict(sorted(total.items()))
+
+    def metrics(self) -> dict[str, Any]:
+        """Everything summarised: per stage, in total, verification, the checkpoint chain."""
+        total = self.total_files()
         doc: dict[str, Any] = {
             "stages": {k: dict(v) for k, v in self.stages.items()},
-            "total_files": dict(sorted(total.items())),
+            "total_files": total,
             "verify": dict(self.verify),
             "ok": self.ok,
         }
@@ -75,6 +101,44 @@ def _load(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _load_run(path: Path) -> dict[str, Any]:
+    """The run report beside a stage report (its errors and times), or nothing when the
+    stage wrote none there."""
+    try:
+        doc = json.loads(parts.run_path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _within_rows(doc: dict[str, Any], run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per array of a within-tolerance file: its errors, from the stage's run report."""
+    within = {
+        (art["name"], m["path"])
+        for art in doc["artifacts"]
+        for m in art.get("members", [])
+        if m["verdict"] == "within-tolerance"
+    }
+    rows = []
+    for art in run.get("artifacts", []):
+        for m in art.get("members", []):
+            if (art.get("name"), m.get("path")) not in within:
+                continue
+            for a in m.get("arrays", []):
+                rows.append(
+                    {
+                        "stage": doc["stage"],
+                        "file": f"{art['name']}/{m['path']}",
+                        "max_abs": a["max_abs"],
+                        "mean_abs": a["mean_abs"],
+                        "max_rel": a["max_rel"],
+                        "mean_rel": a["mean_rel"],
+                        "max_ulp": a.get("max_ulp", ""),
+                    }
+                )
+    return rows
+
+
 def summarise(
     reports: Iterable[Path],
     registry: Registry,
@@ -92,6 +156,7 @@ def summarise(
     families: set[str] = set()
     for path in reports:
         doc = _load(path)
+        run = _load_run(path)
         files = {k.replace("-", "_"): v for k, v in doc["file_counts"].items()}
         stages[doc["stage"]] = {
             "ok": bool(doc["ok"]),
@@ -99,23 +164,7 @@ def summarise(
             "files": files,
         }
         families.update(doc.get("families") or ())
-        for art in doc["artifacts"]:
-            for m in art.get("members", []):
-                if m["verdict"] != "within-tolerance":
-                    continue
-                for a in m["arrays"]:
-                    within_rows.append(
-                        {
-                            "stage": doc["stage"],
-                            "file": f"{art['name']}/{m['path']}",
-                            "max_abs": a["max_abs"],
-                            "mean_abs": a["mean_abs"],
-                            "max_rel": a["max_rel"],
-                            "mean_rel": a["mean_rel"],
-                            # Reports written before ULPs were counted have none.
-                            "max_ulp": a.get("max_ulp", ""),
-                        }
-                    )
+        within_rows.extend(_within_rows(doc, run))
     chosen = [n for n in registry.names() if everything or n.split("/", 1)[0] in families]
     results = tuple(verify_names(store, registry, chosen, full=full))
     verify = Counter(str(r.status) for r in results)
@@ -143,24 +192,26 @@ def summarise(
 
 
 def write(summary: Summary, metrics: Path, plots: Path | None) -> None:
+    """The headline at ``metrics``; the parity plot in ``plots`` and the within-tolerance
+    files' errors in its run folder (``plots/run/``)."""
     metrics.parent.mkdir(parents=True, exist_ok=True)
-    metrics.write_text(json.dumps(summary.metrics(), indent=2, sort_keys=True) + "\n")
+    metrics.write_text(json.dumps(summary.headline(), indent=2, sort_keys=True) + "\n")
     if plots is None:
         return
-    plots.mkdir(parents=True, exist_ok=True)
-    for name, rows, cols in (
+    for target, rows, cols in (
         (
-            "within-tolerance.csv",
+            parts.run_path(plots / "within-tolerance.csv"),
             summary.within_rows,
             ("file", "stage", "max_abs", "mean_abs", "max_rel", "mean_rel", "max_ulp"),
         ),
         (
-            "parity.csv",
+            plots / "parity.csv",
             summary.parity_rows,
             ("case", "module", "max_abs", "mean_abs", "max_rel", "within"),
         ),
     ):
-        with open(plots / name, "w", newline="") as f:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(cols), extrasaction="ignore")
             w.writeheader()
             for row in sorted(rows, key=lambda r: str(r[cols[0]])):

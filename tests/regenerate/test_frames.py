@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from fixture_store.objects.store import Store
+from fixture_store.parity import parts
 from fixture_store.regenerate import regenerate
 from fixture_store.registry import LocalSource, load
 from tests.support.clips import NAME, edit_record, project, shifted
@@ -24,7 +25,7 @@ def _again(root: Path, store: Store, tmp_path: Path, *, accept: bool = False) ->
     report = regenerate(
         root, store, "video", scratch=tmp_path / "again", accept=accept, python=PYTHON
     )
-    return report.to_json(stable=True)
+    return report.to_json(parts.Part.TRACKED)
 
 
 def test_the_same_decoder_decodes_bit_identical(clip: tuple[Path, Store], tmp_path: Path) -> None:

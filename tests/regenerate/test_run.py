@@ -14,6 +14,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.cli import main
 from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
+from fixture_store.parity import parts
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.regenerate.envs import GeneratorError
 from fixture_store.registry import GeneratorSource
@@ -93,7 +94,9 @@ def test_stable_report_is_the_same_bytes_on_every_machine(
     there = {**here, "platform": "Linux-6.1.0-28-amd64-x86_64", "python": "3.11.12"}
     there["machine"] = "aarch64"
     one, other = (
-        json.dumps(dataclasses.replace(report, environment=e).to_json(stable=True), sort_keys=True)
+        json.dumps(
+            dataclasses.replace(report, environment=e).to_json(parts.Part.TRACKED), sort_keys=True
+        )
         for e in (here, there)
     )
     assert one == other
@@ -149,6 +152,42 @@ def test_perturbation_inside_tolerance_is_within_tolerance(
     assert 0 < m.max_rel < 1e-3
     assert report.ok
     assert (project / "provenance" / "toy.json").read_bytes() == before
+
+
+def test_a_report_for_dvc_is_the_same_bytes_whatever_the_errors_within_tolerance(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    """Candidates within tolerance by other errors (another machine's kernels) give the same
+    tracked report; their errors, digests and times are in the run report beside it."""
+    accepted(project, store, tmp_path)
+    reports = []
+    for i, scale in enumerate((1 + 1e-5, 1 + 3e-5)):
+        set_scale(project, scale)
+        reports.append(tmp_path / f"machine{i}" / "toy.json")
+        result = CliRunner().invoke(
+            main,
+            [
+                "--store",
+                str(store.root),
+                "--registry",
+                str(project),
+                "regenerate",
+                "toy",
+                "--python",
+                PYTHON,
+                "--scratch",
+                str(tmp_path / f"s{i}"),
+                "--report",
+                str(reports[-1]),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+    one, other = reports
+    assert one.read_bytes() == other.read_bytes()
+    assert json.loads(one.read_text())["file_counts"]["within-tolerance"] == 1
+    runs = [json.loads((r.parent / "run" / "toy.json").read_text()) for r in reports]
+    errors = [r["artifacts"][0]["members"][0]["arrays"][0]["max_abs"] for r in runs]
+    assert 0 < errors[0] < errors[1]
 
 
 def test_accept_rewrites_the_record_in_stable_format(
@@ -296,7 +335,7 @@ def _with_details(project: Path, details: str) -> None:
 def test_a_generators_details_are_carried_into_the_report(project: Path, store: Store) -> None:
     _with_details(project, '{"agreement": {"frames": 3}}')
     report = regenerate(project, store, "toy", python=PYTHON)
-    assert report.to_json(stable=True)["details"] == {"agreement": {"frames": 3}}
+    assert report.to_json(parts.Part.TRACKED)["details"] == {"agreement": {"frames": 3}}
     plain = make_project(project.parent / "plain")
     assert "details" not in regenerate(plain, store, "toy", python=PYTHON).to_json()
 
