@@ -237,6 +237,33 @@ def counts_text(counts: Iterable[tuple[str, int]]) -> str:
     return ", ".join(f"{n} {outcome}" for outcome, n in counts if n)
 
 
+def verbose_option(command: F) -> F:
+    """``--verbose``: a row per artifact, not only for those that are not fine."""
+    return click.option(
+        "--verbose",
+        "-v",
+        is_flag=True,
+        help="A row for every artifact (default: a line per family, and a row for each "
+        "artifact that is not fine).",
+    )(command)
+
+
+def family_lines(outcomes: Iterable[tuple[str, str]], order: Iterable[str]) -> list[str]:
+    """A line per family of the ``(name, outcome)`` pairs: its artifacts counted by outcome,
+    in ``order`` (``"  onnx-node: 1765 present"``): what a pipeline's log shows of a run that
+    went well."""
+    from collections import Counter, defaultdict
+
+    order = [str(o) for o in order]
+    families: dict[str, Counter[str]] = defaultdict(Counter)
+    for name, outcome in outcomes:
+        families[registry_mod.family_of(name)][str(outcome)] += 1
+    return [
+        f"  {family}: {counts_text((o, c[o]) for o in order)}"
+        for family, c in sorted(families.items())
+    ]
+
+
 @dataclass(frozen=True)
 class Failure:
     """One artifact that did not come out right, as a stderr line names it."""

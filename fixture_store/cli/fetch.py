@@ -18,6 +18,7 @@ from fixture_store.cli._common import (
     counts_text,
     err,
     exit_code,
+    family_lines,
     handle_errors,
     out,
     print_json,
@@ -25,6 +26,7 @@ from fixture_store.cli._common import (
     report_failures,
     selection_options,
     styled,
+    verbose_option,
     write_json,
 )
 from fixture_store.errors import UsageError
@@ -67,6 +69,7 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
     "(as `regenerate STAGE --fetch`: only bit-identical outputs are put).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@verbose_option
 @click.option(
     "--report",
     "report_path",
@@ -87,6 +90,7 @@ def fetch(
     no_remote: bool,
     regenerate_missing: bool,
     as_json: bool,
+    verbose: bool,
     report_path: Path | None,
 ) -> None:
     """Fetch NAMES (glob patterns allowed), a --family, or --all from their pinned sources.
@@ -146,7 +150,9 @@ def fetch(
             }
         )
     else:
-        _print_table(results)
+        _print_table(results, verbose=verbose)
+        for line in family_lines(((r.name, r.outcome) for r in results), Outcome):
+            out.print(line, markup=False)
         summary = counts_text((o, counts[str(o)]) for o in Outcome)
         out.print(
             f"{len(results)} artifacts: {summary or 'none'}; downloaded "
@@ -207,20 +213,20 @@ def _restored(
     return dataclasses.replace(report, results=[after(r) for r in report.results])
 
 
-def _print_table(results: list[FetchResult], limit_ok: int = 30) -> None:
+def _print_table(results: list[FetchResult], *, verbose: bool) -> None:
+    """A row for each artifact that did not come out fine (every artifact with ``verbose``);
+    nothing when there is none to show."""
+    shown = results if verbose else [r for r in results if not r.ok]
+    if not shown:
+        return
     table = Table(title="fetch")
     for col in ("artifact", "outcome", "source", "detail"):
         table.add_column(col, overflow="fold")
-    failures = [r for r in results if not r.ok]
-    shown = [r for r in results if r.ok][:limit_ok]
-    for r in [*failures, *shown]:
+    for r in shown:
         table.add_row(
             r.name,
             styled(r.outcome),
             r.source,
             r.message if not r.ok else f"{r.size:,} B",
         )
-    hidden = len(results) - len(failures) - len(shown)
-    if hidden > 0:
-        table.caption = f"… and {hidden:,} more present or fetched (use --json for all)"
     out.print(table)

@@ -226,13 +226,11 @@ def regenerate_summary_cmd(
 
 
 def _print_summary(doc: dict[str, Any]) -> None:
-    table = Table(title="regeneration")
-    table.add_column("stage", justify="left")
-    for col in ("artifacts", "identical", "within tolerance", "drift", "new", "missing"):
-        table.add_column(col, justify="right")
+    """A line per stage, the totals, the checkpoint chain and the verification."""
     for name, s in doc["stages"].items():
-        table.add_row(name, str(s["artifacts"]), *(str(s["files"][k]) for k in SUMMARY_COLUMNS))
-    out.print(table)
+        files = s["files"]
+        counts = counts_text((col.replace("_", " "), files.get(col, 0)) for col in SUMMARY_COLUMNS)
+        out.print(f"  {name}: {s['artifacts']} artifacts; files: {counts or 'none'}", markup=False)
     t = doc["total_files"]
     out.print(
         f"files: {t.get('bit_identical', 0)} identical, "

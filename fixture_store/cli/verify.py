@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 import click
@@ -14,12 +13,14 @@ from fixture_store.cli._common import (
     Failure,
     counts_text,
     exit_code,
+    family_lines,
     handle_errors,
     leave,
     print_json,
     progress,
     report_failures,
     styled,
+    verbose_option,
     workers_option,
 )
 from fixture_store.objects.digests import Algorithm
@@ -39,6 +40,7 @@ FAILURES_SHOWN = 20
 )
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @workers_option
+@verbose_option
 @click.option(
     "--digest",
     "algorithm",
@@ -57,6 +59,7 @@ def verify(
     full: bool,
     as_json: bool,
     workers: int | None,
+    verbose: bool,
     algorithm: str,
 ) -> None:
     """Verify artifacts (default: all) against their records.
@@ -91,7 +94,7 @@ def verify(
             }
         )
     else:
-        print_results(results, title=f"verify ({'full' if full else 'cached'})")
+        print_results(results, title=f"verify ({'full' if full else 'cached'})", verbose=verbose)
     report_failures(
         (
             Failure(r.status, r.name, r.message)
@@ -103,33 +106,33 @@ def verify(
     leave(exit_code(r.status for r in results))
 
 
-def print_results(results: list[Result], *, title: str, limit: int = ROWS_SHOWN) -> None:
-    """A table of the first ``limit`` failures, then successes, plus a count line: a person reads
-    the first rows and the counts; ``--json`` has every result."""
-    from rich.table import Table  # only a table needs it: 'verify --json' does not pay for it
-
+def print_results(
+    results: list[Result], *, title: str, verbose: bool = False, limit: int = ROWS_SHOWN
+) -> None:
+    """A line per family, and a table of the first ``limit`` artifacts that are not fine (a
+    declared gap is fine), or of every artifact with ``verbose``; then the counts. ``--json``
+    has every result."""
     counts = Counter(r.status for r in results)
-    table = Table(title=title, show_lines=False)
-    table.add_column("artifact", overflow="fold")
-    table.add_column("kind")
-    table.add_column("status")
-    table.add_column("detail", overflow="fold")
-    all_failures = [r for r in results if r.status is not Status.VERIFIED]
-    failures = all_failures[:limit]
-    passed = (r for r in results if r.status is Status.VERIFIED)
-    shown_ok = list(itertools.islice(passed, max(0, limit - len(failures))))
-    for r in [*failures, *shown_ok]:
-        table.add_row(r.name, r.kind or "", styled(r.status), _detail(r))
-    hidden = len(results) - len(failures) - len(shown_ok)
-    if hidden > 0:
-        more_failed = len(all_failures) - len(failures)
-        table.caption = (
-            f"… and {hidden:,} more"
-            + (f", {more_failed:,} of them not verified" if more_failed else "")
-            + " (use --json for all)"
-        )
     out = _common.out  # made on first use: 'verify --json' never makes it
-    out.print(table)
+    not_fine = [r for r in results if not r.ok and r.status is not Status.GAP]
+    shown = results if verbose else not_fine[:limit]
+    if shown:
+        from rich.table import Table  # only a table needs it: 'verify --json' does not pay for it
+
+        table = Table(title=title, show_lines=False)
+        table.add_column("artifact", overflow="fold")
+        table.add_column("kind")
+        table.add_column("status")
+        table.add_column("detail", overflow="fold")
+        for r in shown:
+            table.add_row(r.name, r.kind or "", styled(r.status), _detail(r))
+        if len(shown) < len(not_fine):
+            table.caption = (
+                f"… and {len(not_fine) - len(shown):,} more not verified (use --json for all)"
+            )
+        out.print(table)
+    for line in family_lines(((r.name, r.status) for r in results), Status):
+        out.print(line, markup=False)
     out.print(f"{len(results)} artifacts: {counts_text((s, counts[s]) for s in Status) or 'none'}")
 
 

@@ -139,3 +139,22 @@ def test_fetch_all_says_how_to_make_a_generated_artifact_it_cannot_download(
     [row] = json.loads(result.stdout)["results"]
     assert "not in the store yet" in row["message"]
     assert "fixture-store regenerate toy --fetch" in row["message"]
+
+
+def test_a_fetch_that_went_well_prints_a_line_per_family_and_no_artifact(
+    project: Path, tmp_path: Path
+) -> None:
+    assert run(project, tmp_path, "fetch", "--family", "loc").exit_code == 0
+    quiet = run(project, tmp_path, "fetch", "--family", "loc")
+    assert quiet.exit_code == 0, quiet.output
+    assert quiet.stdout.splitlines()[:1] == ["  loc: 3 present"]
+    assert len(quiet.stdout.splitlines()) == 2 and "loc/f0" not in quiet.stdout
+    verbose = run(project, tmp_path, "fetch", "--family", "loc", "--verbose")
+    assert all(f"loc/f{i}" in verbose.stdout for i in range(3))
+
+
+def test_a_fetch_shows_a_row_only_for_what_is_not_fine(project: Path, tmp_path: Path) -> None:
+    result = run(project, tmp_path, "fetch", "--all", env={"HF_HUB_OFFLINE": "1"})
+    assert result.exit_code == 1
+    assert "other/hub" in result.stdout and "loc/f0" not in result.stdout
+    assert "  loc: 3 fetched" in result.stdout and "  other: 1 failed" in result.stdout

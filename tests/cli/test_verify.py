@@ -15,11 +15,23 @@ from tests.support.cli import add_file_and_case, run
 
 
 @pytest.mark.usefixtures("store")
-def test_verify_prints_a_table_and_exits_0(project: Path) -> None:
+def test_verify_prints_a_line_per_family_and_exits_0(project: Path) -> None:
     add_file_and_case(project)
     code, out, err = run("verify")
     assert code == 0, err
+    assert out.splitlines() == ["  fam: 2 verified", "2 artifacts: 2 verified"]
+    code, out, err = run("verify", "--verbose")
+    assert code == 0, err
     assert "fam/a" in out and "fam/case" in out and "2 verified" in out
+
+
+def test_verify_shows_a_row_only_for_what_is_not_fine(project: Path, store: Store) -> None:
+    add_file_and_case(project)
+    expected = json.loads(run("show", "fam/a", "--json")[1])["digest"]
+    store.remove(expected[len("sha256:") :])
+    code, out, _ = run("verify")
+    assert code == 1
+    assert "fam/a" in out and "fam/case" not in out and "  fam: 1 verified, 1 missing" in out
 
 
 @pytest.mark.usefixtures("store")
@@ -130,6 +142,7 @@ def test_a_warm_verify_imports_nothing_it_does_not_run(
     code, modules = loaded_by(tmp_path, "verify", *(["--json"] if as_json else []))
     assert code == 0
     assert not modules & set(NOT_ON_THE_WARM_PATH)
-    # Only a table needs rich; the JSON is printed without it.
+    # The JSON is printed without rich; the lines of a verify that went well without its
+    # tables (only an artifact that is not fine gets a row).
     assert ("rich.console" in modules) is not as_json
-    assert ("rich.table" in modules) is not as_json
+    assert "rich.table" not in modules
