@@ -11,7 +11,9 @@ Two functions every output goes through, in the lowest layer so that every modul
 - :func:`url` shows a URL (a remote, an endpoint, a source) with the credentials it may carry
   replaced by ``***``: the user information (``user:password@``) and the value of every query or
   fragment parameter whose name says it carries a signature, a token, a key or a password.
-  :func:`credential_in` says which of those a URL carries, for the settings that refuse them.
+  :func:`credential_in` says which of those a URL carries, for the settings that refuse them;
+  :func:`redact` does the same to every URL inside a message, and the consoles of the CLI and
+  the rendering of errors apply it to everything they print, after the settings refused it.
 
 Nothing here imports the rest of the package.
 """
@@ -27,6 +29,10 @@ REDACTED = "***"
 _AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://(?!/)[^?#]*")  # file:///... has none
 # The user information of a URL: from '//' to the last '@' before its query or fragment.
 _USERINFO = re.compile(r"(?<=//)[^?#]*@")
+# A URL inside free text that may carry a credential: a scheme, '://', and what follows up to a
+# space or a quote, holding an '@', a '?' or a '#' (a URL without them is left to the regular
+# expression engine alone: a JSON report of 10^5 plain URLs costs no Python call per URL).
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`@?#]*[@?#][^\s'\"<>`]*")
 # A parameter of a query or fragment: its separator, its name, its value.
 _PARAM = re.compile(r"(?P<sep>[?&;#])(?P<name>[^=&;#]*)=(?P<value>[^&;#]*)")
 # Words a parameter's name holds when its value is a credential (lower case, letters and digits
@@ -70,6 +76,34 @@ def url(text: str) -> str:
     head = _USERINFO.sub(f"{REDACTED}@", head, count=1) + text[len(head) :]
     query = _query_part(head)
     return escape(head[: len(head) - len(query)] + _PARAM.sub(_redact_param, query))
+
+
+def text(text: str, *, keep: str = "") -> str:
+    """``text`` as it may reach a human or a log: every URL in it redacted (:func:`redact`), then
+    escaped (:func:`escape`)."""
+    return escape(redact(text), keep=keep)
+
+
+def redact(text: str) -> str:
+    """``text`` (a message, a line) with every URL in it shown as :func:`url` shows it."""
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(lambda m: url(m[0]), text)
+
+
+def type_name(value: object) -> str:
+    """What a wrongly typed setting holds, in words, for a message that must not echo it."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "an empty string" if not value else "a string"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array"
+    return f"a {type(value).__name__}"
 
 
 def _authority_part(text: str) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fixture_store.display import escape
+from fixture_store import display
 
 # Exit codes the CLI maps errors to; CI reads them.
 EXIT_OK = 0
@@ -30,10 +30,11 @@ class FixtureStoreError(Exception):
         return self.message
 
     def __str__(self) -> str:
-        """The message and its fix, escaped (:func:`fixture_store.display.escape`): wherever it
-        is printed (a pytest report, a log), a name quoted in it cannot drive a terminal."""
+        """The message and its fix, escaped and with every URL's credentials redacted
+        (:mod:`fixture_store.display`): wherever it is printed (a pytest report, a log), a name
+        quoted in it cannot drive a terminal and a URL quoted in it shows no secret."""
         text = f"{self.message}\n  fix: {self.fix}" if self.fix else self.message
-        return escape(text, keep="\n")
+        return display.text(text, keep="\n")
 
 
 class UsageError(FixtureStoreError):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from fixture_store import registry as registry_mod
-from fixture_store.display import escape
+from fixture_store.display import text as shown
 from fixture_store.errors import ArtifactError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
@@ -227,11 +227,11 @@ class PluginState:
         if result.ok:
             return result
         if result.status is Status.GAP:
-            pytest.xfail(escape(f"{name}: declared gap: {result.message}", keep="\n"))
+            pytest.xfail(shown(f"{name}: declared gap: {result.message}", keep="\n"))
         if result.status is Status.MISSING:
             how = f"{result.message}; fetch it: {result.fix}"
             if self.require:
-                message = escape(
+                message = shown(
                     f"{name}: missing object (required by --fixture-store-require or "
                     f"{REQUIRE_ENV}=1): {how}",
                     keep="\n",
@@ -240,7 +240,7 @@ class PluginState:
                     pytest.fail(message, pytrace=False)
                 item.stash.setdefault(_REQUIRED_MISSING, []).append(message)
                 return result
-            pytest.skip(escape(f"{name}: missing object: {how}", keep="\n"))
+            pytest.skip(shown(f"{name}: missing object: {how}", keep="\n"))
         raise result.error()
 
 
@@ -474,7 +474,7 @@ class CompletenessItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # noqa: ARG002
         if isinstance(excinfo.value, CompletenessError):
             return "fixture-store completeness:\n" + "\n".join(
-                f"  - {escape(p)}" for p in excinfo.value.problems
+                f"  - {shown(p)}" for p in excinfo.value.problems
             )
         return str(super().repr_failure(excinfo))
 
@@ -633,4 +633,4 @@ def _fetch_selected(session: pytest.Session) -> None:
     )
     for r in failed:
         text = f"  {r.name}: {r.message}" + (f"  (fix: {r.fix})" if r.fix else "")
-        writer.line(escape(text, keep="\n"))
+        writer.line(shown(text, keep="\n"))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import ast
 import string
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import fixture_store
 from fixture_store import display
 from fixture_store.errors import ArtifactError, UsageError
 
@@ -103,3 +107,56 @@ def test_no_credential_survives_the_formatter(
     assert (display.credential_in(url) is not None) == bool(userinfo or params)
     assert display.credential_in(shown) is None or "***" in shown
     assert host in shown and path in shown  # what locates it stays
+
+
+# -- every caller goes through the formatter ----------------------------------------------------
+PACKAGE = Path(fixture_store.__file__).parent
+# What names a URL or an endpoint in the package's code.
+URL_ATTRIBUTES = frozenset({"url", "endpoint_url", "endpoint", "base"})
+URL_NAMES = frozenset({"url", "endpoint_url", "endpoint"})
+# (module, the expression interpolated): why it may skip display.url.
+ALLOWED = {
+    ("sources/url.py", "url"): "a record's source.url, refused with a credential when the "
+    "registry is parsed (registry.where.check_no_credential); the errors it is put in render "
+    "redacted again (FixtureStoreError.__str__, the CLI's consoles)",
+    ("registry/upstream.py", "self.url"): "uri(): the provenance statement's URI of a registry "
+    "URL, refused with a credential when the registry is parsed; describe() uses display.url",
+    ("remotes/https.py", "self.base"): "url(digest): the address a request is sent to, not output",
+    ("remotes/s3.py", "self.url"): "s3://BUCKET/PREFIX rebuilt from a spec config.check_url "
+    "accepted, which holds no user information or parameters",
+    ("snapshot.py", "self.base"): "a folder path, not a URL",
+}
+
+
+def _interpolated_urls(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.FormattedValue):
+            continue
+        value = node.value
+        if (isinstance(value, ast.Attribute) and value.attr in URL_ATTRIBUTES) or (
+            isinstance(value, ast.Name) and value.id in URL_NAMES
+        ):
+            yield node.lineno, ast.unparse(value)
+
+
+def test_no_module_interpolates_a_url_but_through_the_formatter() -> None:
+    found = {
+        (path.relative_to(PACKAGE).as_posix(), line, expr)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for line, expr in _interpolated_urls(path)
+    }
+    bypass = sorted(f"{m}:{line}: {expr}" for m, line, expr in found if (m, expr) not in ALLOWED)
+    assert not bypass, (
+        "these f-strings put a URL into text without fixture_store.display.url (which redacts "
+        f"credentials); wrap them, or allow-list them in ALLOWED with the reason: {bypass}"
+    )
+    stale = sorted(set(ALLOWED) - {(m, expr) for m, _, expr in found})
+    assert not stale, f"ALLOWED names interpolations that are gone: {stale}"
+
+
+def test_the_walk_finds_a_bypass(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('def f(spec):\n    return f"remote at {spec.endpoint_url}"\n')
+    assert list(_interpolated_urls(module)) == [(2, "spec.endpoint_url")]
+    module.write_text('def f(spec):\n    return f"remote at {display.url(spec.url)}"\n')
+    assert list(_interpolated_urls(module)) == []

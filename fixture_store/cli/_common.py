@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from fixture_store import display
 from fixture_store import registry as registry_mod
-from fixture_store.display import escape
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
@@ -36,8 +36,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 # Markup is off on both consoles, so every string that reaches them (a record name, a path, a
 # message quoting the registry) prints as it is, '[...]' and all: colour comes only from
 # ``styled`` and ``line``, as Text, never from parsing text that may hold a user's brackets.
-# And every character of text they print passes through display.escape (line breaks kept), so
-# a name's control characters are shown escaped, never sent to the terminal: see
+# And every character of text they print passes through display.escape (line breaks kept) and
+# display.redact, so a name's control characters are shown escaped, never sent to the terminal,
+# and a URL's credentials are never shown: see
 # ``_escaping_console``. ``out`` and ``err`` are made on first use, as module attributes
 # (``__getattr__``): rich costs a warm 'verify --json', which prints through neither, a tenth of
 # its time.
@@ -49,15 +50,16 @@ def _console(name: str) -> Console:
 @functools.cache
 def _escaping_console() -> type[Console]:
     """A rich console that escapes the text of every segment it writes (tables, progress bars,
-    errors and plain lines alike), leaving only its own control sequences (colours, cursor moves)
-    unescaped: the one place where text reaches the terminal."""
+    errors and plain lines alike) and redacts the credentials of every URL in it, leaving only
+    its own control sequences (colours, cursor moves) as they are: the one place where text
+    reaches the terminal."""
     from rich.console import Console
     from rich.segment import Segment
 
     class EscapingConsole(Console):
         def _render_buffer(self, buffer: Iterable[Segment]) -> str:
             return super()._render_buffer(
-                seg if seg.control else Segment(escape(seg.text, keep="\n"), seg.style)
+                seg if seg.control else Segment(display.text(seg.text, keep="\n"), seg.style)
                 for seg in buffer
             )
 
@@ -290,14 +292,16 @@ def report_failures(failures: Iterable[Failure], *, limit: int | None = None) ->
 
 
 # -- JSON ---------------------------------------------------------------------------------------
+# JSON is escaped by json.dumps (every control and non-ASCII character as \uXXXX); what it
+# still needs is the redaction of a URL's credentials (a remote's error quoting its endpoint).
 def print_json(doc: Any, *, sort_keys: bool = False) -> None:
-    click.echo(json.dumps(doc, indent=2, sort_keys=sort_keys))
+    click.echo(display.redact(json.dumps(doc, indent=2, sort_keys=sort_keys)))
 
 
 def write_json(path: Path, doc: Any, *, sort_keys: bool = False) -> None:
     """A report file (for DVC): indented, ending in a newline, its folder created."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2, sort_keys=sort_keys) + "\n")
+    path.write_text(display.redact(json.dumps(doc, indent=2, sort_keys=sort_keys)) + "\n")
 
 
 def write_parts(path: Path, value: Any, *, sort_keys: bool = False) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from fixture_store import display
 from fixture_store.cli._common import (
     Context,
     Failure,
@@ -189,7 +190,7 @@ def remote_add(
         name, {k: v for k, v in raw.items() if v is not None}, str(path)
     )
     config.add(path, spec, project=project, default=default)
-    out.print(f"added remote {name} ({url}) to {path}", markup=False)
+    out.print(f"added remote {name} ({display.url(url)}) to {path}", markup=False)
 
 
 @remote.command("remove")
@@ -221,7 +222,7 @@ def remote_list(obj: Context, as_json: bool) -> None:
             {
                 "default": conf.default,
                 "remotes": [
-                    {"name": s.name, "kind": s.kind, "origin": s.origin, **s.to_json()}
+                    {"name": s.name, "kind": s.kind, "origin": s.origin, **s.shown()}
                     for s in mirrors
                 ],
             }
@@ -232,5 +233,6 @@ def remote_list(obj: Context, as_json: bool) -> None:
         table.add_column(col, overflow="fold")
     for s in mirrors:
         mark = " (default)" if s.name == conf.default else ""
-        table.add_row(s.name + mark, s.kind, s.url, s.endpoint_url or "", s.origin)
+        shown = s.shown()
+        table.add_row(s.name + mark, s.kind, shown["url"], shown.get("endpoint_url", ""), s.origin)
     out.print(table)

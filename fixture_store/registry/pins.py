@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
+from fixture_store import display
 from fixture_store.errors import RegistryError
 
 REVISION = re.compile(r"[0-9a-f]{40}")
@@ -60,8 +61,8 @@ def check_hub_resolve_url(url: str) -> str | None:
     if why is None:
         return None
     return (
-        f"{url!r} is a Hub file URL whose revision {why}; a Hub URL must name a full 40-hex "
-        "commit (.../resolve/<commit>/...)"
+        f"{display.url(url)!r} is a Hub file URL whose revision {why}; a Hub URL must name a "
+        "full 40-hex commit (.../resolve/<commit>/...)"
     )
 
 

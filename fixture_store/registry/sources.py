@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Self
 
+from fixture_store import display
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.frozen import freeze, thaw
 from fixture_store.registry.nesting import check_value
 from fixture_store.registry.pins import require_pinned_hub_url, revision_problem
-from fixture_store.registry.where import Where
+from fixture_store.registry.where import Where, check_no_credential
 
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9A-Za-z][0-9A-Za-z.+!-]*)")
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
@@ -212,9 +213,11 @@ class UrlSource:
 
     def check(self, where: Where) -> None:
         _check_strings(where, url=self.url)
+        check_no_credential(where, "source.url", self.url)
         if not self.url.startswith("https://") or len(self.url) <= len("https://"):
             raise where.fail(
-                "source.url", f"{self.url!r} is not https; only https sources are allowed"
+                "source.url",
+                f"{display.url(self.url)!r} is not https; only https sources are allowed",
             )
         if any(ch.isspace() or ch < " " for ch in self.url):
             raise where.fail("source.url", "contains whitespace or control characters")

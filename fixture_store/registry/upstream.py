@@ -20,11 +20,12 @@ from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar, Literal, Self
 
+from fixture_store import display
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.pins import check_hub_resolve_url, revision_problem
 from fixture_store.registry.sources import HUB_SCHEME, PIN, REPO_ID, REPO_TYPES, HubSource
-from fixture_store.registry.where import Where
+from fixture_store.registry.where import Where, check_no_credential
 
 GIT_SCHEME = "git+"
 PYPI_SCHEME = "pypi:"
@@ -162,7 +163,7 @@ class GitUpstream(_Pinned):
         return f"{GIT_SCHEME}{self.url}@{self.commit}#{self.path}"
 
     def describe(self) -> str:
-        return f"git {self.url}@{self.commit[:12]}:{self.path}{self._common_text()}"
+        return f"git {display.url(self.url)}@{self.commit[:12]}:{self.path}{self._common_text()}"
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ class UrlUpstream(_Pinned):
         return self.url
 
     def describe(self) -> str:
-        return f"{self.url}{self._common_text()}"
+        return f"{display.url(self.url)}{self._common_text()}"
 
 
 Upstream = HubUpstream | GitUpstream | PackageUpstream | UrlUpstream
@@ -315,8 +316,9 @@ def _check_path(where: Where, field: str, path: object) -> None:
 def _check_https(where: Where, field: str, url: object) -> None:
     _check_text(where, field, url)
     assert isinstance(url, str)
+    check_no_credential(where, field, url)
     if not url.startswith("https://") or len(url) <= len("https://"):
-        raise where.fail(field, f"{url!r} is not https; an upstream URL must be https")
+        raise where.fail(field, f"{display.url(url)!r} is not https; an upstream URL must be https")
     if any(ch.isspace() or ch < " " for ch in url):
         raise where.fail(field, "contains whitespace or control characters")
     problem = check_hub_resolve_url(url)

@@ -34,12 +34,18 @@ from typing import Any
 
 import platformdirs
 
+from fixture_store import display
 from fixture_store.errors import UsageError
 
 CONFIG_ENV = "FIXTURE_STORE_CONFIG"
 PYPROJECT = "pyproject.toml"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _KEYS = ("url", "endpoint_url", "profile", "region")
+_SECTION_KEYS = ("default-remote", "remotes")  # [tool.fixture-store], and the user's file
+CHAIN_FIX = (
+    "credentials never go in the configuration or a URL: use the AWS chain "
+    "(AWS_PROFILE, ~/.aws/credentials, environment variables)"
+)
 _SCHEMES = ("s3://", "file://", "https://")
 ADD_FIX = "fixture-store remote add NAME URL --default"
 
@@ -68,34 +74,39 @@ class RemoteSpec:
         where = f"{origin}: remote {name!r}"
         if not isinstance(raw, Mapping):
             raise UsageError(f"{where} must be a table with a 'url'")
-        unknown = sorted(set(raw) - set(_KEYS))
-        if unknown:
-            secret = any("secret" in k or "key" in k or "token" in k for k in unknown)
-            raise UsageError(
-                f"{where}: unknown setting{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(map(repr, unknown))}; known: {', '.join(_KEYS)}",
-                fix="credentials never go in the configuration: use the AWS chain "
-                "(AWS_PROFILE, ~/.aws/credentials, environment variables)"
-                if secret
-                else f"remove it from {origin}",
-            )
+        refuse_unknown(raw, _KEYS, where, origin)
         values = {k: raw.get(k) for k in _KEYS}
         for key, value in values.items():
             if value is not None and (not isinstance(value, str) or not value):
-                raise UsageError(f"{where}: {key} must be a non-empty string, got {value!r}")
+                raise UsageError(
+                    f"{where}: {key} must be a non-empty string, not {display.type_name(value)}",
+                    fix=f"edit {origin}",
+                )
         if values["url"] is None:
             raise UsageError(
                 f"{where} has no url", fix=f'add url = "s3://bucket/prefix" in {origin}'
             )
-        return cls(check_name(name), check_url(values["url"]), values["endpoint_url"],
-                   values["profile"], values["region"], origin)  # fmt: skip
+        endpoint = values["endpoint_url"]
+        url = check_url(values["url"], setting=f"{where}: url")
+        if endpoint is not None:
+            check_endpoint(endpoint, setting=f"{where}: endpoint_url")
+        return cls(check_name(name), url, endpoint, values["profile"], values["region"], origin)
 
     @classmethod
     def from_url(cls, url: str) -> RemoteSpec:
         """A remote named by its URL alone (``--remote s3://bucket/prefix``)."""
         return cls(url, check_url(url))
 
+    def shown(self) -> dict[str, str]:
+        """The settings as they may be printed: every URL through :func:`display.url`."""
+        out = self.to_json()
+        for key in ("url", "endpoint_url"):
+            if key in out:
+                out[key] = display.url(out[key])
+        return out
+
     def to_json(self) -> dict[str, str]:
+        """The settings as they are written to a configuration file (never printed)."""
         out = {"url": self.url}
         for key in ("endpoint_url", "profile", "region"):
             value = getattr(self, key)
@@ -104,30 +115,70 @@ class RemoteSpec:
         return out
 
 
+def refuse_unknown(
+    table: Mapping[str, Any], known: tuple[str, ...], where: str, origin: str
+) -> None:
+    """Refuse the keys of ``table`` not in ``known``, by name and never with their values; a key
+    that names a credential gets the fix that says where credentials go."""
+    unknown = sorted(set(table) - set(known))
+    if not unknown:
+        return
+    secret = any(display.secret_name(k) for k in unknown)
+    raise UsageError(
+        f"{where}: unknown setting{'s' if len(unknown) > 1 else ''} "
+        f"{', '.join(repr(display.escape(k)) for k in unknown)}; known: {', '.join(known)}",
+        fix=CHAIN_FIX if secret else f"remove it from {origin}",
+    )
+
+
 def check_name(name: str) -> str:
     if _NAME.fullmatch(name) is None:
         raise UsageError(
-            f"invalid remote name {name!r}: use lower-case letters, digits, '-' and '_'"
+            f"invalid remote name {display.escape(name)!r}: use lower-case letters, digits, "
+            "'-' and '_'"
         )
     return name
 
 
-def check_url(url: str) -> str:
-    """An ``s3://bucket[/prefix]``, ``https://`` or ``file://`` URL, or a folder path."""
+def check_url(url: str, *, setting: str = "remote URL") -> str:
+    """An ``s3://bucket[/prefix]``, ``https://`` or ``file://`` URL, or a folder path; never one
+    that carries a credential. Refusals show the URL only through :func:`display.url`."""
+    refuse_credentials(url, setting)
     if "://" in url and not url.startswith(_SCHEMES):
         raise UsageError(
-            f"unsupported remote URL {url!r}",
+            f"unsupported {setting} {display.url(url)!r}",
             fix="use s3://BUCKET/PREFIX, https://HOST/PREFIX (read-only), file:///PATH or a path",
         )
     if url.startswith("s3://") and not url.removeprefix("s3://").split("/", 1)[0]:
-        raise UsageError(f"remote URL {url!r} names no bucket", fix="use s3://BUCKET/PREFIX")
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is not None or parts.password is not None:
         raise UsageError(
-            f"remote URL {url!r} carries credentials; they never go in a URL",
-            fix="use the AWS chain (AWS_PROFILE, ~/.aws/credentials, environment variables)",
+            f"{setting} {display.url(url)!r} names no bucket", fix="use s3://BUCKET/PREFIX"
         )
     return url
+
+
+def check_endpoint(url: str, *, setting: str = "endpoint_url") -> str:
+    """An S3 endpoint: ``https://HOST[:PORT]`` (or ``http://`` for a server on a private
+    network), never carrying a credential."""
+    refuse_credentials(url, setting)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise UsageError(
+            f"{setting} {display.url(url)!r} is not an http(s) URL",
+            fix="use endpoint_url = https://HOST[:PORT] (the S3 server's address)",
+        )
+    return url
+
+
+def refuse_credentials(url: str, setting: str) -> None:
+    """Refuse a URL-like setting that carries a credential (user information, or a query
+    parameter holding a signature, a token or a key), showing it redacted."""
+    found = display.credential_in(url)
+    if found is not None:
+        raise UsageError(
+            f"{setting} {display.url(url)!r} carries a credential ({found}); "
+            "credentials never go in a URL, and it is not shown",
+            fix=CHAIN_FIX,
+        )
 
 
 @dataclass(frozen=True)
@@ -153,6 +204,12 @@ class RemoteConfig:
         if "://" in remote or "/" in remote or remote.startswith("."):
             return RemoteSpec.from_url(remote)
         known = ", ".join(self.remotes) or "none"
+        if _NAME.fullmatch(remote) is None:  # 'user:secret@bucket' is no name to echo
+            raise UsageError(
+                f"--remote is neither a remote name nor a URL (it is not shown; configured: "
+                f"{known})",
+                fix="pass a configured name, s3://BUCKET/PREFIX, https://HOST/PREFIX or a path",
+            )
         raise UsageError(f"no remote named {remote!r} (configured: {known})", fix=ADD_FIX)
 
     def mirrors(self) -> list[RemoteSpec]:
@@ -179,12 +236,17 @@ def load(project: Path | None) -> RemoteConfig:
         if path is None:
             continue
         table = _section(_read(path), section, path)
+        where = f"{path}: [{'.'.join(section)}]" if section else str(path)
+        refuse_unknown(table, _SECTION_KEYS, where, str(path))
         for name, raw in _table(table, "remotes", path).items():
             remotes[name] = _relative_to(RemoteSpec.from_json(name, raw, str(path)), path.parent)
         value = table.get("default-remote")
         if value is not None:
             if not isinstance(value, str):
-                raise UsageError(f"{path}: default-remote must be a remote name, got {value!r}")
+                raise UsageError(
+                    f"{path}: default-remote must be a remote name, not {display.type_name(value)}",
+                    fix=f"edit {path}",
+                )
             default = value
     if default is not None and default not in remotes:
         raise UsageError(
@@ -385,7 +447,7 @@ def _text(path: Path) -> str:
 def _string(value: str) -> str:
     escaped = value.replace("\\", "\\\\").replace('"', '\\"')
     if any(not c.isprintable() for c in escaped):
-        raise UsageError(f"control characters are not allowed in {value!r}")
+        raise UsageError(f"control characters are not allowed in {display.url(value)!r}")
     return f'"{escaped}"'
 
 

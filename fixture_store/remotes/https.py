@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from fixture_store import display
 from fixture_store.objects.digests import Digest
 from fixture_store.remotes.base import (
     MissingRemoteObject,
@@ -36,7 +37,8 @@ class HttpsRemote:
 
     @property
     def label(self) -> str:
-        return f"{self.name} ({self.base})" if self.name.rstrip("/") != self.base else self.base
+        base = display.url(self.base)
+        return f"{self.name} ({base})" if self.name.rstrip("/") != self.base else base
 
     @property
     def writable(self) -> bool:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from fixture_store import display
 from fixture_store._extras import require
 from fixture_store.errors import UsageError
 from fixture_store.limits import MiB
@@ -125,7 +126,7 @@ class S3Remote:
 
     @property
     def label(self) -> str:
-        at = f" at {self.endpoint}" if self.endpoint else ""
+        at = f" at {display.url(self.endpoint)}" if self.endpoint else ""  # $AWS_ENDPOINT_URL too
         return f"{self.name} ({self.url}{at})" if self.name != self.url else f"{self.url}{at}"
 
     @property

@@ -76,8 +76,24 @@ def test_credentials_in_the_configuration_are_refused(tmp_path: Path, key: str) 
 
 
 def test_credentials_in_a_url_are_refused() -> None:
-    with pytest.raises(UsageError, match="carries credentials"):
+    with pytest.raises(UsageError, match="carries a credential") as info:
         config.check_url("https://user:pw@mirror.example/fixtures")
+    assert "pw" not in str(info.value) and "***@mirror.example" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["http://mirror.example/f", "ftp://files.example/f", "HTTPS://h/f", "gopher://h"]
+)
+def test_an_unsupported_scheme_is_refused_never_taken_for_a_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="unsupported remote URL") as info:
+        config.RemoteConfig().resolve(url)
+    assert info.value.fix is not None and "s3://" in info.value.fix
+    with pytest.raises(UsageError, match="unsupported"):
+        config.RemoteSpec.from_json("x", {"url": url}, "pyproject.toml")
+    assert list(tmp_path.iterdir()) == []  # no folder named after the URL
 
 
 def test_add_and_remove_in_the_project_keep_everything_else(tmp_path: Path) -> None:
