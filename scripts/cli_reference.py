@@ -5,7 +5,9 @@
 
 Every command in the CLI's lazy table (fixture_store/cli/app.py) gets its own section with the
 help text click prints for ``--help``, at a fixed width, so the page says exactly what the
-commands say and ``tests/scripts/test_cli_reference.py`` fails when the two drift apart.
+commands say and ``tests/scripts/test_cli_reference.py`` fails when the two drift apart, then
+its examples (:data:`EXAMPLES`: each parses against the command's own options, which the test
+checks, so an example cannot name an option the command does not have).
 """
 
 from __future__ import annotations
@@ -34,6 +36,105 @@ failed verification, `2` a usage or registry error. Tables go to stdout, errors 
 """
 
 
+# At least one example per command: a command line, then what it does.
+EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "add": (
+        (
+            "fixture-store add tests/data/*.npz --family reference --kind fixture "
+            "--tolerance mean_abs:5e-4",
+            "register every NPZ file as reference/<file name>, judged by mean_abs <= 5e-4",
+        ),
+        (
+            "fixture-store add --name reference/large.npz --kind fixture --gap 'needs a GPU run'",
+            "declare an artifact the project cannot have yet",
+        ),
+    ),
+    "compare": (
+        (
+            "fixture-store compare --family onnx-node --runtime ort --report compare.html",
+            "run ONNX Runtime on every case of onnx-node and write the HTML report",
+        ),
+    ),
+    "fetch": (
+        ("fixture-store fetch --all", "bring every artifact from its pinned source, verified"),
+        ("fixture-store fetch reference/logits.npz", "bring back one artifact"),
+    ),
+    "gc": (
+        ("fixture-store gc", "list the objects no record references (a dry run)"),
+        ("fixture-store gc --yes", "and delete them"),
+    ),
+    "import": (
+        (
+            "fixture-store import sha256sum data/SHA256SUMS --family reference",
+            "register the files a SHA256SUMS lists, after checking their bytes against it",
+        ),
+    ),
+    "init": (("fixture-store init", "create provenance/ here and the object store"),),
+    "list": (("fixture-store list --family reference", "the artifacts of one family"),),
+    "path": (
+        (
+            "fixture-store path reference/logits.npz",
+            "print the path of the verified bytes (exit 1 if they do not verify)",
+        ),
+    ),
+    "provenance": (
+        (
+            "fixture-store provenance checkpoints/test_Linear.tar.zst",
+            "the in-toto statement of a converted checkpoint, its lineage as dependencies",
+        ),
+    ),
+    "pull": (
+        ("fixture-store pull --all --remote team", "bring every object from the remote team"),
+    ),
+    "push": (
+        (
+            "fixture-store push --family reference --remote team",
+            "upload a family's objects that verify to the remote team",
+        ),
+    ),
+    "regenerate": (
+        (
+            "fixture-store regenerate checkpoints --fetch",
+            "rebuild the checkpoints stage in its pinned environment and compare with the registry",
+        ),
+    ),
+    "regenerate-summary": (
+        (
+            "fixture-store regenerate-summary reports/onnx-node.json --all --full "
+            "--metrics metrics/regeneration.json",
+            "verify everything and summarise the stage's report as DVC metrics",
+        ),
+    ),
+    "rehash": (("fixture-store rehash --family reference", "record BLAKE3 beside SHA-256"),),
+    "remote": (
+        (
+            "fixture-store remote add team s3://my-bucket/fixtures --default",
+            "declare an S3 remote and make it the default",
+        ),
+        ("fixture-store remote list", "the remotes, the default first"),
+    ),
+    "report": (
+        (
+            "fixture-store report --html reports/provenance",
+            "verify every artifact and write the provenance report's pages",
+        ),
+    ),
+    "show": (
+        ("fixture-store show reference/logits.npz --lineage", "a record and its chain of parents"),
+    ),
+    "status": (("fixture-store status", "counts per family, without hashing anything"),),
+    "verify": (
+        ("fixture-store verify", "verify every artifact (cached where nothing changed)"),
+        ("fixture-store verify --full", "re-hash every object"),
+    ),
+}
+
+
+def _examples(name: str) -> str:
+    lines = "\n".join(f"# {what}\n$ {line}" for line, what in EXAMPLES.get(name, ()))
+    return f"Example{'s' if len(EXAMPLES.get(name, ())) > 1 else ''}:\n\n```console\n{lines}\n```\n"
+
+
 def _help(command: click.Command, name: str, parent: click.Context | None) -> str:
     ctx = command.make_context(
         name,
@@ -55,6 +156,7 @@ def render() -> str:
     for name in sorted(COMMANDS):
         parts.append(f"## {name}\n")
         parts.append(f"```text\n{_help(load_command(name), name, root)}\n```\n")
+        parts.append(_examples(name))
     return "\n".join(parts)
 
 

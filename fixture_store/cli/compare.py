@@ -99,7 +99,9 @@ def compare_cmd(
     timeout: float,
     full: bool,
 ) -> None:
-    """Run verified ONNX cases with each runtime and compare with the expected outputs.
+    """Run ONNX runtimes on verified cases.
+
+    Run verified ONNX cases with each runtime and compare with the expected outputs.
 
     Cases are chosen by NAMES (glob patterns allowed) and --family; every case is verified
     first and a case that does not verify is refused, never run. Outcomes: pass, mismatch,

@@ -93,7 +93,9 @@ def fetch(
     verbose: bool,
     report_path: Path | None,
 ) -> None:
-    """Fetch NAMES (glob patterns allowed), a --family, or --all from their pinned sources.
+    """Bring artifacts from their pinned sources.
+
+    Fetch NAMES (glob patterns allowed), a --family, or --all from their pinned sources.
 
     Artifacts that already verify are not downloaded again; a missing or damaged object is
     fetched and replaced. Every byte is checked against its record before it enters the store.

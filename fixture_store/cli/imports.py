@@ -97,7 +97,9 @@ def import_cmd(
     dist_digest: str | None,
     as_json: bool,
 ) -> None:
-    """Register the files a manifest lists, after checking their bytes against it.
+    """Register the files a manifest lists.
+
+    Register the files a manifest lists, after checking their bytes against it.
 
     FORMAT is one of pooch, sha256sum, dvc, json (default: detected from MANIFEST). Every
     listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is

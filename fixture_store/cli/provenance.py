@@ -44,7 +44,9 @@ from fixture_store.registry import Registry
 @handle_errors
 # click passes --format, which has one choice today.
 def provenance(obj: Context, name: str, fmt: str, members: bool) -> None:  # noqa: ARG001
-    """Print NAME's provenance: an in-toto Statement v1 with a SLSA provenance v1 predicate."""
+    """Print NAME's provenance (in-toto, SLSA).
+
+    Print NAME's provenance: an in-toto Statement v1 with a SLSA provenance v1 predicate."""
     registry = obj.registry()
     print_json(provenance_mod.in_toto_statement(registry, name, members=members), sort_keys=True)
 
@@ -99,7 +101,9 @@ FAILURES_SHOWN = 20  # stderr names the first artifacts that do not verify; the 
 def report(
     obj: Context, html_dir: Path, families: tuple[str, ...], full: bool, workers: int | None
 ) -> None:
-    """Write the provenance report: families, status, lineage graphs, known failures.
+    """Write the provenance report as HTML pages.
+
+    Write the provenance report: families, status, lineage graphs, known failures.
 
     Every artifact is verified first (as ``verify`` would: cached unless --full). The index page
     lists each family with its counts by status (verified, missing, gap, invalid, mismatch,

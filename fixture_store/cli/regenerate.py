@@ -135,7 +135,9 @@ def regenerate_cmd(
     as_json: bool,
     report_path: Path | None,
 ) -> None:
-    """Rebuild STAGE (or the artifacts NAME of a stage) from its pinned generator and compare.
+    """Rebuild a stage's artifacts and compare.
+
+    Rebuild STAGE (or the artifacts NAME of a stage) from its pinned generator and compare.
 
     Every candidate is bit-identical, within the record's tolerance (max and mean abs/rel error
     and max ULPs per array), drift, or new. Exit 0 if nothing drifted, 1 on drift, missing or
@@ -206,7 +208,9 @@ def regenerate_summary_cmd(
     full: bool,
     as_json: bool,
 ) -> None:
-    """Verify what the stages registered and summarise their REPORTS (the pipeline's last step).
+    """Verify and summarise the stage reports.
+
+    Verify what the stages registered and summarise their REPORTS (the pipeline's last step).
 
     Exit 0 if no stage drifted and every artifact checked (the stages' families, or the whole
     registry with --all) verifies, else 1.

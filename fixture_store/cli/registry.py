@@ -94,7 +94,9 @@ def _rows(registry: Registry, names: list[str]) -> list[dict[str, Any]]:
 @click.pass_obj
 @handle_errors
 def show(obj: Context, name: str, as_json: bool, lineage: bool) -> None:
-    """Show the record of NAME and whether its bytes verify."""
+    """Show NAME's record and whether it verifies.
+
+    Show the record of NAME and whether its bytes verify."""
     registry = obj.registry()
     record = registry.get(name)
     if lineage:
@@ -154,7 +156,9 @@ def _described(record: Record) -> list[tuple[str, str]]:
 @click.pass_obj
 @handle_errors
 def status(obj: Context, as_json: bool) -> None:
-    """Summarise the registry and the store (presence only; 'verify' hashes)."""
+    """Summarise the registry and the store.
+
+    Summarise the registry and the store (presence only; 'verify' hashes)."""
     registry = obj.registry()
     store = obj.store
     per_family = presence_by_family(store, registry)

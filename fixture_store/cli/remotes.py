@@ -69,7 +69,9 @@ def push(
     jobs: int,
     as_json: bool,
 ) -> None:
-    """Upload the objects NAMES (glob patterns allowed), a --family or --all reference.
+    """Upload objects to a remote.
+
+    Upload the objects NAMES (glob patterns allowed), a --family or --all reference.
 
     Only objects that verify in the store are sent; objects the remote already holds are
     skipped. Exit 0 if everything asked for is on the remote, 1 if anything failed, 2 on usage
@@ -91,7 +93,9 @@ def pull(
     jobs: int,
     as_json: bool,
 ) -> None:
-    """Bring the objects NAMES, a --family or --all reference from a remote into the store.
+    """Bring objects from a remote into the store.
+
+    Bring the objects NAMES, a --family or --all reference from a remote into the store.
 
     Every object is hashed as it is written and published only if it matches its record;
     objects that already verify are not downloaded. Exit codes as for fetch.
@@ -151,7 +155,9 @@ def _print(verb: str, report: SyncReport, *, as_json: bool) -> None:
 # -- fixture-store remote -----------------------------------------------------------------------
 @click.group()
 def remote() -> None:
-    """The remotes push, pull and fetch use: in pyproject.toml ([tool.fixture-store.remotes])
+    """Configure the remotes push and pull use.
+
+    The remotes push, pull and fetch use: in pyproject.toml ([tool.fixture-store.remotes])
     and, per user, in a file outside the repository."""
 
 
@@ -183,7 +189,9 @@ def remote_add(
     default: bool,
     project: bool,
 ) -> None:
-    """Declare the remote NAME at URL (s3://BUCKET/PREFIX, https://HOST/PREFIX, or a folder)."""
+    """Declare a remote.
+
+    Declare the remote NAME at URL (s3://BUCKET/PREFIX, https://HOST/PREFIX, or a folder)."""
     path = _target(obj, project)
     raw = {"url": url, "endpoint_url": endpoint_url, "profile": profile, "region": region}
     spec = config.RemoteSpec.from_json(
@@ -199,7 +207,9 @@ def remote_add(
 @click.pass_obj
 @handle_errors
 def remote_remove(obj: Context, name: str, project: bool) -> None:
-    """Remove the remote NAME (from the user's file, or with --project the project's)."""
+    """Remove a remote.
+
+    Remove the remote NAME (from the user's file, or with --project the project's)."""
     path = _target(obj, project)
     config.remove(path, config.check_name(name), project=project)
     out.print(f"removed remote {name} from {path}", markup=False)
@@ -210,7 +220,9 @@ def remote_remove(obj: Context, name: str, project: bool) -> None:
 @click.pass_obj
 @handle_errors
 def remote_list(obj: Context, as_json: bool) -> None:
-    """The configured remotes, the default first (the order fetch tries them in)."""
+    """List the configured remotes.
+
+    The configured remotes, the default first (the order fetch tries them in)."""
     try:
         project: Path | None = obj.project()
     except UsageError:

@@ -33,7 +33,9 @@ from fixture_store.rehash import record_blake3
 @click.pass_obj
 @handle_errors
 def init(obj: Context, project: Path) -> None:
-    """Create provenance/ in PROJECT (default: here) and the object store.
+    """Create the registry and the store.
+
+    Create provenance/ in PROJECT (default: here) and the object store.
 
     Also adds /reports/, /metrics/ and /plots/ to PROJECT's .gitignore: committed, the
     pipeline's outputs make a fresh clone's 'dvc repro' skip the stages that put the
@@ -156,7 +158,9 @@ def add(
     link: bool,
     as_json: bool,
 ) -> None:
-    """Register local files or folders PATHS (or a declared --gap) and ingest their bytes.
+    """Register local files or folders.
+
+    Register local files or folders PATHS (or a declared --gap) and ingest their bytes.
 
     One PATH with --name, or many with --family (each named FAMILY/<file name>), in one
     registry transaction: all are registered, or none when one is refused. The arrays manifest
@@ -275,7 +279,9 @@ def rehash(
     workers: int | None,
     as_json: bool,
 ) -> None:
-    """Record BLAKE3 beside SHA-256 for artifacts (default: all) whose SHA-256 verifies.
+    """Record BLAKE3 beside SHA-256.
+
+    Record BLAKE3 beside SHA-256 for artifacts (default: all) whose SHA-256 verifies.
 
     Reads every object once, hashing it with SHA-256 and BLAKE3; records whose bytes match
     their SHA-256 get the BLAKE3 written into provenance/ (review the diff), so later 'verify'
@@ -316,7 +322,9 @@ def rehash(
 @click.pass_obj
 @handle_errors
 def gc(obj: Context, yes: bool, as_json: bool) -> None:
-    """Remove objects no record of this registry references. Dry run unless --yes.
+    """Remove objects no record references.
+
+    Remove objects no record of this registry references. Dry run unless --yes.
 
     The store may be shared by several checkouts: only objects unreferenced by this registry are
     considered, so run gc from the checkout whose registry is the superset. Deleting waits for

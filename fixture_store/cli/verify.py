@@ -62,7 +62,9 @@ def verify(
     verbose: bool,
     algorithm: str,
 ) -> None:
-    """Verify artifacts (default: all) against their records.
+    """Verify artifacts against their records.
+
+    Verify artifacts (default: all) against their records.
 
     Exit 0 if all verified (declared gaps allowed), 1 if any is missing or mismatched, 2 on
     registry or usage errors. 'verify --full --digest sha256' re-hashes every byte with the
@@ -149,7 +151,9 @@ def _detail(r: Result) -> str:
 @click.pass_obj
 @handle_errors
 def path(obj: Context, name: str) -> None:
-    """Print the path of NAME's verified bytes (a tree artifact gives a folder).
+    """Print the path of NAME's verified bytes.
+
+    Print the path of NAME's verified bytes (a tree artifact gives a folder).
 
     Exits non-zero, printing nothing on stdout, if the artifact does not verify.
     """

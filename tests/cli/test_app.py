@@ -43,3 +43,30 @@ def test_python_dash_m_runs_the_same_group() -> None:
         text=True,
     )
     assert "Usage: python -m fixture_store.cli [OPTIONS] COMMAND" in done.stdout
+
+
+def _commands() -> list[tuple[str, click.Command]]:
+    """Every command and subcommand, by its full name."""
+    found: list[tuple[str, click.Command]] = []
+
+    def walk(name: str, command: click.Command) -> None:
+        found.append((name, command))
+        if isinstance(command, click.Group):
+            for sub, c in sorted(command.commands.items()):
+                walk(f"{name} {sub}", c)
+
+    for name in sorted(app.COMMANDS):
+        walk(name, app.load_command(name))
+    return found
+
+
+def test_each_command_summary_is_its_whole_first_line() -> None:
+    """``fixture-store --help`` lists each command with click's short help, which cuts a first
+    sentence longer than 45 characters mid-sentence: every command opens its help with a short
+    line of its own, a whole sentence."""
+    for name, command in _commands():
+        first = (command.help or "").split("\n", 1)[0]
+        summary = command.get_short_help_str(limit=45)
+        assert summary == first and first.endswith(".") and len(first) <= 45, (name, summary)
+    code, listing, _ = run("--help")
+    assert code == 0 and "..." not in listing.split("Commands:", 1)[1]

@@ -49,3 +49,47 @@ def test_check_mode_fails_on_a_stale_page(
     assert reference.main_(["--check"]) == 1
     assert reference.main_([]) == 0
     assert reference.main_(["--check"]) == 0
+
+
+def _parse(line: str) -> None:
+    """Parse an example as the CLI would, down to its (sub)command, running nothing; a path
+    argument that must exist is the only error let through (examples name the user's files)."""
+    import shlex
+
+    import click
+
+    from fixture_store.cli.app import load_command
+
+    words = shlex.split(line)
+    assert words[0] == "fixture-store", line
+    name, args = words[1], words[2:]
+    command = load_command(name)
+    if isinstance(command, click.Group):
+        found = command.get_command(click.Context(command), args[0])
+        assert found is not None, line
+        command, name, args = found, args[0], args[1:]
+    try:
+        command.make_context(name, args)
+    except click.BadParameter as e:
+        if "does not exist" not in e.format_message():
+            raise
+
+
+def test_every_command_has_an_example_that_parses_against_its_options(
+    reference: ModuleType,
+) -> None:
+    assert set(reference.EXAMPLES) == set(COMMANDS)
+    for name, examples in reference.EXAMPLES.items():
+        assert examples, name
+        for line, what in examples:
+            assert line.split()[1] == name.split()[0] and what, line
+            _parse(line)
+    page = reference.render()
+    assert page.count("```console\n") == len(COMMANDS)
+
+
+def test_an_example_with_an_option_the_command_lacks_is_caught() -> None:
+    import click
+
+    with pytest.raises(click.NoSuchOption):
+        _parse("fixture-store verify --no-such-option")
