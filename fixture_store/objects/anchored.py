@@ -267,18 +267,17 @@ class Folder:
             return self.folder(name), name
         raise FileExistsError(errno.EEXIST, "no free temp name", self.child(prefix))
 
-    def write_atomically(
-        self, name: str, chunks: Iterable[bytes] | bytes, *, mode: int = 0o644, temp: str = ""
-    ) -> None:
-        """Replace (or create) the file ``name`` here with these bytes: a temp file beside it
-        (named ``temp`` + random), written, fsynced, renamed over the name, the folder fsynced.
-        A reader sees the old file or the new one, never a torn one."""
+    @contextlib.contextmanager
+    def writing(self, name: str, *, mode: int = 0o644, temp: str = "") -> Iterator[BinaryIO]:
+        """A new file for the block that replaces (or creates) the file ``name`` here when the
+        block ends without an error: a temp file beside it (named ``temp`` + random), written,
+        fsynced, renamed over the name, the folder fsynced. A reader sees the old file or the
+        new one, never a torn one; a failed block leaves nothing behind."""
         _check_name(name)
         fd, tmp = self.create_temp(temp or f".{name}.", ".tmp", mode)
         try:
-            with open(fd, "wb", closefd=True) as out:
-                for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
-                    out.write(chunk)
+            with open(fd, "w+b", closefd=True) as out:
+                yield out
                 out.flush()
                 os.fchmod(out.fileno(), mode)  # whatever the umask made of it
                 os.fsync(out.fileno())
@@ -287,6 +286,14 @@ class Folder:
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=self.fd)
+
+    def write_atomically(
+        self, name: str, chunks: Iterable[bytes] | bytes, *, mode: int = 0o644, temp: str = ""
+    ) -> None:
+        """Replace (or create) the file ``name`` here with these bytes (see :meth:`writing`)."""
+        with self.writing(name, mode=mode, temp=temp) as out:
+            for chunk in [chunks] if isinstance(chunks, bytes) else chunks:
+                out.write(chunk)
 
     def replace(self, name: str, to: Folder, new_name: str) -> None:
         """Rename the entry ``name`` here over ``new_name`` in ``to`` (atomic; what was at the

@@ -19,12 +19,13 @@ import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
+from fixture_store.objects import anchored
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays
 from fixture_store.registry import Content, Tolerance
 
@@ -208,7 +209,12 @@ def _dump(
     expected: Mapping[str, Any],
     actual: Mapping[str, Any],
 ) -> ParityReport:
-    """Write the candidate (and a copy of the reference) under ``folder``, outside the store."""
+    """Write the candidate (and a copy of the reference) under ``folder``, outside the store.
+
+    ``folder`` is the user's choice (resolved once); everything below it, the family's folders
+    and the two files, is created through the path primitive: a link planted at any of them
+    (in a shared ``/tmp`` folder, by anyone) is refused, never written through, and each file
+    replaces what is at its name, never what a link there points to."""
     root = folder.resolve()
     store = view.store.root.resolve()
     if root == store or store in root.parents:
@@ -216,19 +222,32 @@ def _dump(
             f"the parity dump folder {folder} is inside the store {view.store.root}",
             fix=f"name a folder outside the store (dump=DIR or {DUMP_ENV}=DIR)",
         )
-    base = root / report.name
-    base.parent.mkdir(parents=True, exist_ok=True)
-    stem = base.name.removesuffix(".npz").removesuffix(".npy")
-    candidate = base.with_name(f"{stem}.candidate.npz")
-    _save(candidate, actual)
-    _save(base.with_name(f"{stem}.reference.npz"), expected)
+    *parents, last = report.name.split("/")
+    stem = last.removesuffix(".npz").removesuffix(".npy")
+    with (
+        anchored.Folder.root(root, create=True, refuse=_dump_refusal) as base,
+        base.folder(*parents, create=True) as where,
+    ):
+        for suffix, arrays in (("candidate", actual), ("reference", expected)):
+            with where.writing(f"{stem}.{suffix}.npz") as out:
+                _save(out, arrays)
+    candidate = root.joinpath(*parents, f"{stem}.candidate.npz")
     return ParityReport(report.name, report.comparisons, report.missing, report.extra, candidate)
 
 
-def _save(path: Path, arrays: Mapping[str, Any]) -> None:
+def _dump_refusal(path: str, what: str) -> UsageError:
+    return UsageError(
+        f"the parity dump would write through {path}, which is {what}; a dump is written only "
+        "into plain folders (a link there could point into the store or at any file you can "
+        "write)",
+        fix=f"remove {path}, or name another dump folder (dump=DIR or {DUMP_ENV}=DIR)",
+    )
+
+
+def _save(out: BinaryIO, arrays: Mapping[str, Any]) -> None:
     # Member by member, as np.savez writes them, so that an array named like one of savez's
     # own options (``allow_pickle``) stays an array.
-    with zipfile.ZipFile(path, "w") as npz:
+    with zipfile.ZipFile(out, "w") as npz:
         for key, value in arrays.items():
             with npz.open(f"{key}.npy", "w") as member:
                 np.save(member, np.asarray(value), allow_pickle=False)

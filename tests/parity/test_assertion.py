@@ -169,6 +169,59 @@ def test_the_dump_folder_is_never_inside_the_store(fixtures: Fixtures, store: St
     assert not (store.root / "inspect").exists()
 
 
+def _store_files(store: Store) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in store.objects_dir.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["candidate", "reference"])
+def test_a_link_at_a_dumped_file_is_replaced_never_written_through(
+    fixtures: Fixtures, store: Store, tmp_path: Path, where: str
+) -> None:
+    """A link planted at ``<dump>/<family>/<stem>.candidate.npz`` pointing at a store object
+    made a dump overwrite that object; the dump now replaces the link, never its target."""
+    bad = {"cls_token": CLS + np.float32(1), "patch_tokens": PATCH}
+    before = _store_files(store)
+    victim = next(p for p in store.objects_dir.rglob("*") if p.is_file())
+    family = tmp_path / "inspect" / "equimo"
+    family.mkdir(parents=True)
+    link = family / f"dinov2_reference.{where}.npz"
+    link.symlink_to(victim)
+    with pytest.raises(ParityError):
+        assert_parity(NAME, bad, fixtures=fixtures, dump=tmp_path / "inspect")
+    assert _store_files(store) == before
+    assert not link.is_symlink() and link.is_file()
+
+
+@pytest.mark.parametrize("level", ["family", "file-folder"])
+def test_a_link_at_a_dump_folder_below_the_root_is_refused(
+    fixtures: Fixtures, store: Store, tmp_path: Path, level: str
+) -> None:
+    """A link at ``<dump>/<family>`` put the dump's files into a store shard folder: a link at
+    any folder below the dump root is refused, with the folder to remove named."""
+    bad = {"cls_token": CLS + np.float32(1), "patch_tokens": PATCH}
+    before = _store_files(store)
+    shard = next(p for p in store.objects_dir.iterdir() if p.is_dir())
+    dump = tmp_path / "inspect"
+    dump.mkdir()
+    if level == "family":
+        (dump / "equimo").symlink_to(shard, target_is_directory=True)
+        link = dump / "equimo"
+    else:  # the name where a file belongs is a link to a folder
+        (dump / "equimo").mkdir()
+        link = dump / "equimo" / "dinov2_reference.candidate.npz"
+        link.symlink_to(shard, target_is_directory=True)
+    with pytest.raises((UsageError, ParityError)) as info:
+        assert_parity(NAME, bad, fixtures=fixtures, dump=dump)
+    assert _store_files(store) == before
+    assert sorted(p.name for p in shard.iterdir()) == sorted(
+        Path(k).name for k in before if Path(k).parent == shard
+    )
+    if level == "family":
+        assert isinstance(info.value, UsageError)
+        assert str(link) in info.value.message and "plain folders" in info.value.message
+        assert info.value.fix is not None and f"remove {link}" in info.value.fix
+
+
 def test_a_bare_array_fits_a_one_array_reference_only(fixtures: Fixtures) -> None:
     with pytest.raises(UsageError, match="a bare array where the reference holds 2 arrays"):
         assert_parity(NAME, CLS, fixtures=fixtures)
