@@ -178,7 +178,8 @@ class Folder:
     def mkdir(self, name: str, mode: int = 0o777) -> None:
         """Make the folder ``name`` here (:class:`FileExistsError` if something is there)."""
         _check_name(name)
-        os.mkdir(name, mode, dir_fd=self.fd)
+        with _named(self.child(name)):
+            os.mkdir(name, mode, dir_fd=self.fd)
 
     def scandir(self) -> Iterator[os.DirEntry[str]]:
         """This folder's entries (their ``path`` is relative to nothing: use ``name``)."""
@@ -196,7 +197,8 @@ class Folder:
     def lstat(self, name: str) -> os.stat_result:
         """The entry ``name`` itself (a link is reported as a link, never followed)."""
         _check_name(name)
-        return os.lstat(name, dir_fd=self.fd)
+        with _named(self.child(name)):
+            return os.lstat(name, dir_fd=self.fd)
 
     def regular_size(self, name: str) -> int | None:
         """The size of ``name`` if it is a regular file; ``None`` if it is missing, and the
@@ -221,6 +223,7 @@ class Folder:
         except OSError as e:
             if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and _NOFOLLOW):
                 raise self.refuse(self.child(name), "a symbolic link") from None
+            e.filename = self.child(name)
             raise
         try:
             mode = os.fstat(fd).st_mode
@@ -244,7 +247,8 @@ class Folder:
     def create(self, name: str, mode: int = 0o644) -> int:
         """A write descriptor on a new file ``name`` (never an existing name, never a link)."""
         _check_name(name)
-        return os.open(name, CREATE_FLAGS, mode, dir_fd=self.fd)
+        with _named(self.child(name)):
+            return os.open(name, CREATE_FLAGS, mode, dir_fd=self.fd)
 
     def create_temp(self, prefix: str, suffix: str = "", mode: int = 0o600) -> tuple[int, str]:
         """A new file with a fresh random name here: its write descriptor and its name."""
@@ -300,24 +304,27 @@ class Folder:
         new name, a link included, is replaced, never followed)."""
         _check_name(name)
         _check_name(new_name)
-        os.replace(name, new_name, src_dir_fd=self.fd, dst_dir_fd=to.fd)
+        with _named(self.child(name), to.child(new_name)):
+            os.replace(name, new_name, src_dir_fd=self.fd, dst_dir_fd=to.fd)
 
     def link(self, name: str, to: Folder, new_name: str) -> None:
         """A hard link of ``name`` here as ``new_name`` in ``to``; :class:`FileExistsError` if
         that name is taken (write-once)."""
         _check_name(name)
         _check_name(new_name)
-        os.link(name, new_name, src_dir_fd=self.fd, dst_dir_fd=to.fd, follow_symlinks=False)
+        with _named(self.child(name), to.child(new_name)):
+            os.link(name, new_name, src_dir_fd=self.fd, dst_dir_fd=to.fd, follow_symlinks=False)
 
     def unlink(self, name: str) -> None:
         """Remove the entry ``name`` (a link loses only the link); missing is not an error."""
         _check_name(name)
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(FileNotFoundError), _named(self.child(name)):
             os.unlink(name, dir_fd=self.fd)
 
     def rmdir(self, name: str) -> None:
         _check_name(name)
-        os.rmdir(name, dir_fd=self.fd)
+        with _named(self.child(name)):
+            os.rmdir(name, dir_fd=self.fd)
 
     def remove_tree(self, name: str) -> None:
         """Remove the entry ``name`` and, if it is a real folder, everything in it, made
@@ -344,6 +351,19 @@ class Folder:
                 sub.remove_tree(entry.name)
         with contextlib.suppress(FileNotFoundError):
             self.rmdir(name)
+
+
+@contextlib.contextmanager
+def _named(path: str, path2: str | None = None) -> Iterator[None]:
+    """An OS error of the block names full paths (a call relative to a descriptor names only
+    the entry), so the caller's message says where to look."""
+    try:
+        yield
+    except OSError as e:
+        e.filename = path
+        if path2 is not None:
+            e.filename2 = path2
+        raise
 
 
 def _check_name(name: str) -> None:

@@ -13,12 +13,11 @@ import contextlib
 import errno
 import os
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from fixture_store.objects import digests, fsutil
+from fixture_store.objects import anchored, digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import READ_ONLY
 from fixture_store.remotes.base import (
@@ -48,9 +47,32 @@ class FolderRemote:
     def path(self, digest: Digest) -> Path:
         return self.root / object_key(digest)
 
+    def _root(self, *, create: bool = False) -> anchored.Folder:
+        """The remote's folder, trusted as the user named it; every folder and file below it is
+        reached through the path primitive (DESIGN 13), never through a link."""
+        return anchored.Folder.root(self.root, create=create, refuse=self._refusal)
+
+    def _refusal(self, path: str, what: str) -> RemoteError:
+        return RemoteError(
+            f"remote {self.label}: {path} is {what}; a folder remote holds plain folders and "
+            "files, and fixture-store never reads or writes through a link there",
+            fix=f"remove {path} from the remote folder, then run the command again",
+        )
+
+    def _shard(self, digest: Digest, *, create: bool = False) -> anchored.Folder | None:
+        """The digest's shard folder (``objects/sha256/ab``); ``None`` if it does not exist."""
+        with self._root(create=create) as root:
+            if create:
+                return root.folder(*_SHARD_PARTS, digest.hex[:2], create=True)
+            return root.find(*_SHARD_PARTS, digest.hex[:2])
+
     def stat(self, digest: Digest) -> RemoteObject | None:
         try:
-            st = os.lstat(self.path(digest))
+            shard = self._shard(digest)
+            if shard is None:
+                return None
+            with shard:
+                st = shard.lstat(digest.hex[2:])
         except (FileNotFoundError, NotADirectoryError):
             return None
         except OSError as e:
@@ -60,54 +82,70 @@ class FolderRemote:
         return RemoteObject(st.st_size)
 
     def upload(self, path: Path, digest: Digest) -> bool:
-        final = self.path(digest)
         if self.stat(digest) is not None:
             # One lstat, where a copy would cost a temp file and an fsync before the link found
             # the name taken: a folder already holding most objects is then checked, not copied.
             return False
-        try:
-            tmp_dir = self.root / "tmp"
-            tmp_dir.mkdir(parents=True, exist_ok=True)
-            final.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, prefix="push-")
-        except OSError as e:
-            raise self._error(e, f"cannot write in {self.root}") from e
+        with contextlib.ExitStack() as stack:
+            try:
+                root = stack.enter_context(self._root(create=True))
+                temps = stack.enter_context(root.folder("tmp", create=True))
+                shard = stack.enter_context(root.folder(*_SHARD_PARTS, digest.hex[:2], create=True))
+                fd, tmp_name = temps.create_temp("push-")
+            except OSError as e:
+                raise self._error(e, f"cannot write in {self.root}") from e
+            stack.callback(temps.unlink, tmp_name)
+            return self._publish(path, digest, fd, temp=(temps, tmp_name), shard=shard)
+
+    def _publish(
+        self,
+        path: Path,
+        digest: Digest,
+        fd: int,
+        *,
+        temp: tuple[anchored.Folder, str],
+        shard: anchored.Folder,
+    ) -> bool:
+        """Copy the store's object into the temp file, check what was written, and link it to
+        its final name (write-once); the caller removes the temp file."""
+        final = self.path(digest)
+        temps, tmp_name = temp
         try:
             with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
                 written = _copy_hashing(src, out)
                 out.flush()
                 os.fsync(out.fileno())
-            if written != digest:
-                raise RemoteError(
-                    f"the store's object {digest} changed while it was pushed to {self.label} "
-                    f"(read {written}); nothing was written",
-                    fix="fixture-store verify --full, then push again",
-                )
-            os.chmod(tmp_name, READ_ONLY)
+                if written != digest:
+                    raise RemoteError(
+                        f"the store's object {digest} changed while it was pushed to "
+                        f"{self.label} (read {written}); nothing was written",
+                        fix="fixture-store verify --full, then push again",
+                    )
+                os.fchmod(out.fileno(), READ_ONLY)
             try:
-                os.link(tmp_name, final)  # fails if the name exists: write-once
+                temps.link(tmp_name, shard, digest.hex[2:])  # fails if the name exists: write-once
             except FileExistsError:
                 return False  # an object is there already: write-once holds
-            fsutil.fsync_path(final.parent)
+            shard.fsync()
             return True
         except OSError as e:
             raise self._error(e, f"cannot write {final}") from e
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp_name)
 
     def open(self, digest: Digest) -> BinaryIO:
         try:
-            fd = os.open(self.path(digest), os.O_RDONLY | os.O_NOFOLLOW)
+            shard = self._shard(digest)
+            if shard is None:
+                raise FileNotFoundError(errno.ENOENT, "no shard folder", str(self.path(digest)))
+            with shard:
+                if stat.S_ISLNK(shard.lstat(digest.hex[2:]).st_mode):
+                    raise MissingRemoteObject(
+                        f"{self.label}: {self.path(digest)} is a link, not an object"
+                    )
+                return shard.open(digest.hex[2:])  # a FIFO or a folder there is refused
         except (FileNotFoundError, NotADirectoryError) as e:
             raise MissingRemoteObject(f"{self.label} does not hold {digest}") from e
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise MissingRemoteObject(
-                    f"{self.label}: {self.path(digest)} is a link, not an object"
-                ) from e
             raise self._error(e, f"cannot read {self.path(digest)}") from e
-        return open(fd, "rb", buffering=0)
 
     def _error(self, e: OSError, what: str) -> RemoteError:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
@@ -118,6 +156,10 @@ class FolderRemote:
         if e.errno in (errno.ESTALE, errno.EIO, errno.ETIMEDOUT):
             return TransientRemoteError(f"remote {self.label}: {what}: {e.strerror}")
         return RemoteError(f"remote {self.label}: {what}: {e.strerror or e}")
+
+
+# Where the objects are, below the remote's folder (see ``object_key``).
+_SHARD_PARTS = ("objects", "sha256")
 
 
 def _copy_hashing(src: BinaryIO, out: BinaryIO) -> Digest:

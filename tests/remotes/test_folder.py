@@ -12,7 +12,7 @@ import pytest
 
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
-from fixture_store.remotes.base import MissingRemoteObject, RemoteObject, Retry
+from fixture_store.remotes.base import MissingRemoteObject, RemoteError, RemoteObject, Retry
 from fixture_store.remotes.folder import FolderRemote
 from fixture_store.remotes.sync import pull_object
 
@@ -132,3 +132,60 @@ def test_several_processes_pushing_and_pulling_at_once_leave_no_partial_object(
         for digest in digests:
             assert hashlib.sha256(store.object_path(digest).read_bytes()).hexdigest() == digest.hex
         assert sorted(h for h, _ in store.iter_objects()) == sorted(d.hex for d in digests)
+
+
+@pytest.mark.parametrize("level", ["tmp", "objects", "objects/sha256", "shard"])
+def test_a_push_never_writes_through_a_link_in_the_remote(tmp_path: Path, level: str) -> None:
+    """A symlinked shard folder made the object land outside the remote: a link at any folder
+    a push writes in is refused, with the link to remove named."""
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    remote = FolderRemote("shared", tmp_path / "remote")
+    parts = {"shard": f"objects/sha256/{digest.hex[:2]}"}.get(level, level)
+    link = tmp_path / "remote" / parts
+    link.parent.mkdir(parents=True, exist_ok=True)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link.symlink_to(outside, target_is_directory=True)
+    with pytest.raises(RemoteError) as info:
+        remote.upload(store.object_path(digest), digest)
+    assert not isinstance(info.value, MissingRemoteObject)
+    assert str(link) in info.value.message and "link" in info.value.message
+    assert info.value.fix is not None and f"remove {link}" in info.value.fix
+    assert list(outside.rglob("*")) == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_special_file_at_a_key_is_a_clear_remote_error(tmp_path: Path, kind: str) -> None:
+    """A FIFO at an object's key hung pull and fetch, a folder there was an IsADirectoryError
+    traceback: both are the remote's own error, naming the path."""
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    remote = FolderRemote("shared", tmp_path / "remote")
+    remote.path(digest).parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(remote.path(digest))  # no writer ever opens it
+    else:
+        remote.path(digest).mkdir()
+    assert remote.stat(digest) is None
+    with pytest.raises(RemoteError) as info:
+        remote.open(digest)
+    assert not isinstance(info.value, MissingRemoteObject)
+    assert str(remote.path(digest)) in info.value.message
+    assert {"fifo": "a FIFO", "folder": "a folder"}[kind] in info.value.message
+
+
+def test_an_object_that_changes_while_it_is_pushed_writes_nothing(tmp_path: Path) -> None:
+    """Remote objects are write-once, so bytes that no longer match the digest they are pushed
+    as would be poison for good: the push checks what it copied and publishes nothing."""
+    store = Store.at(tmp_path / "store").ensure()
+    digest = store.put_bytes(b"payload")
+    changed = tmp_path / "changed"
+    changed.write_bytes(b"PAYLOAD")  # the object as it reads after an edit in place
+    remote = FolderRemote("shared", tmp_path / "remote")
+    with pytest.raises(RemoteError, match="changed while it was pushed") as info:
+        remote.upload(changed, digest)
+    assert info.value.fix is not None and "verify --full" in info.value.fix
+    assert remote.stat(digest) is None and not os.path.lexists(remote.path(digest))
+    assert list((tmp_path / "remote" / "tmp").iterdir()) == []
+    assert remote.upload(store.object_path(digest), digest) is True  # the name is still free
