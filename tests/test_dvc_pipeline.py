@@ -143,3 +143,49 @@ def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None
     outs = {next(iter(o)) for n, s in pipeline.items() if n != "verify" for o in s["outs"]}
     json_outs = {o for o in outs if o.endswith(".json")}
     assert json_outs <= set(verify["deps"]), "verify must run after every other stage"
+
+
+def _network_urls(page: str) -> list[str]:
+    """Every address the page would load: its elements' src and href attributes and CSS url()s
+    that name a network scheme (a link's href in a library's menu is not loaded)."""
+    from html.parser import HTMLParser
+
+    found: list[str] = []
+
+    class Collect(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            for name, value in attrs:
+                loads = name == "src" or (name == "href" and tag == "link")
+                if loads and value and "//" in value:
+                    found.append(f"<{tag} {name}={value}>")
+
+    Collect().feed(page)
+    return found + [u for u in page.split("url(")[1:] if u.lstrip("'\"").startswith("http")]
+
+
+@pytest.mark.slow
+def test_dvc_plots_show_writes_a_page_that_renders_offline(tmp_path: Path) -> None:
+    """The project's html template carries vega, vega-lite and vega-embed: the page `dvc plots
+    show` writes loads nothing from a network (DVC's own page loads them from a CDN)."""
+    import shutil
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    env = {**os.environ}
+    dvc = (sys.executable, "-m", "dvc")
+    run(root, "git", "init", "-q", env=env)
+    run(root, *dvc, "init", "-q", env=env)
+    shutil.copytree(ROOT / ".dvc" / "plots", root / ".dvc" / "plots")
+    shutil.copy(ROOT / ".dvc" / "config", root / ".dvc" / "config")
+    (root / "errors.csv").write_text("file,max_abs\na,1e-7\nb,3e-7\n")
+    run(root, *dvc, "plots", "show", "errors.csv", "-x", "max_abs", "-y", "file", env=env)
+    page = (root / "dvc_plots" / "index.html").read_text()
+    assert _network_urls(page) == []
+    assert "vegaEmbed(" in page and "/* vega-lite 5." in page and "{plot_divs}" not in page
+    template = ROOT / ".dvc" / "plots" / "offline.html"
+    assert template.stat().st_size < 1_500_000
+    assert (ROOT / ".dvc" / "plots" / "vendor" / "LICENSE.vega-embed").is_file()
+    # DVC's default page, for contrast, is what the check catches.
+    (root / ".dvc" / "config").write_text("[core]\n    analytics = false\n")
+    run(root, *dvc, "plots", "show", "errors.csv", "-o", "default", env=env)
+    assert _network_urls((root / "default" / "index.html").read_text())
