@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,9 +109,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fixture-store-shards",
         metavar="N",
         default=None,
-        type=int,
+        type=shard_count,
         help="Print how the collected tests split into N shards (tests and artifacts per "
-        "shard) and fail unless every test falls in exactly one; use with --collect-only.",
+        f"shard, 1 <= N <= {MAX_SHARDS}) and fail unless every test falls in exactly one; use "
+        "with --collect-only.",
     )
     group.addoption(
         "--fixture-store-fetch",
@@ -518,6 +520,28 @@ def pytest_runtest_makereport(
 
 
 # -- shards and shard-aware fetch -----------------------------------------------------------------
+# The most shards a suite may be split into: far above any CI matrix (GitHub Actions runs at most
+# 256 jobs of one matrix, GitLab 200 of one parallel job), low enough that the shard report's one
+# line per shard stays readable and its work stays that of the collection.
+MAX_SHARDS = 1024
+_DIGITS = re.compile(r"[0-9]{1,12}")  # ASCII digits: int() would take '²' or 5,000 of them badly
+_SHOWN = 40  # a refused value longer than this is described, not repeated
+
+
+def shard_count(text: str, *, option: str = "--fixture-store-shards") -> int:
+    """N of ``--fixture-store-shards N`` or of ``--fixture-store-shard I/N``: 1 to MAX_SHARDS,
+    refused as a usage error naming the option otherwise."""
+    if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= MAX_SHARDS:
+        raise pytest.UsageError(
+            f"{option}: N {_shown(text)} is not a whole number from 1 to {MAX_SHARDS} (the "
+            "number of shards the suite is split into, e.g. the size of the CI matrix)"
+        )
+    return int(text)
+
+
+def _shown(text: str) -> str:
+    """An option's refused value: quoted if short, else described (never repeated at length)."""
+    return repr(text) if len(text) <= _SHOWN else f"(a value of {len(text)} characters)"
 
 
 @dataclass(frozen=True)
@@ -530,9 +554,9 @@ class Shard:
     @classmethod
     def parse(cls, text: str) -> Shard:
         index, sep, count = text.partition("/")
-        if not (sep and index.isdigit() and count.isdigit()):
-            raise pytest.UsageError(f"--fixture-store-shard {text!r} is not I/N (e.g. 2/4)")
-        shard = cls(int(index), int(count))
+        if not (sep and _DIGITS.fullmatch(index) and _DIGITS.fullmatch(count)):
+            raise pytest.UsageError(f"--fixture-store-shard {_shown(text)} is not I/N (e.g. 2/4)")
+        shard = cls(int(index), shard_count(count, option="--fixture-store-shard"))
         if not 1 <= shard.index <= shard.count:
             raise pytest.UsageError(
                 f"--fixture-store-shard {text}: I must be between 1 and N ({shard.count})"
@@ -590,20 +614,23 @@ class ShardHooks:
 
 def shard_table(items: list[pytest.Item], count: int) -> list[tuple[int, int, int]]:
     """(shard, tests, artifacts) for each of ``count`` shards; raises if a test is in none or
-    in several (the check a CI matrix relies on)."""
-    if count < 1:
-        raise pytest.UsageError(f"--fixture-store-shards {count}: N must be at least 1")
+    in several (the check a CI matrix relies on). Each test is placed once, by its own shard,
+    and that shard is asked whether it holds it (what ``--fixture-store-shard`` asks): the work
+    is the collection's, whatever ``count``."""
+    count = shard_count(str(count))
     tests = [i for i in items if not isinstance(i, CompletenessItem)]
-    shards = [Shard(k, count) for k in range(1, count + 1)]
-    held = {i.nodeid: [s.index for s in shards if s.holds(i)] for i in tests}
-    wrong = {nodeid: where for nodeid, where in held.items() if len(where) != 1}
+    shards = {k: Shard(k, count) for k in range(1, count + 1)}
+    mine: dict[int, list[pytest.Item]] = {k: [] for k in shards}
+    wrong: dict[str, int] = {}
+    for item in tests:
+        index = shard_of(item.nodeid, count)
+        if index in shards and shards[index].holds(item):
+            mine[index].append(item)
+        else:
+            wrong[item.nodeid] = index
     if wrong:
         raise pytest.UsageError(f"tests not in exactly one of {count} shards: {wrong}")
-    rows = []
-    for s in shards:
-        mine = [i for i in tests if held[i.nodeid] == [s.index]]
-        rows.append((s.index, len(mine), len(consumed_names(mine))))
-    return rows
+    return [(k, len(held), len(consumed_names(held))) for k, held in mine.items()]
 
 
 def _report_shards(session: pytest.Session, count: int) -> None:

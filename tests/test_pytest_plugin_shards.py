@@ -6,9 +6,10 @@ import re
 
 import pytest
 
+from fixture_store import pytest_plugin
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
-from fixture_store.pytest_plugin import shard_of
+from fixture_store.pytest_plugin import MAX_SHARDS, shard_of
 from fixture_store.verify import Verifier
 from tests.test_pytest_plugin import inner
 
@@ -102,3 +103,48 @@ def test_fetch_brings_exactly_what_the_selection_uses(inner: pytest.Pytester) ->
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["fixture-store fetch: 1 artifacts the selected tests use*"])
     assert _blob_present(inner)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--fixture-store-shards", "100000000"),
+        ("--fixture-store-shards", "0"),
+        ("--fixture-store-shards", "-3"),
+        ("--fixture-store-shards", "²"),
+        ("--fixture-store-shards", "9" * 5000),
+        ("--fixture-store-shard", "1/100000000"),
+        ("--fixture-store-shard", "1/²"),
+        ("--fixture-store-shard", "1/" + "9" * 5000),
+    ],
+)
+def test_an_absurd_shard_count_is_a_usage_error_naming_the_option(
+    inner: pytest.Pytester, option: str, value: str
+) -> None:
+    """N is bounded (1 to MAX_SHARDS): 10^8 shards made the report loop over every shard for every
+    test (minutes of collection), and digits int() takes badly were a traceback."""
+    inner.makepyfile(test_inner=MANY)
+    result = inner.runpytest("--collect-only", "-q", f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.outlines
+    errors = "\n".join(result.errlines)
+    assert (option in errors and str(MAX_SHARDS) in errors) or "I/N" in errors, errors
+    assert "Traceback" not in errors and "9" * 100 not in errors
+
+
+def test_the_shard_report_places_each_test_once_whatever_n(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's work is the collection's: each test's shard is computed once, however many
+    shards there are (counted, not timed)."""
+    calls: list[str] = []
+    real = pytest_plugin.shard_of
+
+    def counting(nodeid: str, count: int) -> int:
+        calls.append(nodeid)
+        return real(nodeid, count)
+
+    monkeypatch.setattr(pytest_plugin, "shard_of", counting)
+    inner.makepyfile(test_inner=MANY)
+    result = inner.runpytest("--collect-only", "-q", f"--fixture-store-shards={MAX_SHARDS}")
+    result.stdout.fnmatch_lines([f"fixture-store shards: 25 tests in {MAX_SHARDS} shards"])
+    assert len(calls) == 2 * 25  # placed once, and its shard asked once whether it holds it
