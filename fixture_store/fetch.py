@@ -41,7 +41,7 @@ class FetchResult:
     name: str
     outcome: Outcome
     source: str = ""
-    message: str = ""
+    message: str = ""  # why it failed, or for one fetched, what the remotes tried first answered
     fix: str | None = None
     size: int = 0
 
@@ -109,6 +109,7 @@ def _fetch_one(
         also = f" (remotes tried first: {'; '.join(tried)})" if tried else ""
         return FetchResult(name, Outcome.FAILED, source, e.about(name) + also, e.fix, size)
     after = ctx.verifier.verify(record)
+    warning = f"remotes tried first: {'; '.join(tried)}" if tried else ""
     if not after.ok:
         return FetchResult(
             name,
@@ -118,7 +119,8 @@ def _fetch_one(
             after.fix,
             size,
         )
-    return FetchResult(name, Outcome.FETCHED, source, size=size)
+    # A remote that failed is a warning: the pinned source served the record.
+    return FetchResult(name, Outcome.FETCHED, source, warning, size=size)
 
 
 @holding_writer_lock

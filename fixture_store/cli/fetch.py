@@ -167,6 +167,9 @@ def fetch(
             )
             + f"{elapsed:.1f}s"
         )
+    for r in results:
+        if r.ok and r.message:  # fetched from its pinned source after a remote failed
+            err.print(f"warning: {r.name}: {r.message}", markup=False)
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
 

@@ -16,7 +16,7 @@ import base64
 import http.client
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Protocol, TypeVar
 
@@ -24,14 +24,23 @@ from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import SHARD_LEN
 from fixture_store.sources.transfer import (
+    DEADLINE_ENV,
     MIN_RATE_ENV,
     BelowMinimumRate,
+    BodyCut,
+    BoundedBody,
+    Deadline,
     DeadlineExceeded,
+    DownloadPolicy,
     RateMeter,
+    bounded_by,
+    current_deadline,
+    deadline_in,
 )
 
 _T = TypeVar("_T")
 OBJECTS_PREFIX = "objects/sha256"
+MORE_TIME_FIX = f"check the network and the remote, or allow more time ({DEADLINE_ENV}=SECONDS)"
 # What reading a body may fail with that another attempt could get past (a remote's stream turns
 # its client's own errors into one of these, or into TransientRemoteError).
 BODY_ERRORS: tuple[type[BaseException], ...] = (
@@ -112,80 +121,112 @@ class Remote(Protocol):
 class Retry:
     """How often and how long one object's transfer is retried after a transient failure.
 
-    ``total`` bounds all attempts and pauses of one object; pauses double from ``backoff``.
-    4xx answers and digest mismatches are never retried: the remote answered, and retrying
-    would get the same answer.
+    ``total`` bounds all attempts and pauses of one object, the attempt in flight included: it
+    is the deadline (:meth:`deadline`) that every request and body read of the attempts honours
+    (:func:`~fixture_store.sources.transfer.bounded_by`), so a server dripping its headers is cut
+    there. A large object gets the time its bytes take at the minimum rate if that is longer;
+    ``$FIXTURE_STORE_DOWNLOAD_DEADLINE``, when set, replaces both. Pauses double from
+    ``backoff``. 4xx answers and digest mismatches are never retried: the remote answered, and
+    retrying would get the same answer.
     """
 
     attempts: int = 5
     backoff: float = 0.25
     total: float = 300.0
 
-    def run(self, fn: Callable[[], _T], *, sleep: Callable[[float], None] = time.sleep) -> _T:
+    def deadline(self, size: int = 0, policy: DownloadPolicy | None = None) -> Deadline:
+        """When every attempt at an object of ``size`` bytes must have ended, from now."""
+        rate = policy or DownloadPolicy()
+        seconds = (
+            rate.deadline if rate.deadline is not None else max(self.total, size / rate.min_rate)
+        )
+        return deadline_in(seconds)
+
+    def run(
+        self,
+        fn: Callable[[], _T],
+        *,
+        deadline: Deadline | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> _T:
+        """``fn`` until it succeeds, within ``attempts`` and ``deadline`` (default: ``total``
+        from now), which every request ``fn`` makes is bounded by."""
         started = time.monotonic()
-        for attempt in range(1, self.attempts + 1):
-            try:
-                return fn()
-            except TransientRemoteError as e:
-                wait = self.backoff * 2 ** (attempt - 1)
-                spent = time.monotonic() - started
-                if attempt == self.attempts or spent + wait >= self.total:
-                    raise TransientRemoteError(
-                        f"{e.message} (gave up after {attempt} attempt"
-                        f"{'s' if attempt > 1 else ''} in {spent:.1f}s)",
-                        fix=e.fix,
-                    ) from e
-                sleep(wait)
+        with bounded_by(deadline or self.deadline()) as bound:
+            for attempt in range(1, self.attempts + 1):
+                try:
+                    return fn()
+                except TransientRemoteError as e:
+                    wait = self.backoff * 2 ** (attempt - 1)
+                    if attempt == self.attempts or wait >= bound.remaining():
+                        raise self._gave_up(e, attempt, time.monotonic() - started, bound) from e
+                    sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _gave_up(
+        self, e: TransientRemoteError, attempt: int, spent: float, bound: Deadline
+    ) -> TransientRemoteError:
+        attempts = self.attempts
+        tried = f"{attempt} attempt{'s' if attempt > 1 else ''} in {spent:.1f}s"
+        if bound.remaining() <= 0:
+            why = "passed"
+        elif attempt < attempts:
+            why = "leaves no time for another attempt"
+        else:
+            return TransientRemoteError(f"{e.message} (gave up after {tried})", fix=e.fix)
+        return TransientRemoteError(
+            f"{e.message} (gave up after {tried}: the deadline of {bound.seconds:g}s for this "
+            f"object {why})",
+            fix=MORE_TIME_FIX,
+        )
 
 
 @dataclass
 class GuardedBody:
-    """A remote's response body as the store reads it: at most ``size + 1`` bytes (so a longer
-    body is seen, never slurped), a body that ends early is a :class:`TransientRemoteError`
-    (a cut transfer), and so are the read errors of the transport (``transient``) and a body
-    slower than the ``meter``'s minimum rate (a slow drip: each read succeeds, the whole never
-    ends)."""
+    """A remote's response body as the store reads it, through the one bounded reader
+    (:class:`~fixture_store.sources.transfer.BoundedBody`): at most ``size + 1`` bytes (so a
+    longer body is seen, never slurped), before the current deadline, at the ``meter``'s
+    minimum rate. A body that ends early, a read error of the transport (``transient``), a
+    slow drip (each read succeeds, the whole never ends) and the deadline passing are a
+    :class:`TransientRemoteError`: a cut transfer, retried within :class:`Retry`'s bounds."""
 
     raw: BinaryIO
     size: int
     what: str
     meter: RateMeter | None = None
     transient: tuple[type[BaseException], ...] = BODY_ERRORS
-    read_so_far: int = 0
+    body: BoundedBody = field(init=False)
 
-    def readinto(self, buf: memoryview) -> int:
-        want = min(len(buf), self.size + 1 - self.read_so_far)
-        if want <= 0:
-            return 0
+    def __post_init__(self) -> None:
         # read1: at most one read of the connection, so the rate is measured as bytes come; a
         # plain read would wait until the whole buffer is filled.
-        read = getattr(self.raw, "read1", None) or self.raw.read
-        try:
-            data = read(want)
-        except self.transient as e:
-            raise TransientRemoteError(
-                f"{self.what}: connection failed after {self.read_so_far:,} bytes: {e}"
-            ) from e
-        n = len(data)
-        if not n and self.read_so_far < self.size:
-            raise TransientRemoteError(
-                f"{self.what}: the body ended after {self.read_so_far:,} of {self.size:,} bytes"
-            )
-        buf[:n] = data
-        self.read_so_far += n
-        if self.meter is not None:
-            try:
-                self.meter.add(n)
-            except BelowMinimumRate as e:
-                raise TransientRemoteError(
-                    f"{self.what}: too slow after {self.read_so_far:,} bytes: {e}",
-                    fix="check the network and the remote, or allow a slower transfer "
-                    f"({MIN_RATE_ENV}=BYTES_PER_SECOND)",
-                ) from e
-        return n
+        read1 = getattr(self.raw, "read1", None) or self.raw.read
+        self.body = BoundedBody(
+            read1, self.size, current_deadline(), self.meter, errors=self.transient
+        )
+
+    @property
+    def read_so_far(self) -> int:
+        return self.body.got
 
     def read(self, n: int = -1) -> bytes:
-        buf = bytearray(max(n, 0) if n >= 0 else self.size + 1)
-        got = self.readinto(memoryview(buf))
-        return bytes(buf[:got])
+        try:
+            return self.body.read(n)
+        except BodyCut as e:
+            raise TransientRemoteError(f"{self.what}: {e}") from e
+        except DeadlineExceeded as e:
+            raise TransientRemoteError(
+                f"{self.what}: {e} after {self.body.got:,} bytes",
+                fix=MORE_TIME_FIX,
+            ) from e
+        except BelowMinimumRate as e:
+            raise TransientRemoteError(
+                f"{self.what}: too slow after {self.body.got:,} bytes: {e}",
+                fix="check the network and the remote, or allow a slower transfer "
+                f"({MIN_RATE_ENV}=BYTES_PER_SECOND)",
+            ) from e
+
+    def readinto(self, buf: memoryview) -> int:
+        data = self.read(len(buf))
+        buf[: len(data)] = data
+        return len(data)

@@ -2,7 +2,9 @@
 
 Downloads go through the url source's machinery (:func:`fixture_store.sources.url.default_opener`:
 https only, the system trust store, no content encoding, every read bounded by the download's
-deadline), so a mirror is held to the same rules as a pinned URL.
+deadline or the object's, whichever ends sooner, a redirect's body read no further than its first
+KiB), so a mirror is held to the same rules as a pinned URL; its body is read by pull through the
+one bounded reader like every remote's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from fixture_store.remotes.base import (
     object_key,
 )
 from fixture_store.sources import url as url_source
-from fixture_store.sources.transfer import DeadlineExceeded, DownloadPolicy
+from fixture_store.sources.transfer import DeadlineExceeded, DownloadPolicy, sooner
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ class HttpsRemote:
 
     def open(self, digest: Digest) -> BinaryIO:
         where = self.url(digest)
-        deadline = self.policy.start(digest.size, read_timeout=url_source.TIMEOUT_S)
+        # The download's own deadline, or the object's (its retries') if that ends sooner.
+        deadline = sooner(self.policy.start(digest.size, read_timeout=url_source.TIMEOUT_S))
         try:
             stream = self.opener(where, deadline)
         except (url_source.TransientError, DeadlineExceeded) as e:

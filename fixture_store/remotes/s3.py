@@ -12,6 +12,16 @@ Credentials come only from the standard AWS chain (environment, shared config an
 files, the remote's ``profile``); the endpoint from the remote's ``endpoint_url`` or
 ``$AWS_ENDPOINT_URL``. Retries are this package's (:class:`~fixture_store.remotes.base.Retry`),
 not botocore's, so one bound covers each object.
+
+Every answer is read through the one bounded reader (DESIGN 14), by botocore's own hooks: a
+``before-send`` handler sends each request on the client's session with the body left unread,
+then reads an error answer's body (:func:`~fixture_store.sources.transfer.error_body`: its
+first few KiB, which is all botocore parses a message from) and a small answer's (HEAD, PUT,
+the multipart calls: at most :data:`ANSWER_CAP`) itself; an object's body is read by this
+module through :class:`~fixture_store.sources.transfer.BoundedBody`, at most the size asked
+for and one byte. The client's connections register their sockets with the current deadline
+(:func:`~fixture_store.sources.transfer.watch`), so a server dripping its headers is cut when
+the object's deadline passes.
 """
 
 from __future__ import annotations
@@ -19,8 +29,10 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
+import functools
 import hashlib
 import os
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +53,17 @@ from fixture_store.remotes.base import (
     object_key,
 )
 from fixture_store.remotes.config import RemoteSpec
+from fixture_store.sources.transfer import (
+    ERROR_BODY_CAP,
+    BelowMinimumRate,
+    BodyCut,
+    BoundedBody,
+    Deadline,
+    DeadlineExceeded,
+    current_deadline,
+    read_answer,
+    watch,
+)
 
 MULTIPART_THRESHOLD = 16 * MiB
 PART_SIZE = 8 * MiB
@@ -52,6 +75,9 @@ RANGE_JOBS = 6
 # Parts in flight for one upload: each is read from the store's file as it is sent, so memory
 # does not grow with them.
 UPLOAD_JOBS = 8
+# The most an answer that is not an object's body may hold (a HEAD, a PUT's or a multipart
+# call's XML: a few hundred bytes from any real server).
+ANSWER_CAP = 1 * MiB
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 METADATA_KEY = "sha256"
@@ -117,6 +143,7 @@ class S3Remote:
             ) from e
         except botocore.exceptions.BotoCoreError as e:
             raise UsageError(f"remote {spec.name}: cannot make an S3 client: {e}") from e
+        _bound_answers(client)
         endpoint = spec.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
         return cls(spec.name, bucket, f"{prefix}/" if prefix else "", client, endpoint, **kwargs)
 
@@ -185,27 +212,47 @@ class S3Remote:
             raise self._error(e, digest) from e
         return _Body(got["Body"], self, digest)  # type: ignore[return-value]
 
-    def get_range(self, digest: Digest, start: int, end: int) -> bytes:
-        """Bytes ``start`` to ``end`` (inclusive) of the object, retried within :attr:`retry`;
-        a range that comes back short or long is a transient error (a cut transfer)."""
+    def get_range(
+        self, digest: Digest, start: int, end: int, deadline: Deadline | None = None
+    ) -> memoryview:
+        """Bytes ``start`` to ``end`` (inclusive) of the object, retried within :attr:`retry`
+        and by ``deadline`` (the whole object's) if it ends sooner; a range that comes back
+        short or long is a transient error (a cut transfer), never read past its length + 1."""
+        length = end - start + 1
 
-        def once() -> bytes:
+        def once() -> memoryview:
             try:
                 got = self.client.get_object(
                     Bucket=self.bucket, Key=self.key(digest), Range=f"bytes={start}-{end}"
                 )
             except Exception as e:
                 raise self._error(e, digest) from e
-            data = _Body(got["Body"], self, digest).read()
-            if len(data) != end - start + 1:
+            raw = _Body(got["Body"], self, digest)
+            body = BoundedBody(raw.read1, length, current_deadline(), errors=())
+            buf = bytearray(length + 1)
+            view = memoryview(buf)
+            n = 0
+            try:
+                while k := body.readinto(view[n:]):
+                    n += k
+            except (BodyCut, DeadlineExceeded) as e:
+                raise TransientRemoteError(
+                    f"remote {self.label}: {digest.short}: bytes {start}-{end}: {e}"
+                ) from e
+            finally:
+                raw.close()
+            if n != length:
                 raise TransientRemoteError(
                     f"remote {self.label}: {digest.short}: bytes {start}-{end} came back as "
-                    f"{len(data):,} bytes"
+                    f"more than {length:,} bytes"
                 )
-            return data
+            return view[:n]
 
+        own = self.retry.deadline(length)
+        if deadline is not None and deadline.ends_at < own.ends_at:
+            own = deadline
         try:
-            return self.retry.run(once)
+            return self.retry.run(once, deadline=own)
         except TransientRemoteError as e:  # retried here already: the whole object is not
             raise RemoteError(e.message, fix=e.fix) from e
 
@@ -297,6 +344,8 @@ class S3Remote:
             )
         if isinstance(e, bx.ReadTimeoutError | bx.ConnectionError | bx.HTTPClientError):
             return TransientRemoteError(f"{where}: connection failed: {e}")
+        if (bounded := _bounds_error(e, where)) is not None:
+            return bounded
         if not isinstance(e, bx.ClientError):
             return RemoteError(f"{where}: {e}")
         return self._answer_error(e, digest, where)
@@ -323,6 +372,17 @@ class S3Remote:
         return RemoteError(f"{where}: the server refused the request: {code or status}: {e}")
 
 
+def _bounds_error(e: BaseException, where: str) -> RemoteError | None:
+    """The error for a bound of the bounded reader that an answer broke, if it is one."""
+    if isinstance(e, BodyCut | DeadlineExceeded | BelowMinimumRate):
+        return TransientRemoteError(f"{where}: {e}")
+    if isinstance(e, _AnswerTooLong):
+        return RemoteError(
+            f"{where}: {e}", fix="check the remote's endpoint_url: it is not an S3 server"
+        )
+    return None
+
+
 def _status(e: BaseException) -> int:
     response = getattr(e, "response", None)
     if not isinstance(response, dict):
@@ -345,22 +405,18 @@ def _full_sha256(head: dict[str, Any]) -> str | None:
 
 @dataclass
 class _Body:
-    """An S3 response body whose transport errors are transient remote errors."""
+    """An S3 object's body as the connection gives it, one read at a time (the transport under
+    a :class:`~fixture_store.sources.transfer.BoundedBody`, which alone reads it), its
+    transport errors as transient remote errors."""
 
     raw: Any
     remote: S3Remote
     digest: Digest
 
-    def read(self, n: int = -1) -> bytes:
-        return self._read(self.raw.read, n)
-
-    def read1(self, n: int = -1) -> bytes:
+    def read1(self, n: int) -> bytes:
         """What the connection has now, up to ``n`` bytes (urllib3's ``read1``; botocore's body
         only offers a ``read`` that waits for all ``n``)."""
-        raw = getattr(self.raw, "_raw_stream", None)
-        return self._read(getattr(raw, "read1", None) or self.raw.read, n)
-
-    def _read(self, read: Any, n: int) -> bytes:
+        read = self.raw._raw_stream.read1
         try:
             data: bytes = read(n)
         except Exception as e:
@@ -390,9 +446,10 @@ class _RangedBody:
 
     def __init__(self, remote: S3Remote, digest: Digest) -> None:
         self.remote, self.digest = remote, digest
+        self.deadline = current_deadline()  # the whole object's, for every range
         self.pool = ThreadPoolExecutor(max_workers=remote.range_jobs)
         self.starts = iter(range(0, digest.size, remote.range_size))
-        self.pending: collections.deque[Future[bytes]] = collections.deque()
+        self.pending: collections.deque[Future[memoryview]] = collections.deque()
         self.current = memoryview(b"")
         for _ in range(remote.range_jobs):
             self._submit()
@@ -401,13 +458,23 @@ class _RangedBody:
         start = next(self.starts, None)
         if start is not None:
             end = min(start + self.remote.range_size, self.digest.size) - 1
-            self.pending.append(self.pool.submit(self.remote.get_range, self.digest, start, end))
+            self.pending.append(
+                self.pool.submit(self.remote.get_range, self.digest, start, end, self.deadline)
+            )
+
+    def read1(self, n: int = -1) -> bytes:
+        return self.read(n)
 
     def read(self, n: int = -1) -> bytes:
         if not self.current:
             if not self.pending:
                 return b""
-            self.current = memoryview(self.pending.popleft().result())
+            wait = self.deadline.remaining() if self.deadline is not None else None
+            try:
+                self.current = self.pending.popleft().result(timeout=wait)
+            except TimeoutError as e:  # the range's own deadline cuts it soon after
+                seconds = self.deadline.seconds if self.deadline is not None else 0
+                raise DeadlineExceeded(f"the deadline of {seconds:g}s passed") from e
             self._submit()
         size = len(self.current) if n < 0 else n
         data, self.current = self.current[:size], self.current[size:]
@@ -453,3 +520,103 @@ class _Window:
             h.update(chunk)
         self.seek(0)
         return h.digest()
+
+
+class _AnswerTooLong(Exception):
+    """An answer that is not an object's body was longer than :data:`ANSWER_CAP`."""
+
+
+def _bound_answers(client: Any) -> None:
+    """Make every answer of ``client`` go through the bounded reader (see the module's doc).
+
+    botocore's session reads a body it does not stream, and the body of every error answer,
+    whole into memory (a 300 MiB error body was 300 MiB and more); here each request is sent by
+    a ``before-send`` handler that leaves the body unread and reads what is needed, bounded.
+    The session's pools make connections that register their sockets with the current deadline.
+    """
+    import botocore.awsrequest as aws
+
+    session = client._endpoint.http_session  # the client's own: its proxies, TLS, pool size
+    pool, tls = _pools()
+    session._pool_classes_by_scheme.update(http=pool, https=tls)
+
+    def send(request: Any, **_: Any) -> Any:
+        streamed = request.stream_output
+        request.stream_output = True  # the session hands the body over unread
+        response = session.send(request)
+        status = response.status_code
+        if streamed and status < _HTTP_REDIRECT:
+            return response  # an object's body: read by this module, bounded (_Body)
+        raw = response.raw
+        deadline = current_deadline()
+        ended = False
+        try:
+            if status >= _HTTP_REDIRECT:  # botocore parses its message from the first bytes
+                data, ended = read_answer(
+                    raw.read1, ERROR_BODY_CAP, deadline=deadline, lenient=True
+                )
+            else:
+                data, ended = read_answer(raw.read1, ANSWER_CAP, deadline=deadline)
+                if not ended:
+                    raise _AnswerTooLong(
+                        f"the server answered {request.method} with more than {ANSWER_CAP:,} bytes"
+                    )
+        finally:
+            if ended:
+                raw.release_conn()  # read to its end: the connection is reused
+            else:
+                raw.close()  # the rest is never read: the connection goes
+        return aws.AWSResponse(response.url, status, response.headers, _Read(data))
+
+    client.meta.events.register("before-send.s3", send)
+
+
+_HTTP_REDIRECT = 300
+
+
+@dataclass
+class _Read:
+    """An answer's body already read (bounded), as botocore's response reads it."""
+
+    data: bytes
+
+    def stream(self, *_: Any, **__: Any) -> Iterator[bytes]:
+        yield self.data
+
+    def close(self) -> None:
+        pass
+
+
+def _watched(base: type) -> type:
+    """``base`` (a connection class of botocore) whose socket is watched by the current
+    deadline while it connects, sends and reads an answer's headers."""
+
+    class Watched(base):  # type: ignore[misc]
+        def connect(self) -> None:
+            super().connect()
+            watch(self.sock)
+
+        def request(self, *args: Any, **kwargs: Any) -> None:
+            watch(self.sock)
+            super().request(*args, **kwargs)
+
+        def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+            watch(self.sock)
+            return super().getresponse(*args, **kwargs)
+
+    Watched.__name__ = Watched.__qualname__ = f"Watched{base.__name__}"
+    return Watched
+
+
+@functools.cache
+def _pools() -> tuple[type, type]:
+    require("s3", for_what="an S3 remote", modules=("botocore",))
+    import botocore.awsrequest as aws
+
+    class Pool(aws.AWSHTTPConnectionPool):
+        ConnectionCls = _watched(aws.AWSHTTPConnection)
+
+    class TLSPool(aws.AWSHTTPSConnectionPool):
+        ConnectionCls = _watched(aws.AWSHTTPSConnection)
+
+    return Pool, TLSPool

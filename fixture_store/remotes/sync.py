@@ -214,17 +214,21 @@ def push(
             fix="push to the S3 bucket or folder the mirror serves, with --remote",
         )
     policy = retry or Retry()
+    rate = DownloadPolicy.from_env()
 
     def send(digest: Digest, status: Status) -> _Moved:
         if status is not Status.VERIFIED:
             return _Moved(error=_NotInStore(f"{digest} is {status} in the store"))
+        # One deadline for all of the object's requests and their attempts.
+        deadline = policy.deadline(digest.size, rate)
         if digest.size >= PUT_FIRST_BELOW:  # ask first: its bytes are worth not resending
-            claim = policy.run(lambda: remote.stat(digest))
+            claim = policy.run(lambda: remote.stat(digest), deadline=deadline)
             if claim is not None:
                 return _already_there(remote, digest, claim)
-        if policy.run(lambda: remote.upload(store.object_path(digest), digest)):
+        if policy.run(lambda: remote.upload(store.object_path(digest), digest), deadline=deadline):
             return _Moved(moved=True)
-        return _already_there(remote, digest, policy.run(lambda: remote.stat(digest)))
+        claim = policy.run(lambda: remote.stat(digest), deadline=deadline)
+        return _already_there(remote, digest, claim)
 
     moved = dict(_each_object(store, the_plan, send, jobs, on_object))
     return _report(remote, registry, the_plan, moved, Outcome.PUSHED, push=True)
@@ -274,7 +278,7 @@ def pull_object(
     ``digest`` (the caller publishes it, see :class:`~fixture_store.objects.store.Staging`).
 
     The body must keep ``rate``'s minimum rate (default: the download policy of the
-    environment, as for fetch).
+    environment, as for fetch), and every attempt ends by ``retry``'s deadline for the object.
     """
     policy = rate or DownloadPolicy.from_env()
 
@@ -293,7 +297,7 @@ def pull_object(
         finally:
             stream.close()
 
-    return retry.run(attempt)
+    return retry.run(attempt, deadline=retry.deadline(digest.size, policy))
 
 
 @dataclass
@@ -509,6 +513,10 @@ class Mirrors:
                 continue
             except FixtureStoreError as e:
                 tried.append(e.message)
+                continue
+            except Exception as e:  # a mirror is a shortcut: any failure of it
+                # (a bug, a file system error) leaves the record's pinned source to try
+                tried.append(f"remote {remote.label}: {type(e).__name__}: {e}")
                 continue
             return remote, tried
         return None, tried

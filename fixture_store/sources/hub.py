@@ -27,6 +27,8 @@ from fixture_store.registry import HubSource, Record
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 from fixture_store.sources.transfer import (
     BelowMinimumRate,
+    BoundedBody,
+    Chunks,
     Deadline,
     DeadlineExceeded,
     DownloadPolicy,
@@ -125,6 +127,7 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
 # at a time held a fetch far past any deadline. Here every read is bounded by the policy's
 # deadline and the body by its minimum rate, as for url sources (sources/transfer.py).
 ATTEMPTS_WITHOUT_PROGRESS = 5
+CHUNK = 1 << 20
 PAUSE_S = 0.5
 
 
@@ -212,11 +215,13 @@ def _attempt(
         if got and response.status_code != _PARTIAL_CONTENT:  # range ignored: start again
             out.seek(0)
             out.truncate()
-        meter = policy.meter()  # from the first body byte, as for url sources
-        for chunk in response.iter_bytes():
-            deadline.check()
-            meter.add(len(chunk))
-            if out.tell() + len(chunk) > size:
+        # The one bounded reader: the rest of the record's bytes and one more at most, the
+        # deadline checked and the rate measured (from the first body byte) at every read.
+        left = size - out.tell()
+        chunks = Chunks(iter(response.iter_bytes()))
+        body = BoundedBody(chunks.read1, left, deadline, policy.meter(), errors=(), exact=False)
+        while chunk := body.read(CHUNK):
+            if body.got > left:
                 raise _Refused(f"the server sent more than the record's {size} bytes")
             out.write(chunk)
     if out.tell() != size:

@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, BinaryIO
 
@@ -22,9 +22,12 @@ from fixture_store.registry import Record, UrlSource
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 from fixture_store.sources.transfer import (
     BelowMinimumRate,
+    BodyCut,
+    BoundedBody,
     Deadline,
     DeadlineExceeded,
     RateMeter,
+    error_body,
     slow_download_fix,
 )
 
@@ -69,6 +72,7 @@ def default_opener(url: str, deadline: Deadline) -> BinaryIO:
     try:
         response = opener.open(request, timeout=deadline.next_read_timeout())
     except urllib.error.HTTPError as e:
+        e.close()  # its body is never read: the status says what failed
         if e.code >= HTTPStatus.INTERNAL_SERVER_ERROR or e.code in _RETRIED:
             raise TransientError(f"HTTP {e.code} {e.reason}") from e
         raise SourceFailure(f"HTTP {e.code} {e.reason}", fix="check the record's source.url") from e
@@ -142,43 +146,71 @@ class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
 
 
 class _NoPlainRedirect(urllib.request.HTTPRedirectHandler):
-    # urllib calls this override with its own signature.
+    # urllib calls these overrides with its own signature.
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]  # noqa: PLR0917
         if not newurl.startswith("https://"):
             raise SourceFailure(f"refusing a redirect from https to {newurl.split(':')[0]}")
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
+    def http_error_302(self, req, fp, code, msg, headers):  # type: ignore[no-untyped-def]
+        # urllib reads a redirect's body whole before following it: a server answering with a
+        # huge one would fill memory. Its first bytes at most, through the bounded reader.
+        return super().http_error_302(req, _ErrorBody(fp), code, msg, headers)  # type: ignore[arg-type]
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
+
+
+@dataclass
+class _ErrorBody:
+    """An answer's body that is read for its message only: its first few KiB, never more."""
+
+    raw: Any
+
+    def read(self, _n: int = -1) -> bytes:
+        read1 = getattr(self.raw, "read1", None) or self.raw.read
+        return error_body(read1)
+
+    def close(self) -> None:
+        self.raw.close()
+
 
 @dataclass
 class _Guarded:
-    """A response stream whose network errors surface as TransientError, with a size cap and a
-    minimum rate."""
+    """A response body read through the one bounded reader
+    (:class:`~fixture_store.sources.transfer.BoundedBody`): at most the record's size and one
+    byte, the deadline checked before each read, at the minimum rate. A cut connection, a short
+    body and a slow one are a TransientError (a short body is a cut transfer as far as anyone
+    can tell: worth another attempt)."""
 
     raw: BinaryIO
     cap: int
     meter: RateMeter
-    read_so_far: int = 0
+    deadline: Deadline | None = None
+    body: BoundedBody = field(init=False)
+
+    def __post_init__(self) -> None:
+        # read1: at most one read of the connection, so the rate is measured as bytes come; a
+        # buffered read would wait for the whole buffer.
+        read1 = getattr(self.raw, "read1", None) or self.raw.read
+        errors = (TimeoutError, OSError, http.client.HTTPException)
+        self.body = BoundedBody(read1, self.cap, self.deadline, self.meter, errors=errors)
+
+    @property
+    def read_so_far(self) -> int:
+        return self.body.got
 
     def readinto(self, buf: memoryview) -> int:
-        want = min(len(buf), self.cap + 1 - self.read_so_far)
-        if want <= 0:
-            return 0
-        # readinto1: at most one read of the connection, so the rate is measured as bytes come;
-        # a buffered readinto would wait for the whole buffer.
-        read = getattr(self.raw, "readinto1", None) or self.raw.readinto  # type: ignore[attr-defined]
         try:
-            n = read(buf[:want])
-        except (TimeoutError, OSError, http.client.HTTPException) as e:
-            raise TransientError(f"connection failed after {self.read_so_far} bytes: {e}") from e
-        if not n and self.read_so_far < self.cap:
-            # A short body is a cut transfer as far as anyone can tell: worth another attempt.
-            raise TransientError(f"connection closed after {self.read_so_far} of {self.cap} bytes")
-        self.read_so_far += n or 0
-        try:
-            self.meter.add(n or 0)
+            return self.body.readinto(buf)
+        except BodyCut as e:
+            raise TransientError(str(e)) from e
         except BelowMinimumRate as e:
-            raise TransientError(f"too slow after {self.read_so_far:,} bytes: {e}") from e
-        return n or 0
+            raise TransientError(f"too slow after {self.body.got:,} bytes: {e}") from e
+
+    def read(self, n: int = -1) -> bytes:
+        buf = bytearray(n if n >= 0 else self.cap + 1 - self.body.got)
+        got = self.readinto(memoryview(buf))
+        return bytes(buf[:got])
 
 
 def fetch(
@@ -215,7 +247,7 @@ def fetch(
         try:
             stream = open_url(url, deadline)
             try:
-                guarded = _Guarded(stream, expected.size, ctx.policy.meter())
+                guarded = _Guarded(stream, expected.size, ctx.policy.meter(), deadline)
                 try:
                     put_object(ctx, record, guarded, expected)  # type: ignore[arg-type]
                 except SourceError:

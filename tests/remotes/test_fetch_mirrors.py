@@ -13,6 +13,7 @@ from fixture_store.objects.store import Store
 from fixture_store.remotes.folder import FolderRemote
 from fixture_store.remotes.sync import plan, push
 from tests.support.cli import add_file_and_case, run
+from tests.support.s3server import FaultProxy
 
 
 @pytest.fixture
@@ -82,3 +83,69 @@ def test_when_both_fail_the_message_says_what_the_remote_answered(
 @pytest.mark.usefixtures("shared")
 def test_remote_and_no_remote_together_is_a_usage_error() -> None:
     assert run("fetch", "--all", "--remote", "shared", "--no-remote")[0] == 2
+
+
+# -- a remote that fails in any way is a warning: the pinned source serves the record -----------
+
+
+@pytest.fixture
+def s3_shared(
+    project: Path,
+    tmp_path: Path,
+    proxy: FaultProxy,
+    bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> FaultProxy:
+    """fam/a and fam/case pushed to an S3 bucket, the default remote reached through the fault
+    proxy; the store is empty, the pinned (local) sources are still there."""
+    add_file_and_case(project)
+    url = f"s3://{bucket}/x"
+    assert run("remote", "add", "team", url, "--endpoint-url", proxy.url, "--default")[0] == 0
+    assert run("push", "--all")[0] == 0
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "empty-store"))
+    return proxy
+
+
+def test_an_s3_remote_dripping_its_headers_is_left_at_the_deadline_for_the_pinned_source(
+    s3_shared: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3_shared.faults.drip_headers = 0.05  # the headers alone take half a minute
+    monkeypatch.setenv("FIXTURE_STORE_DOWNLOAD_DEADLINE", "1")
+    code, out, err = run("fetch", "fam/a", "--json")
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    assert result["outcome"] == "fetched" and result["source"].startswith("local")
+    assert "warning: fam/a: remotes tried first" in err and "deadline of 1s" in err
+    assert run("verify", "fam/a")[0] == 0
+
+
+def test_an_s3_remote_answering_a_huge_error_body_is_left_for_the_pinned_source(
+    s3_shared: FaultProxy,
+) -> None:
+    s3_shared.faults.errors, s3_shared.faults.error_size = 100, 64 * 1024 * 1024
+    code, out, err = run("fetch", "fam/a", "--json")
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    assert result["outcome"] == "fetched" and result["source"].startswith("local")
+    assert "answered 500" in err
+    assert s3_shared.faults.sent < 2 * 16 * 1024 * 1024  # never read past its first KiB
+
+
+@pytest.mark.parametrize("plant", ["folder", "link"])
+def test_a_folder_remote_with_no_object_at_its_key_is_left_for_the_pinned_source(
+    shared: FolderRemote, project: Path, plant: str
+) -> None:
+    registry = registry_mod.load(project)
+    (digest,) = plan(registry, ["fam/a"]).objects.values()
+    path = shared.path(digest)
+    os.chmod(path, 0o644)
+    path.unlink()
+    if plant == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(project / "data" / "a.bin")
+    code, out, err = run("fetch", "fam/a", "--json")
+    assert code == 0, err
+    assert "Traceback" not in err
+    (result,) = json.loads(out)["results"]
+    assert result["outcome"] == "fetched" and result["source"].startswith("local")

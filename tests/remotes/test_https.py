@@ -23,6 +23,7 @@ from fixture_store.remotes.https import HttpsRemote
 from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
 from tests.sources.test_url import make_cert
 from tests.support.cli import add_file_and_case
+from tests.support.s3server import FaultProxy
 
 FAST = Retry(attempts=2, backoff=0.01, total=5.0)
 
@@ -107,3 +108,69 @@ def test_a_mirror_takes_no_push(
     registry, the_plan, mirror = pushed
     with pytest.raises(ReadOnlyRemote):
         push(store, registry, mirror, the_plan)
+
+
+# -- a hostile mirror: the fault proxy speaking TLS in front of a plain file server ------------
+
+
+@pytest.fixture
+def hostile(
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Registry, SyncPlan, HttpsRemote, FaultProxy]]:
+    """fam/a pushed to a folder that a plain HTTP server serves, and a mirror of it reached
+    through the fault proxy over TLS (its certificate trusted through $SSL_CERT_FILE)."""
+    add_file_and_case(project)
+    registry = registry_mod.load(project)
+    the_plan = plan(registry, ["fam/a"])
+    folder = tmp_path / "served"
+    push(store, registry, FolderRemote("build", folder / "mirror"), the_plan)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    cert, key = make_cert(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    try:
+        with FaultProxy(f"http://127.0.0.1:{server.server_address[1]}", tls=context) as proxy:
+            yield registry, the_plan, HttpsRemote("mirror", f"{proxy.url}/mirror"), proxy
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_mirror_dripping_its_headers_is_cut_at_the_objects_deadline(
+    hostile: tuple[Registry, SyncPlan, HttpsRemote, FaultProxy], tmp_path: Path
+) -> None:
+    registry, the_plan, mirror, proxy = hostile
+    proxy.faults.drip_headers = 0.05  # the headers alone take several seconds
+    retry = Retry(attempts=2, backoff=0.01, total=1.0)
+    fresh = Store.at(tmp_path / "fresh").ensure()
+    (result,) = pull(fresh, registry, mirror, the_plan, retry=retry).results
+    assert result.outcome is Outcome.FAILED and "deadline" in result.message
+
+
+def test_a_mirror_redirecting_with_huge_bodies_is_read_no_further_than_their_first_kib(
+    hostile: tuple[Registry, SyncPlan, HttpsRemote, FaultProxy], tmp_path: Path
+) -> None:
+    registry, the_plan, mirror, proxy = hostile
+    proxy.faults.redirect, proxy.faults.error_size = True, 32 * 1024 * 1024
+    fresh = Store.at(tmp_path / "fresh").ensure()
+    (result,) = pull(fresh, registry, mirror, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED and "302" in result.message
+    answers = len(proxy.faults.seen)
+    assert answers > 2  # urllib follows the redirect a few times, then gives up
+    assert proxy.faults.sent < answers * 8 * 1024 * 1024  # each cut early, not read whole
+
+
+def test_a_mirror_announcing_gigabytes_is_read_no_further_than_the_objects_size(
+    hostile: tuple[Registry, SyncPlan, HttpsRemote, FaultProxy], tmp_path: Path
+) -> None:
+    registry, the_plan, mirror, proxy = hostile
+    proxy.faults.announce, proxy.faults.extra = 6 << 30, 32 * 1024 * 1024
+    fresh = Store.at(tmp_path / "fresh").ensure()
+    (result,) = pull(fresh, registry, mirror, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED and "other bytes" in result.message
+    assert proxy.faults.sent < 16 * 1024 * 1024
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()

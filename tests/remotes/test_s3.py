@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from fixture_store import registry as registry_mod
+from fixture_store.limits import MiB
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, checksum_sha256, object_key
@@ -378,3 +379,83 @@ def test_the_cli_pushes_and_pulls_a_configured_s3_remote_and_never_prints_a_secr
     assert "failed: fam/a" in err and "does not exist" in err and "aws s3 mb" in err
     outputs = [add, (code, out, err), run("remote", "list"), run("remote", "list", "--json")]
     assert all(secret not in o and secret not in e for _, o, e in outputs)
+
+
+# -- hostile answers: every byte through the one bounded reader (DESIGN 14) -------------------
+
+
+def test_headers_dripped_a_byte_at_a_time_are_cut_at_the_objects_deadline(
+    proxy: FaultProxy, pushed: tuple[Registry, SyncPlan], proxied: S3Remote, fresh: Store
+) -> None:
+    """Each header byte comes well within the per-read timeout; the object's deadline ends it."""
+    registry, the_plan = pushed
+    proxy.faults.drip_headers = 0.05  # the headers alone take half a minute
+    retry = Retry(attempts=3, backoff=0.01, total=1.0)
+    (result,) = pull(fresh, registry, proxied, the_plan, retry=retry).results
+    assert result.outcome is Outcome.FAILED
+    assert "the deadline of 1s for this object passed" in result.message
+    assert result.fix is not None and "FIXTURE_STORE_DOWNLOAD_DEADLINE" in result.fix
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+
+
+def test_a_huge_error_body_is_read_no_further_than_its_first_kib(
+    proxy: FaultProxy, pushed: tuple[Registry, SyncPlan], proxied: S3Remote, fresh: Store
+) -> None:
+    registry, the_plan = pushed
+    proxy.faults.errors, proxy.faults.error_size = 3, 64 * MiB
+    (result,) = pull(fresh, registry, proxied, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED
+    assert "answered 500" in result.message and "3 attempts" in result.message
+    # What the kernel's socket buffers took before the client closed (a few MiB each), not the
+    # 192 MiB the server had to send.
+    assert proxy.faults.sent < 3 * 16 * MiB
+
+
+def test_a_range_announcing_gigabytes_is_read_no_further_than_its_length(
+    proxy: FaultProxy, store: Store, big: Big, fresh: Store
+) -> None:
+    registry, the_plan, remote = big.registry, big.plan, big.remote
+    push(store, registry, remote, the_plan, retry=FAST)
+    proxy.faults.announce, proxy.faults.extra = 6 << 30, 64 * MiB
+    (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED
+    assert "more than" in result.message and "other bytes" not in result.message
+    ranges = -(-len(big.data) // remote.range_size)
+    # Each answer cut after its length + 1 (the socket buffers took a few MiB more), never
+    # drained: not the 64 MiB of filler behind each.
+    assert proxy.faults.sent < ranges * 3 * 16 * MiB
+    (digest,) = the_plan.objects.values()
+    assert not fresh.object_path(digest).exists()
+
+
+def test_a_petabyte_content_length_on_the_right_bytes_is_read_and_verified(
+    proxy: FaultProxy, store: Store, big: Big, fresh: Store
+) -> None:
+    """The length is a claim like any other: the bytes that came are checked, nothing is
+    allocated for the claim."""
+    registry, the_plan, remote = big.registry, big.plan, big.remote
+    push(store, registry, remote, the_plan, retry=FAST)
+    proxy.faults.announce = 10**15
+    (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.PULLED, result.message
+    assert fresh.object_path(next(iter(the_plan.objects.values()))).read_bytes() == big.data
+
+
+@pytest.mark.parametrize("delta", [-1, 1, 4096])
+def test_a_range_answered_short_or_long_is_a_cut_transfer_retried(
+    proxy: FaultProxy, store: Store, big: Big, fresh: Store, delta: int
+) -> None:
+    registry, the_plan, remote = big.registry, big.plan, big.remote
+    push(store, registry, remote, the_plan, retry=FAST)
+    proxy.faults.seen.clear()
+    proxy.faults.ranges, proxy.faults.range_delta = 1, delta
+    (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.PULLED, result.message
+    ranges = -(-len(big.data) // remote.range_size)
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"] * (ranges + 1)  # one retried
+    proxy.faults.ranges = 1000  # every answer: retried, then a cut transfer, never other bytes
+    again = Store.at(fresh.root.parent / "again").ensure()
+    (result,) = pull(again, registry, remote, the_plan, retry=FAST).results
+    assert result.outcome is Outcome.FAILED
+    assert "3 attempts" in result.message and "other bytes" not in result.message

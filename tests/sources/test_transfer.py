@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import socket
+import threading
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import fixture_store
 from fixture_store.cli.app import main
 from fixture_store.errors import UsageError
 from fixture_store.limits import KiB
@@ -15,12 +19,22 @@ from fixture_store.sources import FetchContext
 from fixture_store.sources.transfer import (
     DEADLINE_ENV,
     DEADLINE_FLOOR_S,
+    ERROR_BODY_CAP,
     MIN_RATE,
     MIN_RATE_ENV,
     BelowMinimumRate,
+    BodyCut,
+    BoundedBody,
+    Chunks,
     DeadlineExceeded,
     DownloadPolicy,
     RateMeter,
+    bounded_by,
+    current_deadline,
+    deadline_in,
+    error_body,
+    read_answer,
+    watch,
 )
 
 
@@ -125,3 +139,153 @@ def test_fetch_help_documents_the_knobs() -> None:
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     assert DEADLINE_ENV in text and MIN_RATE_ENV in text
+
+
+# -- the one bounded reader (DESIGN 14) --------------------------------------------------------
+
+
+class Endless:
+    """A server body that never ends: every read is answered in full."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def read1(self, n: int) -> bytes:
+        self.asked += n
+        return b"x" * n
+
+
+def test_a_body_is_read_no_further_than_what_was_asked_and_one_byte() -> None:
+    source = Endless()
+    body = BoundedBody(source.read1, 1000)
+    assert len(body.read_all()) == 1001  # the caller sees it is longer, and reads no more
+    assert source.asked == 1001 and body.read() == b""
+
+
+def test_a_body_that_ends_early_is_a_cut_transfer() -> None:
+    parts = iter([b"abc", b""])
+    with pytest.raises(BodyCut, match="ended after 3 of 10 bytes"):
+        BoundedBody(lambda _n: next(parts), 10).read_all()
+
+
+def test_a_body_is_not_read_once_its_deadline_has_passed() -> None:
+    clock = FakeClock()
+    deadline = DownloadPolicy(deadline=5).start(10, read_timeout=1, clock=clock)
+    source = Endless()
+    body = BoundedBody(source.read1, 10**9, deadline)
+    assert body.read(10) == b"x" * 10
+    clock.now += 6
+    with pytest.raises(DeadlineExceeded):
+        body.read(10)
+    assert source.asked == 10
+
+
+def test_an_error_body_is_read_for_its_first_kib_only() -> None:
+    source = Endless()
+    assert len(error_body(source.read1)) == ERROR_BODY_CAP
+    assert source.asked <= ERROR_BODY_CAP + 1  # one more: to know it is longer
+    assert read_answer(source.read1, 100) == (b"x" * 100, False)  # longer: the rest unread
+    assert read_answer(Chunks(iter([b"ab", b"cd"])).read1, 100) == (b"abcd", True)
+
+
+def test_a_socket_read_under_a_deadline_is_cut_when_it_passes() -> None:
+    """A server that sends nothing (or a byte now and then, within each read's timeout) holds
+    a read until the deadline, no longer: the socket is shut down under the reader."""
+    ours, theirs = socket.socketpair()
+    got: list[bytes] = []
+    try:
+        with bounded_by(deadline_in(0.2)) as deadline:
+            assert current_deadline() is deadline
+            watch(ours)
+            reader = threading.Thread(target=lambda: got.append(ours.recv(10)))
+            reader.start()
+            reader.join(30)
+        assert got == [b""]  # woken with an end of stream, not left waiting for the peer
+        with bounded_by(deadline_in(60)) as outer, bounded_by(deadline_in(600)) as inner:
+            assert inner is outer  # a nested bound never extends the one in force
+        assert current_deadline() is None
+    finally:
+        ours.close()
+        theirs.close()
+
+
+# Modules that talk to servers read a body only here: (module, function, call) -> why.
+_OWN = "a bounded reader calling its own read"
+_BOUNDED = "a read of a BoundedBody"
+_TRANSPORT = "the transport's read1, handed to a BoundedBody (or read_answer), which alone calls it"
+_ALLOWED_READS = {
+    ("fixture_store/sources/transfer.py", "BoundedBody.read", "self.read1"): _TRANSPORT,
+    ("fixture_store/sources/transfer.py", "BoundedBody.read_all", "self.read"): _OWN,
+    ("fixture_store/sources/transfer.py", "BoundedBody.readinto", "self.read"): _OWN,
+    ("fixture_store/sources/transfer.py", "read_answer", "body.read"): _BOUNDED,
+    ("fixture_store/remotes/base.py", "GuardedBody.__post_init__", "self.raw.read"): _TRANSPORT,
+    ("fixture_store/remotes/base.py", "GuardedBody.read", "self.body.read"): _BOUNDED,
+    ("fixture_store/remotes/base.py", "GuardedBody.readinto", "self.read"): _OWN,
+    ("fixture_store/remotes/s3.py", "S3Remote.get_range.once", "body.readinto"): _BOUNDED,
+    ("fixture_store/remotes/s3.py", "S3Remote.get_range.once", "raw.read1"): _TRANSPORT,
+    ("fixture_store/remotes/s3.py", "_Body.read1", "self.raw._raw_stream.read1"): _TRANSPORT,
+    ("fixture_store/remotes/s3.py", "_bound_answers.send", "raw.read1"): _TRANSPORT,
+    ("fixture_store/remotes/s3.py", "_RangedBody.read1", "self.read"): "ranges read bounded",
+    ("fixture_store/remotes/s3.py", "_Window.sha256", "self.read"): "the store's file, sent",
+    ("fixture_store/sources/hub.py", "_attempt", "body.read"): _BOUNDED,
+    ("fixture_store/sources/hub.py", "_attempt", "chunks.read1"): _TRANSPORT,
+    ("fixture_store/sources/hub.py", "_attempt", "response.iter_bytes"): _TRANSPORT,
+    ("fixture_store/sources/url.py", "_ErrorBody.read", "self.raw.read"): _TRANSPORT,
+    ("fixture_store/sources/url.py", "_Guarded.__post_init__", "self.raw.read"): _TRANSPORT,
+    ("fixture_store/sources/url.py", "_Guarded.read", "self.readinto"): _OWN,
+    ("fixture_store/sources/url.py", "_Guarded.readinto", "self.body.readinto"): _BOUNDED,
+}
+_NETWORK_IMPORTS = ("urllib.request", "urllib.error", "http.client", "httpx", "httpx2", "boto3",
+                    "botocore", "urllib3", "huggingface_hub", "socket", "ssl")  # fmt: skip
+_BODY_CALLS = {"read", "read1", "readinto", "readinto1", "readline", "readlines",
+               "iter_content", "iter_bytes", "iter_raw", "iter_lines", "iter_chunks"}  # fmt: skip
+
+
+def _network_modules(root: Path) -> list[Path]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n == m or n.startswith(f"{m}.") for n in names for m in _NETWORK_IMPORTS):
+                found.append(path)
+                break
+    return found
+
+
+def _body_reads(path: Path, rel: str) -> set[tuple[str, str, str]]:
+    """Each (module, enclosing function, name) of a body-reading call or name in ``path``."""
+    found: set[tuple[str, str, str]] = set()
+
+    def visit(node: ast.AST, where: list[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            scope = where
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                scope = [*where, child.name]
+            if isinstance(child, ast.Attribute) and child.attr in _BODY_CALLS | {"content"}:
+                found.add((rel, ".".join(scope), f"{ast.unparse(child.value)}.{child.attr}"))
+            if isinstance(child, ast.Name) and child.id == "StreamingBody":
+                found.add((rel, ".".join(scope), child.id))
+            visit(child, scope)
+
+    visit(ast.parse(path.read_text()), [])
+    return found
+
+
+def test_no_module_reads_a_servers_body_but_through_the_bounded_reader() -> None:
+    """Every module that imports a network client reads bodies only in the allowed places; a
+    new reader of a response (``.read(``, ``iter_bytes``, ``.content``, ``StreamingBody``)
+    fails here until it goes through BoundedBody, or is allowed with its reason."""
+    package = Path(fixture_store.__file__).parent
+    reads: set[tuple[str, str, str]] = set()
+    for path in _network_modules(package):
+        rel = f"fixture_store/{path.relative_to(package).as_posix()}"
+        reads |= _body_reads(path, rel)
+    assert reads - set(_ALLOWED_READS) == set()
+    assert set(_ALLOWED_READS) - reads == set()  # the allow-list lists only what is there

@@ -1,15 +1,18 @@
 """moto's threaded S3 server on loopback, and a fault-injecting proxy to put in front of it.
 
 moto speaks the S3 protocol to the real boto3 client but checks no checksums itself, so the
-failures a remote must survive (a flipped byte, a truncated body, a slow drip, 5xx answers, a
-403) are made
-by :class:`FaultProxy`: it forwards every request to the server and spoils the answers to
-object GETs as told.
+failures a remote must survive (a flipped byte, a truncated body, a slow drip of the body or of
+the headers, 5xx answers with huge bodies, a 403, a lying ``Content-Length``, ranges answered
+short or long) are made by :class:`FaultProxy`: it forwards every request to the server and
+spoils the answers to object requests as told. Its upstream may be any HTTP server, and it may
+speak TLS itself: in front of a plain file server it is a hostile https mirror.
 """
 
 from __future__ import annotations
 
+import http
 import http.client
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -48,6 +51,14 @@ class Faults:
     drip: float = 0.0  # send every GET body one byte at a time, this many seconds apart
     errors: int = 0  # answer this many object requests (any method) with 500 first
     forbid: bool = False  # answer every object request with 403
+    error_size: int = 0  # the injected 500s carry an XML body of this many bytes
+    drip_headers: float = 0.0  # send the status line and headers of object GETs a byte at a time
+    announce: int | None = None  # object GETs announce this Content-Length (a lie), then ...
+    extra: int = 0  # ... send this many bytes of filler after the body, and close
+    ranges: int = 0  # answer this many ranged GETs (then pass them) ...
+    range_delta: int = 0  # ... with this many bytes fewer (< 0) or more (> 0) than asked
+    redirect: bool = False  # answer object GETs with a 302 to the same path (its body: error_size)
+    sent: int = 0  # bytes of spoiled bodies (error bodies, lies, filler) written to clients
     seen: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -55,8 +66,9 @@ class Faults:
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of ``upstream`` that injects :class:`Faults`."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, tls: ssl.SSLContext | None = None) -> None:
         self.upstream = upstream.removeprefix("http://")
+        self.scheme = "https" if tls is not None else "http"
         self.faults = Faults()
         proxy = self
 
@@ -73,12 +85,14 @@ class FaultProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
         host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return f"{self.scheme}://{host!s}:{port}"
 
     def __enter__(self) -> FaultProxy:
         self.thread.start()
@@ -94,16 +108,9 @@ class FaultProxy:
         body = req.rfile.read(length) if length else b""
         is_object = "/objects/" in req.path
         faults = self.faults
-        with faults.lock:
-            status = 0
-            if is_object and faults.forbid:
-                status = 403
-            elif is_object and faults.errors > 0:
-                faults.errors -= 1
-                status = 500
-            faults.seen.append((req.command, req.path, status or 200))
+        status = self._injected(req, is_object)
         if status:
-            self._answer(req, status, b"<Error><Code>Injected</Code></Error>")
+            self._error(req, status)
             return
         conn = http.client.HTTPConnection(self.upstream, timeout=30)
         headers = {k: v for k, v in req.headers.items() if k.lower() != "host"}
@@ -115,11 +122,17 @@ class FaultProxy:
         spoil = is_object and req.command == "GET" and answer.status in (200, 206) and data
         if spoil and faults.flip:
             data = bytes([data[0] ^ 0x01]) + data[1:]
-        req.send_response(answer.status)
-        for key, value in answer.getheaders():
-            if key.lower() not in ("transfer-encoding", "connection", "server", "date"):
-                req.send_header(key, value)
-        req.end_headers()
+        if spoil and answer.status == 206 and self._take_range():
+            data = self._reshape(data)
+        announced: int | str = len(data)
+        if spoil and faults.announce is not None:
+            announced = faults.announce
+        elif req.command == "HEAD":  # the length of the body a GET would get
+            announced = answer.getheader("Content-Length") or 0
+        kept = ("transfer-encoding", "connection", "server", "date", "content-length")
+        head = [(k, v) for k, v in answer.getheaders() if k.lower() not in kept]
+        head.append(("Content-Length", str(announced)))
+        self._head(req, answer.status, head, drip=faults.drip_headers if spoil else 0.0)
         if req.command == "HEAD":
             return
         if spoil and faults.truncate:
@@ -128,21 +141,94 @@ class FaultProxy:
             req.close_connection = True
             return
         if spoil and faults.drip:
-            for i in range(len(data)):
-                try:
-                    req.wfile.write(data[i : i + 1])
-                    req.wfile.flush()
-                except OSError:  # the client gave up
-                    return
-                time.sleep(faults.drip)
+            self._drip(req, data, faults.drip)
             return
         req.wfile.write(data)
+        if spoil and faults.announce is not None:
+            self._filler(req, faults.extra)
+            req.close_connection = True
+
+    def _injected(self, req: BaseHTTPRequestHandler, is_object: bool) -> int:
+        """The status of an error answer to make instead of forwarding the request, or 0."""
+        faults = self.faults
+        with faults.lock:
+            status = 0
+            if is_object and faults.forbid:
+                status = 403
+            elif is_object and faults.errors > 0:
+                faults.errors -= 1
+                status = 500
+            elif is_object and faults.redirect and req.command == "GET":
+                status = 302
+            faults.seen.append((req.command, req.path, status or 200))
+        return status
+
+    def _take_range(self) -> bool:
+        with self.faults.lock:
+            if self.faults.ranges <= 0:
+                return False
+            self.faults.ranges -= 1
+            return True
+
+    def _reshape(self, data: bytes) -> bytes:
+        delta = self.faults.range_delta
+        return data[:delta] if delta < 0 else data + b"\xa5" * delta
+
+    def _head(
+        self,
+        req: BaseHTTPRequestHandler,
+        status: int,
+        headers: list[tuple[str, str]],
+        *,
+        drip: float,
+    ) -> None:
+        """The status line and headers, at once or a byte every ``drip`` seconds."""
+        lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}"]
+        lines += [f"{k}: {v}" for k, v in headers]
+        block = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if not drip:
+            req.wfile.write(block)
+            return
+        self._drip(req, block, drip)
 
     @staticmethod
-    def _answer(req: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
-        req.send_response(status)
-        req.send_header("Content-Type", "application/xml")
-        req.send_header("Content-Length", str(len(body)) if req.command != "HEAD" else "0")
-        req.end_headers()
-        if req.command != "HEAD":
-            req.wfile.write(body)
+    def _drip(req: BaseHTTPRequestHandler, data: bytes, pause: float) -> None:
+        for i in range(len(data)):
+            try:
+                req.wfile.write(data[i : i + 1])
+                req.wfile.flush()
+            except OSError:  # the client gave up
+                req.close_connection = True
+                return
+            time.sleep(pause)
+
+    def _filler(self, req: BaseHTTPRequestHandler, size: int) -> None:
+        """``size`` bytes of filler (never held in memory at once), counted in ``sent``."""
+        chunk = b"<x>" * (64 * 1024 // 3)
+        left = size
+        try:
+            while left > 0:
+                part = chunk[:left]
+                req.wfile.write(part)
+                left -= len(part)
+                with self.faults.lock:
+                    self.faults.sent += len(part)
+        except OSError:  # the client closed the connection: it read no more
+            req.close_connection = True
+
+    def _error(self, req: BaseHTTPRequestHandler, status: int) -> None:
+        """An error answer whose body is a small S3 error, or ``error_size`` bytes of one."""
+        code = {403: "AccessDenied", 500: "InternalError", 302: "Found"}[status]
+        start = f"<Error><Code>{code}</Code><Message>injected ".encode()
+        end = b"</Message></Error>"
+        size = max(self.faults.error_size, len(start) + len(end))
+        headers = [("Content-Type", "application/xml"), ("Content-Length", str(size))]
+        if status == 302:
+            headers.append(("Location", req.path))
+        self._head(req, status, headers, drip=0.0)
+        if req.command == "HEAD":
+            return
+        req.wfile.write(start)
+        self._filler(req, size - len(start) - len(end))
+        if not req.close_connection:
+            req.wfile.write(end)
