@@ -201,9 +201,7 @@ def render_index(report: Report) -> str:
         for f, d in report.families.items()
     )
     families = (
-        "<table class='wide'><colgroup><col style='width:17%'><col style='width:7%'>"
-        + "<col style='width:6.5%'>" * len(STATUSES)
-        + "<col style='width:8%'><col></colgroup>"
+        "<table style='width:100%'>"
         f"<tr><th>family</th><th>artifacts</th>{_status_head()}<th>known failures</th>"
         f"<th>description</th></tr>{rows}"
         f"<tr><th>all</th><th class='n'>{sum(total.values()):,}</th>"

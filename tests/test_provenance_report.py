@@ -3,7 +3,6 @@ tolerances per family, one page per family, the same bytes on every machine."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -13,87 +12,9 @@ from click.testing import CliRunner
 from fixture_store import provenance_report
 from fixture_store import registry as registry_mod
 from fixture_store.cli import main
-from fixture_store.objects import digests
 from fixture_store.objects.store import Store
-from fixture_store.registry import KnownFailure, Record
-from fixture_store.registry.files import write_family
 from tests.support.htmlpage import Page
-
-REV = "0123456789abcdef0123456789abcdef01234567"
-
-
-def _record(name: str, data: bytes, **fields: object) -> Record:
-    raw = {
-        "kind": "fixture",
-        "source": {"type": "local", "path": f"data/{name.rsplit('/', 1)[-1]}"},
-        "digest": digests.of_bytes(data).text,
-        "size": len(data),
-        **fields,
-    }
-    return registry_mod.parse_record(name, raw, file="<test>")
-
-
-def _generated(name: str, data: bytes, stage: str, *parents: bytes, **fields: object) -> Record:
-    return _record(
-        name,
-        data,
-        source={"type": "generator", "stage": stage},
-        lineage=[digests.of_bytes(p).text for p in parents],
-        **fields,
-    )
-
-
-def chain_project(project: Path, store: Store) -> None:
-    """upstream weights -> converter stage -> archive -> parity fixture, with a gap, a missing
-    object, a record that does not validate and a known failure."""
-    weights, archive, fixture = b"weights", b"archive of weights", b"parity output"
-    registry = registry_mod.load(project)
-    write_family(
-        registry,
-        "upstream",
-        [
-            _record(
-                "upstream/weights.bin",
-                weights,
-                upstream=[
-                    {
-                        "type": "hub",
-                        "repo_id": "org/model",
-                        "revision": REV,
-                        "path": "model.safetensors",
-                    }
-                ],
-            ),
-            _record("upstream/unfetched.bin", b"never stored"),
-        ],
-    )
-    write_family(registry, "archives", [_generated("archives/w.tar", archive, "convert", weights)])
-    write_family(
-        registry,
-        "parity",
-        [
-            _generated(
-                "parity/out.npy",
-                fixture,
-                "jax-parity",
-                archive,
-                weights,
-                tolerance={"metric": "allclose", "atol": 1e-5, "rtol": 1e-5},
-            ),
-            registry_mod.parse_record(
-                "parity/large.npy",
-                {"kind": "fixture", "gap": {"reason": "needs a GPU run"}},
-                file="<test>",
-            ),
-        ],
-        known_failures=[KnownFailure("ort", "parity/out.npy", "ort rounds differently")],
-    )
-    for data in (weights, archive, fixture):
-        store.put_bytes(data)
-    path = project / "provenance" / "parity.json"
-    doc = json.loads(path.read_text())
-    doc["records"]["parity/broken.npy"] = {"kind": "fixture", "digest": "sha256:nothex"}
-    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+from tests.support.reports import REV, chain_project
 
 
 @pytest.fixture

@@ -112,7 +112,8 @@ def render(
             place[node] = (x, PAD + i * (NODE_HEIGHT + ROW_GAP), width)
         x += width + column_gap
     total_w = max(x - column_gap + PAD, 2 * PAD)
-    total_h = PAD * 2 + max((len(c) for c in grid), default=0) * (NODE_HEIGHT + ROW_GAP)
+    # one row more below the last: an edge that skips columns bows under its row
+    total_h = PAD * 2 + (max((len(c) for c in grid), default=0) + 1) * (NODE_HEIGHT + ROW_GAP)
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='graph' role='img' "
         f"viewBox='0 0 {total_w} {total_h}' width='{total_w}' height='{total_h}' "
@@ -129,21 +130,27 @@ def render(
 
 
 def _edge(e: Edge, place: Mapping[str, tuple[int, int, int]]) -> str:
+    """A curve from the source's right side to the target's left side; one that skips columns
+    bows below the row it leaves, so it passes between the boxes it skips, not through them."""
     sx, sy, sw = place[e.source]
     tx, ty, _ = place[e.target]
     x1, y1 = sx + sw, sy + NODE_HEIGHT // 2
     x2, y2 = tx, ty + NODE_HEIGHT // 2
     mid = (x1 + x2) // 2
+    skips = any(x1 < x < x2 for x, y, _ in place.values() if y in (sy, ty))
+    bow = (NODE_HEIGHT + ROW_GAP) if skips else 0
+    c1, c2 = (x1 + COLUMN_GAP, x2 - COLUMN_GAP) if skips else (mid, mid)
     dash = " stroke-dasharray='4 3'" if e.dashed else ""
     path = (
-        f"<path d='M{x1},{y1} C{mid},{y1} {mid},{y2} {x2},{y2}' fill='none' stroke='#78909c'"
-        f"{dash} marker-end='url(#arrow)'><title>{escape(e.source)} → {escape(e.target)}"
-        f"{escape(': ' + e.label) if e.label else ''}</title></path>"
+        f"<path d='M{x1},{y1} C{c1},{y1 + bow} {c2},{y2 + bow} {x2},{y2}' fill='none' "
+        f"stroke='#78909c'{dash} marker-end='url(#arrow)'><title>{escape(e.source)} → "
+        f"{escape(e.target)}{escape(': ' + e.label) if e.label else ''}</title></path>"
     )
     if not e.label:
         return path
+    label_y = (y1 + y2) // 2 + (bow * 3 // 4 + 12 if skips else -4)
     return (
-        path + f"<text x='{mid}' y='{(y1 + y2) // 2 - 4}' text-anchor='middle' fill='#37474f' "
+        path + f"<text x='{mid}' y='{label_y}' text-anchor='middle' fill='#37474f' "
         f"font-size='10' stroke='#fff' stroke-width='3' paint-order='stroke'>"
         f"{escape(e.label)}</text>"
     )
