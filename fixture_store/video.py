@@ -14,8 +14,8 @@ decodes one frame at a time and checks it before handing it out:
   container itself is verified by its digest).
 
 A frame past the recorded count, a missing frame or a frame out of tolerance is refused naming
-it. A container whose bytes no longer match is refused, naming the frames that decode
-differently where the damaged bytes still decode.
+it. A container whose bytes no longer match is refused by verification before any byte of it
+reaches the decoder (FFmpeg is native code: it reads only verified bytes).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy as np
 
 from fixture_store import limits as limits_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import DigestMismatchError, FixtureStoreError, UsageError
+from fixture_store.errors import DigestMismatchError, UsageError
 from fixture_store.limits import Limits
 from fixture_store.readers.video import (
     DEFAULT_TOLERANCE,
@@ -38,13 +38,10 @@ from fixture_store.readers.video import (
     frame_blake3,
     frame_blocks,
     frame_digest,
+    match,
     open_clip,
 )
 from fixture_store.registry import ArrayTolerance, Kind, Record, Where
-from fixture_store.verify import Status
-
-# A corruption report lists this many of the bad frames.
-_FRAMES_SHOWN = 10
 
 
 def description(record: Record) -> Description:
@@ -94,12 +91,9 @@ def frames(
     desc = description(record)
     profile = limits or limits_mod.profile(record.profile)
     check_limits(record, desc, profile)
-    result = fixtures.check(name)
-    if result.status is Status.MISMATCH:
-        bad = _damaged_frames(fixtures, record, desc, profile)
-        if bad:
-            raise DigestMismatchError(name, f"{bad}; {result.message}", fix=result.fix)
-    result.raise_for_status()
+    # Verified before anything is decoded: bytes that do not match their record never reach
+    # the decoder, not even to say which frames they damage.
+    fixtures.check(name).raise_for_status()
     pinned = Decoder.current() == desc.decoder  # needs the video extra: refused here, not later
     return _checked(fixtures, record, desc, profile, pinned=pinned)
 
@@ -168,11 +162,11 @@ def _judge(
             record, desc, f"frame {index} differs from its record under the pinned decoder"
         )
     blocks = frame_blocks(rgb)
-    if desc.match(index, digest, blocks, tol) is FrameMatch.DRIFT:
+    if match(desc, index, digest, blocks, tol) is FrameMatch.DRIFT:
         raise _changed(
             record,
             desc,
-            f"frame {index} drifts past the tolerance (atol={tol.atol:g}) under "
+            f"frame {index} drifts past the tolerance ({tol.describe()}) under "
             f"{Decoder.current()}: its block means differ by up to "
             f"{desc.block_error(index, blocks):.3f} levels",
         )
@@ -184,35 +178,3 @@ def _changed(record: Record, desc: Description, what: str) -> DigestMismatchErro
         f"the verified container {what} (recorded by {desc.decoder})",
         fix=f"fixture-store regenerate {record.name} --fetch  (reports it frame by frame)",
     )
-
-
-def _damaged_frames(fixtures: Fixtures, record: Record, desc: Description, limits: Limits) -> str:
-    """Which frames a container whose bytes changed decodes differently; '' if it cannot say."""
-    path = fixtures.store.object_path(record.object)
-    if not path.is_file():
-        return ""
-    bad: list[int] = []
-    count = 0
-    try:
-        with (
-            open(path, "rb") as raw,
-            open_clip(
-                raw,
-                artifact=record.name,
-                size=path.stat().st_size,
-                limits=limits,
-                container=desc.header.container,
-            ) as clip,
-        ):
-            for rgb in clip.rgb_frames():
-                if count >= desc.frames or frame_digest(rgb) != desc.frame_digests[count]:
-                    bad.append(count)
-                count += 1
-    except FixtureStoreError as e:
-        return f"the damaged container no longer decodes after {count} frame(s): {e.message}"
-    bad += range(count, desc.frames)
-    if not bad:
-        return ""
-    shown = ", ".join(str(i) for i in bad[:_FRAMES_SHOWN])
-    shown += " …" if len(bad) > _FRAMES_SHOWN else ""
-    return f"{len(bad)} corrupted frame(s) of {desc.frames}: {shown}"

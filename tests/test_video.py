@@ -3,7 +3,9 @@ record; changed, missing, extra and drifting frames are refused naming them."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,16 @@ import yaml
 
 from fixture_store import limits, video
 from fixture_store.access import Fixtures
-from fixture_store.errors import DigestMismatchError, RegistryError, UsageError
+from fixture_store.errors import (
+    DigestMismatchError,
+    InvalidRecordError,
+    RegistryError,
+    UsageError,
+)
 from fixture_store.objects.store import Store
 from fixture_store.readers.video import describe
 from fixture_store.registry import PackageSource, load
+from fixture_store.verify import Status, verify_names
 from tests.support.clips import NAME, edit_record, project, scene, shifted
 
 
@@ -112,7 +120,9 @@ def test_a_frame_more_or_less_is_refused(clip: tuple[Path, Store]) -> None:
         list(video.frames(fixtures(root, store), NAME))
 
 
-def test_a_corrupted_container_is_refused_naming_frames(clip: tuple[Path, Store]) -> None:
+def test_a_corrupted_container_is_refused_before_any_byte_is_decoded(
+    clip: tuple[Path, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, store = clip
     record = load(root).get(NAME)
     path = store.object_path(record.object)
@@ -122,10 +132,26 @@ def test_a_corrupted_container_is_refused_naming_frames(clip: tuple[Path, Store]
         data[i] ^= 0x5A
     os.chmod(path, 0o644)
     path.write_bytes(bytes(data))
-    with pytest.raises(
-        DigestMismatchError, match=r"corrupted frame\(s\) of 12: |no longer decodes"
-    ):
+    # The decoder cannot even be loaded: damaged bytes must be refused without it.
+    monkeypatch.setitem(sys.modules, "av", None)
+    with pytest.raises(DigestMismatchError) as e:
         video.frames(fixtures(root, store, full=True), NAME)
+    assert "decod" not in e.value.message and "'video' extra" not in e.value.message
+    assert "sha256:" in e.value.message  # verification's own refusal: the digests
+
+
+def test_a_record_whose_description_cannot_hold_is_a_record_error(
+    clip: tuple[Path, Store],
+) -> None:
+    root, store = clip
+    edit_record(root, NAME, frames=10**18)  # beside 12 frame digests
+    with pytest.raises(InvalidRecordError, match=f"{NAME}.*metadata.frame_digests.*10000000"):
+        load(root).get(NAME)
+    [result] = verify_names(store, load(root), [NAME])
+    assert result.status is Status.INVALID_RECORD and "frame_digests" in result.message
+    edit_record(root, NAME, frames=12, frame_digests=["sha256:xyz"] * 12)
+    with pytest.raises(InvalidRecordError, match=r"metadata\.frame_digests.*sha256:<64 hex>"):
+        load(root).get(NAME)
 
 
 def _files(folder: Path) -> dict[str, int]:
@@ -149,7 +175,13 @@ def test_a_clip_past_the_limits_is_refused_before_decoding(clip: tuple[Path, Sto
 def test_a_record_without_its_description_says_how_to_make_it(clip: tuple[Path, Store]) -> None:
     root, store = clip
     edit_record(root, NAME, frame_format="yuv420p")
-    with pytest.raises(RegistryError, match="frame_format"):
+    with pytest.raises(InvalidRecordError, match="frame_format"):
+        video.frames(fixtures(root, store), NAME)
+    path = root / "provenance" / "video.json"
+    doc = json.loads(path.read_text())
+    del doc["records"][NAME]["metadata"]
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    with pytest.raises(RegistryError, match="regenerate video --fetch --accept"):
         video.frames(fixtures(root, store), NAME)
 
 

@@ -1,6 +1,6 @@
-"""Parity: arrays compared under a tolerance, and ONNX cases run by real runtimes.
+"""Parity: ONNX cases run by real runtimes, their arrays compared under a tolerance
+(:mod:`fixture_store.numerics.arrays`).
 
-``arrays`` (bit-identical / within tolerance / drift, with max and mean errors per array),
 ``cases`` (a compare run over verified cases with its known failures), ``results`` (the outcome of
 one case and runtime), ``runtimes`` (ONNX Runtime and the onnx ReferenceEvaluator, in worker
 processes) and the reports (``report_html``, ``report_metrics``), whose values split into what

@@ -2,7 +2,7 @@
 
 ``assert_parity("equimo/dinov2_vits14_reg_reference.npz", {"cls_token": out, ...})`` reads the
 reference only after it verified (through :class:`~fixture_store.access.Fixtures`), compares every
-array with :func:`~fixture_store.parity.arrays.compare_arrays` under the record's tolerance (its
+array with :func:`~fixture_store.numerics.arrays.compare_arrays` under the record's tolerance (its
 dtype and shape rules included), and raises :class:`ParityError`, an ``AssertionError``, when an
 array is outside it, missing or extra. The message names the worst array, its errors, the index
 of its worst element with the expected and actual values there, and the tolerance.

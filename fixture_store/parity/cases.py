@@ -194,13 +194,19 @@ def _bounded(result: CaseResult, entry: KnownFailure) -> CaseResult:
     if not exceeded:
         return _excused(result, entry, error)
     seen = "; ".join(f"{key} {value:.3g} > bound {bound:g}" for key, value, bound in exceeded)
-    suggested = ", ".join(f"{key} {suggest_bound(value):g}" for key, value, _ in exceeded)
+    # A count of special values is exact (no margin): the same elements fail every run.
+    suggested = ", ".join(
+        f"{key} {int(value)} (the count seen)"
+        if key == "special_values"
+        else f"{key} {suggest_bound(value):g} (twice the error seen)"
+        for key, value, _ in exceeded
+    )
     return dataclasses.replace(
         result,
         known_reason=entry.reason,
         known_error=error,
         detail=f"{result.detail} (the known failure {entry.label} excuses a smaller error: {seen})",
-        fix=f"if the larger error is understood, set {suggested} (twice the error seen) on "
+        fix=f"if the larger error is understood, set {suggested} on "
         f"the known failure {entry.label} in {_shown(entry)}; otherwise the "
         "runtime regressed on this case",
     )

@@ -68,6 +68,11 @@ class KnownError:
     # No drifted array was measured: the outputs differ in number, dtype, shape or structure,
     # so there is no value error to bound (its errors read 0, which is no error seen).
     structural: bool = False
+    # Elements where a NaN or an infinity met anything but its like: an infinite error each,
+    # counted apart from max_abs (the largest error between numbers), bounded by the entry's
+    # special_values (0 when it names none).
+    special_values: int = field(default=0, metadata=parts.RUN)
+    special_values_bound: int | None = None
 
     @classmethod
     def of(cls, arrays: Iterable[ArrayComparison], entry: KnownFailure) -> KnownError:
@@ -75,10 +80,12 @@ class KnownError:
         max_rel = max((a.max_rel for a in drifted), default=0.0)
         return cls(
             entry.pattern,
-            max((a.max_abs for a in drifted), default=0.0),
+            max((a.max_abs_finite for a in drifted), default=0.0),
             entry.max_abs if entry.max_abs is not None else 0.0,
             max_rel if entry.max_rel is not None else None,
             entry.max_rel,
+            special_values=sum(a.specials for a in drifted),
+            special_values_bound=entry.special_values,
             structural=not any(a.measured for a in drifted),
         )
 
@@ -87,6 +94,7 @@ class KnownError:
         pairs = (
             ("max_abs", self.max_abs, self.max_abs_bound),
             ("max_rel", self.max_rel, self.max_rel_bound),
+            ("special_values", self.special_values, self.special_values_bound or 0),
         )
         # "not seen <= bound" also catches NaN.
         return [
@@ -96,8 +104,13 @@ class KnownError:
         ]
 
     def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
-        # A relative error is written only where the entry bounds it.
-        skip = () if self.max_rel_bound is not None else ("max_rel", "max_rel_bound")
+        # A relative error and a count of special values are written only where the entry
+        # bounds them (which fields appear is tracked: it must not depend on a run number).
+        skip: tuple[str, ...] = (
+            () if self.max_rel_bound is not None else ("max_rel", "max_rel_bound")
+        )
+        if self.special_values_bound is None:
+            skip += ("special_values", "special_values_bound")
         return parts.fields_json(self, part, skip=skip)
 
 

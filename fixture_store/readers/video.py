@@ -1,6 +1,7 @@
 """Encoded video under a limits profile: the header is checked before any frame is decoded.
 
-A clip is described by what its decoder makes of it (:class:`Description`): container, codec,
+A clip is described by what its decoder makes of it (a
+:class:`~fixture_store.registry.video.Description`, part of its record): container, codec,
 pixel format, size, frame count, frame rate, time base, the decoder's versions, and per frame
 the SHA-256 of its RGB24 pixels (and their BLAKE3, for fast re-checks) with its block means: the
 mean of each colour over a 4 x 4 grid of blocks. RGB24 rather than the native pixel format
@@ -8,10 +9,8 @@ because it is what a test consumes (``frames`` hands out RGB24 arrays), so the d
 colour conversion as well as the decoding; the block means let a frame from another decoder be
 judged under the record's tolerance, where its digest may legitimately differ. (Whole-frame
 means are too weak for that: they accept most frames of a heavily compressed copy of a clip;
-4 x 4 block means refuse every one of them, see docs/video.md.)
-
-Block means are written compactly, one string per frame: 48 values (blocks row by row, R, G, B
-in each), each ``round(mean * 16)`` as 4 hex digits, so they are exact to 1/16 of a level.
+4 x 4 block means refuse every one of them, see docs/video.md.) A frame from another decoder
+is judged by :func:`match`, through the one array comparison every tolerance goes through.
 
 Decoding is PyAV's (the ``video`` extra), imported only when a clip is opened. Reads through
 :func:`open_clip` are bounded three ways: container bytes (a stream that never ends stops at
@@ -23,8 +22,7 @@ Decoding is PyAV's (the ``video`` extra), imported only when a clip is opened. R
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from fractions import Fraction
@@ -36,14 +34,24 @@ import numpy as np
 from fixture_store._extras import require
 from fixture_store.errors import HostileContentError
 from fixture_store.limits import Limits
-from fixture_store.registry import ArrayTolerance, Where
+from fixture_store.numerics.arrays import judge_arrays
+from fixture_store.registry import ArrayTolerance, Metric
+from fixture_store.registry.video import (
+    BLOCK_CHARS,
+    CHANNELS,
+    FRAME_FORMAT,
+    GRID,
+    Decoder,
+    Description,
+    Header,
+    block_means,
+    encode_blocks,
+)
 
 if TYPE_CHECKING:
     import av.container
     import av.video.stream
 
-FRAME_FORMAT = "rgb24"
-CHANNELS = 3
 # The container format names an extension promises (PyAV's ``format.name`` lists aliases).
 EXTENSION_FORMATS: Mapping[str, str] = {
     ".mp4": "mp4",
@@ -54,11 +62,6 @@ EXTENSION_FORMATS: Mapping[str, str] = {
     ".avi": "avi",
     ".y4m": "yuv4mpegpipe",
 }
-_HEX = re.compile(r"[0-9a-f]+")
-GRID = 4
-BLOCK_SCALE = 16
-_BLOCK_HEX = 4
-BLOCK_CHARS = GRID * GRID * CHANNELS * _BLOCK_HEX
 # What a frame from another decoder is judged under when its record names no tolerance: its
 # block means within one level of 255.
 DEFAULT_TOLERANCE = ArrayTolerance(atol=1.0, rtol=0.0)
@@ -72,157 +75,22 @@ class FrameMatch(StrEnum):
     DRIFT = "drift"
 
 
-@dataclass(frozen=True)
-class Decoder:
-    """The decoder a description was made with: PyAV's version and the FFmpeg it bundles."""
-
-    av: str
-    ffmpeg: str
-
-    @classmethod
-    def current(cls) -> Decoder:
-        av = _import_av()
-        return cls(str(av.__version__), str(av.ffmpeg_version_info))
-
-    @classmethod
-    def from_json(cls, raw: Any, where: Where) -> Decoder:
-        if not isinstance(raw, Mapping) or not all(
-            isinstance(raw.get(k), str) and raw.get(k) for k in ("av", "ffmpeg")
-        ):
-            raise where.fail("metadata.decoder", "must be {'av': VERSION, 'ffmpeg': VERSION}")
-        return cls(raw["av"], raw["ffmpeg"])
-
-    def to_json(self) -> dict[str, str]:
-        return {"av": self.av, "ffmpeg": self.ffmpeg}
-
-    def __str__(self) -> str:
-        return f"PyAV {self.av} (FFmpeg {self.ffmpeg})"
-
-
-@dataclass(frozen=True)
-class Header:
-    """What a container says about its video stream before anything is decoded."""
-
-    container: str
-    codec: str
-    pixel_format: str
-    width: int
-    height: int
-    frames: int  # as declared; 0 when the container does not say
-    frame_rate: str
-    time_base: str
-
-    @property
-    def pixels(self) -> int:
-        return self.width * self.height
-
-    @property
-    def frame_bytes(self) -> int:
-        return self.pixels * CHANNELS
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "container": self.container,
-            "codec": self.codec,
-            "pixel_format": self.pixel_format,
-            "width": self.width,
-            "height": self.height,
-            "frames": self.frames,
-            "frame_rate": self.frame_rate,
-            "time_base": self.time_base,
-        }
-
-
-@dataclass(frozen=True)
-class Description:
-    """A clip as its pinned decoder decoded it: the header, the decoder, one digest per frame."""
-
-    header: Header
-    decoder: Decoder
-    frame_digests: tuple[str, ...]
-    frame_blocks: tuple[str, ...]
-    # BLAKE3 of the same RGB24 bytes, beside the SHA-256 for fast re-checking (may be absent).
-    frame_blake3: tuple[str, ...] = ()
-    frame_format: str = FRAME_FORMAT
-
-    @property
-    def frames(self) -> int:
-        return len(self.frame_digests)
-
-    @property
-    def decoded_bytes(self) -> int:
-        return self.frames * self.header.frame_bytes
-
-    @classmethod
-    def from_json(cls, raw: Any, where: Where) -> Description:
-        """Parse a record's ``metadata``; a RegistryError names the field that is wrong."""
-        if not isinstance(raw, Mapping):
-            raise where.fail("metadata", "a video record needs its decoded description")
-        try:
-            header = Header(
-                str(raw["container"]),
-                str(raw["codec"]),
-                str(raw["pixel_format"]),
-                _positive(raw["width"]),
-                _positive(raw["height"]),
-                _positive(raw["frames"]),
-                str(Fraction(raw["frame_rate"])),
-                str(Fraction(raw["time_base"])),
-            )
-            digests = tuple(str(d) for d in raw["frame_digests"])
-            blocks = tuple(str(b) for b in raw["frame_blocks"])
-            fast = tuple(str(d) for d in raw.get("frame_blake3") or ())
-        except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
-            raise where.fail("metadata", f"the decoded description is incomplete ({e!r})") from e
-        if raw.get("frame_format") != FRAME_FORMAT:
-            raise where.fail("metadata.frame_format", f"must be {FRAME_FORMAT!r}")
-        if not len(digests) == len(blocks) == header.frames:
-            raise where.fail(
-                "metadata.frame_digests",
-                f"{header.frames} frames but {len(digests)} digests and {len(blocks)} block means",
-            )
-        if any(len(b) != BLOCK_CHARS or not _HEX.fullmatch(b) for b in blocks):
-            raise where.fail(
-                "metadata.frame_blocks", f"each frame's block means are {BLOCK_CHARS} hex digits"
-            )
-        if fast and len(fast) != header.frames:
-            raise where.fail(
-                "metadata.frame_blake3", f"{header.frames} frames but {len(fast)} BLAKE3 digests"
-            )
-        return cls(header, Decoder.from_json(raw.get("decoder"), where), digests, blocks, fast)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.header.to_json(),
-            "frames": self.frames,
-            "decoder": self.decoder.to_json(),
-            "frame_format": self.frame_format,
-            "frame_digests": list(self.frame_digests),
-            "frame_blocks": list(self.frame_blocks),
-            **({"frame_blake3": list(self.frame_blake3)} if self.frame_blake3 else {}),
-        }
-
-    def match(self, index: int, digest: str, blocks: str, tolerance: ArrayTolerance) -> FrameMatch:
-        """How frame ``index`` with ``digest`` and block means ``blocks`` compares with this one."""
-        if digest == self.frame_digests[index]:
-            return FrameMatch.IDENTICAL
-        if tolerance.metric != "exact" and all(
-            abs(m - r) <= tolerance.atol + tolerance.rtol * abs(r)
-            for m, r in zip(block_means(blocks), block_means(self.frame_blocks[index]), strict=True)
-        ):
-            return FrameMatch.WITHIN
+def match(
+    desc: Description, index: int, digest: str, blocks: str, tolerance: ArrayTolerance
+) -> FrameMatch:
+    """How frame ``index`` with ``digest`` and block means ``blocks`` compares with ``desc``'s:
+    its block means judged under ``tolerance`` like any array (every metric), except that
+    ``exact`` wants the frame itself bit-identical, not only its block means."""
+    if digest == desc.frame_digests[index]:
+        return FrameMatch.IDENTICAL
+    if tolerance.metric is Metric.EXACT:
         return FrameMatch.DRIFT
-
-    def block_error(self, index: int, blocks: str) -> float:
-        """The largest difference of frame ``index``'s block means from ``blocks``'."""
-        pairs = zip(block_means(blocks), block_means(self.frame_blocks[index]), strict=True)
-        return max(abs(m - r) for m, r in pairs)
-
-
-def _positive(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{value!r} is not a positive integer")
-    return value
+    judged = judge_arrays(
+        np.array(block_means(desc.frame_blocks[index])),
+        np.array(block_means(blocks)),
+        tolerance,
+    )
+    return FrameMatch.WITHIN if judged.ok else FrameMatch.DRIFT
 
 
 def frame_digest(rgb: np.ndarray[Any, Any]) -> str:
@@ -242,19 +110,8 @@ def frame_blocks(rgb: np.ndarray[Any, Any]) -> str:
         for j in range(GRID):
             block = rows[:, w * j // GRID : w * (j + 1) // GRID]
             for mean in block.reshape(-1, CHANNELS).mean(axis=0, dtype=np.float64):
-                out.append(f"{round(float(mean) * BLOCK_SCALE):0{_BLOCK_HEX}x}")
+                out.append(encode_blocks([float(mean)]))
     return "".join(out)
-
-
-def block_means(text: str) -> tuple[float, ...]:
-    """The block means a frame_blocks string holds, in levels of 255."""
-    step = _BLOCK_HEX
-    return tuple(int(text[k : k + step], 16) / BLOCK_SCALE for k in range(0, len(text), step))
-
-
-def encode_blocks(means: Sequence[float]) -> str:
-    """Block means written as a frame_blocks string (the inverse of :func:`block_means`)."""
-    return "".join(f"{round(m * BLOCK_SCALE):0{_BLOCK_HEX}x}" for m in means)
 
 
 class _Bounded:
@@ -462,6 +319,7 @@ def describe(
 
 
 __all__ = [
+    "BLOCK_CHARS",
     "CHANNELS",
     "DEFAULT_TOLERANCE",
     "FRAME_FORMAT",
@@ -477,5 +335,6 @@ __all__ = [
     "frame_blake3",
     "frame_blocks",
     "frame_digest",
+    "match",
     "open_clip",
 ]

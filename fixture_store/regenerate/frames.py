@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from fixture_store.errors import RegistryError
-from fixture_store.readers.video import Description, FrameMatch
+from fixture_store.readers.video import Description, FrameMatch, match
 from fixture_store.regenerate.drift import ArtifactComparison, MemberComparison, Verdict
 from fixture_store.registry import ArrayTolerance, Where
 
@@ -79,17 +79,17 @@ def _frames(
 ) -> list[MemberComparison]:
     out = []
     for i, digest in enumerate(cand.frame_digests):
-        match = rec.match(i, digest, cand.frame_blocks[i], tolerance)
-        if match is FrameMatch.IDENTICAL:
+        judged = match(rec, i, digest, cand.frame_blocks[i], tolerance)
+        if judged is FrameMatch.IDENTICAL:
             out.append(MemberComparison(f"frame {i}", Verdict.IDENTICAL))
             continue
         worst = rec.block_error(i, cand.frame_blocks[i])
         out.append(
             MemberComparison(
                 f"frame {i}",
-                Verdict(str(match)),
+                Verdict(str(judged)),
                 reason=f"RGB24 digest differs; block means differ by up to {worst:.3f} "
-                f"(atol {tolerance.atol:g})",
+                f"({tolerance.describe()})",
             )
         )
     return out

@@ -8,7 +8,10 @@ An entry names a runtime (or ``*``), its cases, the outcome it excuses and why. 
   left out where an expected value is exactly 0, since the relative error is infinite there).
   The rule for a bound: twice the largest error seen over the entry's cases, rounded up to two
   significant digits (:func:`suggest_bound`). A structural mismatch (a shape, dtype or type the
-  runtime gets wrong) has no value error, so its bounds are 0 and a value error is not excused;
+  runtime gets wrong) has no value error, so its bounds are 0 and a value error is not excused.
+  ``max_abs`` bounds the error between numbers; an element where a NaN or an infinity meets
+  anything but its like is an infinite error, which no finite bound holds: ``special_values``
+  (optional, default 0) is how many such elements the entry excuses, counted exactly;
 - only the cases it expects: an exact name is one case; a glob pattern states ``expect``, the
   number of registered names it matches, so that cases added by an upgrade of the upstream are
   not excused silently (:func:`check_counts`).
@@ -64,6 +67,8 @@ class KnownFailure:
     # For a mismatch: the largest absolute and relative errors it excuses.
     max_abs: float | None = None
     max_rel: float | None = None
+    # For a mismatch: how many elements it excuses where a NaN or an infinity is not matched.
+    special_values: int | None = None
     # Where the entry was read from, for error messages.
     file: str | None = field(default=None, compare=False, repr=False)
     index: int | None = field(default=None, compare=False, repr=False)
@@ -92,6 +97,7 @@ class KnownFailure:
             ("expect", self.expect),
             ("max_abs", self.max_abs),
             ("max_rel", self.max_rel),
+            ("special_values", self.special_values),
         )
         return {k: v for k, v in fields if v is not None}
 
@@ -134,6 +140,7 @@ def parse(raw: Any, *, file: str, index: int) -> KnownFailure:
         )
     outcome = raw.get("outcome")
     bounds = {k: _bound(raw, k, file=file, field=f"{where}.{k}") for k in ("max_abs", "max_rel")}
+    bounds["special_values"] = _count(raw, "special_values", file=file, field=f"{where}.")
     if outcome == MISMATCH and bounds["max_abs"] is None:
         raise RegistryError(
             "a mismatch entry needs 'max_abs', the largest absolute error it excuses "
@@ -160,6 +167,7 @@ def parse(raw: Any, *, file: str, index: int) -> KnownFailure:
         expect,
         bounds["max_abs"],
         bounds["max_rel"],
+        _whole(bounds["special_values"]),
         file=file,
         index=index,
     )
@@ -174,6 +182,19 @@ def _bound(raw: Mapping[str, Any], key: str, *, file: str, field: str) -> float 
     if not math.isfinite(value) or value < 0:
         raise RegistryError("must be a finite number, 0 or more", file=file, field=field)
     return value  # as written (0 stays 0), so rewriting the file leaves it unchanged
+
+
+def _count(raw: Mapping[str, Any], key: str, *, file: str, field: str) -> int | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RegistryError("must be a whole number, 0 or more", file=file, field=field + key)
+    return value
+
+
+def _whole(value: float | None) -> int | None:
+    return None if value is None else int(value)
 
 
 def check_counts(known: Iterable[KnownFailure], names: Sequence[str]) -> None:

@@ -27,6 +27,7 @@ from fixture_store.registry.nesting import check_value
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.upstream import Upstream
+from fixture_store.registry.video import Description
 from fixture_store.registry.where import Where
 
 
@@ -343,6 +344,7 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
         where, source=source, kind=kind, digest=digest, gap=gap, members=members, content=content
     )
     _check_overrides(given.tolerance, given.arrays, where)
+    _check_metadata(kind, given.metadata, where)
     return Record(
         name,
         kind,
@@ -384,6 +386,7 @@ def check_record(record: Record, *, file: str) -> Record:
         content=record.content,
     )
     _check_overrides(record.tolerance, record.arrays, where)
+    _check_metadata(record.kind, record.metadata, where)
     return record
 
 
@@ -393,6 +396,14 @@ def _check_overrides(
     """A record with an arrays manifest keys its per-array tolerances by the manifest's names."""
     if tolerance is not None and arrays is not None:
         tolerance.check_names(arrays, where)
+
+
+def _check_metadata(kind: Kind, metadata: Mapping[str, Any] | None, where: Where) -> None:
+    """A video record's metadata is its decoded description: parsed, and its parts checked
+    against each other, whenever the record is read or built (a record without one yet is
+    valid; reading its frames asks for it)."""
+    if kind is Kind.VIDEO and metadata:
+        Description.from_json(metadata, where)
 
 
 def _check_stated(record: Record, where: Where) -> None:

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import math
+import struct
+from fractions import Fraction
+from typing import Any
+
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
+from fixture_store.numerics.arrays import JUDGES
 from fixture_store.parity.arrays import Outcome, compare_arrays
 from fixture_store.registry import ArrayTolerance, Metric
 from fixture_store.registry.tolerance import DtypeRule, ShapeRule
@@ -117,3 +126,176 @@ def test_exact_is_drift_on_one_ulp() -> None:
     up = np.nextafter(exp, np.float32(9))
     result = compare_arrays("x", exp, up, ArrayTolerance(Metric.EXACT))
     assert result.outcome is Outcome.DRIFT and result.max_ulp == 1
+
+
+# -- the arithmetic against a reference written from the definitions ----------------------------
+#
+# What each metric means, element by element, in pure Python over lists: floats in Python's own
+# float (IEEE float64, as the comparison computes), integers as Python ints (exact), and ULPs on
+# each float's bit pattern. A NaN or an infinity is no error against its like and an infinite
+# one against anything else; booleans are equal or not.
+
+FLOATS = [np.float16, np.float32, np.float64]
+INTEGERS = [np.int8, np.int32, np.int64, np.uint8, np.uint32, np.uint64]
+_PACK = {2: "e", 4: "f", 8: "d"}
+
+
+_SIGNED = {2: "h", 4: "i", 8: "q"}
+
+
+def _ordinal(x: float, itemsize: int) -> int:
+    """The float's place in the ordered values of its width: sign and magnitude of its bits."""
+    bits = int(struct.unpack(f"<{_SIGNED[itemsize]}", struct.pack(f"<{_PACK[itemsize]}", x))[0])
+    magnitude = bits & ((1 << (8 * itemsize - 1)) - 1)
+    return -magnitude if bits < 0 else magnitude
+
+
+def _same(e: float, a: float) -> bool:
+    return (math.isnan(e) and math.isnan(a)) or e == a
+
+
+def _within(e: Any, a: Any, tol: ArrayTolerance, itemsize: int) -> bool:
+    """One element under an element-wise metric."""
+    if isinstance(e, int):
+        err = abs(a - e)
+        if tol.metric is Metric.ALLCLOSE:
+            return bool(Fraction(err) <= Fraction(tol.atol) + Fraction(tol.rtol) * abs(e))
+        return bool(err <= tol.bound)  # Python compares an int with a float exactly
+    if not (math.isfinite(e) and math.isfinite(a)):
+        return _same(e, a)
+    if tol.metric is Metric.ALLCLOSE:
+        return bool(abs(a - e) <= tol.atol + tol.rtol * abs(e))
+    if tol.metric is Metric.ULP:
+        return abs(_ordinal(a, itemsize) - _ordinal(e, itemsize)) <= tol.bound
+    return bool(abs(a - e) <= tol.bound)
+
+
+def _error(e: Any, a: Any) -> Any:
+    if isinstance(e, int):
+        return abs(int(a) - int(e))
+    if not (math.isfinite(e) and math.isfinite(a)):
+        return 0.0 if _same(e, a) else math.inf
+    return abs(a - e)
+
+
+def _reference_ok(exp: list[Any], act: list[Any], tol: ArrayTolerance, itemsize: int) -> bool:
+    if isinstance(exp[0], bool):  # booleans are equal or not, under every metric
+        return exp == act
+    if tol.metric is Metric.EXACT:
+        return all(
+            struct.pack(f"<{_PACK[itemsize]}", e) == struct.pack(f"<{_PACK[itemsize]}", a)
+            if isinstance(e, float)
+            else e == a
+            for e, a in zip(exp, act, strict=True)
+        )
+    if tol.metric is Metric.MEAN_ABS:
+        errors = [_error(e, a) for e, a in zip(exp, act, strict=True)]
+        if isinstance(exp[0], int):
+            return Fraction(sum(errors)) <= Fraction(tol.bound) * len(errors)
+        return bool(sum(errors) / len(errors) <= tol.bound)
+    return all(_within(e, a, tol, itemsize) for e, a in zip(exp, act, strict=True))
+
+
+def _values(dtype: Any) -> st.SearchStrategy[Any]:
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return st.booleans()
+    if dt.kind in "iu":
+        lo, hi = int(np.iinfo(dt).min), int(np.iinfo(dt).max)
+        ints = [lo, hi, lo + 1, hi - 1, 0, 1, 2**53, 2**53 + 1, -(2**53)]
+        return st.one_of(st.integers(lo, hi), st.sampled_from([v for v in ints if lo <= v <= hi]))
+    big = float(np.finfo(dt).max)
+    edges = [math.inf, -math.inf, math.nan, big, -big, 0.0, -0.0, 1.0]
+    return st.one_of(
+        hnp.from_dtype(dt, allow_nan=True, allow_infinity=True).map(float),
+        st.sampled_from(edges),
+    )
+
+
+def _tolerances() -> st.SearchStrategy[ArrayTolerance]:
+    bounds = st.one_of(
+        st.sampled_from([0.0, 0.5, 1.0, 2.0, 1e-3, 2.0**53, 2.0**63, 1e300]),
+        st.floats(0, 1e20, allow_nan=False),
+    )
+    return st.builds(
+        ArrayTolerance, st.sampled_from(list(Metric)), atol=bounds, rtol=bounds, bound=bounds
+    )
+
+
+@given(data=st.data())
+@settings(max_examples=400, deadline=None)
+def test_every_metric_agrees_with_its_definition(data: st.DataObject) -> None:
+    dtype = np.dtype(data.draw(st.sampled_from([*FLOATS, *INTEGERS, np.bool_]), label="dtype"))
+    n = data.draw(st.integers(1, 5), label="n")
+    exp = data.draw(st.lists(_values(dtype), min_size=n, max_size=n), label="expected")
+    # The actual values: independent, or the expected ones with a few replaced.
+    act = list(exp)
+    for i in data.draw(st.lists(st.integers(0, n - 1), max_size=n), label="replaced"):
+        act[i] = data.draw(_values(dtype))
+    tol = data.draw(_tolerances(), label="tolerance")
+    e, a = np.array(exp, dtype), np.array(act, dtype)
+    result = compare_arrays("x", e, a, tol)
+    want = _reference_ok(e.tolist(), a.tolist(), tol, dtype.itemsize)
+    if tol.metric is Metric.MEAN_ABS and dtype.kind == "f":
+        mean = sum(_error(x, y) for x, y in zip(e.tolist(), a.tolist(), strict=True)) / n
+        # numpy sums pairwise and Python left to right: at the bound itself they may round apart.
+        assume(not math.isclose(mean, tol.bound, rel_tol=1e-12))
+    assert result.ok == want, (result.reason, exp, act)
+    if dtype.kind in "iu":
+        errors = [_error(x, y) for x, y in zip(e.tolist(), a.tolist(), strict=True)]
+        assert result.max_abs == float(max(errors))
+        assert (result.mean_abs == sum(errors) / n) or result.outcome is Outcome.IDENTICAL
+
+
+@pytest.mark.parametrize("value", [0.0, -np.inf, 3e38, np.nan, np.finfo(np.float32).max])
+def test_an_infinite_reference_accepts_only_the_same_infinity(value: float) -> None:
+    exp = np.array([np.inf, 1.0], np.float32)
+    act = np.array([value, 1.0], np.float32)
+    for tol in (
+        ArrayTolerance(),
+        ArrayTolerance(atol=1e30, rtol=1e30),
+        ArrayTolerance(Metric.MAX_ABS, bound=1e300),
+        ArrayTolerance(Metric.MEAN_ABS, bound=1e300),
+        ArrayTolerance(Metric.ULP, bound=1e300),
+    ):
+        result = compare_arrays("x", exp, act, tol)
+        assert result.outcome is Outcome.DRIFT, tol
+        assert result.max_abs == np.inf and result.specials == 1
+
+
+@pytest.mark.parametrize(
+    ("dtype", "big"), [(np.int64, 2**53), (np.int64, 2**63 - 2), (np.uint64, 2**64 - 2)]
+)
+def test_integers_are_compared_as_integers(dtype: Any, big: int) -> None:
+    exp, act = np.array([big], dtype), np.array([big + 1], dtype)
+    for metric in (Metric.MAX_ABS, Metric.ULP):
+        result = compare_arrays("x", exp, act, ArrayTolerance(metric, bound=0))
+        assert result.outcome is Outcome.DRIFT and result.max_abs == 1
+        assert compare_arrays("x", exp, act, ArrayTolerance(metric, bound=1)).ok
+    assert not compare_arrays("x", exp, act, ArrayTolerance(Metric.MEAN_ABS, bound=0.5)).ok
+    assert not compare_arrays("x", exp, act, ArrayTolerance(atol=0.5, rtol=0)).ok
+
+
+def test_integer_bounds_are_decided_exactly_where_float64_would_round() -> None:
+    # float64 rounds the distance 2**53 + 1 to 2**53: only exact arithmetic tells it is past.
+    exp, act = np.array([0], np.int64), np.array([2**53 + 1], np.int64)
+    assert not compare_arrays("x", exp, act, ArrayTolerance(atol=2.0**53, rtol=0)).ok
+    assert compare_arrays("x", exp, act, ArrayTolerance(atol=2.0**53 + 2, rtol=0)).ok
+    assert not compare_arrays("x", exp, act, ArrayTolerance(Metric.MEAN_ABS, bound=2.0**53)).ok
+    # A relative bound at an exact tie: |a - e| == rtol * |e| holds, one more does not.
+    big = np.array([2**60], np.int64)
+    tie = ArrayTolerance(atol=0, rtol=0.5)
+    assert compare_arrays("x", big, big + 2**59, tie).ok
+    assert not compare_arrays("x", big, big + 2**59 + 1, tie).ok
+
+
+def test_int64_extremes_do_not_overflow() -> None:
+    info = np.iinfo(np.int64)
+    exp, act = np.array([info.min, info.max]), np.array([info.max, info.min])
+    result = compare_arrays("x", exp, act, ArrayTolerance(Metric.MAX_ABS, bound=2.0**64))
+    assert result.ok and result.max_abs == 2.0**64 - 1
+    assert not compare_arrays("x", exp, act, ArrayTolerance(Metric.MAX_ABS, bound=2.0**63)).ok
+
+
+def test_every_metric_has_a_judge() -> None:
+    assert set(JUDGES) == set(Metric)

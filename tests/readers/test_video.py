@@ -14,13 +14,19 @@ import pytest
 from fixture_store import limits
 from fixture_store.errors import HostileContentError
 from fixture_store.readers.video import (
+    DEFAULT_TOLERANCE,
+    Decoder,
     Description,
+    FrameMatch,
+    Header,
     block_means,
     container_for,
     describe,
+    encode_blocks,
+    match,
     open_clip,
 )
-from fixture_store.registry import Where
+from fixture_store.registry import ArrayTolerance, Metric, Where
 from tests.support.clips import Endless, as_binary, encode
 
 TINY = limits.tighten(limits.DEFAULT, video_frames=50, video_bytes=4 << 20)
@@ -147,3 +153,67 @@ def test_a_file_object_past_its_declared_size_is_cut(clip: Path) -> None:
             filename="x.mp4",
         )
     assert e.value.rule == "video_bytes"
+
+
+def test_a_stream_that_grows_mid_way_is_refused_before_its_decoded_bytes_pass_the_bound(
+    tmp_path: Path,
+) -> None:
+    small = encode(tmp_path / "small.h264", frames=3, width=64, height=48)
+    large = encode(tmp_path / "large.h264", frames=3, width=320, height=240)
+    grows = tmp_path / "grows.h264"  # one raw H.264 stream whose second part is 25x larger
+    grows.write_bytes(small.read_bytes() + large.read_bytes())
+    bound = 6 * 64 * 48 * 3  # every frame at the header's size fits
+    tight = limits.tighten(limits.DEFAULT, video_decoded_bytes=bound)
+    handed: list[int] = []
+
+    def decode_all() -> None:
+        with (
+            open(grows, "rb") as f,
+            open_clip(f, artifact="video/x", size=grows.stat().st_size, limits=tight) as c,
+        ):
+            handed.extend(rgb.nbytes for rgb in c.rgb_frames())
+
+    with pytest.raises(HostileContentError) as e:
+        decode_all()
+    assert e.value.rule == "video_geometry" and "frame 3 is 320x240" in e.value.message
+    assert sum(handed) == 3 * 64 * 48 * 3 <= bound
+
+
+def _described(blocks: str) -> Description:
+    header = Header("mp4", "h264", "yuv420p", 64, 48, 1, "24", "1/12288")
+    return Description(header, Decoder("1", "2"), ("sha256:" + "0" * 64,), (blocks,))
+
+
+OTHER_BITS = "sha256:" + "1" * 64
+
+
+def _moved(blocks: str, delta: float, *, only: int | None = None) -> str:
+    means = list(block_means(blocks))
+    for i in range(len(means)) if only is None else (only,):
+        means[i] += delta
+    return encode_blocks(means)
+
+
+def test_an_exact_frame_tolerance_wants_every_frame_bit_identical() -> None:
+    recorded = encode_blocks([100.0] * 48)
+    desc = _described(recorded)
+    near = _moved(recorded, 0.5)  # within the default atol of one level
+    assert match(desc, 0, OTHER_BITS, near, DEFAULT_TOLERANCE) is FrameMatch.WITHIN
+    exact = ArrayTolerance(Metric.EXACT)
+    assert match(desc, 0, OTHER_BITS, near, exact) is FrameMatch.DRIFT
+    # Other bits with the very same block means: still not the recorded frame.
+    assert match(desc, 0, OTHER_BITS, recorded, exact) is FrameMatch.DRIFT
+    assert match(desc, 0, desc.frame_digests[0], recorded, exact) is FrameMatch.IDENTICAL
+
+
+def test_a_frame_tolerance_is_judged_by_its_own_metric() -> None:
+    recorded = encode_blocks([100.0] * 48)
+    desc = _described(recorded)
+    max_abs = ArrayTolerance(Metric.MAX_ABS, bound=2.0)
+    assert match(desc, 0, OTHER_BITS, _moved(recorded, 1.5), max_abs) is FrameMatch.WITHIN
+    assert match(desc, 0, OTHER_BITS, _moved(recorded, 2.5, only=7), max_abs) is FrameMatch.DRIFT
+    mean_abs = ArrayTolerance(Metric.MEAN_ABS, bound=0.5)
+    assert match(desc, 0, OTHER_BITS, _moved(recorded, 4.0, only=7), mean_abs) is (
+        FrameMatch.WITHIN  # one block of 48 moved 4 levels: a mean of 1/12
+    )
+    assert match(desc, 0, OTHER_BITS, _moved(recorded, 1.0), mean_abs) is FrameMatch.DRIFT

@@ -60,6 +60,7 @@ GOOD = [
     {**BASE, "expect": 1, "outcome": "error"},
     {**BASE, "outcome": "mismatch", "max_abs": 0},
     {**BASE, "outcome": "mismatch", "max_abs": 0.00069, "max_rel": 0.55},
+    {**BASE, "outcome": "mismatch", "max_abs": 4.8e-07, "special_values": 84},
 ]
 
 
@@ -90,6 +91,13 @@ BAD = [
     ({**BASE, "outcome": "mismatch", "max_abs": -1}, "max_abs", "0 or more"),
     ({**BASE, "outcome": "mismatch", "max_abs": "1e-3"}, "max_abs", "a number"),
     ({**BASE, "outcome": "mismatch", "max_abs": True}, "max_abs", "a number"),
+    ({**BASE, "outcome": "mismatch", "max_abs": 0, "special_values": -1}, "special_values", "0 or"),
+    (
+        {**BASE, "outcome": "mismatch", "max_abs": 0, "special_values": 1.5},
+        "special_values",
+        "whole",
+    ),
+    ({**BASE, "outcome": "error", "special_values": 3}, "special_values", "apply to a mismatch"),
 ]
 
 

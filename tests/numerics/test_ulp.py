@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fixture_store.parity import ulp
+from fixture_store.numerics import ulp
 
 NATIVE = [np.float16, np.float32, np.float64]
 SMALL = [

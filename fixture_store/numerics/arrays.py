@@ -1,0 +1,340 @@
+"""Tolerance-aware comparison of arrays: bit-identical, within tolerance, or drift.
+
+Every comparison goes through :func:`judge_arrays`: the comparators (a runtime's outputs vs a
+case's expected outputs), regeneration (a candidate fixture vs the registered one), the parity
+assertion (a maintainer's outputs vs the verified reference), which report it per array with
+:func:`fixture_store.parity.arrays.compare_arrays`, and a video frame from another decoder (its
+block means vs the recorded ones).
+Shapes and dtypes must match exactly unless the tolerance allows otherwise (``dtype: same_kind``,
+``shape: squeeze``): a float64 output where float32 is expected is drift however close the values
+are. Every comparison measures max/mean absolute and relative errors and the max ULP distance
+(:mod:`fixture_store.numerics.ulp`), whatever metric judges it.
+
+The arithmetic, for every metric (each one an entry of :data:`JUDGES`):
+
+- floats are compared in float64 (complex in complex128); a NaN matches only a NaN and an
+  infinity only the same infinity; any other pair holding one is an infinite error, outside
+  every bound (an infinite reference never widens ``atol + rtol * |e|`` to infinity);
+- integers are compared as integers (:mod:`fixture_store.numerics.integers`): distances in
+  uint64, bounds decided exactly, never through float64;
+- booleans, strings and objects are equal or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from fixture_store.numerics import integers, ulp
+from fixture_store.registry.tolerance import ArrayTolerance, DtypeRule, Metric, ShapeRule
+
+# Low-precision float types are compared in float32 with a relative tolerance widened to their
+# precision (bfloat16 has 8 bits of mantissa: one ulp is 2**-7 relative).
+WIDENED_RTOL = {"bfloat16": 1e-2}
+_LOW_PRECISION_KINDS = ("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")
+
+
+class Outcome(StrEnum):
+    IDENTICAL = "bit-identical"
+    WITHIN = "within-tolerance"
+    DRIFT = "drift"
+
+
+def dtype_name(dtype: np.dtype[Any]) -> str:
+    return str(dtype.name if hasattr(dtype, "name") else dtype)
+
+
+def _is_low_precision(dtype: np.dtype[Any]) -> bool:
+    name = dtype_name(dtype)
+    return any(name.startswith(k) for k in _LOW_PRECISION_KINDS)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """How an actual array compares with the expected one under a tolerance: its outcome, why,
+    and its errors when they were measured (``None`` for bit-identical arrays, a dtype or shape
+    mismatch, strings, objects and booleans)."""
+
+    outcome: Outcome
+    tolerance: ArrayTolerance
+    reason: str = ""
+    errors: Errors | None = None
+    worst_index: tuple[int, ...] | None = None
+    measured: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is not Outcome.DRIFT
+
+
+def judge_arrays(expected: Any, actual: Any, tolerance: ArrayTolerance | None = None) -> Judgement:
+    """Judge ``actual`` against ``expected`` under ``tolerance`` (default: the ONNX runner's):
+    the one comparison every caller goes through."""
+    tol = tolerance or ArrayTolerance()
+    exp = np.asarray(expected)
+    act, problem = _conform(exp, np.asarray(actual), tol)
+    if problem:
+        return Judgement(Outcome.DRIFT, tol, problem, measured=False)
+    low_precision = _is_low_precision(exp.dtype)
+    exact_only = exp.dtype.kind in "OUSb" or (exp.dtype.kind == "V" and not low_precision)
+    if not exact_only and np.ascontiguousarray(exp).tobytes() == (
+        np.ascontiguousarray(act).tobytes()
+    ):
+        return Judgement(Outcome.IDENTICAL, tol)
+    if exact_only:
+        equal = _exact_equal(exp, act)
+        if equal is True:
+            return Judgement(Outcome.IDENTICAL, tol)
+        reason = "values differ (compared exactly: strings, objects and booleans)"
+        return Judgement(Outcome.DRIFT, tol, reason, worst_index=equal or None, measured=False)
+    if low_precision and tol.metric is Metric.ALLCLOSE:
+        tol = replace(tol, rtol=max(tol.rtol, WIDENED_RTOL.get(dtype_name(exp.dtype), 1e-1)))
+    errors = Errors.of(exp, act)
+    outcome, reason = _judge(errors, tol)
+    return Judgement(outcome, tol, reason, errors, errors.worst(by_ulp=tol.metric is Metric.ULP))
+
+
+def _conform(
+    exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any], tol: ArrayTolerance
+) -> tuple[np.ndarray[Any, Any], str]:
+    """``act`` as it is compared with ``exp`` (cast or reshaped where the tolerance allows it),
+    or the reason it cannot be."""
+    if exp.dtype != act.dtype:
+        if tol.dtype is not DtypeRule.SAME_KIND or _kind(exp.dtype) != _kind(act.dtype):
+            allows = " (dtype 'same_kind' allows another width)" if _kind(exp.dtype) else ""
+            return act, (
+                f"dtype {dtype_name(act.dtype)} where {dtype_name(exp.dtype)} is expected{allows}"
+            )
+        act = act.astype(exp.dtype)
+    if exp.shape != act.shape:
+        if tol.shape is not ShapeRule.SQUEEZE or _squeezed(exp.shape) != _squeezed(act.shape):
+            return act, f"shape {act.shape} where {exp.shape} is expected"
+        act = act.reshape(exp.shape)
+    return act, ""
+
+
+def _kind(dtype: np.dtype[Any]) -> str:
+    """What ``same_kind`` keeps: floats, complex or integers ('' for anything else)."""
+    if ulp.is_float(dtype):
+        return "float"
+    return {"c": "complex", "i": "integer", "u": "integer"}.get(dtype.kind, "")
+
+
+def _squeezed(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+@dataclass(frozen=True)
+class Errors:
+    """The element-wise errors of ``actual`` against ``expected``, their summaries, and the
+    exact tests each metric judges them by.
+
+    Floats (and complex numbers) are compared in float64 (complex128), as numpy's ``allclose``
+    does, with their special values first: NaN against NaN and an infinity against the same
+    infinity are no error (``matched``); any other pair holding a NaN or an infinity is an
+    infinite error under every metric, whatever its bound (an infinite reference does not make
+    ``atol + rtol * |e|`` infinite). Integers are compared as integers (:class:`IntegerErrors`).
+    """
+
+    diff: np.ndarray[Any, Any]  # |a - e|, float64: what reports show
+    rel: np.ndarray[Any, Any]
+    ulps: ulp.Steps
+    matched: np.ndarray[Any, Any]
+    finite: np.ndarray[Any, Any]  # both values are numbers
+    scale: np.ndarray[Any, Any]  # |e| where finite, else 0
+
+    @classmethod
+    def of(cls, exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> Errors:
+        if _is_integer(exp.dtype):
+            return IntegerErrors.of_integers(exp, act)
+        wide = np.complex128 if np.iscomplexobj(exp) else np.float64
+        e, a = exp.astype(wide), act.astype(wide)
+        finite = np.isfinite(e) & np.isfinite(a)
+        matched = ~finite & _same_special(e, a)
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where(finite, np.abs(a - e), np.where(matched, 0.0, np.inf))
+            scale = np.where(finite, np.abs(e), 0.0)
+        return cls(diff, _relative(diff, scale), ulp.steps(exp, act), matched, finite, scale)
+
+    def beyond(self, bound: float) -> np.ndarray[Any, Any]:
+        """Where ``|a - e| > bound``."""
+        past: np.ndarray[Any, Any] = self.diff > bound
+        return past
+
+    def outside(self, atol: float, rtol: float) -> np.ndarray[Any, Any]:
+        """Where ``|a - e| <= atol + rtol * |e|`` does not hold (and the values are not the same
+        special value)."""
+        with np.errstate(invalid="ignore", over="ignore"):
+            close = self.finite & (self.diff <= atol + rtol * self.scale)
+        out: np.ndarray[Any, Any] = ~(close | self.matched)
+        return out
+
+    def mean_beyond(self, bound: float) -> bool:
+        return self.mean_abs > bound
+
+    @property
+    def specials(self) -> int:
+        return int(np.count_nonzero(~(self.finite | self.matched)))
+
+    @property
+    def max_abs(self) -> float:
+        return float(self.diff.max()) if self.diff.size else 0.0
+
+    @property
+    def max_abs_finite(self) -> float:
+        numbers = self.diff[self.finite]
+        return float(numbers.max()) if numbers.size else 0.0
+
+    @property
+    def mean_abs(self) -> float:
+        with np.errstate(over="ignore"):  # a sum past float64's range is an infinite mean
+            return float(self.diff.mean()) if self.diff.size else 0.0
+
+    @property
+    def max_rel(self) -> float:
+        return float(self.rel.max()) if self.rel.size else 0.0
+
+    @property
+    def mean_rel(self) -> float:
+        finite = self.rel[np.isfinite(self.rel)]
+        return float(finite.mean()) if finite.size else (self.max_rel if self.rel.size else 0.0)
+
+    @property
+    def max_ulp(self) -> float:
+        return float(self.ulps.as_float().max()) if self.diff.size else 0.0
+
+    def _ranking(self, *, by_ulp: bool) -> np.ndarray[Any, Any]:
+        return self.ulps.as_float() if by_ulp else self.diff
+
+    def worst(self, *, by_ulp: bool = False) -> tuple[int, ...] | None:
+        """The index of the largest error (in ULPs, or absolute)."""
+        errors = self._ranking(by_ulp=by_ulp)
+        if not errors.size:
+            return None
+        return tuple(int(i) for i in np.unravel_index(int(np.argmax(errors)), errors.shape))
+
+
+@dataclass(frozen=True)
+class IntegerErrors(Errors):
+    """Errors between integer arrays, decided exactly: ``count`` is ``|a - e|`` in uint64 (never
+    through float64, which merges integers past 2**53) and ``magnitude`` is ``|e|``; ``diff``
+    and ``rel`` are their float64 values for reports."""
+
+    count: np.ndarray[Any, np.dtype[np.uint64]] = field(default_factory=lambda: _NO_COUNTS)
+    magnitude: np.ndarray[Any, np.dtype[np.uint64]] = field(default_factory=lambda: _NO_COUNTS)
+
+    @classmethod
+    def of_integers(cls, exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> IntegerErrors:
+        count, mag = integers.difference(exp, act), integers.magnitude(exp)
+        diff, scale = count.astype(np.float64), mag.astype(np.float64)
+        every = np.ones(exp.shape, bool)
+        steps = ulp.Steps(count, ~every)
+        return cls(diff, _relative(diff, scale), steps, ~every, every, scale, count, mag)
+
+    def beyond(self, bound: float) -> np.ndarray[Any, Any]:
+        return integers.beyond(self.count, bound)
+
+    def outside(self, atol: float, rtol: float) -> np.ndarray[Any, Any]:
+        out: np.ndarray[Any, Any] = ~integers.within_affine(self.count, self.magnitude, atol, rtol)
+        return out
+
+    def mean_beyond(self, bound: float) -> bool:
+        return integers.mean_beyond(self.count, bound)
+
+    @property
+    def mean_abs(self) -> float:
+        return integers.total(self.count) / self.count.size if self.count.size else 0.0
+
+    def _ranking(self, *, by_ulp: bool) -> np.ndarray[Any, Any]:  # noqa: ARG002
+        return self.count  # one ULP per unit: both rankings are the exact distance
+
+
+_NO_COUNTS: np.ndarray[Any, np.dtype[np.uint64]] = np.zeros(0, np.uint64)
+
+
+def _is_integer(dtype: np.dtype[Any]) -> bool:
+    return dtype.kind in "iu" or (dtype.kind == "V" and dtype.name.startswith(("int", "uint")))
+
+
+def _same_special(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Where ``e`` and ``a`` are the same value, NaN counting as NaN's like (each part of a
+    complex number on its own: ``inf+1j`` is not ``inf+2j``)."""
+    if np.iscomplexobj(e):
+        same: np.ndarray[Any, Any] = _same_special(e.real, a.real) & _same_special(e.imag, a.imag)
+        return same
+    out: np.ndarray[Any, Any] = (e == a) | (np.isnan(e) & np.isnan(a))
+    return out
+
+
+def _relative(diff: np.ndarray[Any, Any], scale: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """``diff / scale``: 0 where there is no error, infinite where the reference is 0 (or not a
+    number) and there is one."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        rel: np.ndarray[Any, Any] = np.where(
+            diff == 0,
+            0.0,
+            np.divide(diff, scale, out=np.full_like(diff, np.inf), where=scale != 0),
+        )
+    return rel
+
+
+# How each metric judges the errors: "" within, else why not. One entry per Metric; a new metric
+# is a new entry here over the same Errors.
+Judge = Callable[[Errors, ArrayTolerance], str]
+
+
+def _exact(_errors: Errors, _tol: ArrayTolerance) -> str:
+    return "values differ and the tolerance is 'exact'"
+
+
+def _allclose(errors: Errors, tol: ArrayTolerance) -> str:
+    what = f"outside atol={tol.atol:g} rtol={tol.rtol:g}"
+    return _count(errors.outside(tol.atol, tol.rtol), what)
+
+
+def _mean_abs(errors: Errors, tol: ArrayTolerance) -> str:
+    if not errors.mean_beyond(tol.bound):
+        return ""
+    return f"mean |a-b| {errors.mean_abs:.3g} above mean_abs max={tol.bound:g}"
+
+
+def _max_abs(errors: Errors, tol: ArrayTolerance) -> str:
+    return _count(errors.beyond(tol.bound), f"more than max_abs={tol.bound:g} apart")
+
+
+def _ulp(errors: Errors, tol: ArrayTolerance) -> str:
+    what = f"more than {tol.bound:g} ULP apart (ulp max; worst {errors.max_ulp:g})"
+    return _count(errors.ulps.beyond(tol.bound), what)
+
+
+def _count(outside: np.ndarray[Any, Any], what: str) -> str:
+    count = int(np.count_nonzero(outside))
+    return f"{count} of {outside.size} elements {what}" if count else ""
+
+
+JUDGES: Mapping[Metric, Judge] = {
+    Metric.EXACT: _exact,
+    Metric.ALLCLOSE: _allclose,
+    Metric.MEAN_ABS: _mean_abs,
+    Metric.MAX_ABS: _max_abs,
+    Metric.ULP: _ulp,
+}
+
+
+def _judge(errors: Errors, tol: ArrayTolerance) -> tuple[Outcome, str]:
+    """Within the tolerance or drift, and why (the values already differ)."""
+    reason = JUDGES[tol.metric](errors, tol)
+    return (Outcome.DRIFT, reason) if reason else (Outcome.WITHIN, "")
+
+
+def _exact_equal(exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> bool | tuple[int, ...]:
+    """True if equal element by element, else the first differing index."""
+    flat_e, flat_a = exp.reshape(-1), act.reshape(-1)
+    for i in range(flat_e.size):
+        if flat_e[i] != flat_a[i]:
+            return tuple(int(x) for x in np.unravel_index(i, exp.shape))
+    return True
