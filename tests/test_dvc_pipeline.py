@@ -189,3 +189,46 @@ def test_dvc_plots_show_writes_a_page_that_renders_offline(tmp_path: Path) -> No
     (root / ".dvc" / "config").write_text("[core]\n    analytics = false\n")
     run(root, *dvc, "plots", "show", "errors.csv", "-o", "default", env=env)
     assert _network_urls((root / "default" / "index.html").read_text())
+
+
+@pytest.mark.slow
+def test_dvc_metrics_show_fits_in_100_columns(tmp_path: Path) -> None:
+    """The metrics files the project's pipeline declares, written by the real writers with
+    five-digit counts, print as a table at most 100 characters wide."""
+    from fixture_store.parity.cases import Report
+    from fixture_store.parity.report_metrics import write_metrics
+    from fixture_store.parity.results import CaseResult, Outcome
+    from fixture_store.regenerate.summary import Summary, write
+
+    pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    declared = [next(iter(m)) for s in pipeline.values() for m in s.get("metrics", [])]
+    compare_cmd = pipeline["compare"]["cmd"].split()
+    template = compare_cmd[compare_cmd.index("--metrics") + 1]
+    root = tmp_path / "proj"
+    root.mkdir()
+    env = {**os.environ}
+    dvc = (sys.executable, "-m", "dvc")
+    run(root, "git", "init", "-q", env=env)
+    run(root, *dvc, "init", "-q", env=env)
+    results = tuple(
+        CaseResult(f"c/{i}", rt, Outcome.PASS if i % 9 else Outcome.KNOWN_FAILURE)
+        for i in range(20_000)
+        for rt in ("ort", "reference")
+    )
+    written = write_metrics(Report(("ort", "reference"), results), root / template)
+    files = {"bit_identical": 99_999, "within_tolerance": 99_999, "drift": 0}
+    summary = Summary(
+        {"s": {"ok": True, "artifacts": 1, "files": files}}, {"verified": 99_999}, (), (), ()
+    )
+    write(summary, root / "metrics" / "regeneration.json", None)
+    names = sorted([*(str(p.relative_to(root)) for p in written), "metrics/regeneration.json"])
+    assert names == sorted(declared)
+    stages = {
+        "stages": {"m": {"cmd": "true", "metrics": [{m: {"cache": False}} for m in declared]}}
+    }
+    (root / "dvc.yaml").write_text(yaml.safe_dump(stages))
+    shown = run(root, *dvc, "metrics", "show", env=env)
+    lines = shown.splitlines()
+    assert len(lines) == len(declared) + 1, shown
+    assert max(len(line) for line in lines) <= 100, shown
+    assert "17777" in shown and "2223" in shown and "99999" in shown
