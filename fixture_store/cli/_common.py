@@ -112,18 +112,20 @@ def handle_errors(fn: F) -> F:
 
 @contextlib.contextmanager
 def progress(total: int, label: str, *, enabled: bool) -> Iterator[Callable[[object], None]]:
-    """A transient bar on stderr, hidden for ``--json`` and for fewer than two items; yields the
-    ``on_result`` callback that advances it by one."""
+    """A transient bar on stderr, hidden for ``--json``, for fewer than two items and when stderr
+    is no terminal (a log, such as a pipeline's, would keep only the blank line it leaves);
+    yields the ``on_result`` callback that advances it by one."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = _console("err")
     bar = Progress(
         TextColumn(label, markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=_console("err"),
+        console=console,
         transient=True,
-        disable=not enabled or total <= 1,
+        disable=not enabled or total <= 1 or not console.is_terminal,
     )
     with bar:
         task = bar.add_task(label, total=total)

@@ -149,6 +149,7 @@ def test_a_fetch_that_went_well_prints_a_line_per_family_and_no_artifact(
     assert quiet.exit_code == 0, quiet.output
     assert quiet.stdout.splitlines()[:1] == ["  loc: 3 present"]
     assert len(quiet.stdout.splitlines()) == 2 and "loc/f0" not in quiet.stdout
+    assert quiet.stderr == ""  # no progress bar (nor the blank line it leaves) in a log
     verbose = run(project, tmp_path, "fetch", "--family", "loc", "--verbose")
     assert all(f"loc/f{i}" in verbose.stdout for i in range(3))
 
