@@ -81,6 +81,39 @@ def _barycenter(
     return (sum(ups) / len(ups) if ups else float(row[node]), node)
 
 
+STEP = NODE_HEIGHT + ROW_GAP
+
+
+def rows(grid: Sequence[Sequence[str]], edges: Sequence[Edge]) -> dict[str, int]:
+    """The row of each node (its y is ``row * STEP``): from upstream down, a node sits level with
+    the mean row of its parents; then from downstream up, a parent sits level with the mean row
+    of its children. A column keeps its order and never puts two nodes in one row, so a parent
+    of two children sits between them and parallel chains stay straight."""
+    parents: dict[str, list[str]] = {}
+    children: dict[str, list[str]] = {}
+    for e in edges:
+        parents.setdefault(e.target, []).append(e.source)
+        children.setdefault(e.source, []).append(e.target)
+    y = {n: float(i) for column in grid for i, n in enumerate(column)}
+    order = list(range(1, len(grid)))
+    for columns_, near in ((order, parents), (order[::-1], children)):
+        for c in columns_ if near is parents else [c - 1 for c in columns_]:
+            _settle(grid[c], near, y)
+    low = min(y.values(), default=0.0)
+    return {n: round(v - low) for n, v in y.items()}
+
+
+def _settle(column: Sequence[str], near: Mapping[str, list[str]], y: dict[str, float]) -> None:
+    """Move each node of ``column`` (in order) to the mean row of its ``near`` nodes, or below
+    the node before it if that row is taken."""
+    floor = -float("inf")
+    for node in column:
+        around = [y[n] for n in near.get(node, ()) if n in y]
+        wanted = sum(around) / len(around) if around else y[node]
+        y[node] = max(round(wanted), floor + 1)
+        floor = y[node]
+
+
 def _short(text: str) -> str:
     if len(text) <= MAX_CHARS:
         return text
@@ -105,15 +138,17 @@ def render(
         )
         for column in grid
     ]
+    drawn = [e for e in edges if e.source in by_id and e.target in by_id]
+    row = rows(grid, drawn)
     place: dict[str, tuple[int, int, int]] = {}  # id -> x, y, width
     x = PAD
     for column, width in zip(grid, widths, strict=True):
-        for i, node in enumerate(column):
-            place[node] = (x, PAD + i * (NODE_HEIGHT + ROW_GAP), width)
+        for node in column:
+            place[node] = (x, PAD + row[node] * STEP, width)
         x += width + column_gap
     total_w = max(x - column_gap + PAD, 2 * PAD)
     # one row more below the last: an edge that skips columns bows under its row
-    total_h = PAD * 2 + (max((len(c) for c in grid), default=0) + 1) * (NODE_HEIGHT + ROW_GAP)
+    total_h = PAD * 2 + (max(row.values(), default=-1) + 2) * STEP
     parts = [
         f"<svg xmlns='http://www.w3.org/2000/svg' class='graph' role='img' "
         f"viewBox='0 0 {total_w} {total_h}' width='{total_w}' height='{total_h}' "
@@ -123,7 +158,7 @@ def render(
         "markerHeight='7' orient='auto-start-reverse'><path d='M0,0L10,5L0,10z' "
         "fill='#78909c'/></marker></defs>"
     ]
-    parts += [_edge(e, place) for e in edges if e.source in place and e.target in place]
+    parts += [_edge(e, place) for e in drawn]
     parts += [_node(by_id[n], *place[n]) for column in grid for n in column]
     parts.append("</svg>")
     return "".join(parts)
@@ -138,7 +173,8 @@ def _edge(e: Edge, place: Mapping[str, tuple[int, int, int]]) -> str:
     x2, y2 = tx, ty + NODE_HEIGHT // 2
     mid = (x1 + x2) // 2
     skips = any(x1 < x < x2 for x, y, _ in place.values() if y in (sy, ty))
-    bow = (NODE_HEIGHT + ROW_GAP) if skips else 0
+    # the curve's lowest point is 3/4 of the bow: the middle of the gap under its row
+    bow = (NODE_HEIGHT + ROW_GAP) * 2 // 3 if skips else 0
     c1, c2 = (x1 + COLUMN_GAP, x2 - COLUMN_GAP) if skips else (mid, mid)
     dash = " stroke-dasharray='4 3'" if e.dashed else ""
     path = (
@@ -148,7 +184,7 @@ def _edge(e: Edge, place: Mapping[str, tuple[int, int, int]]) -> str:
     )
     if not e.label:
         return path
-    label_y = (y1 + y2) // 2 + (bow * 3 // 4 + 12 if skips else -4)
+    label_y = (y1 + y2) // 2 + (bow * 3 // 4 + 4 if skips else -4)
     return (
         path + f"<text x='{mid}' y='{label_y}' text-anchor='middle' fill='#37474f' "
         f"font-size='10' stroke='#fff' stroke-width='3' paint-order='stroke'>"
@@ -159,6 +195,7 @@ def _edge(e: Edge, place: Mapping[str, tuple[int, int, int]]) -> str:
 def _node(n: Node, x: int, y: int, width: int) -> str:
     box = (
         f"<g><title>{escape(n.title or n.id)}</title>"
+        f"<rect x='{x}' y='{y}' width='{width}' height='{NODE_HEIGHT}' rx='4' fill='#fff'/>"
         f"<rect x='{x}' y='{y}' width='{width}' height='{NODE_HEIGHT}' rx='4' "
         f"fill='{n.color}' fill-opacity='0.12' stroke='{n.color}' stroke-width='1.5'/>"
         f"<text x='{x + PAD}' y='{y + 14}' fill='#212121'>{escape(_short(n.label))}</text>"
