@@ -26,8 +26,6 @@ import hashlib
 import json
 import os
 import re
-import stat
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,7 +36,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
-from fixture_store.objects import fsutil, statecache
+from fixture_store.objects import anchored, fsutil, statecache
 from fixture_store.registry import nesting, shards
 from fixture_store.registry.known_failures import KnownFailure
 from fixture_store.registry.known_failures import parse as parse_known_failure
@@ -353,27 +351,32 @@ def read_text(path: Path) -> str:
 
 
 def read_bytes(path: Path) -> bytes:
-    """The bytes of a registry file, refused before reading unless it is a regular file: a FIFO
-    would block the reader forever and a link to ``/dev/zero`` would never end."""
+    """The bytes of a registry file, ``provenance/<family>.json`` or a shard
+    ``provenance/<family>/<ab>.json``, opened through the path primitive from ``provenance/``:
+    refused before reading unless it and its shard folder are plain (a FIFO would block the
+    reader forever, a link to ``/dev/zero`` would never end, a link out of the project would be
+    read as the family's records)."""
     shown = str(path)
+    shard = shards.is_shard_name(path.stem) and _is_registry_dir(path.parent.parent)
     try:
-        # O_NONBLOCK: opening a FIFO must not wait for a writer; it does not affect regular files.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with (
+            shards.registry_folder(path.parent.parent if shard else path.parent) as base,
+            base.folder(path.parent.name) if shard else base as folder,
+        ):
+            fd = folder.open_fd(path.name)
     except OSError as e:
         raise RegistryError(f"cannot read: {e.strerror}", file=shown) from e
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise RegistryError(
-            "is not a regular file (a folder, FIFO, device or a link to one); a registry "
-            "file is reviewed JSON text",
-            file=shown,
-            fix=f"replace {shown} with the family's JSON file, or remove it",
-        )
     with os.fdopen(fd, "rb") as f:
         try:
             return f.read()
         except OSError as e:
             raise RegistryError(f"cannot read: {e}", file=shown) from e
+
+
+def _is_registry_dir(directory: Path) -> bool:
+    """Whether ``directory`` is a project's ``provenance/`` (a shard's file lies one folder
+    below it; a family file at ``<somewhere>/<ab>.json`` is not a shard)."""
+    return directory.name == DIRNAME
 
 
 def _parse_document(text: str, shown: str, shard: str | None = None) -> _Document:
@@ -852,7 +855,7 @@ def _reread(path: Path, known: FamilyFile | None) -> FamilyFile | None:
             now = None  # load_file says what is wrong
         if now == known.text_digest:
             return known
-    if path.exists():
+    if os.path.lexists(path):
         return load_file(path)
     if shards.shard_files(path):
         raise _orphan_error(shards.folder(path))
@@ -880,16 +883,13 @@ def transaction(root: str | os.PathLike[str] | None = None) -> Iterator[Transact
     directory = base / DIRNAME
     locks = directory / LOCKS_DIRNAME
     try:
-        locks.mkdir(parents=True, exist_ok=True)
-        ignore = locks / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n")  # the lock folder is no part of the reviewed registry
+        lock_folder = _lock_folder(directory)
     except OSError as e:
         raise RegistryError(
             f"cannot create the registry's lock folder {locks}: {e.strerror}",
             fix="make provenance/ writable",
         ) from e
-    with fsutil.flocked(locks / LOCK_NAME):
+    with lock_folder, fsutil.flocked(locks / LOCK_NAME, folder=lock_folder):
         held.add(base)
         try:
             _remove_dead_temps(directory)
@@ -898,14 +898,34 @@ def transaction(root: str | os.PathLike[str] | None = None) -> Iterator[Transact
             held.discard(base)
 
 
+def _lock_folder(directory: Path) -> anchored.Folder:
+    """``provenance/.locks``, made if missing (with a ``.gitignore``: the lock folder is no
+    part of the reviewed registry), reached through the path primitive."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with shards.registry_folder(directory) as base:
+        locks = base.folder(LOCKS_DIRNAME, create=True)
+    try:
+        if locks.regular_size(".gitignore") is None:
+            locks.write_atomically(".gitignore", b"*\n", temp=".gitignore.")
+    except BaseException:
+        locks.close()
+        raise
+    return locks
+
+
 def _remove_dead_temps(directory: Path, *, shard_folders: bool = True) -> None:
     """Temp files of writers that died, beside the family files and in the shard folders."""
-    for entry in os.scandir(directory):
+    with shards.registry_folder(directory) as base:
+        _remove_temps_in(base, shard_folders=shard_folders)
+
+
+def _remove_temps_in(folder: anchored.Folder, *, shard_folders: bool) -> None:
+    for entry in list(folder.scandir()):
         if _TEMP_NAME.fullmatch(entry.name):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(entry.path)
+            folder.unlink(entry.name)
         elif shard_folders and not entry.name.startswith(".") and entry.is_dir():
-            _remove_dead_temps(Path(entry.path), shard_folders=False)
+            with folder.folder(entry.name) as sub:  # a link is refused, never descended into
+                _remove_temps_in(sub, shard_folders=False)
 
 
 def write_family(
@@ -1080,7 +1100,8 @@ def _shard_as_it_is(path: Path, existing: FamilyFile | None) -> FamilyFile:
     that file first, and its records then arrive shard by shard. Returns the family as it
     now is on disk."""
     folder = shards.folder(path)
-    folder.mkdir(exist_ok=True)
+    with shards.registry_folder(path.parent) as directory:
+        directory.folder(folder.name, create=True).close()
     head: dict[str, Any] = {"format_version": FORMAT_VERSION}
     if existing is not None:
         by_name, stated = existing.records, existing.invalid_json
@@ -1090,7 +1111,7 @@ def _shard_as_it_is(path: Path, existing: FamilyFile | None) -> FamilyFile:
                 "format_version": FORMAT_VERSION,
                 "records": _records_json(names, by_name, stated),
             }
-            _write_atomically(folder, folder / f"{shard}.json", _dumps_checked(doc, path))
+            _write_atomically(path.parent, folder / f"{shard}.json", _dumps_checked(doc, path))
         _remove_shards(path, keep=copies)
         head = _head(existing.description, list(existing.known_failures))
     _write_atomically(path.parent, path, dumps({**head, "shards": shards.COUNT}))
@@ -1120,7 +1141,7 @@ def _write_sharded(
         if existing.digests.get(shards.relative(path, target)) == _text_digest(text):
             continue
         try:
-            _write_atomically(folder, target, text)
+            _write_atomically(path.parent, target, text)
         except OSError as e:
             if not wrote:
                 raise  # nothing a read sees has changed yet
@@ -1140,10 +1161,14 @@ def _write_sharded(
 def _remove_shards(path: Path, keep: Mapping[str, object]) -> bool:
     """Remove the family's shard files but those named in ``keep``; whether any was."""
     gone = [p for p in shards.shard_files(path) if p.stem not in keep]
-    for p in gone:
-        p.unlink()
     if gone:
-        fsutil.fsync_path(shards.folder(path))
+        with (
+            shards.registry_folder(path.parent) as directory,
+            directory.folder(shards.folder(path).name) as folder,
+        ):
+            for p in gone:
+                folder.unlink(p.name)
+            folder.fsync()
     return bool(gone)
 
 
@@ -1164,22 +1189,21 @@ def _remove_leftover(path: Path) -> None:
     """Before an unsharded family's file is replaced: remove the shard copies that an
     interrupted sharding left (loading checked they are copies of records the file holds)."""
     if _remove_shards(path, keep={}):
-        with contextlib.suppress(OSError):
-            shards.folder(path).rmdir()
-        fsutil.fsync_path(path.parent)
+        with shards.registry_folder(path.parent) as directory:
+            with contextlib.suppress(OSError):
+                directory.rmdir(shards.folder(path).name)
+            directory.fsync()
 
 
 def _write_atomically(directory: Path, path: Path, text: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a registry file is ordinary reviewed text
-        os.replace(tmp, path)
-        fsutil.fsync_path(directory)  # the rename itself durable: old or new after a crash
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+    """Replace the registry file ``path`` (a family's file in ``directory``, ``provenance/``, or
+    one of its shards one folder below) through the path primitive: a temp file beside it,
+    fsync, rename, fsync of the folder, so a crash leaves the old text or the new; a link at
+    any step is refused, never written through."""
+    data = text.encode("utf-8")
+    parts = path.relative_to(directory).parts
+    with (
+        shards.registry_folder(directory) as base,
+        base.folder(*parts[:-1], create=True) as folder,
+    ):
+        folder.write_atomically(parts[-1], data, mode=0o644, temp=f".{parts[-1]}.")

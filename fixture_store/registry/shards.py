@@ -21,6 +21,9 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from fixture_store.errors import RegistryError
+from fixture_store.objects import anchored
+
 # Shards per sharded family: the first byte of a SHA-256, two hex digits.
 COUNT = 256
 # A family's file is sharded once it would grow past this: 8 MiB is a few thousand typical
@@ -53,25 +56,54 @@ def shard_path(head: Path, shard: str) -> Path:
     return folder(head) / f"{shard}.json"
 
 
+def refusal(path: str, what: str) -> RegistryError:
+    """The registry's refusal of a link or a special file where it keeps a folder or a file:
+    never followed, never skipped (its records would vanish, and gc would collect their
+    objects)."""
+    return RegistryError(
+        f"is {what}; the registry is plain folders and reviewed JSON files, and fixture-store "
+        "never reads or writes through a link there",
+        file=path,
+        fix=f"replace {path} with the family's folder or JSON file it stands for, or remove it",
+    )
+
+
+def registry_folder(directory: Path) -> anchored.Folder:
+    """``provenance/`` (trusted, as the project names it): every folder and file below it is
+    reached through the path primitive (DESIGN 13)."""
+    return anchored.Folder.root(directory, refuse=refusal)
+
+
 def shard_files(head: Path) -> list[Path]:
     """The JSON files in the family's shard folder, sorted; none if it has no folder. Other
-    files there (a temp file of a write in progress, a note) are not registry files."""
-    base = folder(head)
-    if not base.is_dir():
+    files there (a temp file of a write in progress, a note) are not registry files. A shard
+    folder that is a link or not a folder is refused."""
+    try:
+        with registry_folder(head.parent) as directory:
+            base = directory.find(folder(head).name)
+            if base is None:
+                return []
+            with base:
+                names = base.names()
+    except FileNotFoundError:
         return []
-    return sorted(base.glob("*.json"))
+    return sorted(folder(head) / name for name in names if name.endswith(".json"))
 
 
 def orphan_folders(directory: Path) -> list[Path]:
     """Folders of ``provenance/`` that hold JSON files but have no family file beside them:
     shards without the file that says they are shards (the lock folder is hidden, never one)."""
     out = []
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if entry.name.startswith(".") or not entry.is_dir():
-            continue
-        path = Path(entry.path)
-        if not head_of(path).exists() and any(path.glob("*.json")):
-            out.append(path)
+    with registry_folder(directory) as base:
+        for entry in sorted(base.scandir(), key=lambda e: e.name):
+            if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+                continue  # a link is never a shard folder: it is not followed
+            path = directory / entry.name
+            if os.path.lexists(head_of(path)):
+                continue
+            with base.folder(entry.name) as sub:
+                if any(name.endswith(".json") for name in sub.names()):
+                    out.append(path)
     return out
 
 

@@ -14,6 +14,7 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.errors import RegistryError
 from fixture_store.objects import digests
+from fixture_store.objects.store import Store
 from fixture_store.registry import Record, shards
 from fixture_store.registry import files as files_mod
 from tests.support.cli import run
@@ -397,3 +398,57 @@ def test_a_shard_a_writer_removes_while_a_reader_lists_the_folder_is_not_an_erro
     fam = registry_mod.load(project).families["fam"]
     assert len(fam.records) == 60
     assert files_mod.family_digests(project / "provenance") == [("fam", fam.text_digest)]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "not-utf-8"])
+def test_a_shard_that_cannot_be_read_is_refused_and_gc_deletes_nothing(
+    project: Path, store: Store, kind: str
+) -> None:
+    """A file at a shard's name that cannot be read (a folder, a FIFO, bytes that are not UTF-8
+    after a bad merge) is refused naming it, never skipped: its records would vanish, and gc
+    would then collect their objects."""
+    records = _records(60)
+    for i in range(60):
+        store.put_bytes(f"bytes {i}".encode())
+    _write(project, records)
+    victim = sorted((project / "provenance" / "fam").glob("*.json"))[0]
+    victim.unlink()
+    if kind == "folder":
+        victim.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(victim)  # no writer ever opens it: a blocking read would hang
+    else:
+        victim.write_bytes(b'{"format_version": 1, "records": {"\xff": 1}}\n')
+    with pytest.raises(RegistryError) as info:
+        registry_mod.load(project)
+    assert info.value.file == str(victim)
+    before = sorted(p.name for p in store.objects_dir.rglob("*") if p.is_file())
+    code, _out, err = run("gc", "--yes")
+    assert code != 0 and str(victim) in err and "Traceback" not in err
+    assert sorted(p.name for p in store.objects_dir.rglob("*") if p.is_file()) == before
+
+
+@pytest.mark.parametrize("command", ["load", "write"])
+def test_a_shard_folder_that_is_a_link_out_of_the_project_is_refused(
+    project: Path, tmp_path: Path, command: str
+) -> None:
+    """A shard folder linked to a folder outside the project was read, and written: ``add``
+    created a shard file outside the project. It is refused by reads and writes alike."""
+    _write(project, _records(60))
+    folder = project / "provenance" / "fam"
+    outside = tmp_path / "outside"
+    folder.rename(outside)
+    folder.symlink_to(outside, target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in outside.iterdir()}
+
+    def attempt() -> None:
+        if command == "load":
+            registry_mod.load(project)
+        else:
+            with files_mod.transaction(project) as tx:
+                tx.write("fam", [*_records(60), *_records(5, 1000)])
+
+    with pytest.raises(RegistryError) as info:
+        attempt()
+    assert info.value.file == str(folder) and "symbolic link" in info.value.message
+    assert {p.name: p.read_bytes() for p in outside.iterdir()} == before
