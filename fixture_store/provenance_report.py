@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.pages import graph
 from fixture_store.pages.shell import Filters, Section, esc, href, row_attrs
@@ -160,11 +161,22 @@ def page_of(family: str) -> str:
 # -- writing ----------------------------------------------------------------------------------
 def write_html(report: Report, directory: str | os.PathLike[str]) -> list[Path]:
     """The index and one page per family in ``directory``; a family page left by an earlier
-    report of a family that is gone is removed. Returns the pages written, index first."""
+    report of a family that is gone is removed. Returns the pages written, index first. A
+    folder that cannot be written is a UsageError naming it."""
     folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
     pages = {INDEX: render_index(report)}
     pages.update((page_of(f), render_family(report, f)) for f in report.families)
+    try:
+        return _write_pages(folder, pages)
+    except OSError as e:
+        raise UsageError(
+            f"cannot write the provenance report to {folder}: {e.strerror or e}",
+            fix="give --html a folder that can be created and written",
+        ) from e
+
+
+def _write_pages(folder: Path, pages: Mapping[str, str]) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
     for stale in folder.glob("family-*.html"):
         if stale.name not in pages:
             stale.unlink()

@@ -13,6 +13,7 @@ from fixture_store import provenance_report
 from fixture_store import registry as registry_mod
 from fixture_store.cli import main
 from fixture_store.objects.store import Store
+from fixture_store.registry.files import write_family
 from tests.support.htmlpage import Page
 from tests.support.reports import REV, chain_project
 
@@ -136,3 +137,35 @@ def test_cli_report_writes_the_pages_and_exits_like_verify(
         "family-archives.html",
         "index.html",
     ]
+
+
+def test_a_folder_that_cannot_be_written_is_a_clear_error(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    chain_project(project, store)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    result = CliRunner().invoke(main, ["report", "--html", str(blocker / "site")])
+    assert result.exit_code == 2, result.output
+    assert "cannot write the provenance report to" in result.stderr
+    assert "fix: give --html a folder" in result.stderr and "Traceback" not in result.output
+
+
+def test_text_from_the_registry_is_escaped(project: Path, store: Store, tmp_path: Path) -> None:
+    chain_project(project, store)
+    registry = registry_mod.load(project)
+    family = registry.families["archives"]
+    write_family(
+        registry,
+        "archives",
+        family.records.values(),
+        description="<script>alert('x')</script> & <b>bold</b>",
+    )
+    built = provenance_report.build(store, registry_mod.load(project))
+    pages = provenance_report.write_html(built, tmp_path / "site")
+    for page in pages:
+        text = page.read_text()
+        assert "<script>alert" not in text and "<b>bold" not in text
+    assert (
+        "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;b&gt;" in pages[0].read_text()
+    )

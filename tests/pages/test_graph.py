@@ -40,3 +40,17 @@ def test_the_same_graph_gives_the_same_svg_whatever_the_input_order() -> None:
     assert render(list(reversed(nodes)), edges, title="t") == first
     assert first.startswith("<svg") and "a &lt;label&gt; &amp; more" in first
     assert "<a href='x.html#up'>" in first and ">stage (1)</text>" in first
+
+
+def test_a_parent_sits_between_its_children_and_chains_stay_level() -> None:
+    from fixture_store.pages.graph import rows
+
+    edges = [Edge("up", "w1"), Edge("up", "w2"), Edge("w1", "a"), Edge("w1", "b")]
+    edges += [Edge("w2", "c"), Edge("w2", "d")]
+    grid = columns(_nodes("up", "w1", "w2", "a", "b", "c", "d"), edges)
+    row = rows(grid, edges)
+    assert [row[n] for n in ("a", "b", "c", "d")] == [0, 1, 2, 3]
+    assert row["w1"] in (0, 1) and row["w2"] in (2, 3)  # each between its two children
+    assert row["up"] in (1, 2)
+    chain = [Edge("x", "y"), Edge("y", "z")]
+    assert set(rows(columns(_nodes("x", "y", "z"), chain), chain).values()) == {0}
