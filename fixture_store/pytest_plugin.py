@@ -36,7 +36,7 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.display import text as shown
-from fixture_store.errors import ArtifactError, UsageError
+from fixture_store.errors import ArtifactError, FixtureStoreError, UsageError
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
     Record,
@@ -153,7 +153,7 @@ def require_from_env() -> bool:
     value = os.environ.get(REQUIRE_ENV, "")
     if value not in REQUIRE_VALUES:
         raise pytest.UsageError(
-            f"{REQUIRE_ENV}={value!r} is not one of the allowed values: "
+            f"{REQUIRE_ENV}={_shown(value)} is not one of the allowed values: "
             "'1' (a missing object fails the test), '0' or empty (it skips); "
             f"set {REQUIRE_ENV}=1 for require mode, or unset it"
         )
@@ -609,7 +609,10 @@ class ShardHooks:
         if count is not None:
             _report_shards(session, count)
         if config.getoption("fixture_store_fetch"):
-            _fetch_selected(session)
+            try:
+                _fetch_selected(session)
+            except FixtureStoreError as e:  # a store or registry it cannot use: no INTERNALERROR
+                raise pytest.UsageError(f"--fixture-store-fetch: {e}") from e
 
 
 def shard_table(items: list[pytest.Item], count: int) -> list[tuple[int, int, int]]:

@@ -289,6 +289,91 @@ SCENARIOS: dict[str, Callable[[Case], Case]] = {
 }
 
 
+# -- remote configuration: the project's [tool.fixture-store] and the user's file ----------------
+# A secret planted in each broken configuration: no command may print it, whatever it refuses.
+HARNESS_SECRET = "Zx9HARNESSsecret"
+
+
+def _user_config(case: Case) -> Path:
+    return case.project.parent / "user-config.toml"
+
+
+def _configured(case: Case, path: Path, text: str) -> Case:
+    path.write_text(text)
+    return Case(case.project, case.store, (*case.names, str(path)))
+
+
+def _pyproject(case: Case, text: str) -> Case:
+    return _configured(case, case.project / "pyproject.toml", text)
+
+
+def _team(remote: str, top: str = 'default-remote = "team"\n') -> str:
+    return f"[tool.fixture-store]\n{top}\n[tool.fixture-store.remotes.team]\n{remote}"
+
+
+def secret_in_remote_url(case: Case) -> Case:
+    return _pyproject(case, _team(f'url = "s3://AKIA:{HARNESS_SECRET}@bucket/p?token=x"\n'))
+
+
+def secret_in_query(case: Case) -> Case:
+    return _pyproject(
+        case, _team(f'url = "https://m.example/f?X-Amz-Signature={HARNESS_SECRET}"\n')
+    )
+
+
+def secret_in_endpoint(case: Case) -> Case:
+    endpoint = f"https://me:{HARNESS_SECRET}@s3.example.org"
+    return _pyproject(case, _team(f'url = "s3://b/p"\nendpoint_url = "{endpoint}"\n'))
+
+
+def secret_key_at_the_top(case: Case) -> Case:
+    return _pyproject(case, f'[tool.fixture-store]\naws_secret_access_key = "{HARNESS_SECRET}"\n')
+
+
+def secret_key_in_a_remote(case: Case) -> Case:
+    return _pyproject(case, _team(f'url = "s3://b/p"\ntoken = "{HARNESS_SECRET}"\n'))
+
+
+def wrongly_typed_setting(case: Case) -> Case:
+    return _pyproject(case, _team(f'url = ["{HARNESS_SECRET}"]\n'))
+
+
+def wrongly_typed_default(case: Case) -> Case:
+    return _pyproject(
+        case, f"[tool.fixture-store]\ndefault-remote = {{ x = '{HARNESS_SECRET}' }}\n"
+    )
+
+
+def unsupported_scheme(case: Case) -> Case:
+    return _pyproject(case, _team('url = "ftp://files.example/f"\n'))
+
+
+def pyproject_not_toml(case: Case) -> Case:
+    return _pyproject(case, f"[tool.fixture-store\nurl = {HARNESS_SECRET}\n")
+
+
+def secret_in_the_user_file(case: Case) -> Case:
+    text = f'default-remote = "team"\n[remotes.team]\nurl = "https://u:{HARNESS_SECRET}@h/f"\n'
+    return _configured(case, _user_config(case), text)
+
+
+REMOTE_SCENARIOS: dict[str, Callable[[Case], Case]] = {
+    f.__name__.replace("_", "-"): f
+    for f in (
+        secret_in_remote_url,
+        secret_in_query,
+        secret_in_endpoint,
+        secret_key_at_the_top,
+        secret_key_in_a_remote,
+        wrongly_typed_setting,
+        wrongly_typed_default,
+        unsupported_scheme,
+        pyproject_not_toml,
+        secret_in_the_user_file,
+    )
+}
+
+
 def test_every_registered_command_has_an_invocation() -> None:
     missing = sorted(set(COMMANDS) - set(INVOKE))
     assert not missing, (
@@ -304,6 +389,7 @@ def _run(case: Case, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("FIXTURE_STORE_DIR", str(case.store))
     monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
     monkeypatch.setenv("FIXTURE_STORE_OFFLINE", "1")  # nothing in the harness may download
+    monkeypatch.setenv("FIXTURE_STORE_CONFIG", str(_user_config(case)))  # never the machine's
     result = CliRunner().invoke(main, list(args), catch_exceptions=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise AssertionError(f"{' '.join(args)} raised {result.exception!r}") from result.exception
@@ -323,6 +409,7 @@ def _check(case: Case, command: str, code: int, output: str) -> None:
     names = (*case.names, *INVOKE[command][1])
     assert "Traceback" not in output, f"{where} printed a traceback:\n{output}"
     assert code in (0, 1, 2), f"{where} exited {code}:\n{output}"
+    assert HARNESS_SECRET not in output, f"{where} printed a secret:\n{output}"
     raw = RAW_CONTROL.search(output)
     assert raw is None, f"{where} printed the control character {raw[0]!r} as it is:\n{output!r}"
     if code != 0:
@@ -350,6 +437,24 @@ def test_a_command_over_a_broken_project_fails_clearly(
     _check(case, command, code, output)
     if scenario == "tmp-is-a-link":
         assert (tmp_path / "user-folder" / "precious.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("scenario", sorted(REMOTE_SCENARIOS))
+@pytest.mark.parametrize("command", sorted(INVOKE))
+def test_a_command_over_a_broken_remote_configuration_fails_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, scenario: str
+) -> None:
+    """A command that reads the remotes refuses the configuration naming its file, with a fix and
+    without printing what it holds; the others go on as if it were not there."""
+    case = REMOTE_SCENARIOS[scenario](_base(tmp_path))
+    code, output = _run(case, INVOKE[command][0], monkeypatch)
+    _check(case, command, code, output)
+    if command in ("push", "pull", "remote"):
+        assert code == 2, output
+        assert case.names[-1] in output, output
+    for path in tmp_path.rglob("*"):  # and nothing written holds the secret but where it was
+        if path.is_file() and str(path) != case.names[-1]:
+            assert HARNESS_SECRET.encode() not in path.read_bytes(), path
 
 
 @pytest.mark.parametrize("command", sorted(INVOKE))
