@@ -4,7 +4,11 @@ explanations."""
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
@@ -54,3 +58,54 @@ def test_the_navigation_groups_every_page_once() -> None:
     assert guide[0] == "getting-started.md"
     reference = [next(iter(p.values())) for p in nav[2]["Reference"]]
     assert {"cli.md", "api.md"} <= set(reference)
+
+
+def _console_commands(block: str) -> list[tuple[str, list[str]]]:
+    """A console block's commands (continuation lines joined), each with the output lines the
+    block shows after it."""
+    commands: list[tuple[str, list[str]]] = []
+    pending = ""
+    for line in block.splitlines():
+        if pending or line.startswith("$ "):
+            text = (pending + " " + line.strip()) if pending else line[2:]
+            pending = text[:-1].rstrip() if text.endswith("\\") else ""
+            if not pending:
+                commands.append((text, []))
+        elif commands and line.strip():
+            commands[-1][1].append(line)
+    return commands
+
+
+def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
+    """Every fixture-store command of the README's tour, run in a fresh project in the order
+    written, exits as its comment says (0 when it says nothing) and prints what the tour shows.
+    Installing (uv add) and git are a downstream project's own; they are left out."""
+    import numpy as np
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    tour = _section(readme, TOUR[1])
+    console = [m.group(1) for m in re.finditer(r"^```console\n(.*?)^```$", tour, re.M | re.S)]
+    assert len(console) >= 2
+    project = tmp_path / "project"
+    (project / "tests" / "data").mkdir(parents=True)
+    np.savez(project / "tests" / "data" / "logits.npz", logits=np.linspace(0, 1, 12))
+    exe = Path(sys.executable).parent / "fixture-store"
+    script, expected = [], []
+    for i, (command, shown) in enumerate(c for block in console for c in _console_commands(block)):
+        if command.startswith(("uv add", "git ")):
+            continue
+        code = re.search(r"#.*\bexit (\d)", command)
+        line = re.sub(r"\s+#\s.*$", "", command)  # the comment says what it does
+        line = line.replace("uv run fixture-store", shlex.quote(str(exe)))
+        script.append(f"{{ {line}; }} > out{i} 2>&1; echo $? > rc{i}")
+        expected.append((i, command, int(code.group(1)) if code else 0, shown))
+    env = {**os.environ, "FIXTURE_STORE_DIR": str(tmp_path / "store")}
+    env.pop("FIXTURE_STORE_REGISTRY", None)
+    subprocess.run(["bash", "-c", "\n".join(script)], cwd=project, env=env, check=True)
+    for i, command, code, shown in expected:
+        output = (project / f"out{i}").read_text()
+        rc = int((project / f"rc{i}").read_text())
+        assert rc == code, f"{command!r} exited {rc}, the tour says {code}:\n{output}"
+        for line in shown:
+            assert line.split("sha256:")[0].rstrip() in output, f"{command!r}: {line!r}"
+    assert len(expected) >= 6
