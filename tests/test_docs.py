@@ -90,15 +90,16 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     (project / "tests" / "data").mkdir(parents=True)
     np.savez(project / "tests" / "data" / "logits.npz", logits=np.linspace(0, 1, 12))
     exe = Path(sys.executable).parent / "fixture-store"
-    script, expected = [], []
+    script: list[str] = []
+    expected: list[tuple[int, str, int, list[str]]] = []
     for i, (command, shown) in enumerate(c for block in console for c in _console_commands(block)):
         if command.startswith(("uv add", "git ")):
             continue
-        code = re.search(r"#.*\bexit (\d)", command)
+        said = re.search(r"#.*\bexit (\d)", command)
         line = re.sub(r"\s+#\s.*$", "", command)  # the comment says what it does
         line = line.replace("uv run fixture-store", shlex.quote(str(exe)))
         script.append(f"{{ {line}; }} > out{i} 2>&1; echo $? > rc{i}")
-        expected.append((i, command, int(code.group(1)) if code else 0, shown))
+        expected.append((i, command, int(said.group(1)) if said else 0, shown))
     env = {**os.environ, "FIXTURE_STORE_DIR": str(tmp_path / "store")}
     env.pop("FIXTURE_STORE_REGISTRY", None)
     subprocess.run(["bash", "-c", "\n".join(script)], cwd=project, env=env, check=True)
