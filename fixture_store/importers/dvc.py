@@ -10,7 +10,6 @@ checked first. Paths are relative to the manifest's folder, as DVC writes them.
 from __future__ import annotations
 
 import configparser
-import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,12 @@ from fixture_store.importers.entry import (
     ManifestEntry,
     ManifestError,
     check_path,
+    check_values,
+    load_json,
+    read_manifest,
     refuse_duplicates,
 )
+from fixture_store.registry import nesting
 
 FORMAT = "dvc"
 LOCK_NAME = "dvc.lock"
@@ -54,7 +57,15 @@ def _load_yaml(text: str, shown: str) -> Any:
     import yaml
 
     class Loader(yaml.SafeLoader):
-        pass
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            # DVC never writes an alias; one (or a chain of them) would make the document
+            # a graph walked as a tree, as large as its expansion.
+            if self.check_event(yaml.AliasEvent):
+                line = self.peek_event().start_mark.line + 1  # type: ignore[no-untyped-call]
+                raise ManifestError(
+                    f"{shown} line {line}", "a YAML alias (*name): DVC files hold plain data"
+                )
+            return super().compose_node(parent, index)
 
     def mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> _Lined:
         out = _Lined()
@@ -71,11 +82,17 @@ def _load_yaml(text: str, shown: str) -> Any:
 
     Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
     try:
-        return yaml.load(text, Loader=Loader)  # a SafeLoader subclass: plain data only
+        doc = yaml.load(text, Loader=Loader)  # a SafeLoader subclass: plain data only
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{shown} line {mark.line + 1}" if mark is not None else shown
         raise ManifestError(where, f"not valid YAML: {getattr(e, 'problem', e)}") from e
+    except RecursionError:  # the parser and composer recurse per level
+        raise ManifestError(shown, f"nested more than {nesting.MAX_DEPTH} levels deep") from None
+    except ValueError as e:  # an integer past Python's own digit limit
+        raise ManifestError(shown, f"a value YAML cannot hold here: {e}") from None
+    check_values(doc, shown)
+    return doc
 
 
 def _file_outs(doc: Any, shown: str) -> list[_Lined]:
@@ -134,7 +151,7 @@ def _dir_entries(
             f"directory out {path!r}: its listing {md5}{_DIR} is not in the DVC cache",
             fix=f"dvc fetch {path}  (or dvc pull), then import again",
         )
-    data = Path(located).read_bytes()
+    data = read_manifest(located, f"{where} ({path}{_DIR})")
     hasher = listing_digest.hasher()
     hasher.update(data)
     if hasher.hexdigest() != listing_digest.hex:
@@ -142,9 +159,10 @@ def _dir_entries(
             where, f"directory out {path!r}: the cached listing does not match its md5 {md5}"
         )
     try:
-        items = json.loads(data)
-    except ValueError as e:
-        raise ManifestError(where, f"directory out {path!r}: the listing is not JSON") from e
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(where, f"directory out {path!r}: the listing is not UTF-8") from e
+    items = load_json(text, f"{where} ({path}{_DIR})")
     if not isinstance(items, list):
         raise ManifestError(where, f"directory out {path!r}: the listing is not a list")
     for item in items:

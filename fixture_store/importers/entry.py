@@ -3,19 +3,33 @@
 An entry carries the digests the manifest states (the bytes are checked against them, never
 adopted), where in the manifest it was read (so a refusal names the line), and whatever the
 manifest says about the file besides its identity (url, arrays, tolerance, upstream, ...).
+
+Every manifest is read under the bounds registry files keep (:mod:`fixture_store.registry.nesting`):
+:func:`read_manifest` takes only a regular file of at most :data:`MAX_MANIFEST_BYTES`,
+:func:`load_json` parses JSON with integers of at most 20 digits, no ``NaN`` or ``Infinity``,
+nesting of at most 64 levels and text UTF-8 can hold, and an entry checks every value it carries
+the same way, whatever format it came from, so a refusal names the manifest and the entry.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
-from collections.abc import Mapping
+import stat
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
 from fixture_store.errors import UsageError
 from fixture_store.objects.trees import TreePathError, check_member_path
+from fixture_store.registry import nesting
 from fixture_store.registry.frozen import freeze, thaw
+
+# A manifest lists files, a line or an entry each: 64 MiB lists hundreds of thousands. More is
+# not a manifest, and would be read into memory whole.
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 # Hex length of each algorithm a manifest may state. SHA-256 is the identity; md5 is only ever
 # DVC's own check, made before the SHA-256 of the same bytes is recorded.
@@ -143,9 +157,26 @@ class ManifestEntry:
         object.__setattr__(self, "path", check_path(self.path, self.where))
         if not self.digests:
             raise ManifestError(self.where, f"{self.path!r} has no digest")
+        # Before anything is frozen (recursively): every value within the registry's bounds.
+        check_values(self._stated(), self.where)
         object.__setattr__(self, "arrays", freeze(self.arrays))
         object.__setattr__(self, "metadata", freeze(dict(self.metadata)))
         object.__setattr__(self, "tolerance", freeze(self.tolerance))
+
+    def _stated(self) -> dict[str, Any]:
+        """What the manifest states besides the digests, by field name."""
+        return {
+            "size": self.size,
+            "url": self.url,
+            "arrays": self.arrays,
+            "tolerance": self.tolerance,
+            "upstream": self.upstream.to_json() if self.upstream else None,
+            "seed": self.seed,
+            "input_shape": self.input_shape,
+            "generator": self.generator,
+            "metadata": self.metadata,
+            "cached_at": self.cached_at,
+        }
 
     @property
     def sha256(self) -> str | None:
@@ -201,6 +232,103 @@ class ManifestEntry:
         }
         out.update((k, v) for k, v in optional.items() if v is not None)
         return out
+
+
+def check_values(values: Any, where: str) -> None:
+    """Refuse a value past the registry's bounds (:func:`.nesting.first_flaw`), naming
+    ``where`` (the manifest and entry) and the field inside it."""
+    flaw = nesting.first_flaw(values)
+    if flaw is not None:
+        path, message = flaw
+        raise ManifestError(
+            where,
+            f"field {nesting.field_name(path)!r}: {message}" if path else message,
+            fix="fix that value in the manifest: registry values nest a few levels, hold "
+            "integers of at most 20 digits, finite numbers and Unicode text",
+        )
+
+
+def read_manifest(path: str | os.PathLike[str], shown: str) -> bytes:
+    """The bytes of the manifest at ``path``, refused unless it is a regular file of at most
+    :data:`MAX_MANIFEST_BYTES` (a FIFO would block the import forever, ``/dev/zero`` never
+    end). Opened without blocking and checked with ``fstat``: the check and the read are about
+    the same file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise ManifestError(shown, f"cannot read: {e.strerror}") from e
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ManifestError(
+            shown,
+            "is not a regular file (a folder, FIFO, device or a link to one)",
+            fix="name the manifest file itself",
+        )
+    with os.fdopen(fd, "rb") as f:
+        try:
+            data = f.read(MAX_MANIFEST_BYTES + 1)
+        except OSError as e:
+            raise ManifestError(shown, f"cannot read: {e.strerror or e}") from e
+    return check_size(data, shown)
+
+
+def check_size(data: bytes, shown: str) -> bytes:
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            shown,
+            f"is larger than {MAX_MANIFEST_BYTES // (1024 * 1024)} MiB; a manifest lists files, "
+            "it does not hold them",
+            fix="split it, one manifest per folder, and import each",
+        )
+    return data
+
+
+def load_json(
+    text: str, shown: str, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None
+) -> Any:
+    """The JSON document ``text`` (read from ``shown``) under the registry's bounds, every
+    value of it checked; a ManifestError names the manifest, the line or the value's path."""
+    try:
+        doc, _ = nesting.loads(text, object_pairs_hook=object_pairs_hook)
+    except json.JSONDecodeError as e:
+        raise ManifestError(f"{shown} line {e.lineno}", f"not valid JSON: {e.msg}") from e
+    except RecursionError:
+        deep = nesting.first_too_deep(text) or ()
+        too_deep = f"nested more than {nesting.MAX_DEPTH} levels deep"
+        raise _flaw_error(shown, deep, too_deep) from None
+    except ValueError:  # an integer past Python's own 4,300 digits
+        raise _flaw_error(shown, _huge_integer(text), _TOO_LONG) from None
+    flaw = nesting.first_flaw(doc)
+    if flaw is not None:
+        raise _flaw_error(shown, *flaw)
+    return doc
+
+
+_TOO_LONG = (
+    f"an integer with more than {nesting.MAX_INTEGER_DIGITS} digits; no registry value needs one"
+)
+
+
+class _Huge(int):
+    """An integer literal past Python's digit limit, as :func:`_huge_integer` parses it."""
+
+
+def _huge_integer(text: str) -> nesting.Path:
+    """Where the first integer too long for Python to parse is, in JSON ``text`` it refused."""
+    doc = json.loads(
+        text, parse_int=lambda s: _Huge() if len(s) > nesting.MAX_INTEGER_DIGITS else 0
+    )
+    return nesting.first_path(doc, lambda v: isinstance(v, _Huge)) or ()
+
+
+def _flaw_error(shown: str, path: nesting.Path, message: str) -> ManifestError:
+    field = nesting.field_name(path, keep=4)
+    return ManifestError(
+        f"{shown}: field {field!r}" if path else shown,
+        message,
+        fix="fix that value in the manifest: registry values nest a few levels, hold integers "
+        "of at most 20 digits, finite numbers and Unicode text",
+    )
 
 
 def check_path(path: object, where: str) -> str:

@@ -17,7 +17,6 @@ record's metadata, and so is ``locked_environment``. Duplicate keys are refused.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -27,6 +26,7 @@ from fixture_store.importers.entry import (
     ManifestEntry,
     ManifestError,
     Upstream,
+    load_json,
     refuse_duplicates,
 )
 
@@ -37,7 +37,7 @@ _KNOWN = frozenset(
 )
 
 
-class _Duplicate(ValueError):
+class _Duplicate(Exception):  # not a ValueError: load_json reads those as the parser's
     pass
 
 
@@ -52,11 +52,9 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
     try:
-        doc = json.loads(text, object_pairs_hook=_unique)
+        doc = load_json(text, shown, object_pairs_hook=_unique)
     except _Duplicate as e:
         raise ManifestError(shown, f"duplicate key {e.args[0]!r}") from e
-    except json.JSONDecodeError as e:
-        raise ManifestError(f"{shown} line {e.lineno}", f"not valid JSON: {e.msg}") from e
     if not isinstance(doc, dict) or "format_version" not in doc:
         raise ManifestError(shown, "must be an object with a 'format_version'")
     environment = doc.get("locked_environment")

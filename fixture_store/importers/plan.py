@@ -21,7 +21,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from fixture_store.errors import UsageError
-from fixture_store.importers.entry import ManifestEntry, ManifestError
+from fixture_store.importers.entry import (
+    MAX_MANIFEST_BYTES,
+    ManifestEntry,
+    ManifestError,
+    check_size,
+    read_manifest,
+)
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
@@ -86,11 +92,7 @@ class LocalOrigin:
         return path if folder == "." else f"{folder}/{path}"
 
     def manifest(self, path: str) -> tuple[str, str]:
-        file = Path(path)
-        try:
-            return file.read_text(encoding="utf-8"), str(path)
-        except (OSError, UnicodeDecodeError) as e:
-            raise ManifestError(str(path), f"cannot read: {e}") from e
+        return _text(read_manifest(path, str(path)), str(path)), str(path)
 
     def name(self, manifest: str) -> str:
         try:
@@ -157,11 +159,8 @@ class PackageOrigin:
         if entry is None:
             raise UsageError(f"{shown}: no such member", fix="name the manifest by its path inside")
         with self.archive.open(path, entry.size) as stream:
-            data = stream.read()
-        try:
-            return data.decode("utf-8"), shown
-        except UnicodeDecodeError as e:
-            raise ManifestError(shown, f"not UTF-8 text: {e}") from e
+            data = check_size(stream.read(MAX_MANIFEST_BYTES + 1), shown)
+        return _text(data, shown), shown
 
     def name(self, manifest: str) -> str:
         return f"{self.distribution.requirement}:{manifest}"
@@ -194,6 +193,13 @@ class PackageOrigin:
     def source(self, path: str) -> Source:
         d = self.distribution
         return PackageSource(d.requirement, d.file, d.file_digest, self._member(path), d.file_size)
+
+
+def _text(data: bytes, shown: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ManifestError(shown, f"not UTF-8 text: {e}") from e
 
 
 def package_origin(

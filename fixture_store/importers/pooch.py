@@ -3,16 +3,23 @@ the ``registry`` dict that ``pooch.create(registry=...)`` is given.
 
 The text form follows pooch's own rules: each line stripped, lines starting with ``#`` skipped,
 the rest split like a shell line into ``name hash [url]`` (quotes allowed); the hash is
-``alg:hex`` or bare hex (SHA-256), compared in lower case. The module form is read with
-:mod:`ast`, never imported or run: ``registry = {"name": "hash", ...}`` and, if present,
-``registry_urls = {"name": "url", ...}``, both plain literals.
+``alg:hex`` or bare hex (SHA-256), compared in lower case. The module form is never imported
+or run, nor parsed whole: its tokens are read (:mod:`tokenize`, one pass, no recursion) to find
+the module-level ``registry = {"name": "hash", ...}`` and, if present,
+``registry_urls = {"name": "url", ...}``, and only those two, once their tokens show them to be
+flat literals of strings, are parsed with :mod:`ast`. A module holding a 60,000-term expression
+elsewhere (which ``ast.parse`` of the whole module would recurse through until it fails) costs
+one token pass.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import re
 import shlex
+import tokenize
+from collections.abc import Iterator
 
 from fixture_store.importers.entry import (
     ExpectedDigest,
@@ -72,18 +79,14 @@ def entry(name: str, checksum: str, url: str | None, where: str) -> ManifestEntr
     return ManifestEntry(name, (digest,), where, url=url)
 
 
+_NAMES = ("registry", "registry_urls")
+# The tokens a flat ``{"name": "value", ...}`` literal is made of, besides strings.
+_LITERAL_OPS = frozenset("{}:,")
+_SKIPPED = frozenset({tokenize.NL, tokenize.COMMENT})
+
+
 def _parse_module(text: str, shown: str) -> tuple[ManifestEntry, ...]:
-    try:
-        tree = ast.parse(text, shown)
-    except SyntaxError as e:
-        raise ManifestError(f"{shown} line {e.lineno}", f"not Python: {e.msg}") from e
-    found = {
-        node.targets[0].id: node.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Name)
-    }
+    found = _assignments(text, shown)
     registry = found.get("registry")
     if registry is None:
         raise ManifestError(
@@ -100,6 +103,75 @@ def _parse_module(text: str, shown: str) -> tuple[ManifestEntry, ...]:
             for name, (checksum, lineno) in hashes.items()
         ]
     )
+
+
+def _assignments(text: str, shown: str) -> dict[str, ast.expr]:
+    """The values last assigned to :data:`_NAMES` at module level, each parsed from its own
+    tokens once they show a flat literal of strings."""
+    found: dict[str, ast.expr] = {}
+    statement: list[tokenize.TokenInfo] = []
+    try:
+        for tok in _statements_tokens(text):
+            if tok.type not in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                statement.append(tok)
+                continue
+            named = _assigned(statement)
+            if named is not None:
+                found[named] = _value(statement[2:], named, text, shown)
+            statement = []
+    except (tokenize.TokenError, SyntaxError) as e:
+        line = e.lineno if isinstance(e, SyntaxError) else e.args[1][0]
+        raise ManifestError(f"{shown} line {line}", f"not Python: {e.args[0]}") from e
+    return found
+
+
+def _statements_tokens(text: str) -> Iterator[tokenize.TokenInfo]:
+    """The module's tokens at indentation level 0 (inside no block), one statement after the
+    other, each ended by a NEWLINE token; ``;`` ends a statement too."""
+    level = 0
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.INDENT:
+            level += 1
+        elif tok.type == tokenize.DEDENT:
+            level -= 1
+        elif level == 0 and tok.type == tokenize.OP and tok.string == ";":
+            yield tok._replace(type=tokenize.NEWLINE)
+        elif level == 0 and tok.type not in _SKIPPED:
+            yield tok
+
+
+def _assigned(statement: list[tokenize.TokenInfo]) -> str | None:
+    """The name of :data:`_NAMES` a ``NAME = VALUE`` statement assigns, if it is one."""
+    match statement:
+        case [target, equals, _, *_] if (
+            target.type == tokenize.NAME
+            and target.string in _NAMES
+            and equals.type == tokenize.OP
+            and equals.string == "="
+        ):
+            return target.string
+    return None
+
+
+def _value(tokens: list[tokenize.TokenInfo], name: str, text: str, shown: str) -> ast.expr:
+    """The assigned value, parsed by :mod:`ast` only if its tokens are strings and the
+    punctuation of a flat dict: nothing else is ever parsed, so nothing recurses."""
+    for tok in tokens:
+        if tok.type == tokenize.STRING or (tok.type == tokenize.OP and tok.string in _LITERAL_OPS):
+            continue
+        raise ManifestError(
+            f"{shown} line {tok.start[0]}",
+            f"{name} is not a dict literal of strings: it holds {tok.string[:40]!r}",
+            fix="a pooch registry module holds registry = {'name': 'hash', ...}",
+        )
+    (row, col), (end_row, end_col) = tokens[0].start, tokens[-1].end
+    lines = text.split("\n")[row - 1 : end_row]
+    lines[-1] = lines[-1][:end_col]
+    lines[0] = lines[0][col:]
+    try:  # newlines first: the nodes keep the module's line numbers
+        return ast.parse("\n" * (row - 1) + "\n".join(lines), mode="eval").body
+    except SyntaxError as e:
+        raise ManifestError(f"{shown} line {e.lineno}", f"not Python: {e.msg}") from e
 
 
 def _literal_dict(node: ast.expr, shown: str, name: str) -> dict[str, tuple[str, int]]:

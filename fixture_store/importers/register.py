@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixture_store import ingest
-from fixture_store.errors import FixtureStoreError, UsageError
+from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 from fixture_store.importers.plan import Accepted, Origin, Plan
 from fixture_store.objects.store import Store
@@ -31,7 +31,9 @@ from fixture_store.registry import (
     Tolerance,
     Where,
     check_name,
+    family_of,
 )
+from fixture_store.registry import files as registry_files
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.upstream import Upstream
 
@@ -202,15 +204,14 @@ def register(
     refuse_mismatches(plan)
     file = f"provenance/{family}.json"
     absent = plan.absent if gaps else ()
-    # Every name is checked (record_name) while the registrations are built, before any byte
-    # is stored.
-    done = ingest.register(
-        store,
-        registry,
-        [_registration(a, plan, family=family, kind=kind, file=file) for a in plan.accepted],
-        replace=replace,
-        gaps=[_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent],
-    )
+    # Every name is checked (record_name) while the registrations are built, and every record
+    # read back as the registry will read it, before any byte is stored.
+    registrations = [
+        _registration(a, plan, family=family, kind=kind, file=file) for a in plan.accepted
+    ]
+    stated_gaps = [_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent]
+    _read_back(registrations, plan.accepted, registry, file)
+    done = ingest.register(store, registry, registrations, replace=replace, gaps=stated_gaps)
     written = tuple(
         d.record
         for d in done
@@ -221,6 +222,33 @@ def register(
     )
     declared = tuple(d.record for d in done if d.record.gap is not None)
     return Imported(written, kept, declared)
+
+
+def _read_back(
+    registrations: Sequence[ingest.Registration],
+    accepted: Sequence[Accepted],
+    registry: Registry,
+    file: str,
+) -> None:
+    """The record each accepted file will get, as far as the manifest makes it (its identity
+    and what the manifest states; the content manifest comes from its bytes later), written by
+    the registry's writer and read back by its reader (:func:`.files.reads_back`), before any
+    byte is stored: a refusal names the manifest's entry. The registry write does the same for
+    the whole record."""
+    for reg, file_ in zip(registrations, accepted, strict=True):
+        try:
+            probe = ingest.build_record(
+                reg.name,
+                reg.kind,
+                file_.digest,
+                file_.located.source,
+                annotations=reg.annotations,
+                file=file,
+            )
+            registry_files.reads_back([probe], registry.directory / f"{family_of(reg.name)}.json")
+        except RegistryError as e:
+            field = f"field {e.field!r}: " if e.field else ""
+            raise ManifestError(file_.entry.where, f"{field}{e.reason}", fix=e.fix) from e
 
 
 def _registration(

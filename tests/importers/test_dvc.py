@@ -150,3 +150,22 @@ def test_hostile_dvc_files_are_refused_naming_the_line(out: str, message: str) -
     with pytest.raises(ManifestError, match=message) as caught:
         dvc.parse(f"outs:\n{out}", "x.dvc")
     assert caught.value.where.startswith("x.dvc line ")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("outs:\n- path: a.bin\n  md5: x\n  meta: " + "[" * 5000 + "]" * 5000 + "\n", "nested"),
+        ("outs:\n- path: a.bin\n  md5: x\n  meta: " + "[" * 70 + "]" * 70 + "\n", "nested"),
+        ("outs:\n- path: a.bin\n  md5: x\n  size: " + "9" * 5000 + "\n", "digit"),
+        ("outs:\n- path: a.bin\n  md5: x\n  size: " + "9" * 30 + "\n", "more than 20 digits"),
+        ("outs:\n- path: a.bin\n  md5: x\n  meta: .inf\n", "not finite"),
+        ('outs:\n- path: a.bin\n  md5: x\n  meta: "\\ud800"\n', "lone surrogate"),
+        ("x: &a [1, 2]\ny: [*a, *a]\nouts: []\n", "YAML alias"),
+    ],
+    ids=["deep-5000", "deep-70", "digits-5000", "digits-30", "inf", "surrogate", "alias"],
+)
+def test_a_dvc_file_past_the_registry_bounds_is_refused(text: str, message: str) -> None:
+    with pytest.raises(ManifestError, match=message) as caught:
+        dvc.parse(text, "x.dvc")
+    assert caught.value.where.startswith("x.dvc")

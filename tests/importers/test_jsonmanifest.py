@@ -13,9 +13,11 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import RegistryError, UsageError
+from fixture_store.importers import entry as entry_mod
 from fixture_store.importers import jsonmanifest
 from fixture_store.importers.entry import ManifestError
 from fixture_store.importers.register import MEAN_ABS, tolerance_json
+from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from tests.support.importing import family_doc, run_import, write
 
@@ -179,3 +181,67 @@ def test_registry_reads_back_what_was_written(store: Store, project: Path) -> No
     run_import(store, project, _write(project, _manifest()))
     record = registry_mod.load(project).get("imp/block0.npz")
     assert record.seed == 0 and record.upstream is not None
+
+
+# A manifest is read under the registry's bounds, refused naming the manifest and the entry
+# before anything is stored (issue 22, section 6).
+@pytest.mark.parametrize(
+    ("literal", "said"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested more than 64 levels deep"),
+        ("[" * 70 + "]" * 70, "nested more than 64 levels deep"),
+        ("9" * 5000, "more than 20 digits"),
+        ("9" * 30, "more than 20 digits"),
+        ("Infinity", "not finite"),
+        ("NaN", "not finite"),
+        ("1e400", "not finite"),
+        ('"\\ud800"', "lone surrogate"),
+    ],
+    ids=[
+        "deep-5000",
+        "deep-70",
+        "digits-5000",
+        "digits-30",
+        "infinity",
+        "nan",
+        "1e400",
+        "surrogate",
+    ],
+)
+@pytest.mark.parametrize("field", ["seed", "note", "locked_environment", "format_version"])
+def test_a_value_past_the_registry_bounds_is_refused_naming_the_entry(
+    store: Store, project: Path, field: str, literal: str, said: str
+) -> None:
+    text = json.dumps(_manifest(seed=0, note=0))
+    if field == "locked_environment":
+        text = text.replace('"2.4.1"', literal)
+    elif field == "format_version":
+        text = text.replace('"format_version": 1', f'"format_version": {literal}')
+    else:
+        text = text.replace(f'"{field}": 0', f'"{field}": {literal}')
+    path = _write(project, _manifest())
+    path.write_text(text)
+    with pytest.raises(ManifestError) as caught:
+        run_import(store, project, path)
+    assert said in caught.value.message and caught.value.fix
+    assert str(path) in caught.value.where
+    where = field if field in ("locked_environment", "format_version") else "block0.npz"
+    assert where in caught.value.where
+    assert not (project / "provenance" / "imp.json").exists()
+    assert not store.has(digests.of_bytes(BLOCK))
+
+
+def test_a_record_that_would_not_read_back_is_refused_before_anything_is_stored(
+    store: Store, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The import reads every record back through the registry's reader before it stores a
+    byte: a format whose own checks missed a value still cannot register it."""
+    monkeypatch.setattr(entry_mod, "check_values", lambda _values, _where: None)
+    monkeypatch.setattr(jsonmanifest, "load_json", lambda text, _shown, **_hook: json.loads(text))
+    path = _write(project, _manifest(note=float("inf")))
+    with pytest.raises(ManifestError) as caught:
+        run_import(store, project, path)
+    assert "block0.npz" in caught.value.where and "not finite" in caught.value.message
+    assert "metadata.note" in caught.value.message
+    assert not (project / "provenance" / "imp.json").exists()
+    assert not store.has(digests.of_bytes(BLOCK))

@@ -14,6 +14,7 @@ import pytest
 from fixture_store import importers
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
+from fixture_store.importers import entry as entry_mod
 from fixture_store.importers.entry import ManifestError
 from fixture_store.importers.plan import LocalOrigin, PackageOrigin, package_origin
 from fixture_store.importers.register import register
@@ -153,3 +154,25 @@ def test_files_inside_a_pinned_distribution_get_package_sources(
         store, registry_mod.load(project), ["tiny/data/img.png", "tiny/data/gone.png"]
     )
     assert [r.status for r in results] == [Status.VERIFIED, Status.GAP]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder", "too-large"])
+def test_a_manifest_that_is_no_regular_file_or_too_large_is_refused_before_reading(
+    project: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A FIFO would hold the import forever; a manifest is read whole, so its size is bounded."""
+    data = project / "data"
+    write(data, {"a.bin": b"a"})
+    manifest = data / "SHA256SUMS"
+    if kind == "fifo":
+        os.mkfifo(manifest)
+    elif kind == "folder":
+        manifest.mkdir()
+    else:
+        _sums(data, ["a.bin"])
+        monkeypatch.setattr(entry_mod, "MAX_MANIFEST_BYTES", 16)
+    with pytest.raises(ManifestError) as caught:
+        plan(project, manifest, "sha256sum")
+    assert caught.value.where == str(manifest)
+    said = "larger than" if kind == "too-large" else "not a regular file"
+    assert said in caught.value.message and caught.value.fix

@@ -165,3 +165,33 @@ def test_scikit_image_registry_imports_through_its_package_source(
     assert record.source.to_json()["file_digest"] == SKIMAGE_DIGEST
     names = registry.select(families=["skimage"])
     assert {r.status for r in verify_names(store, registry, names)} == {Status.VERIFIED}
+
+
+# The module form is read token by token: nothing is parsed but the two literals.
+@pytest.mark.parametrize(
+    "elsewhere",
+    [
+        "x = " + "+".join(["1"] * 60_000),
+        "y = " + "(" * 5_000 + ")" * 5_000,
+        "def f():\n    registry = {'z.bin': 1}\n    return " + "-".join(["2"] * 60_000),
+    ],
+    ids=["60000-terms", "5000-parentheses", "in-a-function"],
+)
+def test_a_huge_expression_elsewhere_in_the_module_costs_one_token_pass(elsewhere: str) -> None:
+    text = f"registry = {{'a.bin': '{SHA_A}'}}\n{elsewhere}\n"
+    (entry,) = pooch_format.parse(text, "_registry.py")
+    assert entry.path == "a.bin"
+
+
+def test_a_huge_expression_in_the_registry_is_refused_without_parsing_it() -> None:
+    terms = " + ".join(["'a'"] * 60_000)
+    with pytest.raises(ManifestError, match="not a dict literal of strings") as caught:
+        pooch_format.parse(f"registry = {{\n'a.bin': {terms}}}\n", "_registry.py")
+    assert caught.value.where == "_registry.py line 2"
+
+
+def test_a_url_utf8_cannot_hold_is_refused_naming_the_line() -> None:
+    text = f"registry = {{'a.bin': '{SHA_A}'}}\nregistry_urls = {{'a.bin': 'https://x/\\ud800'}}\n"
+    with pytest.raises(ManifestError, match="lone surrogate") as caught:
+        pooch_format.parse(text, "_registry.py")
+    assert caught.value.where == "_registry.py line 1" and "\\ud800" in str(caught.value)
