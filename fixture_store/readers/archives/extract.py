@@ -12,14 +12,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import stat
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from fixture_store.errors import StoreError, UnsafeArchiveError
 from fixture_store.limits import DEFAULT, Limits
-from fixture_store.objects import digests, fsutil, trees
+from fixture_store.objects import anchored, digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store, io_error
 from fixture_store.readers.archives._common import Format, fail
@@ -64,63 +62,111 @@ def extract(
         with contextlib.suppress(UnsafeArchiveError):
             return check_extraction(store, p, tree, archive_digest=actual_archive, artifact=label)
     store.ensure()
-    try:
-        staging = Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="extract-"))
-    except OSError as e:
-        raise StoreError(f"cannot create a staging folder in {store.tmp_dir}: {e}") from e
+    with contextlib.ExitStack() as stack:
+        try:
+            temps = stack.enter_context(store.folder("tmp"))
+            staging, name = temps.mkdtemp("extract-")
+        except OSError as e:
+            raise StoreError(f"cannot create a staging folder in {store.tmp_dir}: {e}") from e
+        stack.callback(_remove_temps, temps, name)
+        with staging:
+            _extract_into(
+                staging, p, limits, tree=tree, label=label, fmt=fmt, archive=actual_archive
+            )
+        try:
+            return _publish(store, temps, name, tree=tree, archive=actual_archive, label=label)
+        except OSError as e:
+            raise io_error(e, store.root) from e
+    raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
+
+
+def _extract_into(
+    staging: anchored.Folder,
+    path: Path,
+    limits: Limits,
+    *,
+    tree: trees.Tree,
+    label: str,
+    fmt: Format | None,
+    archive: Digest,
+) -> None:
+    """Write the checked members and the sentinel into the staging folder, durably."""
     try:
         # The folder exists even when the archive holds no files.
-        (staging / MEMBERS).mkdir()
-        sink = _writer(staging / MEMBERS)
-        scan(p, limits, tree, artifact=label, fmt=fmt, sink=sink)
+        staging.mkdir(MEMBERS)
+        with staging.folder(MEMBERS) as members:
+            scan(path, limits, tree, artifact=label, fmt=fmt, sink=_writer(members))
         sentinel = {
             "format": SENTINEL_FORMAT,
-            "archive": actual_archive.text,
-            "archive_size": actual_archive.size,
+            "archive": archive.text,
+            "archive_size": archive.size,
             "tree": tree.digest.text,
             "tree_size": tree.digest.size,
         }
-        fsutil.write_synced(staging / SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
-        fsutil.fsync_path(staging)
-        store.plain("extracted", create=True)
-        with store.lock(actual_archive):
-            if os.path.lexists(final):
-                try:
-                    # Another process finished the same extraction first: keep theirs.
-                    return check_extraction(
-                        store, None, tree, archive_digest=actual_archive, artifact=label
-                    )
-                except UnsafeArchiveError:
-                    # A damaged one is moved aside in one rename, so no reader sees it half gone
-                    # (a link is renamed as a link: what it points to is never touched).
-                    os.rename(final, Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="old-")) / "x")
-            os.rename(staging, final)
-            fsutil.fsync_path(final.parent)
+        staging.write_atomically(SENTINEL, json.dumps(sentinel, sort_keys=True).encode())
     except OSError as e:
-        raise io_error(e, store.root) from e
-    finally:
-        if staging.exists():
-            fsutil.remove_tree(staging)
-        for old in store.tmp_dir.glob("old-*"):
-            with contextlib.suppress(OSError):
-                fsutil.remove_tree(old)
+        raise io_error(e, Path(staging.path)) from e
+
+
+def _publish(
+    store: Store,
+    temps: anchored.Folder,
+    name: str,
+    *,
+    tree: trees.Tree,
+    archive: Digest,
+    label: str,
+) -> Path:
+    """Rename the staged extraction into ``extracted/<archive hex>`` under the archive's lock;
+    every rename is made between descriptors of folders opened through the path primitive."""
+    final = extraction_path(store, archive)
+    with store.folder("extracted", create=True) as extracted, store.lock(archive):
+        if _exists(extracted, archive.hex):
+            try:
+                # Another process finished the same extraction first: keep theirs.
+                return check_extraction(store, None, tree, archive_digest=archive, artifact=label)
+            except UnsafeArchiveError:
+                # A damaged one is moved aside in one rename, so no reader sees it half gone
+                # (a link is renamed as a link: what it points to is never touched).
+                old, _ = temps.mkdtemp("old-")
+                with old:
+                    extracted.replace(archive.hex, old, "x")
+        temps.replace(name, extracted, archive.hex)
+        extracted.fsync()
     return final / MEMBERS
 
 
-def _writer(staging: Path) -> MemberSink:
+def _exists(folder: anchored.Folder, name: str) -> bool:
+    try:
+        folder.lstat(name)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _remove_temps(temps: anchored.Folder, staging: str) -> None:
+    """Remove the staging folder if it is still there, and extractions moved aside."""
+    temps.remove_tree(staging)
+    for entry in list(temps.scandir()):
+        if entry.name.startswith("old-"):
+            with contextlib.suppress(OSError):
+                temps.remove_tree(entry.name)
+
+
+def _writer(members: anchored.Folder) -> MemberSink:
     def write(member: str, chunks: Iterator[bytes]) -> Digest:
-        target = staging.joinpath(*member.split("/"))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # O_EXCL | O_NOFOLLOW: never follow or overwrite anything already in staging.
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        *parents, name = member.split("/")
+        with members.folder(*parents, create=True) as folder:
+            # A new name only (O_EXCL | O_NOFOLLOW): never follow or overwrite anything there.
+            fd = folder.create(name, 0o644)
         h = digests.Hasher()
         with os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 h.update(chunk)
                 out.write(chunk)
             out.flush()
+            os.fchmod(out.fileno(), 0o444)
             os.fsync(out.fileno())
-        os.chmod(target, 0o444)
         return h.digest()
 
     return write
@@ -141,11 +187,51 @@ def check_extraction(
     """
     folder = extraction_path(store, archive_digest)
     tree = trees.Tree(dict(manifest_members(manifest) or {}))
+
+    def refuse(path: str, what: str) -> UnsafeArchiveError:
+        return fail(
+            artifact,
+            "extraction-tampered",
+            f"{path} is {what}; an extraction must be plain folders in the store",
+        )
+
     store.plain("extracted")
-    for plain in (folder, folder / MEMBERS):
-        _refuse_link(plain, artifact)
     try:
-        sentinel = json.loads(_read_no_follow(folder / SENTINEL))
+        with (
+            anchored.Folder.root(store.root, refuse=refuse) as root,
+            root.folder("extracted", archive_digest.hex) as extraction,
+        ):
+            _check_sentinel(extraction, tree, archive_digest, artifact)
+            if path is not None:
+                actual = digests.of_file(Path(path))
+                if actual != archive_digest:
+                    raise fail(
+                        artifact,
+                        "archive-digest",
+                        f"archive was edited: it is {actual}, the extraction is of "
+                        f"{archive_digest}",
+                    )
+            members = extraction.find(MEMBERS)
+            found = {} if members is None else _hash_members(members, "")
+    except FileNotFoundError:
+        raise fail(artifact, "extraction-sentinel", "extraction has no valid sentinel") from None
+    if set(found) != set(tree.members):
+        raise fail(
+            artifact,
+            "extraction-tampered",
+            "extracted files differ from the manifest (added or removed files)",
+        )
+    for member, want in tree:
+        if found[member] != want:
+            raise fail(artifact, "extraction-tampered", f"extracted member {member!r} changed")
+    return folder / MEMBERS
+
+
+def _check_sentinel(
+    extraction: anchored.Folder, tree: trees.Tree, archive_digest: Digest, artifact: str
+) -> None:
+    try:
+        sentinel = json.loads(extraction.read_bytes(SENTINEL))
     except (OSError, ValueError) as e:
         raise fail(
             artifact, "extraction-sentinel", f"extraction has no valid sentinel: {e}"
@@ -161,45 +247,17 @@ def check_extraction(
             "extraction-sentinel",
             "extraction sentinel is bound to another archive or manifest",
         )
-    if path is not None:
-        actual = digests.of_file(Path(path))
-        if actual != archive_digest:
-            raise fail(
-                artifact,
-                "archive-digest",
-                f"archive was edited: it is {actual}, the extraction is of {archive_digest}",
-            )
-    try:
-        found = trees.scan_folder(folder / MEMBERS) if (folder / MEMBERS).is_dir() else {}
-    except trees.TreePathError as e:
-        raise fail(artifact, "extraction-tampered", e.message) from None
-    if set(found) != set(tree.members):
-        raise fail(
-            artifact,
-            "extraction-tampered",
-            "extracted files differ from the manifest (added or removed files)",
-        )
-    for member, want in tree:
-        if digests.of_file(found[member]) != want:
-            raise fail(artifact, "extraction-tampered", f"extracted member {member!r} changed")
-    return folder / MEMBERS
 
 
-def _refuse_link(path: Path, artifact: str) -> None:
-    """An extraction folder that is a link is tampered: it is never followed out of the store."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return  # missing: the sentinel or the member comparison reports it
-    if stat.S_ISLNK(mode):
-        raise fail(
-            artifact,
-            "extraction-tampered",
-            f"{path} is a symbolic link; an extraction must be plain folders in the store",
-        )
-
-
-def _read_no_follow(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+def _hash_members(folder: anchored.Folder, prefix: str) -> dict[str, Digest]:
+    """Every file below ``folder`` by member path, hashed through the path primitive: a link or
+    a special file anywhere is the folder's refusal (the extraction is tampered)."""
+    found: dict[str, Digest] = {}
+    with folder:
+        for entry in sorted(folder.scandir(), key=lambda e: e.name):
+            if entry.is_dir(follow_symlinks=False):
+                found.update(_hash_members(folder.folder(entry.name), f"{prefix}{entry.name}/"))
+            else:
+                with folder.open(entry.name) as f:  # a link or a FIFO is refused here
+                    found[f"{prefix}{entry.name}"] = digests.of_stream(f)
+    return found

@@ -119,3 +119,45 @@ def test_an_extracted_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="plain folders"):
         archives.extract(store, archive, manifest(GOOD))
     assert list(user.iterdir()) == []
+
+
+@pytest.mark.parametrize("tamper", ["link-folder", "fifo"])
+def test_a_link_or_a_fifo_inside_an_extraction_is_tampered_never_followed(
+    tmp_path: Path, tamper: str
+) -> None:
+    import shutil
+
+    store, archive, man, digest, folder = _extracted(tmp_path)
+    if tamper == "link-folder":
+        elsewhere = tmp_path / "elsewhere"
+        shutil.copytree(folder / "data", elsewhere)  # intact bytes, outside the store
+        fsutil.remove_tree(folder / "data")
+        (folder / "data").symlink_to(elsewhere, target_is_directory=True)
+    else:
+        (folder / "b.txt").unlink()
+        os.mkfifo(folder / "b.txt")  # no writer: a blocking read would hang
+    with pytest.raises(UnsafeArchiveError) as info:
+        archives.check_extraction(store, archive, man, archive_digest=digest)
+    assert info.value.rule == "extraction-tampered"
+    assert archives.extract(store, archive, man, archive_digest=digest) == folder
+    archives.check_extraction(store, archive, man, archive_digest=digest)
+
+
+@pytest.mark.parametrize("level", ["tmp", "extracted"])
+def test_an_extraction_never_writes_through_a_link_planted_after_its_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    """The staging folder and the final rename are made from descriptors: a link planted once
+    the store's folders were checked (here: a check that always passes) is refused."""
+    archive = tmp_path / "ok.tar.zst"
+    archive.write_bytes(compress(regular_tar(GOOD), "tar.zst"))
+    store = Store.at(tmp_path / "store").ensure()
+    user = tmp_path / "user"
+    user.mkdir()
+    fsutil.remove_tree(store.root / level)
+    (store.root / level).symlink_to(user, target_is_directory=True)
+    monkeypatch.setattr(Store, "plain", lambda *_, **__: True)
+    monkeypatch.setattr(Store, "ensure", lambda self: self)
+    with pytest.raises(StoreError, match="symbolic link"):
+        archives.extract(store, archive, manifest(GOOD))
+    assert list(user.iterdir()) == []
