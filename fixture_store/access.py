@@ -8,18 +8,16 @@ from __future__ import annotations
 
 import os
 import shutil
-import stat
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fixture_store import registry as registry_mod
-from fixture_store.errors import UnsafeContentError, UsageError
-from fixture_store.objects import digests, fsutil
+from fixture_store.errors import FixtureStoreError, UnsafeContentError, UsageError
+from fixture_store.objects import anchored, digests
 from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import SHARD_LEN, Store
 from fixture_store.objects.trees import Tree
 from fixture_store.registry import HubSource, LocalSource, PackageSource, Record, Registry
 from fixture_store.verify import Result, Verifier
@@ -209,73 +207,101 @@ def checkout(store: Store, tree: Tree, key: str) -> Path:
     Built in a staging folder and renamed into place, so a crash never leaves a half tree. An
     existing checkout is reused only if it is exactly its manifest (see :func:`checkout_intact`);
     anything else there is removed (a link only as a link) and the checkout is rebuilt.
-    ``trees/`` itself must be a plain folder of the store.
+    ``trees/`` itself must be a plain folder of the store; every folder, link and copy is made
+    through the path primitive, from descriptors, never through a link.
     """
     final = store.root / "trees" / key
     if store.plain("trees") and checkout_intact(store, tree, final):
         return final
     store.ensure()
-    staging = Path(tempfile.mkdtemp(dir=store.tmp_dir, prefix="tree-"))
-    try:
-        for member, digest in tree:
-            target = staging / member
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = store.object_path(digest)
-            try:
-                os.link(source, target, follow_symlinks=False)
-            except OSError:
-                shutil.copyfile(source, target, follow_symlinks=False)
-                os.chmod(target, 0o444)
-        store.plain("trees", create=True)
-        if os.path.lexists(final):
-            fsutil.remove_tree(final)
+    with store.folder("tmp") as temps:
+        staging, name = temps.mkdtemp("tree-")
         try:
-            os.rename(staging, final)
-        except OSError:
-            if not checkout_intact(store, tree, final):
-                raise
-    finally:
-        if staging.exists():
-            fsutil.remove_tree(staging)
+            with staging:
+                for member, digest in tree:
+                    _place(store, staging, member, digest)
+            with store.folder("trees", create=True) as checkouts:
+                checkouts.remove_tree(key)
+                try:
+                    temps.replace(name, checkouts, key)
+                except OSError:
+                    if not checkout_intact(store, tree, final):
+                        raise
+        finally:
+            temps.remove_tree(name)
     return final
+
+
+def _place(store: Store, staging: anchored.Folder, member: str, digest: Digest) -> None:
+    """One member in the staging folder: a hard link to its object, or a read-only copy where
+    the store's filesystem cannot link."""
+    *parents, name = member.split("/")
+    with (
+        staging.folder(*parents, create=True) as folder,
+        store.folder("objects", "sha256", digest.hex[:SHARD_LEN]) as shard,
+    ):
+        try:
+            shard.link(digest.hex[SHARD_LEN:], folder, name)
+        except OSError:
+            with (
+                shard.open(digest.hex[SHARD_LEN:]) as src,
+                os.fdopen(folder.create(name), "wb") as out,
+            ):
+                shutil.copyfileobj(src, out)
+                os.fchmod(out.fileno(), 0o444)
 
 
 def checkout_intact(store: Store, tree: Tree, folder: Path) -> bool:
     """Whether ``folder`` is exactly ``tree`` (DESIGN 11): a plain folder whose entries are the
     manifest's members and the folders that hold them, nothing else (no extra entry, no link,
     no special file), each member a regular file that is its object (the same inode) or, for a
-    copy, holds its bytes. Nothing is followed: every entry's type comes from the listing."""
+    copy, holds its bytes. Nothing is followed: every folder is opened through the path
+    primitive and every entry's type comes from the listing."""
     members = dict(tree.members)
     folders = {""} | {m.rsplit("/", 1)[0] for m in members if "/" in m}
     folders |= {f.rsplit("/", i)[0] for f in list(folders) for i in range(1, f.count("/") + 1)}
     try:
-        if not stat.S_ISDIR(os.lstat(folder).st_mode):
-            return False
-        seen = 0
-        pending = [""]
-        while pending:
-            rel = pending.pop()
-            with os.scandir(folder / rel if rel else folder) as it:
-                for entry in it:
-                    name = f"{rel}/{entry.name}" if rel else entry.name
-                    if entry.is_dir(follow_symlinks=False) and name in folders:
-                        pending.append(name)
-                    elif entry.is_file(follow_symlinks=False) and name in members:
-                        if not _is_object(store, entry, members[name]):
-                            return False
-                        seen += 1
-                    else:  # a link, a special file, or an entry the manifest does not have
-                        return False
+        with store.folder(*folder.relative_to(store.root).parts) as top:
+            seen = _intact_members(store, top, "", members, folders)
         return seen == len(members)
-    except OSError:
+    except (OSError, FixtureStoreError):
         return False
 
 
-def _is_object(store: Store, entry: os.DirEntry[str], digest: Digest) -> bool:
+def _intact_members(
+    store: Store, folder: anchored.Folder, rel: str, members: dict[str, Digest], folders: set[str]
+) -> int:
+    """How many members ``folder`` (at ``rel``) holds intact; -1 once anything is out of place
+    (an extra entry, a link, a special file, a member that is not its object)."""
+    seen = 0
+    for entry in list(folder.scandir()):
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        if entry.is_dir(follow_symlinks=False) and name in folders:
+            with folder.folder(entry.name) as sub:
+                found = _intact_members(store, sub, name, members, folders)
+            if found < 0:
+                return -1
+            seen += found
+        elif entry.is_file(follow_symlinks=False) and name in members:
+            if not _is_object(store, folder, entry, members[name]):
+                return -1
+            seen += 1
+        else:  # a link, a special file, or an entry the manifest does not have
+            return -1
+    return seen
+
+
+def _is_object(
+    store: Store, folder: anchored.Folder, entry: os.DirEntry[str], digest: Digest
+) -> bool:
     """Whether a checkout's regular file is ``digest``'s object: the same inode, or a copy
     (another filesystem) whose bytes hash to it."""
     st = entry.stat(follow_symlinks=False)
-    obj = os.lstat(store.object_path(digest))
+    with store.folder("objects", "sha256", digest.hex[:SHARD_LEN]) as shard:
+        obj = shard.lstat(digest.hex[SHARD_LEN:])
     if (st.st_dev, st.st_ino) == (obj.st_dev, obj.st_ino):
         return True
-    return st.st_size == digest.size and digests.of_file(entry.path) == digest
+    if st.st_size != digest.size:
+        return False
+    with folder.open(entry.name) as f:
+        return digests.of_stream(f) == digest

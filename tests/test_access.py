@@ -14,6 +14,7 @@ from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.errors import ArtifactError, DigestMismatchError, UnsafeContentError, UsageError
+from fixture_store.objects import digests, fsutil
 from fixture_store.objects.store import Store
 from fixture_store.registry.files import write_family
 
@@ -102,3 +103,76 @@ def test_tensors_of_another_artifact_or_an_unknown_tensor_is_a_usage_error(
     assert info.value.fix is not None and "w" in info.value.fix
     with pytest.raises(ArtifactError):
         fixtures.tensors("ckpt/absent")
+
+
+def _tree_project(project: Path, store: Store) -> Fixtures:
+    """``fam/case``, a tree of two members (one in a sub-folder), added through the library."""
+    (project / "data" / "case" / "sub").mkdir(parents=True)
+    (project / "data" / "case" / "model.onnx").write_bytes(b"model")
+    (project / "data" / "case" / "sub" / "input_0.pb").write_bytes(b"input")
+    reg = registry_mod.load(project)
+    ingest.add(store, reg, project / "data" / "case", name="fam/case", kind="onnx-case")
+    return Fixtures(store, registry_mod.load(project))
+
+
+def _no_hard_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's filesystem cannot hard-link (a checkout on another filesystem): copies."""
+    import errno
+
+    from fixture_store.objects import anchored
+
+    def cannot_link(*_: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(anchored.Folder, "link", cannot_link)
+
+
+def test_a_checkout_with_a_member_deleted_is_rebuilt(project: Path, store: Store) -> None:
+    fixtures = _tree_project(project, store)
+    folder = fixtures.tree("fam/case")
+    (folder / "sub").chmod(0o755)
+    (folder / "sub" / "input_0.pb").unlink()
+    again = fixtures.tree("fam/case")
+    assert (again / "sub" / "input_0.pb").read_bytes() == b"input"
+    assert (again / "model.onnx").read_bytes() == b"model"
+
+
+def test_a_copied_checkout_edited_in_place_with_its_size_is_rebuilt(
+    project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without hard links a checkout holds copies; one edited in place keeps its size (and its
+    inode is not the object's either way), so only its bytes tell: it is rebuilt, never handed
+    out."""
+    fixtures = _tree_project(project, store)
+    _no_hard_links(monkeypatch)
+    folder = fixtures.tree("fam/case")
+    member = folder / "model.onnx"
+    assert member.stat().st_ino != store.object_path(digests.of_bytes(b"model")).stat().st_ino
+    member.chmod(0o644)
+    member.write_bytes(b"MODEL")  # same size, other bytes
+    again = fixtures.tree("fam/case")
+    assert (again / "model.onnx").read_bytes() == b"model"
+    assert fixtures.tree_files("fam/case")["model.onnx"].read_bytes() == b"model"
+
+
+@pytest.mark.parametrize("where", ["member", "folder"])
+def test_a_link_in_a_checkout_is_rebuilt_and_never_followed(
+    project: Path, store: Store, tmp_path: Path, where: str
+) -> None:
+    fixtures = _tree_project(project, store)
+    folder = fixtures.tree("fam/case")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "input_0.pb").write_bytes(b"input")  # the right bytes, outside the store
+    target = folder / "sub" if where == "folder" else folder / "sub" / "input_0.pb"
+    (folder / "sub").chmod(0o755)
+    if where == "folder":
+        fsutil.remove_tree(target)
+        target.symlink_to(outside, target_is_directory=True)
+    else:
+        target.unlink()
+        target.symlink_to(outside / "input_0.pb")
+    again = fixtures.tree("fam/case")
+    assert not (again / "sub").is_symlink() and not (again / "sub" / "input_0.pb").is_symlink()
+    assert sorted(p.name for p in outside.iterdir()) == ["input_0.pb"]
+    assert (outside / "input_0.pb").read_bytes() == b"input"
