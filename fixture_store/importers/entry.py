@@ -51,6 +51,8 @@ class ManifestError(UsageError):
     """A manifest (or one of its lines) is malformed or hostile; nothing was imported."""
 
     def __init__(self, where: str, message: str, *, fix: str | None = None) -> None:
+        # A manifest is reviewed text, as a registry file is: editing it is the repair.
+        fix = fix or "fix the manifest where named (or import another one), then import again"
         super().__init__(f"{where}: {message}", fix=fix)
         self.where = where
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from fixture_store import registry as registry_mod
 from fixture_store.cli import main
 from fixture_store.cli.app import COMMANDS
 from fixture_store.display import escape
@@ -506,3 +507,114 @@ def test_the_real_entry_point_fails_clearly(tmp_path: Path, command: str, scenar
     _check(case, command, proc.returncode, proc.stdout + proc.stderr)
     json.dumps(proc.returncode)  # a plain exit status, not a signal
     assert proc.returncode >= 0
+
+
+# -- hostile manifests: every importer format, through the import command --------------------
+# Each format's manifests built to break a reader: nesting and integers past what a parser
+# survives, values no registry may hold, files that are not files. ``import`` must refuse each
+# with an error naming the manifest (exit 1 or 2), never a traceback and never a written record.
+# A format registered in fixture_store.importers.FORMATS fails the harness until it has some.
+_SHA = digests.of_bytes(DATA).hex
+_DEEP = "[" * 5000 + "]" * 5000
+
+
+def _json_manifest(value: str) -> str:
+    return (
+        '{"format_version": 1, "fixtures": {"a.bin": {"sha256": "' + _SHA + '", "x": ' + value
+    ) + "}}}"
+
+
+def _dvc_file(extra: str) -> str:
+    return f"outs:\n- path: a.bin\n  md5: {'0' * 32}\n{extra}\n"
+
+
+HOSTILE_MANIFESTS: dict[str, dict[str, tuple[str, str | None]]] = {
+    # format -> case -> (file name, text; None: made by _special)
+    "json": {
+        "deep-5000": ("m.json", _json_manifest(_DEEP)),
+        "deep-70": ("m.json", _json_manifest("[" * 70 + "]" * 70)),
+        "digits-5000": ("m.json", _json_manifest("9" * 5000)),
+        "digits-30": ("m.json", _json_manifest("9" * 30)),
+        "infinity": ("m.json", _json_manifest("Infinity")),
+        "surrogate": ("m.json", _json_manifest('"\\ud800"')),
+        "duplicate-key": ("m.json", _json_manifest('1, "x": 2')),
+        "not-json": ("m.json", '{"format_version": 1, '),
+        "fifo": ("m.json", None),
+    },
+    "pooch": {
+        "expression-60000": (
+            "reg.py",
+            f"registry = {{'a.bin': '{_SHA}'}}\nx = {'+'.join(['1'] * 60_000)}\n",
+        ),
+        "expression-in-registry": (
+            "reg.py",
+            f"registry = {{'a.bin': {'+'.join(['1'] * 60_000)}}}\n",
+        ),
+        "surrogate-url": (
+            "reg.py",
+            f"registry = {{'a.bin': '{_SHA}'}}\nregistry_urls = {{'a.bin': '\\udfff'}}\n",
+        ),
+        "not-python": ("reg.py", "registry = {'a.bin': \n"),
+        "traversal": ("registry.txt", f"../a.bin {_SHA}\n"),
+        "folder": ("registry.txt", None),
+    },
+    "sha256sum": {
+        "traversal": ("SUMS", f"{_SHA}  ../../etc/passwd\n"),
+        "control-character": ("SUMS", f"\\{_SHA}  a\\nb\n"),
+        "not-utf8": ("SUMS", None),
+        "fifo": ("SUMS", None),
+    },
+    "dvc": {
+        "deep-5000": ("a.dvc", _dvc_file("  meta: " + _DEEP)),
+        "digits-5000": ("a.dvc", _dvc_file("  size: " + "9" * 5000)),
+        "infinity": ("a.dvc", _dvc_file("  meta: .inf")),
+        "surrogate": ("a.dvc", _dvc_file('  meta: "\\ud800"')),
+        "alias": ("a.dvc", "x: &a [1]\ny: [*a, *a]\n" + _dvc_file("")),
+        "not-yaml": ("a.dvc", "outs: [\n"),
+    },
+}
+
+
+def _special(path: Path, case: str) -> None:
+    if case == "fifo":
+        os.mkfifo(path)
+    elif case == "folder":
+        path.mkdir()
+    else:  # not-utf8
+        path.write_bytes(b"\xff\xfe" + _SHA.encode() + b"  a.bin\n")
+
+
+def test_every_importer_format_has_hostile_manifests() -> None:
+    from fixture_store import importers
+
+    assert set(HOSTILE_MANIFESTS) == set(importers.FORMATS), (
+        "add hostile manifests of the new format to HOSTILE_MANIFESTS in tests/cli/test_harness.py"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "case"),
+    [(fmt, case) for fmt, cases in sorted(HOSTILE_MANIFESTS.items()) for case in sorted(cases)],
+)
+def test_import_of_a_hostile_manifest_fails_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str, case: str
+) -> None:
+    base = _base(tmp_path)
+    name, text = HOSTILE_MANIFESTS[fmt][case]
+    path = base.project / "data" / name
+    if text is None:
+        _special(path, case)
+    else:
+        path.write_text(text, encoding="utf-8")
+    family = base.project / "provenance" / "imp.json"
+    code, output = _run(
+        Case(base.project, base.store, ()),
+        ("import", fmt, f"data/{name}", "--family", "imp"),
+        monkeypatch,
+    )
+    _check(Case(base.project, base.store, (f"data/{name}",)), "import", code, output)
+    if code == 0:  # what the format ignores (a pooch module's other statements): clean records
+        registry = registry_mod.load(base.project)
+        assert not list(registry.invalid()) and registry.families["imp"].records, output
+    else:
+        assert not family.exists(), f"{fmt} {case}: a record was written:\n{output}"
