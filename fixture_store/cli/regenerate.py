@@ -230,11 +230,19 @@ def regenerate_summary_cmd(
 
 
 def _print_summary(doc: dict[str, Any]) -> None:
-    """A line per stage, the totals, the checkpoint chain and the verification."""
+    """A line per stage with a file that is not bit-identical, one line for the others, then
+    the totals, the checkpoint chain and the verification."""
+    identical = []
     for name, s in doc["stages"].items():
         files = s["files"]
+        if set(k for k, n in files.items() if n) <= {"bit_identical"}:
+            identical.append((name, s["artifacts"]))
+            continue
         counts = counts_text((col.replace("_", " "), files.get(col, 0)) for col in SUMMARY_COLUMNS)
         out.print(f"  {name}: {s['artifacts']} artifacts; files: {counts or 'none'}", markup=False)
+    if identical:
+        names = ", ".join(f"{name} ({n} artifacts)" for name, n in identical)
+        out.print(f"  every file bit-identical: {names}", markup=False)
     t = doc["total_files"]
     out.print(
         f"files: {t.get('bit_identical', 0)} identical, "

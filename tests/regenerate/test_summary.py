@@ -59,6 +59,8 @@ def test_all_full_verifies_families_outside_the_reports_by_rehashing(tmp_path: P
             project, store, tmp_path / "toy.json", tmp_path / "metrics.json", *flags
         )
         assert "files: 3 identical, 0 within tolerance, 0 drift" in output
+        # A stage whose every file is bit-identical shares one line with the others like it.
+        assert "  every file bit-identical: toy (2 artifacts)\n" in output
         return code, doc
 
     assert summary() == (0, {"identical": 3, "within": 0, "drift": 0, "verified": 2})
