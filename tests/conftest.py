@@ -11,6 +11,15 @@ from fixture_store.registry import Registry
 pytest_plugins = ["pytester"]
 
 
+def pytest_report_header() -> list[str]:
+    """A machine without the differential tests' reference tools says so once, at the top, with
+    the command that installs them (those tests skip, or fail under ``CI=true``, saying so)."""
+    from tests.support import reference
+
+    missing = reference.missing_tools()
+    return [reference.missing_message(missing)] if missing else []
+
+
 @pytest.fixture(autouse=True)
 def no_user_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing of the machine's user reaches a test, nor does a test write there: its remotes

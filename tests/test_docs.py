@@ -110,3 +110,22 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
         for line in shown:
             assert line.split("sha256:")[0].rstrip() in output, f"{command!r}: {line!r}"
     assert len(expected) >= 6
+
+
+def test_the_install_commands_work_before_the_package_is_published() -> None:
+    """fixture-store is on no package registry: every install command of the README and of
+    getting started names a git URL at a commit (a wheel built with ``uv build`` is the other way
+    the text gives), the tour's install brings pytest, and the tests' command names the tools
+    the differential tests need, with the command that installs them."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (readme, (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")):
+        install = _section(text, TOUR[0])
+        adds = [c for block in _blocks(install) for c, _ in _console_commands(block)]
+        assert adds and all(re.match(r"uv add .*@ git\+https://\S+@<40-hex>", c) for c in adds)
+        assert "uv build" in install and "file:///" in install
+        tour = [
+            c for block in _blocks(_section(text, TOUR[1])) for c, _ in _console_commands(block)
+        ]
+        assert any(c.startswith("uv add") and " pytest" in c for c in tour)
+    commands = _section(readme, "## The two commands")
+    assert "apt-get install -y zstd lz4 libarchive-tools unzip" in commands
