@@ -740,7 +740,7 @@ def load(root: str | os.PathLike[str] | None = None) -> Registry:
         raise UsageError(f"{directory} does not exist", fix="fixture-store init")
     _refuse_orphans(directory)
     families = {}
-    for path in sorted(directory.glob("*.json")):
+    for path in shards.family_files(directory):
         fam = load_file(path)
         families[fam.family] = fam
     return Registry(base, families)
@@ -750,7 +750,7 @@ def family_digests(directory: Path) -> list[tuple[str, str]]:
     """Each family's :attr:`FamilyFile.text_digest`, from the bytes of its files without
     parsing them, and one entry per shard folder without a family file (which loading
     refuses): a change to any registry file changes this list."""
-    out = [(p.stem, family_digest(p)) for p in sorted(directory.glob("*.json"))]
+    out = [(p.stem, family_digest(p)) for p in shards.family_files(directory)]
     for orphan in shards.orphan_folders(directory):
         out.append((f"{orphan.name}/", family_digest(shards.head_of(orphan))))
     return out
@@ -815,7 +815,7 @@ class Transaction:
         if not self.directory.is_dir():
             raise UsageError(f"{self.directory} does not exist", fix="fixture-store init")
         _refuse_orphans(self.directory)
-        for path in sorted(self.directory.glob("*.json")):
+        for path in shards.family_files(self.directory):
             try:
                 check_family(path.stem)
             except UsageError:

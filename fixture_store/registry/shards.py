@@ -74,6 +74,15 @@ def registry_folder(directory: Path) -> anchored.Folder:
     return anchored.Folder.root(directory, refuse=refusal)
 
 
+def family_files(directory: Path) -> list[Path]:
+    """The family files of ``provenance/`` (its ``*.json`` entries), sorted, from one listing
+    of the folder opened through the path primitive; each is then read through it too (a link
+    or a special file at a family's name is refused there, never followed)."""
+    with registry_folder(directory) as base:
+        names = base.names()
+    return sorted(directory / name for name in names if name.endswith(".json"))
+
+
 def shard_files(head: Path) -> list[Path]:
     """The JSON files in the family's shard folder, sorted; none if it has no folder. Other
     files there (a temp file of a write in progress, a note) are not registry files. A shard
