@@ -24,6 +24,7 @@ from fixture_store.objects.store import Store
 from fixture_store.readers import archives
 from fixture_store.registry import Record
 from fixture_store.verify import Status, verify_names
+from tests.support.cli import run
 from tests.support.hostile import compress, manifest, regular_tar, tar_bytes, tar_info
 
 GOOD = {"weights/a.npy": b"alpha" * 100, "metadata.json": b"{}"}
@@ -368,3 +369,36 @@ def test_a_declared_gap_never_replaces_a_record(project: Path, store: Store) -> 
     assert [(d.record.name, d.change) for d in done] == [("fam/b", Change.ADDED)]
     registry = registry_mod.load(project)
     assert registry.get("fam/a").gap is None and registry.get("fam/b").is_gap
+
+
+def _damage(store: Store, digest: digests.Digest) -> None:
+    """The store's copy of ``digest`` loses its bytes in place (same size)."""
+    path = store.object_path(digest)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("kind", ["fixture", "array"])
+def test_adding_bytes_whose_stored_copy_is_damaged_repairs_it(
+    store: Store, project: Path, kind: str
+) -> None:
+    data = _npy(np.arange(64, dtype=np.float32))
+    good = _write(project, "data/x.npy", data)
+    d = digests.of_bytes(data)
+    store.put_bytes(data, d)  # an earlier add, say, of the same bytes under another name
+    _damage(store, d)
+    code, _out, err = run("add", "data/x.npy", "--name", "fam/x", "--kind", kind)
+    assert code == 0, err
+    assert "changed while it was added" not in err
+    assert store.object_path(d).read_bytes() == data  # the user's intact bytes replaced it
+    [result] = verify_names(store, registry_mod.load(project), ["fam/x"], full=True)
+    assert result.status is Status.VERIFIED
+    # Damaged again under a registered record: add --replace repairs it too.
+    _damage(store, d)
+    code, _out, err = run("add", "data/x.npy", "--name", "fam/x", "--kind", kind, "--replace")
+    assert code == 0, err
+    [result] = verify_names(store, registry_mod.load(project), ["fam/x"], full=True)
+    assert result.status is Status.VERIFIED
+    assert good.read_bytes() == data

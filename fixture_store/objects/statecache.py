@@ -42,6 +42,7 @@ _SCHEMAS = (
 _EARLIER = ("verified", "objects")  # earlier layouts: path-keyed, then one row without a proof
 
 
+CACHE_FILE = "verified.sqlite3"
 FLUSH_BATCH = 512  # entries
 FLUSH_SECONDS = 2.0
 
@@ -77,7 +78,7 @@ class VerifiedCache:
         """
         sha256: dict[str, Entry] = {}
         blake3: dict[str, Blake3Entry] = {}
-        path = None if state_dir is None else state_dir / "verified.sqlite3"
+        path = None if state_dir is None else state_dir / CACHE_FILE
         if path is not None and _plain_file(path):
             try:
                 with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
@@ -190,6 +191,43 @@ def _save(
     db.executemany(
         f"DELETE FROM {table} WHERE hex = ?", [(h,) for h, e in pending.items() if e is None]
     )
+
+
+def proves(state_dir: Path, hexdigest: str, st: os.stat_result, blake3: str | None) -> bool:
+    """Whether the cache in ``state_dir`` holds a proof that the object file ``hexdigest``
+    with this stat matched, by SHA-256 or by ``blake3`` (the BLAKE3 of the bytes it must hold).
+
+    Reads the object's two rows by their key, not the tables: a writer that finds an object
+    already present asks about that one object (loading every row costs milliseconds per
+    thousand objects, hashing a small object microseconds)."""
+    path = state_dir / CACHE_FILE
+    try:
+        if not _plain_file(path):
+            return False
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+            row = db.execute(
+                f"SELECT ino, size, mtime_ns, ctime_ns FROM {_SHA256_TABLE} WHERE hex = ?",
+                (hexdigest,),
+            ).fetchone()
+            if row is not None and tuple(row) == _entry(st):
+                return True
+            if blake3 is None:
+                return False
+            row = db.execute(
+                f"SELECT blake3, ino, size, mtime_ns, ctime_ns FROM {_BLAKE3_TABLE} WHERE hex = ?",
+                (hexdigest,),
+            ).fetchone()
+    except (sqlite3.DatabaseError, OSError, StoreError):
+        return False  # no cache, or a damaged one: the caller hashes
+    return row is not None and tuple(row) == (blake3, *_entry(st))
+
+
+def remember_one(state_dir: Path, hexdigest: str, st: os.stat_result) -> None:
+    """Save one SHA-256 proof at once (see :meth:`VerifiedCache.remember`): the object file
+    with this stat was just hashed and matched."""
+    cache = VerifiedCache(state_dir / CACHE_FILE, {}, {})
+    cache.remember(hexdigest, st)
+    cache.flush()
 
 
 def _plain_file(path: Path) -> bool:

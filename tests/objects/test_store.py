@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from fixture_store.errors import IntegrityError, StoreError
-from fixture_store.objects import digests
-from fixture_store.objects.store import Store, default_root
+from fixture_store.objects import digests, statecache
+from fixture_store.objects.store import PROVE_BY_CACHE_MIN, Store, default_root
 
 
 def test_put_bytes_lands_at_the_content_address_read_only(store: Store) -> None:
@@ -55,10 +55,43 @@ def test_put_with_replace_repairs_a_damaged_object(store: Store) -> None:
     p = store.object_path(d)
     os.chmod(p, 0o644)
     p.write_bytes(b"evil bytes")
-    store.put_bytes(b"good bytes", d)  # without replace: the damaged copy stays (same size)
-    assert p.read_bytes() == b"evil bytes"
     store.put_bytes(b"good bytes", d, replace=True)
     assert p.read_bytes() == b"good bytes"
+
+
+@pytest.mark.parametrize("how", ["put_bytes", "write_files", "link"])
+def test_an_existing_object_is_proved_before_it_is_kept(
+    store: Store, tmp_path: Path, how: str
+) -> None:
+    d = store.put_bytes(b"good bytes")
+    p = store.object_path(d)
+    os.chmod(p, 0o644)
+    p.write_bytes(b"evil bytes")  # same size: only its bytes tell
+    src = tmp_path / "src.bin"
+    src.write_bytes(b"good bytes")
+    if how == "put_bytes":
+        store.put_bytes(b"good bytes", d)  # no replace: the damaged copy is not trusted
+    else:
+        assert [s.digest for s in store.write_files([src], link=how == "link")] == [d]
+    assert p.read_bytes() == b"good bytes" and p.stat().st_mode & 0o222 == 0
+    assert not list(store.tmp_dir.rglob("*put-*"))  # the checked bytes were published, not left
+
+
+def test_a_proof_in_the_cache_is_for_the_stat_it_saw(store: Store) -> None:
+    good = os.urandom(PROVE_BY_CACHE_MIN)  # large enough to be proved by the cache
+    d = store.put_bytes(good)
+    p = store.object_path(d)
+    ino = p.stat().st_ino
+    store.put_bytes(good, d)  # hashed once, and proved in the verified-state cache
+    assert p.stat().st_ino == ino  # intact: kept
+    seen = p.stat()
+    assert statecache.proves(store.state_dir, d.hex, seen, None)
+    os.chmod(p, 0o644)
+    with open(p, "r+b") as f:  # damaged in place, later: same inode and size, another mtime
+        f.write(b"evil")
+    os.utime(p, ns=(seen.st_atime_ns, seen.st_mtime_ns + 10**9))
+    store.put_bytes(good, d)
+    assert p.read_bytes() == good
 
 
 def _truncate(path: Path, size: int) -> None:
