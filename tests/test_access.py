@@ -16,6 +16,7 @@ from fixture_store.access import Fixtures
 from fixture_store.errors import ArtifactError, DigestMismatchError, UnsafeContentError, UsageError
 from fixture_store.objects import digests, fsutil
 from fixture_store.objects.store import Store
+from fixture_store.readers.pinned import PinnedFile
 from fixture_store.registry.files import write_family
 
 WEIGHTS = {
@@ -57,11 +58,21 @@ def test_tensors_are_the_verified_objects_read_only_memory_maps(
     np.testing.assert_array_equal(fixtures.tensor("ckpt/model", "w"), WEIGHTS["w"])
 
 
-def test_a_tensor_is_mapped_only_when_asked_for(project: Path, store: Store) -> None:
+def test_a_tensor_is_read_only_when_asked_for(
+    project: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _add(project, store)
+    reads: list[int] = []
+    original = PinnedFile.read
+
+    def counted(self: PinnedFile, at: int, n: int) -> bytearray:
+        reads.append(n)
+        return original(self, at, n)
+
+    monkeypatch.setattr(PinnedFile, "read", counted)
     tensors = Fixtures(store, registry_mod.load(project)).tensors("ckpt/model")
-    assert tensors._map is None
-    assert tensors["w"].shape == (2, 3) and tensors._map is not None
+    assert not reads
+    assert tensors["w"].shape == (2, 3) and reads == [24]
 
 
 def test_nothing_is_handed_out_from_an_object_that_fails_verification(

@@ -165,7 +165,7 @@ def _check_arrays(path: Path, fmt: Sniffed, record: Record, profile: limits.Limi
                     fix="list exactly one array in 'arrays'",
                 )
             spec = next(iter(record.arrays.values()))
-        arrays.read_npy(path, profile, spec, artifact=record.name)
+        arrays.check_npy(path, profile, spec, artifact=record.name)
     elif fmt == "zip":
         arrays.read_npz(path, profile, record.arrays, artifact=record.name)
     else:
@@ -266,8 +266,8 @@ def describe(
         header = safetensors.check(p, profile, artifact=label)
         return Described(FORMAT_MEDIA_TYPES["safetensors"], arrays=header.manifest())
     if fmt == "npy" and kind is not Kind.ARCHIVE:
-        arr = arrays.read_npy(p, profile, artifact=label)
-        return Described(FORMAT_MEDIA_TYPES["npy"], arrays={array_name: _spec(arr)})
+        npy = arrays.check_npy(p, profile, artifact=label)
+        return Described(FORMAT_MEDIA_TYPES["npy"], arrays={array_name: _spec(npy)})
     if fmt in _ARCHIVE_FORMATS:
         members = archives.scan(p, profile, artifact=label, fmt=fmt)  # type: ignore[arg-type]
         if fmt == "zip" and kind is not Kind.ARCHIVE and (kind is Kind.ARRAY or _is_npz(members)):

@@ -25,6 +25,7 @@ import numpy as np
 from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.formats import NPY_MAGIC as MAGIC
+from fixture_store.readers.pinned import PinnedFile
 from fixture_store.registry import nesting
 
 _PREFIX = len(MAGIC) + 2
@@ -204,20 +205,43 @@ def read_npy(
     *,
     artifact: str | None = None,
 ) -> np.ndarray[Any, Any]:
-    """Read a checked NPY file (memory-mapped read-only) or stream.
+    """Read a checked NPY file or stream into a read-only array of its own.
 
     ``expected`` is one entry of a record's ``arrays`` manifest: ``{"dtype": ..., "shape": [...]}``.
+    A file is read with ``pread`` from the file its header was checked in, never memory-mapped:
+    one truncated or rewritten since is a clear error, never a ``SIGBUS`` (see :mod:`.pinned`).
     """
     if not isinstance(source, str | os.PathLike):
         return read_npy_stream(source, limits, artifact or "<npy>", expected)
-    path = Path(source)
+    label = artifact or str(source)
+    with PinnedFile(source, label) as pinned:
+        header = _checked_header(pinned, limits, expected, label)
+        if header.nbytes == 0:
+            return _from_buffer(header, b"")
+        return _from_buffer(header, pinned.read(header.data_offset, header.nbytes))
+
+
+def check_npy(
+    path: str | os.PathLike[str],
+    limits: Limits = DEFAULT,
+    expected: Mapping[str, Any] | None = None,
+    *,
+    artifact: str | None = None,
+) -> NpyHeader:
+    """The checked header of the NPY file at ``path`` (against ``expected`` and the file's
+    size); no byte of the payload is read."""
     label = artifact or str(path)
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        header = read_header(f, limits, label)
+    with PinnedFile(path, label) as pinned:
+        return _checked_header(pinned, limits, expected, label)
+
+
+def _checked_header(
+    pinned: PinnedFile, limits: Limits, expected: Mapping[str, Any] | None, label: str
+) -> NpyHeader:
+    header = read_header(pinned.file, limits, label)
     if expected is not None:
         _check_spec(header.dtype, header.shape, expected, label)
-    payload = size - header.data_offset
+    payload = pinned.size - header.data_offset
     if payload < header.nbytes:
         raise _fail(
             label,
@@ -229,17 +253,7 @@ def read_npy(
         raise _fail(
             label, "trailing-data", f"{payload - header.nbytes} bytes of data after the NPY payload"
         )
-    if header.nbytes == 0:
-        return _from_buffer(header, b"")
-    mm = np.memmap(
-        path,
-        dtype=header.dtype,
-        mode="r",
-        offset=header.data_offset,
-        shape=header.shape,
-        order="F" if header.fortran_order else "C",
-    )
-    return np.asarray(mm)
+    return header
 
 
 def read_npz(
@@ -404,6 +418,7 @@ def _field(path: nesting.Path) -> str:
 __all__ = [
     "NpyHeader",
     "check_manifest",
+    "check_npy",
     "read_header",
     "read_metadata",
     "read_npy",

@@ -20,7 +20,10 @@ names its rule:
 - ``safetensors-bounds``, ``safetensors-overlap``, ``safetensors-hole``, ``trailing-data``: the
   offsets must tile the data section exactly, in bounds, without overlaps, holes or bytes after.
 
-Tensors are then handed out memory-mapped read-only, one at a time (:class:`Tensors`). bfloat16
+Tensors are then handed out read-only, one at a time (:class:`Tensors`), each read with
+``pread`` into a buffer of its own from the file the header was checked in, never through a
+memory map (see :mod:`.pinned`: a file truncated or rewritten since is a clear error, never a
+``SIGBUS`` or other values). bfloat16
 and float8 tensors need ``ml_dtypes`` (not a core dependency; the ``onnx`` extra brings it): only
 reading one asks for it.
 """
@@ -28,7 +31,6 @@ reading one asks for it.
 from __future__ import annotations
 
 import math
-import mmap
 import os
 import struct
 from collections.abc import Iterator, Mapping
@@ -43,6 +45,7 @@ from fixture_store._extras import require
 from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.npy import read_metadata
+from fixture_store.readers.pinned import PinnedFile
 
 PREFIX_BYTES = 8
 METADATA_KEY = "__metadata__"
@@ -349,27 +352,39 @@ def tensor_at(buffer: Any, header: Header, name: str, *, artifact: str) -> np.nd
 
 
 class Tensors(Mapping[str, "np.ndarray[Any, Any]"]):
-    """The tensors of one checked file, by name: each a read-only array over a read-only
-    memory map of the file, made when it is asked for (nothing is read before)."""
+    """The tensors of one checked file, by name: each read when it is asked for (nothing is
+    read before) into a read-only array of its own, from the file as it was when its header
+    was checked (``pinned``); a file changed since is a clear error (see :mod:`.pinned`)."""
 
-    def __init__(self, path: str | os.PathLike[str], header: Header, *, artifact: str) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: Header,
+        *,
+        artifact: str,
+        pinned: PinnedFile | None = None,
+    ) -> None:
         self.path = Path(path)
         self.header = header
         self.artifact = artifact
-        self._map: mmap.mmap | None = None
+        self.pinned = pinned if pinned is not None else PinnedFile(path, artifact)
 
     @property
     def metadata(self) -> Mapping[str, str]:
         return self.header.metadata
 
     def __getitem__(self, key: str) -> np.ndarray[Any, Any]:
-        return tensor_at(self._mapped(), self.header, key, artifact=self.artifact)
+        info = self.header.tensors[key]
+        data = self.pinned.read(self.header.data_offset + info.begin, info.nbytes)
+        dtype = numpy_dtype(info.dtype, artifact=self.artifact, tensor=key)
+        flat: np.ndarray[Any, Any] = np.frombuffer(data, dtype=dtype, count=math.prod(info.shape))
+        array = flat.reshape(info.shape)
+        array.flags.writeable = False
+        return array
 
-    def _mapped(self) -> mmap.mmap:
-        if self._map is None:
-            with open(self.path, "rb") as f:
-                self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return self._map
+    def close(self) -> None:
+        """Close the file (taking a tensor after it is an error)."""
+        self.pinned.close()
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.header.tensors)
@@ -388,9 +403,18 @@ def open_tensors(
     *,
     artifact: str | None = None,
 ) -> Tensors:
-    """The checked file at ``path`` as a lazy, read-only mapping of its tensors."""
+    """The checked file at ``path`` as a lazy, read-only mapping of its tensors, read from the
+    file its header was checked in."""
     label = artifact or str(path)
-    return Tensors(path, check(path, limits, manifest, artifact=label), artifact=label)
+    pinned = PinnedFile(path, label)
+    try:
+        header = parse_header(pinned.file, pinned.size, limits, label)
+        if manifest is not None:
+            check_manifest(header, manifest, artifact=label)
+    except BaseException:
+        pinned.close()
+        raise
+    return Tensors(path, header, artifact=label, pinned=pinned)
 
 
 __all__ = [

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -141,14 +143,14 @@ def test_a_pickled_object_array_never_loads(tmp_path: Path) -> None:
     assert not target.exists()
 
 
-def test_valid_arrays_round_trip_memory_mapped_and_read_only(tmp_path: Path) -> None:
+def test_valid_arrays_round_trip_read_only_in_buffers_of_their_own(tmp_path: Path) -> None:
     a = np.asfortranarray(np.arange(24, dtype=">i4").reshape(2, 3, 4))
     path = tmp_path / "a.npy"
     np.save(path, a)
     got = arrays.read_npy(path, expected={"dtype": ">i4", "shape": [2, 3, 4]})
     np.testing.assert_array_equal(got, a)
     assert got.flags.f_contiguous and not got.flags.writeable
-    assert isinstance(got.base, np.memmap) or isinstance(got, np.memmap)
+    assert not isinstance(got.base, np.memmap) and not isinstance(got, np.memmap)
     empty = tmp_path / "e.npy"
     np.save(empty, np.zeros((0, 3), np.float16))
     assert arrays.read_npy(empty).shape == (0, 3)
@@ -384,3 +386,21 @@ def test_file_reader_does_not_read_the_payload_to_check_it(tmp_path: Path) -> No
         arrays.read_npy(path, limits.GIB_1)
     assert info.value.rule == "truncated"
     assert os.stat(path).st_blocks * 512 < 1 << 20
+
+
+def test_an_array_handed_out_survives_its_file_being_truncated(tmp_path: Path) -> None:
+    """An array read from a file owns its bytes: truncating the file afterwards cannot kill the
+    process (with a memory map, touching the lost pages raised SIGBUS). In a child process, so
+    that a SIGBUS fails this test instead of ending the run."""
+    path = tmp_path / "a.npy"
+    np.save(path, np.arange(4096, dtype="<f8"))
+    code = (
+        "import os, sys\n"
+        "from fixture_store.readers import npy\n"
+        f"a = npy.read_npy({str(path)!r})\n"
+        f"os.truncate({str(path)!r}, 128)\n"
+        "print(float(a.sum()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert float(done.stdout) == float(np.arange(4096).sum())

@@ -8,8 +8,10 @@ hold both readers to the same contract.
 
 from __future__ import annotations
 
+import os
 import re
 import struct
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,10 +26,11 @@ from safetensors.numpy import save
 
 from fixture_store import limits
 from fixture_store._extras import MissingExtraError
-from fixture_store.errors import UnsafeArrayError
+from fixture_store.errors import DigestMismatchError, UnsafeArrayError
 from fixture_store.limits import DEFAULT
 from fixture_store.readers import formats
 from fixture_store.readers import safetensors as reader
+from fixture_store.readers.pinned import PinnedFile
 from tests.support.safetensors_corpus import entry, ours, st_bytes, theirs
 
 # Every dtype the allowlist has, as numpy (with ml_dtypes) holds it.
@@ -112,19 +115,81 @@ def test_every_allowed_dtype_is_in_the_valid_corpus() -> None:
         assert reader.DTYPES[code] == (np.dtype(dt).name, np.dtype(dt).itemsize)
 
 
-def test_tensors_are_read_only_memory_maps_made_when_asked(tmp_path: Path) -> None:
+def test_tensors_are_read_only_arrays_of_their_own_read_when_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _write(tmp_path, save({"a": np.arange(6, dtype=np.float32).reshape(2, 3)}))
+    reads: list[tuple[int, int]] = []
+    original = PinnedFile.read
+
+    def counted(self: PinnedFile, at: int, n: int) -> bytearray:
+        reads.append((at, n))
+        return original(self, at, n)
+
+    monkeypatch.setattr(PinnedFile, "read", counted)
     tensors = reader.open_tensors(path)
-    assert tensors._map is None  # checking the header maps nothing
+    assert not reads  # checking the header reads no tensor
     a = tensors["a"]
-    assert tensors._map is not None
+    assert reads == [(tensors.header.data_offset, 24)]
     assert not a.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         a[0, 0] = 1
-    assert a.base is not None  # a view of the map, not a copy
     np.testing.assert_array_equal(a, np.arange(6, dtype=np.float32).reshape(2, 3))
     with pytest.raises(KeyError):
         tensors["missing"]
+
+
+def _two_tensors(tmp_path: Path) -> Path:
+    return _write(
+        tmp_path,
+        save({"a": np.arange(4096, dtype=np.float32), "b": np.ones(4096, dtype=np.float32)}),
+    )
+
+
+@pytest.mark.parametrize("change", ["truncated", "rewritten-in-place"])
+def test_a_file_changed_after_its_header_was_checked_is_refused_naming_it(
+    tmp_path: Path, change: str
+) -> None:
+    """The trust model leaves store writers out, but the reader says what happened: no bare
+    ValueError from a map longer than the file, no other values than the ones checked."""
+    path = _two_tensors(tmp_path)
+    tensors = reader.open_tensors(path, artifact="fam/model")
+    if change == "truncated":
+        os.truncate(path, path.stat().st_size - 4096)
+    else:
+        data = bytearray(path.read_bytes())
+        data[-4:] = b"\xff\xff\xff\xff"
+        with open(path, "r+b") as f:  # in place: same inode, same size
+            f.write(data)
+    for name in ("a", "b"):
+        with pytest.raises(DigestMismatchError) as info:
+            tensors[name]
+        assert "fam/model" in str(info.value) and "changed after it was verified" in str(info.value)
+        assert info.value.fix
+
+
+def test_truncation_while_tensors_are_in_use_cannot_kill_the_process(tmp_path: Path) -> None:
+    """With a memory map, truncating the file after the first tensor was read made the next
+    read die of SIGBUS; run in a child, so that would fail this test, not end the run."""
+    path = _two_tensors(tmp_path)
+    code = (
+        "import os\n"
+        "from fixture_store.errors import DigestMismatchError\n"
+        "from fixture_store.readers import safetensors\n"
+        f"t = safetensors.open_tensors({str(path)!r}, artifact='fam/model')\n"
+        "a = t['a']\n"
+        f"os.truncate({str(path)!r}, 200)\n"
+        "print(float(a.sum()))\n"
+        "try:\n"
+        "    t['b'].sum()\n"
+        "except DigestMismatchError as e:\n"
+        "    print('refused:', e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    first, refused = done.stdout.splitlines()[:2]
+    assert float(first) == float(np.arange(4096).sum())
+    assert refused.startswith("refused: fam/model:")
 
 
 def test_the_manifest_is_the_header_and_must_match(tmp_path: Path) -> None:

@@ -1,0 +1,88 @@
+"""Reading a checked object's bytes into buffers the reader owns, never through a memory map.
+
+A memory-mapped array is only as good as the file under it at the moment each page is touched:
+an object truncated after it was verified raised a bare ``ValueError`` (or, once mapped, killed
+the process with ``SIGBUS``), and one rewritten in place before its first read handed out other
+values. The trust model leaves out whoever can write the store (see ``docs/trust-model.md``), but
+a reader must not crash, nor hand out bytes it did not check, because of them.
+
+A :class:`PinnedFile` is opened once, when the object's header is checked, and remembers the
+file's identity then (device, inode, size, mtime_ns, ctime_ns; ``ctime`` moves on every write and
+no user can set it back). Every read is a ``pread`` of exactly the bytes asked for into a new
+buffer, with the identity checked before and after: a file truncated, grown or written to since
+is a :class:`~fixture_store.errors.DigestMismatchError` naming the artifact and what changed, and
+the caller gets no array. The price is one copy of each tensor read (measured in
+``bench/safetensors.py``); the gain is that nothing can fault later, when the array is used.
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Self
+
+from fixture_store.errors import DigestMismatchError
+
+Identity = tuple[int, int, int, int, int]
+
+
+def identity_of(st: os.stat_result) -> Identity:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class PinnedFile:
+    """An object file opened for reading, and its identity when it was opened."""
+
+    def __init__(self, path: str | os.PathLike[str], artifact: str) -> None:
+        self.artifact = artifact
+        self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close() or with
+        self.identity = identity_of(os.fstat(self.file.fileno()))
+
+    @property
+    def size(self) -> int:
+        return self.identity[2]
+
+    def read(self, offset: int, size: int) -> bytearray:
+        """Exactly ``size`` bytes at ``offset``, in a buffer of their own; refused if the file is
+        not the one it was when pinned, before or after the read."""
+        self.check()
+        buffer = bytearray(size)
+        view = memoryview(buffer)
+        done = 0
+        while done < size:
+            n = os.preadv(self.file.fileno(), [view[done:]], offset + done)
+            if n == 0:
+                raise self._changed(f"it ends at byte {offset + done}, before byte {offset + size}")
+            done += n
+        self.check()
+        return buffer
+
+    def check(self) -> None:
+        now = identity_of(os.fstat(self.file.fileno()))
+        if now == self.identity:
+            return
+        if now[2] != self.size:
+            raise self._changed(f"its size went from {self.size} to {now[2]} bytes")
+        raise self._changed("it was written to (its modification or change time moved)")
+
+    def _changed(self, what: str) -> DigestMismatchError:
+        return DigestMismatchError(
+            self.artifact,
+            f"the object changed after it was verified ({what}); nothing more is read from it",
+            fix=f"fixture-store verify {self.artifact}  (fixture-store fetch {self.artifact} "
+            "restores the object); find what writes to the store",
+        )
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
