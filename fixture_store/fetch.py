@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from fixture_store._extras import MissingExtraError
 from fixture_store.errors import ArtifactError, FixtureStoreError
 from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.registry import Record, Registry, family_of
@@ -34,6 +35,7 @@ class Outcome(StrEnum):
     FAILED = "failed"
     INVALID_RECORD = "invalid-record"
     UNKNOWN = "unknown"
+    NEEDS_EXTRA = "needs-extra"  # its source needs an extra this environment lacks: exit 2
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,10 @@ def _fetch_one(
         fetch_record(ctx, record)
     except FixtureStoreError as e:
         also = f" (remotes tried first: {'; '.join(tried)})" if tried else ""
-        return FetchResult(name, Outcome.FAILED, source, e.about(name) + also, e.fix, size)
+        # A missing extra is the environment's, not the download's: the same exit code (2) as
+        # every other command that needs it.
+        failed = Outcome.NEEDS_EXTRA if isinstance(e, MissingExtraError) else Outcome.FAILED
+        return FetchResult(name, failed, source, e.about(name) + also, e.fix, size)
     after = ctx.verifier.verify(record)
     warning = f"remotes tried first: {'; '.join(tried)}" if tried else ""
     if not after.ok:

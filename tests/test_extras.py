@@ -163,12 +163,40 @@ def test_a_hub_fetch_without_the_hub_extra_fails_that_artifact_with_the_fix(
     _block(monkeypatch, "huggingface_hub")
     report = fetch_names(Store.at(tmp_path / "store"), registry, ["ckpt/w"], offline=False)
     [result] = report.results
-    assert result.outcome == Outcome.FAILED
+    assert result.outcome == Outcome.NEEDS_EXTRA
     assert (
         result.message
         == "fetching a hub source needs the 'hub' extra (huggingface_hub is not installed)"
     )
     assert result.fix is not None and "fixture-store[hub]" in result.fix
+
+
+@pytest.mark.usefixtures("store")
+def test_fetch_without_the_hub_extra_exits_2_as_every_command_does(project: Path) -> None:
+    """A missing extra is one condition with one exit code: fetch (which goes on to the other
+    artifacts) exits 2 as compare does, naming the extra."""
+    source = {
+        "type": "hub",
+        "repo_id": "org/tiny",
+        "repo_type": "model",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "path": "model.bin",
+    }
+    make_registry(project, {"ckpt/w": file_record(source, b"weights")})
+    code = (
+        "import sys; sys.modules['huggingface_hub'] = None; "
+        "from fixture_store.cli import main; main()"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "fetch", "ckpt/w", "--no-remote"],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        check=False,
+    )
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert "needs the 'hub' extra" in proc.stderr and "fixture-store[hub]" in proc.stderr
+    assert "needs-extra" in proc.stdout and "Traceback" not in proc.stderr
 
 
 @pytest.mark.usefixtures("store")

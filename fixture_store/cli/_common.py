@@ -166,7 +166,9 @@ def check_selection(
 
 # -- exit codes ---------------------------------------------------------------------------------
 # Outcomes that mean the registry or the request is wrong rather than the bytes.
-USAGE_OUTCOMES = frozenset({"invalid-record", "unknown"})
+# Outcomes a command reports per artifact that are usage errors (exit 2) as they are when one
+# command raises them: an invalid record, an unknown name, an extra this environment lacks.
+USAGE_OUTCOMES = frozenset({"invalid-record", "unknown", "needs-extra"})
 VERIFIED_OUTCOMES = frozenset({str(Status.VERIFIED), str(Status.GAP)})
 
 
@@ -214,6 +216,7 @@ STYLE = {
     "unsafe": "bold red",
     "unknown": "bold red",
     "failed": "bold red",
+    "needs-extra": "bold red",
     "refused": "bold red",
     "crash": "bold red",
     "drift": "bold red",

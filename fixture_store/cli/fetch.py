@@ -110,7 +110,8 @@ def fetch(
     $FIXTURE_STORE_DOWNLOAD_MIN_RATE bytes per second averaged over 10 seconds (default: 16384).
 
     Exit 0 if everything asked for is present and verified, 1 if any fetch failed, 2 on usage
-    or registry errors.
+    or registry errors (an unknown name, an invalid record, a source whose extra is not
+    installed: 'needs-extra').
     """
     check_selection("fetch", names, families, all_)
     if remote is not None and no_remote:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -32,15 +33,26 @@ from fixture_store.remotes.sync import Outcome, SyncReport
 ROWS_SHOWN = 30
 
 
-def _selection(command: Callable[..., None]) -> Callable[..., None]:
+# The URLs each command takes for --remote: an https mirror only serves bytes.
+_REMOTE_URLS = {
+    "push": "s3://BUCKET/PREFIX, file:///PATH or a path",
+    "pull": "s3://BUCKET/PREFIX, https://HOST/PATH, file:///PATH or a path",
+}
+
+
+def _selection(verb: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    return functools.partial(_with_selection, verb=verb)
+
+
+def _with_selection(command: Callable[..., None], *, verb: str) -> Callable[..., None]:
     for decorator in reversed(
         [
             selection_options,
             click.option(
                 "--remote",
                 metavar="NAME|URL",
-                help="A configured remote or a URL (s3://BUCKET/PREFIX, file:///PATH or a "
-                "path; https:// for pull); default: the default remote.",
+                help=f"A configured remote or a URL ({_REMOTE_URLS[verb]}); default: the "
+                "default remote.",
             ),
             click.option(
                 "--jobs",
@@ -57,7 +69,7 @@ def _selection(command: Callable[..., None]) -> Callable[..., None]:
 
 
 @click.command()
-@_selection
+@_selection("push")
 @click.pass_obj
 @handle_errors
 def push(
@@ -81,7 +93,7 @@ def push(
 
 
 @click.command()
-@_selection
+@_selection("pull")
 @click.pass_obj
 @handle_errors
 def pull(

@@ -37,9 +37,10 @@ def init(obj: Context, project: Path) -> None:
 
     Create provenance/ in PROJECT (default: here) and the object store.
 
-    Also adds /reports/, /metrics/ and /plots/ to PROJECT's .gitignore: committed, the
-    pipeline's outputs make a fresh clone's 'dvc repro' skip the stages that put the
-    generator-made fixtures into its store.
+    In a project that uses DVC (a dvc.yaml or a .dvc/ folder), also adds /reports/, /metrics/
+    and /plots/ to PROJECT's .gitignore: committed, the pipeline's outputs make a fresh clone's
+    'dvc repro' skip the stages that put the generator-made fixtures into its store. A
+    project without DVC gets no such lines.
     """
     directory, created = registry_mod.files.create_directory(project)
     ignored = project_mod.ignore_pipeline_outputs(project)

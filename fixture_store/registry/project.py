@@ -17,9 +17,18 @@ PIPELINE_OUTPUTS = ("/reports/", "/metrics/", "/plots/")
 _HEADER = "# fixture-store: pipeline outputs, rebuilt by dvc repro (never committed)"
 
 
+def uses_dvc(project: str | os.PathLike[str]) -> bool:
+    """Whether the project runs DVC pipelines: it has a ``dvc.yaml`` or a ``.dvc/`` folder."""
+    root = Path(project)
+    return (root / "dvc.yaml").is_file() or (root / ".dvc").is_dir()
+
+
 def ignore_pipeline_outputs(project: str | os.PathLike[str]) -> tuple[str, ...]:
     """Add the lines of :data:`PIPELINE_OUTPUTS` the project's ``.gitignore`` lacks (the rest
-    of the file is kept as it is); return the lines added."""
+    of the file is kept as it is); return the lines added. A project without DVC (no
+    ``dvc.yaml`` and no ``.dvc/``) has no pipeline outputs: nothing is added."""
+    if not uses_dvc(project):
+        return ()
     path = Path(project) / ".gitignore"
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     present = {line.strip() for line in text.splitlines()}

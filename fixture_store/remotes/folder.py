@@ -143,6 +143,12 @@ class FolderRemote:
                     )
                 return shard.open(digest.hex[2:])  # a FIFO or a folder there is refused
         except (FileNotFoundError, NotADirectoryError) as e:
+            if not os.path.isdir(self.root):  # not an empty remote: no remote at all
+                raise RemoteError(
+                    f"remote {self.label}: the folder {self.root} does not exist",
+                    fix="check the remote's path or URL (fixture-store remote list); a push "
+                    "creates the folder",
+                ) from e
             raise MissingRemoteObject(f"{self.label} does not hold {digest}") from e
         except OSError as e:
             raise self._error(e, f"cannot read {self.path(digest)}") from e

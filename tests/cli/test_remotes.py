@@ -40,9 +40,31 @@ def test_pull_of_what_the_remote_lacks_exits_1_naming_the_artifact_and_the_fix(
 ) -> None:
     add_file_and_case(project)
     monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh"))
+    (tmp_path / "empty").mkdir()
     code, _, err = run("pull", "fam/a", "--remote", str(tmp_path / "empty"))
     assert code == 1
     assert "missing: fam/a" in err and "fix: fixture-store push fam/a" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_pull_from_a_folder_that_does_not_exist_says_so(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    add_file_and_case(project)
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh"))
+    code, _, err = run("pull", "fam/a", "--remote", str(tmp_path / "typo"))
+    assert code == 1
+    assert f"the folder {tmp_path / 'typo'} does not exist" in err
+    assert "fix: check the remote's path" in err and "does not hold" not in err
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.mark.usefixtures("project")
+def test_each_sync_command_help_names_the_urls_it_takes() -> None:
+    push_help = run("push", "--help")[1]
+    pull_help = run("pull", "--help")[1]
+    assert "https://" not in push_help.split("--remote", 1)[1].split("--jobs", 1)[0]
+    assert "https://" in pull_help.split("--remote", 1)[1].split("--jobs", 1)[0]
 
 
 @pytest.mark.usefixtures("store")

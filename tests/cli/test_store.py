@@ -65,6 +65,7 @@ def test_init_ignores_the_pipeline_outputs_and_keeps_the_gitignore_it_finds(
 ) -> None:
     project = tmp_path / "new"
     project.mkdir()
+    (project / "dvc.yaml").write_text("stages: {}\n")
     (project / ".gitignore").write_text(".venv/\n/metrics/")
     code, out, _ = run("init", str(project))
     assert code == 0 and "/reports/ /plots/" in out
@@ -74,6 +75,21 @@ def test_init_ignores_the_pipeline_outputs_and_keeps_the_gitignore_it_finds(
     before = (project / ".gitignore").read_bytes()
     assert run("init", str(project))[0] == 0
     assert (project / ".gitignore").read_bytes() == before
+
+
+@pytest.mark.usefixtures("store")
+def test_init_adds_no_pipeline_lines_to_a_project_without_dvc(tmp_path: Path) -> None:
+    project = tmp_path / "new"
+    project.mkdir()
+    (project / ".gitignore").write_text(".venv/\n")
+    code, out, _ = run("init", str(project))
+    assert code == 0 and ".gitignore" not in out
+    assert (project / ".gitignore").read_text() == ".venv/\n"
+    assert run("init", str(tmp_path / "bare"))[0] == 0
+    assert not (tmp_path / "bare" / ".gitignore").exists()
+    (project / ".dvc").mkdir()
+    code, out, _ = run("init", str(project))
+    assert code == 0 and "/reports/ /metrics/ /plots/" in out
 
 
 @pytest.mark.usefixtures("store")

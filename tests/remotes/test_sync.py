@@ -107,6 +107,7 @@ def test_pull_of_an_object_the_remote_lacks_is_missing_with_the_push_fix(
     project: Path, tmp_path: Path
 ) -> None:
     registry, remote = _setup(project, tmp_path)
+    remote.root.mkdir()
     (result,) = pull(_empty_store(tmp_path), registry, remote, plan(registry, ["fam/a"])).results
     assert result.outcome is Outcome.MISSING
     assert result.fix is not None and "fixture-store push fam/a --remote shared" in result.fix
