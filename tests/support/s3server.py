@@ -63,6 +63,11 @@ class Faults:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed the connection mid-answer gave up: that is the point."""
+
+
 class FaultProxy:
     """An HTTP proxy on 127.0.0.1 in front of ``upstream`` that injects :class:`Faults`."""
 
@@ -83,7 +88,7 @@ class FaultProxy:
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _any
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         if tls is not None:
             self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)

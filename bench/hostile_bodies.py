@@ -1,0 +1,120 @@
+"""Benchmark: what a hostile S3 server costs ``fixture-store pull`` (peak memory and time).
+
+Each row runs ``pull`` in a child process (its peak RSS read with ``wait4``) against moto on
+loopback behind the tests' fault proxy (``tests/support/s3server.py``), which spoils the answers
+to object requests:
+
+- ``clean``: no fault (the baseline);
+- ``error body``: every object GET answered 500 with an XML error body of ``--error-mib``;
+- ``lying range``: every ranged GET announces ``Content-Length: 6 GiB`` and sends
+  ``--extra-mib`` of filler after the range;
+- ``petabyte length``: every object GET announces ``Content-Length: 10**15`` (the right bytes);
+- ``header drip``: the status line and headers of every object GET come a byte each 0.2 s,
+  with ``FIXTURE_STORE_DOWNLOAD_DEADLINE=2``.
+
+The promises (docs/remotes.md): a ranged download holds at most 7 ranges of 8 MiB; an error
+body is read no further than its first 4 KiB; an object's attempts end by its deadline.
+
+Usage: ``uv run python -m bench.hostile_bodies [--error-mib 256] [--extra-mib 256]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench.remotes import REPO, bench_env, fs_cli, moto_server
+from tests.support.s3server import FaultProxy, Faults
+
+MiB = 1 << 20
+LARGE_MIB = 40  # ranges of 8 MiB: five of them
+
+
+def pull(env: dict[str, str], project: Path, remote: str) -> tuple[float, int, int]:
+    """``pull --all`` in a child: seconds, peak RSS in KiB, exit code."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fixture_store.cli", "pull", "--all", "--remote", remote],
+        env=env,
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - started, int(usage.ru_maxrss), os.waitstatus_to_exitcode(status)
+
+
+def cases(args: argparse.Namespace) -> dict[str, Callable[[Faults], None]]:
+    def error_body(f: Faults) -> None:
+        f.errors, f.error_size = 10**6, args.error_mib * MiB
+
+    def lying_range(f: Faults) -> None:
+        f.announce, f.extra = 6 << 30, args.extra_mib * MiB
+
+    def petabyte(f: Faults) -> None:
+        f.announce = 10**15
+
+    def drip(f: Faults) -> None:
+        f.drip_headers = 0.2
+
+    return {
+        "clean": lambda _f: None,
+        "error body": error_body,
+        "lying range": lying_range,
+        "petabyte length": petabyte,
+        "header drip": drip,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--error-mib", type=int, default=256)
+    parser.add_argument("--extra-mib", type=int, default=256)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-hostile-bodies-"))
+    env = bench_env(work)
+    try:
+        with moto_server() as (endpoint, client):
+            project = work / "project"
+            (project / "provenance").mkdir(parents=True)
+            (project / "small.bin").write_bytes(os.urandom(64 * 1024))
+            with open(project / "large.bin", "wb") as f:
+                for _ in range(LARGE_MIB):
+                    f.write(os.urandom(MiB))
+            fs_cli(env, project, "add", "small.bin", "--name", "bench/small", "--kind", "fixture")
+            fs_cli(
+                env, project, "add", "large.bin", "--name", "bench/large", "--kind", "checkpoint"
+            )
+            client.create_bucket(Bucket="hostile")
+            remote = "s3://hostile/x"
+            fs_cli(
+                {**env, "AWS_ENDPOINT_URL": endpoint}, project, "push", "--all", "--remote", remote
+            )
+            print(f"pull of a {LARGE_MIB} MiB and a 64 KiB object from a hostile S3 server (moto)")
+            print(f"{'case':<18} {'exit':>4} {'seconds':>8} {'peak RSS':>10}")
+            for name, spoil in cases(args).items():
+                with FaultProxy(endpoint) as proxy:
+                    spoil(proxy.faults)
+                    run_env = {
+                        **env,
+                        "AWS_ENDPOINT_URL": proxy.url,
+                        "FIXTURE_STORE_DIR": str(work / f"store-{name.replace(' ', '-')}"),
+                    }
+                    if name == "header drip":
+                        run_env["FIXTURE_STORE_DOWNLOAD_DEADLINE"] = "2"
+                    seconds, rss, code = pull(run_env, project, remote)
+                print(f"{name:<18} {code:>4} {seconds:>8.1f} {rss / 1024:>7.0f} MiB")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    os.chdir(REPO)
+    main()
