@@ -18,7 +18,7 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.folder import FolderRemote
-from fixture_store.remotes.sync import Batching, Outcome, plan, pull, push
+from fixture_store.remotes.sync import Batching, Mirrors, Outcome, plan, pull, push
 from fixture_store.verify import verify_names
 from tests.support.cli import add_file_and_case, run
 
@@ -248,3 +248,18 @@ def test_a_batch_that_cannot_be_published_fails_its_artifacts_and_keeps_earlier_
     again = pull(other, registry, remote, the_plan, retry=FAST, batching=Batching(2))
     assert all(r.ok for r in again.results)
     assert all(r.ok for r in verify_names(other, registry, names))
+
+
+def test_a_remote_failing_with_an_error_of_no_known_kind_leaves_the_record_to_its_source(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    """A remote is a shortcut: whatever it fails with (here the file system's ValueError for a
+    root holding a NUL, not a remote error), fetch's mirrors report it and stop, so the record's
+    pinned source is tried next."""
+    registry, good = _setup(project, tmp_path)
+    push(store, registry, good, plan(registry, ["fam/a"]))
+    broken = FolderRemote("broken", tmp_path / "re\0mote")
+    mirrors = Mirrors(_empty_store(tmp_path), [broken, good])
+    served, tried = mirrors.pull(registry.get("fam/a"), lambda _d: True, lambda _n: None)
+    assert served is good
+    assert tried == [f"remote {broken.label}: ValueError: embedded null byte"]

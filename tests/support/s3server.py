@@ -58,7 +58,7 @@ class Faults:
     ranges: int = 0  # answer this many ranged GETs (then pass them) ...
     range_delta: int = 0  # ... with this many bytes fewer (< 0) or more (> 0) than asked
     redirect: bool = False  # answer object GETs with a 302 to the same path (its body: error_size)
-    sent: int = 0  # bytes of spoiled bodies (error bodies, lies, filler) written to clients
+    sent: int = 0  # spoiled bytes (error bodies, filler, dripped bytes) written to clients
     seen: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -196,8 +196,9 @@ class FaultProxy:
             return
         self._drip(req, block, drip)
 
-    @staticmethod
-    def _drip(req: BaseHTTPRequestHandler, data: bytes, pause: float) -> None:
+    def _drip(self, req: BaseHTTPRequestHandler, data: bytes, pause: float) -> None:
+        """``data`` a byte every ``pause`` seconds, each counted in ``sent``, until the client
+        gives up."""
         for i in range(len(data)):
             try:
                 req.wfile.write(data[i : i + 1])
@@ -205,6 +206,8 @@ class FaultProxy:
             except OSError:  # the client gave up
                 req.close_connection = True
                 return
+            with self.faults.lock:
+                self.faults.sent += 1
             time.sleep(pause)
 
     def _filler(self, req: BaseHTTPRequestHandler, size: int) -> None:
