@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from fixture_store._extras import require
 from fixture_store.registry import HubSource, Record
+from fixture_store.registry.pins import revision_problem
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 from fixture_store.sources.transfer import (
     BelowMinimumRate,
@@ -35,7 +36,6 @@ from fixture_store.sources.transfer import (
     slow_download_fix,
 )
 
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -50,11 +50,12 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     repo_id, path, revision = source.repo_id, source.path, source.revision
     repo_type = source.resolved_repo_type
     where = source.describe()
-    if _COMMIT.fullmatch(revision) is None:
+    problem = revision_problem(revision)  # the one pin rule (a full match of 40 hex digits)
+    if problem is not None:
         # The registry refuses such records already; a fetch never trusts that it ran.
         raise SourceError(
             record.name,
-            f"revision {revision!r} is not a full 40-hex commit; "
+            f"revision {revision!r} is not a full 40-hex commit ({problem}); "
             "refusing to download a moving reference",
             fix="pin the record's source.revision to the full commit sha",
         )

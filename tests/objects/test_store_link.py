@@ -110,3 +110,27 @@ def test_an_in_place_edit_of_a_linked_file_is_caught_by_verify(project: Path, st
     result = verify_names(store, reg, ["fam/w"])[0]
     assert result.status is Status.MISMATCH
     assert "fam/w" in result.name
+
+
+NOBODY = 65534  # a user id that owns nothing of the test's
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file another user owns")
+@pytest.mark.usefixtures("store")
+def test_a_file_another_user_owns_is_copied_not_linked(project: Path) -> None:
+    (project / "data").mkdir()
+    theirs = project / "data" / "theirs.bin"
+    theirs.write_bytes(b"their bytes" * 100)
+    os.chown(theirs, NOBODY, NOBODY)
+    mode = stat.S_IMODE(theirs.stat().st_mode)
+    result = CliRunner().invoke(
+        main, ["add", "data/theirs.bin", "--name", "fam/theirs", "--kind", "fixture", "--link"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "1 file(s) copied, not linked" in result.stderr
+    # Linked, the object would be their file: they could edit it in place, and the commit
+    # would have made their file read-only.
+    assert theirs.stat().st_nlink == 1
+    assert stat.S_IMODE(theirs.stat().st_mode) == mode and theirs.stat().st_uid == NOBODY
+    record = registry_mod.load(project).get("fam/theirs")
+    assert Store.at().object_path(record.object).stat().st_uid == os.geteuid()

@@ -98,3 +98,56 @@ def test_a_url_record_hiding_a_branch_is_invalid(project: Path) -> None:
     invalid = dict(reg.invalid())
     assert "clips/a" in invalid and "full 40-hex commit" in invalid["clips/a"].message
     assert reg.get("clips/b").source.describe() == pinned
+
+
+# A revision that starts with a full commit and goes on is not a pin, in every place one is read.
+GOES_ON = [f"{REV}-wip", f"{REV}0", f"{REV}\n", f"{REV}/x", f" {REV}"]
+
+
+@pytest.mark.parametrize("revision", GOES_ON)
+def test_a_commit_that_goes_on_is_not_a_pin(revision: str) -> None:
+    assert revision_problem(revision) is not None
+
+
+def _source_forms(revision: str) -> list[tuple[str, dict[str, str]]]:
+    hub = {"type": "hub", "repo_id": "org/m", "revision": revision, "path": "w.bin"}
+    url = f"https://huggingface.co/org/m/resolve/{revision}/w.bin"
+    return [
+        ("source.revision", hub),
+        ("source.url", {"type": "url", "url": url}),
+        ("source.revision", {**hub, "repo_type": "dataset"}),
+    ]
+
+
+@pytest.mark.parametrize("revision", [f"{REV}-wip", f"{REV}0"])
+def test_every_source_type_refuses_a_commit_that_goes_on(revision: str) -> None:
+    for field, source in _source_forms(revision):
+        raw = {"kind": "checkpoint", "digest": "sha256:" + "a" * 64, "size": 1, "source": source}
+        with pytest.raises(RegistryError) as e:
+            parse_record("fam/a", raw, file="provenance/fam.json")
+        assert e.value.field == field, source
+
+
+@pytest.mark.parametrize("revision", [f"{REV}-wip", f"{REV}0"])
+def test_every_upstream_type_refuses_a_commit_that_goes_on(revision: str) -> None:
+    from fixture_store.registry.upstream import parse_list, parse_uri
+    from fixture_store.registry.where import Where
+
+    where = Where("provenance/fam.json", "fam/a")
+    forms = [
+        f"hf://org/m@{revision}/w.bin",
+        f"hf://datasets/org/m@{revision}/w.bin",
+        f"git+https://github.com/o/r@{revision}#x.py",
+        f"https://huggingface.co/org/m/resolve/{revision}/w.bin",
+    ]
+    for text in forms:
+        with pytest.raises(RegistryError, match="upstream"):
+            parse_uri(text, where)
+    as_json = [
+        {"type": "hub", "repo_id": "org/m", "revision": revision, "path": "w.bin"},
+        {"type": "git", "url": "https://github.com/o/r", "commit": revision, "path": "x.py"},
+        {"type": "url", "url": f"https://huggingface.co/org/m/resolve/{revision}/w.bin"},
+    ]
+    for raw in as_json:
+        with pytest.raises(RegistryError, match="upstream"):
+            parse_list([raw], where)

@@ -183,12 +183,13 @@ def test_moving_revision_is_refused_before_any_request(
     valid = make_registry(
         tmp_path / "ok", {"ckpt/tiny": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
     ).get("ckpt/tiny")
-    forged = dataclasses.replace(
-        valid,
-        source=dataclasses.replace(cast(HubSource, valid.source), revision="main"),
-    )
-    with pytest.raises(SourceError, match="not a full 40-hex commit"):
-        hub_source.fetch(FetchContext(store, tmp_path), forged)
+    for moving in ("main", f"{COMMIT}-wip", f"{COMMIT}0"):  # a commit that goes on is no pin
+        forged = dataclasses.replace(
+            valid,
+            source=dataclasses.replace(cast(HubSource, valid.source), revision=moving),
+        )
+        with pytest.raises(SourceError, match="not a full 40-hex commit"):
+            hub_source.fetch(FetchContext(store, tmp_path), forged)
     assert hub.requests == []
 
 
