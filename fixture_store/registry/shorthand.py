@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fixture_store.registry import nesting
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.records import Annotations
 from fixture_store.registry.tolerance import Tolerance
@@ -138,12 +139,21 @@ def _value(text: str) -> Any:
     """A number when it reads as one, else the text (a metric's option such as ``same_kind``)."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, or past the parser's own limits
         return text.strip()
 
 
 def _json(text: str, where: Where, field: str) -> Any:
+    """JSON given on the command line (or in a file it names), under the registry's bounds:
+    what it states becomes a record's field, and must read back as one."""
     try:
-        return json.loads(text)
+        doc, _ = nesting.loads(text)
     except json.JSONDecodeError as e:
         raise where.fail(field, f"not valid JSON: {e.msg} at column {e.colno}") from e
+    except RecursionError:
+        raise where.fail(field, f"nested more than {nesting.MAX_DEPTH} levels deep") from None
+    except ValueError:  # an integer past Python's own 4,300 digits
+        limit = nesting.MAX_INTEGER_DIGITS
+        raise where.fail(field, f"an integer with more than {limit} digits") from None
+    nesting.check_value(doc, where, field)
+    return doc

@@ -73,3 +73,26 @@ def test_stated_fields_are_checked_as_a_records_json_is() -> None:
         shorthand.stated(WHERE, upstream_license="MIT")
     with pytest.raises(RegistryError, match="not a shape"):
         shorthand.stated(WHERE, input_shape="1,x")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"x": ' + "[" * 5000 + "]" * 5000 + "}", "nested more than 64 levels deep"),
+        ('{"x": ' + "9" * 5000 + "}", "more than 20 digits"),
+        ('{"x": ' + "9" * 30 + "}", "more than 20 digits"),
+        ('{"x": Infinity}', "not finite"),
+        ('{"x": "\\ud800"}', "lone surrogate"),
+    ],
+    ids=["deep-5000", "digits-5000", "digits-30", "infinity", "surrogate"],
+)
+def test_json_given_on_the_command_line_is_held_to_the_registry_bounds(
+    text: str, said: str
+) -> None:
+    """``--metadata-file``, ``--metadata KEY:=JSON`` and ``--tolerance`` JSON: a RegistryError
+    naming the option's field, never a RecursionError or ValueError."""
+    with pytest.raises(RegistryError, match=said) as caught:
+        shorthand.metadata_file_json(text, WHERE)
+    assert caught.value.field is not None and caught.value.field.startswith("metadata")
+    with pytest.raises(RegistryError, match=said):
+        shorthand.metadata_json([f"k:={text}"], {}, WHERE)
