@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -65,7 +66,7 @@ def test_a_tensor_is_read_only_when_asked_for(
     reads: list[int] = []
     original = PinnedFile.read
 
-    def counted(self: PinnedFile, at: int, n: int) -> bytearray:
+    def counted(self: PinnedFile, at: int, n: int) -> Any:
         reads.append(n)
         return original(self, at, n)
 

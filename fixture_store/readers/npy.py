@@ -167,7 +167,9 @@ def _check_shape(shape: object, limits: Limits, artifact: str) -> tuple[int, ...
     return shape
 
 
-def _from_buffer(header: NpyHeader, data: bytes | bytearray) -> np.ndarray[Any, Any]:
+def _from_buffer(
+    header: NpyHeader, data: bytes | bytearray | np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
     arr: np.ndarray[Any, Any] = np.frombuffer(
         data, dtype=header.dtype, count=math.prod(header.shape)
     )

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
+
+import numpy as np
 
 from fixture_store.errors import DigestMismatchError
 
@@ -42,12 +44,14 @@ class PinnedFile:
     def size(self) -> int:
         return self.identity[2]
 
-    def read(self, offset: int, size: int) -> bytearray:
+    def read(self, offset: int, size: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """Exactly ``size`` bytes at ``offset``, in a buffer of their own; refused if the file is
-        not the one it was when pinned, before or after the read."""
+        not the one it was when pinned, before or after the read. (``np.empty``, not a
+        ``bytearray``: that would write zeros over every page before the read writes the bytes,
+        a second pass that cost half again on 256 MiB.)"""
         self.check()
-        buffer = bytearray(size)
-        view = memoryview(buffer)
+        buffer = np.empty(size, np.uint8)
+        view = buffer.data  # the array's own memoryview
         done = 0
         while done < size:
             n = os.preadv(self.file.fileno(), [view[done:]], offset + done)
