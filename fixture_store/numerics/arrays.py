@@ -22,6 +22,7 @@ The arithmetic, for every metric (each one an entry of :data:`JUDGES`):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
@@ -154,10 +155,13 @@ class Errors:
         wide = np.complex128 if np.iscomplexobj(exp) else np.float64
         e, a = exp.astype(wide), act.astype(wide)
         finite = np.isfinite(e) & np.isfinite(a)
-        matched = ~finite & _same_special(e, a)
         with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where(finite, np.abs(a - e), np.where(matched, 0.0, np.inf))
-            scale = np.where(finite, np.abs(e), 0.0)
+            if finite.all():  # the usual case: no special value, no mask to apply
+                diff, scale, matched = np.abs(a - e), np.abs(e), np.zeros(finite.shape, bool)
+            else:
+                matched = ~finite & _same_special(e, a)
+                diff = np.where(finite, np.abs(a - e), np.where(matched, 0.0, np.inf))
+                scale = np.where(finite, np.abs(e), 0.0)
         return cls(diff, _relative(diff, scale), ulp.steps(exp, act), matched, finite, scale)
 
     def beyond(self, bound: float) -> np.ndarray[Any, Any]:
@@ -169,15 +173,23 @@ class Errors:
         """Where ``|a - e| <= atol + rtol * |e|`` does not hold (and the values are not the same
         special value)."""
         with np.errstate(invalid="ignore", over="ignore"):
-            close = self.finite & (self.diff <= atol + rtol * self.scale)
-        out: np.ndarray[Any, Any] = ~(close | self.matched)
+            close = self.diff <= atol + rtol * self.scale
+        if self.all_finite:
+            return ~close
+        out: np.ndarray[Any, Any] = ~((self.finite & close) | self.matched)
         return out
 
     def mean_beyond(self, bound: float) -> bool:
         return self.mean_abs > bound
 
+    @functools.cached_property
+    def all_finite(self) -> bool:
+        return bool(self.finite.all())
+
     @property
     def specials(self) -> int:
+        if self.all_finite:
+            return 0
         return int(np.count_nonzero(~(self.finite | self.matched)))
 
     @property
@@ -186,6 +198,8 @@ class Errors:
 
     @property
     def max_abs_finite(self) -> float:
+        if self.all_finite:
+            return self.max_abs
         numbers = self.diff[self.finite]
         return float(numbers.max()) if numbers.size else 0.0
 

@@ -47,10 +47,14 @@ class Steps:
     infinite: np.ndarray[Any, np.dtype[np.bool_]]
 
     def as_float(self) -> np.ndarray[Any, np.dtype[np.float64]]:
-        out: np.ndarray[Any, np.dtype[np.float64]] = np.where(
-            self.infinite, np.inf, self.count.astype(np.float64)
-        )
-        return out
+        return self._floats
+
+    @functools.cached_property
+    def _floats(self) -> np.ndarray[Any, np.dtype[np.float64]]:
+        counts: np.ndarray[Any, np.dtype[np.float64]] = self.count.astype(np.float64)
+        if self.infinite.any():
+            counts[self.infinite] = np.inf
+        return counts
 
     def beyond(self, bound: float) -> np.ndarray[Any, np.dtype[np.bool_]]:
         """Where the distance is more than ``bound`` ULPs (exactly: the count is an integer)."""
