@@ -78,6 +78,8 @@ _link_names = itertools.count()
 STALE_TMP_SECONDS = 3600.0
 WRITER_LOCK = "gc.lock"
 WRITER_PREFIX = "writer-"
+# The temp files of copies (made read-only by the copy itself) and of hard links.
+_COPY_PREFIX = "put-"
 # An object's shard folder is named by the first hex characters of its digest.
 SHARD_LEN = 2
 
@@ -146,6 +148,23 @@ class Store:
     def folder_of(self, path: Path, *, create: bool = False) -> anchored.Folder:
         """:meth:`folder` for a folder of the store given by its path (a temp folder)."""
         return self.folder(*path.relative_to(self.root).parts, create=create)
+
+    @contextlib.contextmanager
+    def _temps(self, where: Path) -> Iterator[anchored.Folder]:
+        """The temp folder ``where``, opened through the path primitive: this process's writer
+        folder stays open while its :meth:`writing` block runs (one open for all its writes),
+        any other is opened for the block."""
+        held = _writing.get(self.root)
+        if (
+            held is not None
+            and held.temps is not None
+            and held.pid == os.getpid()
+            and held.folder == where
+        ):
+            yield held.temps
+            return
+        with self.folder_of(where) as temps:
+            yield temps
 
     def check_plain(self) -> None:
         """Refuse the store if any of its folders that exist (``objects/sha256`` and its shards,
@@ -315,8 +334,8 @@ class Store:
         (see :class:`fsutil.SyncBatch`) before anything is renamed into place.
         """
         where = folder or self.temp_folder()
-        with self.folder_of(where) as temps:  # never through a link: see anchored
-            fd, name = temps.create_temp("put-")
+        with self._temps(where) as temps:  # never through a link: see anchored
+            fd, name = temps.create_temp(_COPY_PREFIX)
         tmp = where / name
         with self._removed_on_error(tmp):
             limit = None if expected is None else expected.size + 1
@@ -327,6 +346,7 @@ class Store:
                     stored = _copy_hashing(source, out, limit)
                     if sync:
                         os.fsync(out.fileno())
+                os.fchmod(out.fileno(), READ_ONLY)  # read-only before it is published
             _check(stored, expected, "bytes")
         return tmp, stored
 
@@ -345,7 +365,7 @@ class Store:
     def _unlink_temp(self, tmp: Path) -> None:
         """Remove a temp entry of this store (from its folder's descriptor: never through a
         link); already gone, or its folder gone, is not an error."""
-        with contextlib.suppress(FileNotFoundError), self.folder_of(tmp.parent) as temps:
+        with contextlib.suppress(FileNotFoundError), self._temps(tmp.parent) as temps:
             temps.unlink(tmp.name)
 
     def write_file(
@@ -395,7 +415,7 @@ class Store:
         where = folder or self.temp_folder()
         tmp = where / f"link-{os.getpid()}-{next(_link_names)}-{os.urandom(4).hex()}"
         try:
-            with self.folder_of(where) as temps:  # the new name never through a link
+            with self._temps(where) as temps:  # the new name never through a link
                 os.link(real, tmp.name, dst_dir_fd=temps.fd)
         except OSError as e:
             if e.errno in _NO_LINK:
@@ -500,14 +520,15 @@ class Store:
             for tmp, stored in entries:
                 name = stored.digest.hex[SHARD_LEN:]
                 if tmp.parent not in temps:
-                    temps[tmp.parent] = stack.enter_context(self.folder_of(tmp.parent))
+                    temps[tmp.parent] = stack.enter_context(self._temps(tmp.parent))
                 if not replace and shard is not None and self._holds(shard, name, stored):
                     temps[tmp.parent].unlink(tmp.name)
                     continue  # another writer got there first: one copy of each object
                 if shard is None:
                     shard = stack.enter_context(objects.folder(hexes, create=True))
                     created = True
-                _make_read_only(temps[tmp.parent], tmp.name)
+                if not tmp.name.startswith(_COPY_PREFIX):  # a copy was made read-only already
+                    _make_read_only(temps[tmp.parent], tmp.name)
                 temps[tmp.parent].replace(tmp.name, shard, name)
                 renamed = True
             if renamed and sync and shard is not None:
@@ -677,6 +698,8 @@ class _Writing:
     folder: Path
     exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     holders: int = 0
+    # The writer folder, open while the lock is held (see Store._temps).
+    temps: anchored.Folder | None = None
 
     @classmethod
     def start(cls, store: Store) -> _Writing:
@@ -688,7 +711,6 @@ class _Writing:
                 stack.enter_context(fsutil.flocked(lock, shared=True, folder=locks))
             with store.folder("tmp") as temps:
                 made, name = temps.mkdtemp(f"{WRITER_PREFIX}{os.getpid()}-")
-                made.close()
             folder = store.tmp_dir / name
         except OSError as e:
             stack.close()
@@ -702,7 +724,8 @@ class _Writing:
             stack.close()
             raise
         stack.callback(_remove_folder, store, name)  # before the lock goes: gc never sees it live
-        return cls(os.getpid(), folder, stack)
+        stack.callback(made.close)  # first of all: the folder is removed by name
+        return cls(os.getpid(), folder, stack, temps=made)
 
     def stop(self) -> None:
         self.exit.close()
