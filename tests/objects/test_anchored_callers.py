@@ -85,6 +85,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("objects/statecache.py", "mark_passed"): "creates a cache marker O_NOFOLLOW",
     ("objects/store.py", "Store._link_temp"): "links and hashes the user's source file (not "
     "under a root) into a temp name made from the temp folder's descriptor",
+    ("objects/store.py", "Store._holds"): "wraps the descriptor the primitive opened "
+    "(open(fd)): no path is opened",
     ("objects/store.py", "Store.remove"): "unlinks relative to the shard's descriptor",
     ("objects/store.py", "_open_source"): f"{_NOT_A_ROOT} the user's file to add",
     ("registry/files.py", "schema"): f"{_NOT_A_ROOT} the package's own JSON Schema",
@@ -95,8 +97,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("readers/archives/zip.py", "open_zip"): f"{_NOT_YET} reads an archive by its path",
     ("readers/formats.py", "sniff"): f"{_NOT_YET} reads the leading bytes of a path",
     ("readers/npy.py", "read_metadata"): f"{_NOT_YET} reads an array by its path",
-    ("readers/npy.py", "read_npy"): f"{_NOT_YET} reads an array by its path",
-    ("readers/safetensors.py", "Tensors._mapped"): f"{_NOT_YET} maps a verified object",
+    ("readers/pinned.py", "PinnedFile.__init__"): f"{_NOT_YET} opens a verified object by "
+    "its path, then pins its identity",
     ("readers/safetensors.py", "read_header"): f"{_NOT_YET} reads a header by its path",
     ("video.py", "_open"): f"{_NOT_YET} opens a verified clip by its path",
     ("remotes/folder.py", "FolderRemote._publish"): "reads the store's object the push "
