@@ -139,15 +139,34 @@ ALLOWED = {
 }
 
 
+def _names_a_url(value: ast.expr) -> bool:
+    return (isinstance(value, ast.Attribute) and value.attr in URL_ATTRIBUTES) or (
+        isinstance(value, ast.Name) and value.id in URL_NAMES
+    )
+
+
+def _put_into_text(node: ast.AST) -> list[ast.expr]:
+    """The expressions ``node`` puts into text: an f-string's field, the operands of ``+`` and
+    ``%``, the arguments of ``.format``."""
+    if isinstance(node, ast.FormattedValue):
+        return [node.value]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add | ast.Mod):
+        right = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        return [node.left, *right]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+    ):
+        return [*node.args, *(k.value for k in node.keywords)]
+    return []
+
+
 def _interpolated_urls(path: Path) -> Iterator[tuple[int, str]]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if not isinstance(node, ast.FormattedValue):
-            continue
-        value = node.value
-        if (isinstance(value, ast.Attribute) and value.attr in URL_ATTRIBUTES) or (
-            isinstance(value, ast.Name) and value.id in URL_NAMES
-        ):
-            yield node.lineno, ast.unparse(value)
+        for value in _put_into_text(node):
+            if _names_a_url(value):
+                yield value.lineno, ast.unparse(value)
 
 
 def test_no_module_interpolates_a_url_but_through_the_formatter() -> None:
@@ -169,5 +188,9 @@ def test_the_walk_finds_a_bypass(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text('def f(spec):\n    return f"remote at {spec.endpoint_url}"\n')
     assert list(_interpolated_urls(module)) == [(2, "spec.endpoint_url")]
+    module.write_text('def f(spec):\n    return "at " + spec.url + " or %s" % (spec.endpoint,)\n')
+    assert sorted(_interpolated_urls(module)) == [(2, "spec.endpoint"), (2, "spec.url")]
+    module.write_text('def f(url):\n    return "at {}".format(url)\n')
+    assert list(_interpolated_urls(module)) == [(2, "url")]
     module.write_text('def f(spec):\n    return f"remote at {display.url(spec.url)}"\n')
     assert list(_interpolated_urls(module)) == []
