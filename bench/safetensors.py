@@ -11,8 +11,8 @@ start from a warm verify, as every test after the first does. Each row is one ch
 - ``safe_open``: ``safetensors.safe_open(path, framework="numpy")`` and ``get_tensor`` of every
   tensor (the package copies each into a new array);
 - ``Fixtures.tensors``: open the registry, verify the record (warm), check the header against
-  the manifest and take every tensor (read-only views of one memory map);
-- both again with every tensor summed, so each byte is read once (page faults for the map);
+  the manifest and take every tensor (each read with pread into a read-only array of its own);
+- both again with every tensor summed, so each byte is touched once more;
 - ``verify --full``: hashing the whole object, the price of a cold check, for scale.
 
 Targets: >= 0.9x ``safe_open`` for loading after a warm verify. The temp folder is removed.

@@ -26,6 +26,9 @@ import numpy as np
 from fixture_store.errors import DigestMismatchError
 
 Identity = tuple[int, int, int, int, int]
+# Bytes asked of one pread: a single read of hundreds of MiB into fresh memory measured 10-25x
+# slower than the same bytes in slices of this size (1.2-2.6 s against 0.11 s for 256 MiB).
+SLICE = 16 * 1024 * 1024
 
 
 def identity_of(st: os.stat_result) -> Identity:
@@ -54,7 +57,7 @@ class PinnedFile:
         view = buffer.data  # the array's own memoryview
         done = 0
         while done < size:
-            n = os.preadv(self.file.fileno(), [view[done:]], offset + done)
+            n = os.preadv(self.file.fileno(), [view[done : done + SLICE]], offset + done)
             if n == 0:
                 raise self._changed(f"it ends at byte {offset + done}, before byte {offset + size}")
             done += n
