@@ -29,6 +29,7 @@ EXTRAS = MappingProxyType(
         "regenerate": ("yaml",),
         "s3": ("boto3", "botocore"),
         "video": ("av",),
+        "attest": ("securesystemslib", "cryptography"),
     }
 )
 

@@ -28,7 +28,7 @@ import hashlib
 import os
 import re
 from collections.abc import Generator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.display import text as shown
 from fixture_store.errors import ArtifactError, FixtureStoreError, UsageError
+from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
     Record,
@@ -96,6 +97,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="Write a failing parity assertion's candidate (and a copy of its reference) "
         "under DIR, outside the store (also $FIXTURE_STORE_PARITY_DUMP).",
+    )
+    group.addoption(
+        "--fixture-store-attest",
+        metavar="DIR",
+        default=None,
+        help="Write a signed parity certificate (and the outputs it is about) under DIR for "
+        "every parity assertion, passing or failing (fixture-store verify-attestation checks "
+        "it); needs --fixture-store-attest-key.",
+    )
+    group.addoption(
+        "--fixture-store-attest-key",
+        metavar="PEM",
+        default=None,
+        help="The private key the certificates are signed with (also "
+        "$FIXTURE_STORE_ATTEST_KEY); never one inside the store or the registry.",
     )
     group.addoption(
         "--fixture-store-shard",
@@ -177,6 +193,8 @@ class PluginState:
     config: pytest.Config
     _registry: Registry | None = None
     _fixtures: Fixtures | None = None
+    current_test: str | None = None
+    _certificates: set[str] = field(default_factory=set)
 
     @property
     def require(self) -> bool:
@@ -245,6 +263,41 @@ class PluginState:
             pytest.skip(shown(f"{name}: missing object: {how}", keep="\n"))
         raise result.error()
 
+    def attest(self, name: str, actual: Mapping[str, Any] | Any, report: ParityReport) -> None:
+        """Sign the certificate of one parity assertion under ``--fixture-store-attest``: its
+        subject the outputs compared (written beside it as an NPZ), its predicate the report."""
+        from fixture_store import attest as attest_mod
+
+        folder = Path(self.config.getoption("fixture_store_attest"))
+        store, registry = self.store(), self.registry()
+        key = attest_mod.key_path(
+            self.config.getoption("fixture_store_attest_key"),
+            forbidden=(store.root, registry.directory),
+        )
+        keys = [c.name for c in report.comparisons] + list(report.missing)
+        arrays = dict(actual) if isinstance(actual, Mapping) else {keys[0]: actual}
+        test = self.current_test or "parity"
+        stem = base = attest_mod.file_stem(test, name)
+        n = 1
+        while stem in self._certificates:  # a test asserting the same reference twice
+            n += 1
+            stem = f"{base}-{n}"
+        self._certificates.add(stem)
+        data = attest_mod.outputs_npz(arrays)
+        subject = attest_mod.Subject(f"{stem}.outputs.npz", digests.of_bytes(data))
+        doc = attest_mod.statement(
+            [subject],
+            [registry.get(name)],
+            [c.to_json() for c in report.comparisons],
+            ok=report.ok,
+            missing=report.missing,
+            extra=report.extra,
+            test=test,
+        )
+        envelope = attest_mod.dumps(attest_mod.sign(doc, key))
+        files = {f"{stem}.outputs.npz": data, f"{stem}.intoto.json": envelope}
+        attest_mod.write_files(folder, files, store=store.root)
+
 
 def _state(config: pytest.Config) -> PluginState:
     return config.stash[_STATE_KEY]
@@ -309,7 +362,17 @@ class VerifiedFixtures:
 
         self._state.enforce(name)
         folder = dump or self._state.config.getoption("fixture_store_parity_dump")
-        return assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
+        if self._state.config.getoption("fixture_store_attest") is None:
+            return assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
+        from fixture_store.parity.assertion import ParityError
+
+        try:
+            report = assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
+        except ParityError as e:
+            self._state.attest(name, actual, e.report)
+            raise
+        self._state.attest(name, actual, report)
+        return report
 
     def tensors(self, name: str) -> Tensors:
         """The tensors of a verified safetensors artifact, memory-mapped read-only and mapped
@@ -380,6 +443,7 @@ def _declared(item: pytest.Item) -> Iterator[str]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    _state(item.config).current_test = item.nodeid
     names = list(dict.fromkeys(_declared(item)))
     if not names:
         return

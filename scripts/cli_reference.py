@@ -38,6 +38,13 @@ failed verification, `2` a usage or registry error. Tables go to stdout, errors 
 
 # At least one example per command: a command line, then what it does.
 EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
+    "verify-attestation": (
+        (
+            "fixture-store verify-attestation converted.intoto.json --key parity.pub "
+            "--candidate converted.safetensors",
+            "check the certificate's signature, the checkpoint's bytes and the registry, offline",
+        ),
+    ),
     "add": (
         (
             "fixture-store add tests/data/*.npz --family reference --kind fixture "
@@ -47,6 +54,13 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         (
             "fixture-store add --name reference/large.npz --kind fixture --gap 'needs a GPU run'",
             "declare an artifact the project cannot have yet",
+        ),
+    ),
+    "attest": (
+        (
+            "fixture-store attest equimo/dinov2_reference.npz outputs.npz --subject "
+            "converted.safetensors --key ~/.keys/parity.pem -o converted.intoto.json",
+            "sign a certificate that the converted checkpoint's outputs are at parity",
         ),
     ),
     "compare": (

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fixture_store import attest
 from fixture_store._extras import EXTRAS, MissingExtraError, require
 from fixture_store.errors import EXIT_USAGE
 from fixture_store.fetch import Outcome, fetch_names
@@ -127,6 +128,10 @@ def _package_tool(_tmp_path: Path) -> None:
     package.pip_command()
 
 
+def _attest_signer(tmp_path: Path) -> None:
+    attest.signer(tmp_path / "key.pem")
+
+
 SITES: dict[str, tuple[str, str, Callable[[Path], object]]] = {
     "onnx case reader": ("onnx", "onnx", _read_case),
     "ort runtime": ("onnx", "onnxruntime", lambda _p: runtimes.check_runtime("ort")),
@@ -134,6 +139,7 @@ SITES: dict[str, tuple[str, str, Callable[[Path], object]]] = {
     "regenerated tensors": ("onnx", "onnx", _compare_tensors),
     "stages": ("regenerate", "yaml", _read_stages),
     "package source": ("package", "pip", _package_tool),
+    "attestation signer": ("attest", "securesystemslib", _attest_signer),
 }
 
 

@@ -17,6 +17,7 @@ from fixture_store.objects.store import ENV_VAR
 # huggingface_hub, which a plain 'verify' or 'import fixture_store.cli' should not pay for.
 COMMANDS: dict[str, str] = {
     "add": "store:add",
+    "attest": "attest:attest",
     "compare": "compare:compare_cmd",
     "fetch": "fetch:fetch",
     "gc": "store:gc",
@@ -35,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "show": "registry:show",
     "status": "registry:status",
     "verify": "verify:verify",
+    "verify-attestation": "attest:verify_attestation",
 }
 
 

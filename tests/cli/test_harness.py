@@ -38,6 +38,7 @@ GOOD_MEMBERS = {"data/a.bin": b"alpha" * 10, "b.txt": b"bravo\n"}
 # command in app.COMMANDS needs an entry here: the harness fails until it has one.
 INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "add": (("add", "data/new.bin", "--name", "fam/new", "--kind", "fixture"), ("fam/new",)),
+    "attest": (("attest", "fam/a", "data/out.npz", "-o", "out/cert.json"), ("--key",)),
     "compare": (("compare",), ("onnx-case",)),
     "fetch": (("fetch", "--all"), ()),
     "gc": (("gc", "--yes"), ()),
@@ -59,6 +60,10 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "show": (("show", "fam/a"), ()),
     "status": (("status",), ()),
     "verify": (("verify",), ()),
+    "verify-attestation": (
+        ("verify-attestation", "data/cert.json", "--key", "keys/signer.pub"),
+        ("keys/signer.pub", "data/cert.json"),
+    ),
 }
 
 
