@@ -5,7 +5,9 @@
   ``check``; bytes come out only after verification.
   ``fixture_store.assert_parity(name, {"cls_token": out, ...})`` compares outputs with a verified
   NPY/NPZ reference under its record's tolerance (a failure names the worst array and element);
-  ``--fixture-store-parity-dump DIR`` writes a failing candidate beside a copy of its reference.
+  ``--fixture-store-parity-dump DIR`` writes a failing candidate beside a copy of its reference;
+  ``--fixture-store-attest DIR`` (with ``--fixture-store-attest-key``) signs a parity certificate
+  for every assertion (:mod:`fixture_store.attest`).
 - ``@pytest.mark.fixture_store("name", ..., family="F", kind="K", argname="artifact")``: the
   artifacts a test needs, verified before it runs. With ``family=`` the test is parametrized over
   every record of the family (``argname`` receives the name). ``fixture_store_cases("F")`` gives
