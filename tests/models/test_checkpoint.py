@@ -206,3 +206,72 @@ def test_jax_matches_pytorch_outputs(tmp_path: Path, case: str) -> None:
         jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"], pb("input_0.pb"))
     )
     assert not np.allclose(y2, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_chain_signs_a_parity_certificate_for_a_converted_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chain's parity step as a certificate: a checkpoint converted by the chain's own
+    generators, run by its JAX module, compared with PyTorch's upstream output under the
+    tolerance the corpus's jax-parity records apply; signed with a key this test creates, and
+    verified offline against the archive's bytes (a changed byte in it fails)."""
+    import jax_modules
+
+    from fixture_store import ingest
+    from fixture_store import registry as registry_mod
+    from fixture_store.objects.store import Store
+    from fixture_store.registry.files import write_family
+    from tests.cli.test_attest import write_keys
+    from tests.support.cli import run
+
+    case = "test_Linear"
+    out = convert(tmp_path, "a", (case,))
+    archive = out / f"{case}.tar.zst"
+    meta, state = ckpt.read(archive.read_bytes(), "zst")
+
+    def pb(name: str) -> np.ndarray:
+        t = onnx.TensorProto()
+        t.ParseFromString((CASES / case / "test_data_set_0" / name).read_bytes())
+        return numpy_helper.to_array(t)
+
+    y = np.asarray(
+        jax_modules.apply(meta["module"]["type"], state, meta["module"]["config"], pb("input_0.pb"))
+    )
+    # The reference: PyTorch's upstream output, registered; its tolerance the corpus's own.
+    corpus = registry_mod.load(MODELS.parent)
+    tolerance = corpus.get(f"jax-parity/{case}/output_0.npy").tolerance
+    assert tolerance is not None
+    project = tmp_path / "project"
+    (project / "provenance").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
+    store = Store.at(tmp_path / "store").ensure()
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(store.root))
+    np.save(project / "output_0.npy", pb("output_0.pb"))
+    name = f"onnx-pytorch-converted/{case}/output_0.npy"
+    ingest.add(store, registry_mod.load(project), project / "output_0.npy", name=name, kind="array")
+    registry = registry_mod.load(project)
+    records = dict(registry.families["onnx-pytorch-converted"].records)
+    raw = {**records[name].to_json(), "tolerance": tolerance.to_json()}
+    records[name] = registry_mod.parse_record(name, raw, file="t")
+    write_family(registry, "onnx-pytorch-converted", records.values())
+
+    outputs = tmp_path / "jax-outputs.npz"
+    np.savez(outputs, output_0=y)
+    priv, pub = write_keys(tmp_path / "keys")
+    cert = tmp_path / f"{case}.intoto.json"
+    code, _, stderr = run(
+        "attest", name, str(outputs), "--subject", str(archive), "--key", str(priv),
+        "-o", str(cert), "--env", "framework=jax",
+    )  # fmt: skip
+    assert code == 0, stderr
+    args = ("verify-attestation", str(cert), "--key", str(pub), "--candidate", str(archive))
+    code, stdout, stderr = run(*args)
+    assert code == 0, stderr
+    assert f"verified: {cert}: PASSED ({case}.tar.zst, jax-outputs.npz against {name}" in stdout
+    data = bytearray(archive.read_bytes())
+    data[-1] ^= 1
+    archive.write_bytes(bytes(data))
+    code, _, stderr = run(*args)
+    assert code == 1
+    assert f"candidate {archive} changed" in stderr
