@@ -13,8 +13,10 @@
   every record of the family (``argname`` receives the name). ``fixture_store_cases("F")`` gives
   the same parameters for ``pytest.mark.parametrize``. Collection reads registry records only,
   never object bytes.
-- Refusals: a digest mismatch, an invalid record, unsafe content or a name without a record is an
-  **error**; a missing object is a **skip** naming the fetch command, or a **failure** under
+- Refusals: a digest mismatch, an invalid record, unsafe content, a name without a record or a
+  registry that does not parse is an **error** (one line and its fix), in a marker or in the test
+  body (an accessor, ``assert_parity``); outputs not at parity are a **failure**; a missing
+  object is a **skip** naming the fetch command, or a **failure** under
   ``--fixture-store-require`` or ``FIXTURE_STORE_REQUIRE=1`` (exactly ``1``; ``0`` or empty mean
   off, any other value is a usage error); a declared gap is an **xfail** with its reason.
 - ``--fixture-store-complete``: adds a check that every registry family is consumed by a
@@ -36,9 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from fixture_store import errors as errors_mod
 from fixture_store import registry as registry_mod
 from fixture_store.display import text as shown
-from fixture_store.errors import ArtifactError, FixtureStoreError, UsageError
+from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
@@ -51,9 +54,10 @@ from fixture_store.verify import Result, Status, present
 
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
-    from fixture_store.parity.assertion import ParityReport
+    from fixture_store.parity.assertion import ParityError, ParityReport
     from fixture_store.readers.onnxcase import OnnxCase
     from fixture_store.readers.safetensors import Tensors
+    from fixture_store.registry.tolerance import ArrayTolerance
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
@@ -312,15 +316,51 @@ class VerifiedFixtures:
     on a gap, an exception otherwise) before returning anything.
     """
 
+    # The exceptions a test may catch or expect, reachable through the fixture (its name hides
+    # the package's): ``pytest.raises(fixture_store.DigestMismatchError)``.
+    FixtureStoreError = errors_mod.FixtureStoreError
+    ArtifactError = errors_mod.ArtifactError
+    UnknownArtifactError = errors_mod.UnknownArtifactError
+    MissingObjectError = errors_mod.MissingObjectError
+    DigestMismatchError = errors_mod.DigestMismatchError
+    InvalidRecordError = errors_mod.InvalidRecordError
+    GapError = errors_mod.GapError
+    UnsafeContentError = errors_mod.UnsafeContentError
+    RegistryError = errors_mod.RegistryError
+    UsageError = errors_mod.UsageError
+
     def __init__(self, state: PluginState) -> None:
         self._state = state
+
+    @property
+    def ParityError(self) -> type[ParityError]:
+        """:class:`~fixture_store.parity.assertion.ParityError`, what a parity failure raises (an
+        ``AssertionError``): ``pytest.raises(fixture_store.ParityError)``."""
+        from fixture_store.parity.assertion import ParityError
+
+        return ParityError
 
     @property
     def fixtures(self) -> Fixtures:
         return self._state.fixtures()
 
     def record(self, name: str) -> Record:
+        """The record of ``name`` as the registry holds it (no bytes are read or verified):
+        ``.digest``, ``.size``, ``.arrays``, ``.metadata``, ``.tolerance``
+        (:class:`~fixture_store.registry.tolerance.Tolerance`, as written) and the rest of
+        :class:`~fixture_store.registry.records.Record`."""
         return self._state.registry().get(name)
+
+    def tolerance(self, name: str, array: str | None = None) -> ArrayTolerance:
+        """The tolerance ``assert_parity`` judges array ``array`` of ``name`` by (``None``: the
+        record's default), resolved over the record's default and the built-in defaults: an
+        :class:`~fixture_store.registry.tolerance.ArrayTolerance` with ``.metric``, ``.atol``
+        and ``.rtol`` (``allclose``), ``.bound`` (the JSON ``max`` of ``mean_abs``, ``max_abs``
+        and ``ulp``), ``.dtype``, ``.shape`` and ``.describe()`` (``mean_abs <= 0.0005``)."""
+        from fixture_store.registry.tolerance import Tolerance
+
+        written = self.record(name).tolerance or Tolerance()
+        return written.for_array(*(() if array is None else (array,)))
 
     def check(self, name: str) -> Result:
         return self.fixtures.check(name)
@@ -396,8 +436,13 @@ class VerifiedFixtures:
 
 @pytest.fixture(scope="session")
 def fixture_store(request: pytest.FixtureRequest) -> VerifiedFixtures:
-    """A verified view of the store and registry (see the plugin's docstring)."""
-    return VerifiedFixtures(_state(request.config))
+    """A verified view of the store and registry (see the plugin's docstring).
+
+    The registry is read here, at setup: one that does not parse is an error of every test that
+    uses the fixture, each reported once with the file, the problem and the fix."""
+    state = _state(request.config)
+    state.registry()
+    return VerifiedFixtures(state)
 
 
 def fixture_store_cases(family: str, kind: str | None = None) -> list[Any]:
@@ -573,16 +618,37 @@ def pytest_collection_modifyitems(
     )
 
 
+# A report's user property naming the class of the refusal it ended with (kept by xdist, which
+# sends a report's user properties from a worker to the controller).
+REFUSED = "fixture_store_refused"
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     call: pytest.CallInfo[Any],
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """Keep refusals readable: the error's message and fix, not a library traceback."""
+    """Keep refusals readable: one line of the error's message and fix, no library traceback,
+    and marked so that :func:`pytest_report_teststatus` reports it as an error wherever it was
+    raised (at setup, or in the test body by an accessor or ``assert_parity``)."""
     report = yield
     exc = call.excinfo.value if call.excinfo else None
-    if isinstance(exc, ArtifactError | UsageError) and report.failed:
+    if isinstance(exc, FixtureStoreError) and report.failed:
         report.longrepr = f"fixture-store refused: {exc}"
+        report.user_properties.append((REFUSED, type(exc).__name__))
     return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """A refusal in the test body is an **error** like one at setup (the data could not be
+    used), never a **failure**: failures are the test's own assertions, a parity failure among
+    them (:class:`~fixture_store.parity.assertion.ParityError`)."""
+    if (
+        report.when == "call"
+        and report.failed
+        and any(k == REFUSED for k, _ in report.user_properties)
+    ):
+        return "error", "E", "ERROR"
+    return None
 
 
 # -- shards and shard-aware fetch -----------------------------------------------------------------

@@ -192,7 +192,7 @@ def test_a_checkpoint_archive_with_unsafe_content_is_an_error(inner: pytest.Pyte
     """
     )
     result = inner.runpytest()
-    result.assert_outcomes(errors=1, failed=1)
+    result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(
         ["*fixture-store refused: ckpt/evil.tar.zst: an archive record needs its member manifest*"]
     )
@@ -428,7 +428,7 @@ def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
     """
     )
     result = inner.runpytest()
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(
         ["*fixture-store refused: misc/lying*differs from the manifest's 'float64'*"]
     )
@@ -481,7 +481,7 @@ def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
     inner.makepyfile(test_inner=_ACCESSORS_IN_THE_BODY)
 
     result = inner.runpytest("-rsx")
-    result.assert_outcomes(failed=2, skipped=2, xfailed=2)
+    result.assert_outcomes(errors=2, skipped=2, xfailed=2)
     out = result.stdout.str()
     assert "UNVERIFIED BYTES HANDED OUT" not in out
     assert out.count("fixture-store refused: misc/damaged: object does not match its record") == 2
@@ -494,7 +494,7 @@ def test_path_and_read_bytes_without_a_marker_refuse_damaged_missing_and_gap(
     # In require mode the missing object is a failure too; the damaged one stays refused.
     # -rN: no short summary, which under CI=true repeats each failure's message untruncated.
     required = inner.runpytest("--fixture-store-require", "-rN")
-    required.assert_outcomes(failed=4, xfailed=2)
+    required.assert_outcomes(failed=2, errors=2, xfailed=2)
     assert "UNVERIFIED BYTES HANDED OUT" not in required.stdout.str()
     assert required.stdout.str().count("missing object (required by --fixture-store-require") == 2
 
@@ -549,7 +549,7 @@ def test_assert_parity_compares_with_the_verified_reference_in_one_line(
     )
     dump = inner.path / "inspect"
     result = inner.runpytest(f"--fixture-store-parity-dump={dump}")
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=1, failed=1, errors=1)
     result.stdout.fnmatch_lines(
         [
             "*misc/ref-npz: not at parity (1 problem)",
@@ -596,5 +596,135 @@ def test_verified_tensors_of_a_safetensors_artifact(inner: pytest.Pytester) -> N
     """
     )
     result = inner.runpytest()
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*fixture-store refused: ckpt/damaged*"])
+
+
+_OUTCOMES_INNER = """
+    import numpy as np
+    import pytest
+
+    OK = {"a": np.ones((2, 3), np.float32), "b": np.arange(4)}
+    OFF = {"a": np.full((2, 3), 2.0, np.float32), "b": np.arange(4)}
+
+    def test_at_parity(fixture_store):
+        fixture_store.assert_parity("misc/ref-npz", OK)
+
+    def test_not_at_parity(fixture_store):
+        fixture_store.assert_parity("misc/ref-npz", OFF)
+
+    def test_mismatch(fixture_store):
+        fixture_store.assert_parity("misc/dmg-npz", OK)
+
+    def test_invalid_record(fixture_store):
+        fixture_store.assert_parity("bad/x.npz", OK)
+
+    def test_unknown(fixture_store):
+        fixture_store.assert_parity("misc/nope", OK)
+
+    def test_missing(fixture_store):
+        fixture_store.path("misc/blob")
+
+    def test_gap(fixture_store):
+        fixture_store.path("misc/later")
+"""
+# Each row of the table in docs/pytest-plugin.md: the inner test that plays it, and whether it
+# runs under --fixture-store-require or over a registry that does not parse.
+_ROWS = {
+    "outputs at parity with the reference": ("test_at_parity", ""),
+    "outputs not at parity": ("test_not_at_parity", ""),
+    "a reference whose bytes do not match their record": ("test_mismatch", ""),
+    "an invalid record": ("test_invalid_record", ""),
+    "a name without a record": ("test_unknown", ""),
+    "a missing object": ("test_missing", ""),
+    "a missing object under `--fixture-store-require`": ("test_missing", "require"),
+    "a declared gap": ("test_gap", ""),
+    "a registry file that does not parse": ("test_at_parity", "broken"),
+}
+
+
+def _outcome_table() -> list[tuple[str, str]]:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "pytest-plugin.md").read_text()
+    table = page.split("<!-- outcomes:", 1)[1].split("\n\n", 1)[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ")][2:]
+    return [(case.removeprefix("| "), reports.split()[0].rstrip(",")) for case, reports in rows]
+
+
+def _row_key(case: str) -> str:
+    return next(key for key in sorted(_ROWS, key=len, reverse=True) if case.startswith(key))
+
+
+def test_each_row_of_the_outcome_table_is_what_pytest_reports(inner: pytest.Pytester) -> None:
+    """A refusal of the data (in a marker or in the test body, in ``assert_parity`` too) is an
+    ERROR with one line and its fix; a parity failure is a FAILURE: as the docs' table says."""
+    import numpy as np
+
+    root = inner.path
+    _add_ref_npz(root)
+    manifest: dict[str, object] = {
+        "a": {"dtype": "float32", "shape": [2, 3]},
+        "b": {"dtype": "int64", "shape": [4]},
+    }
+    _add_arrays(
+        root,
+        "misc/dmg-npz",
+        "dmg.npz",
+        manifest,
+        lambda p: np.savez(p, a=np.zeros((2, 3), np.float32), b=np.arange(4)),
+    )
+    _damage(inner, "misc/dmg-npz")
+    blob = registry_mod.load(root).get("misc/blob").digest
+    assert blob is not None
+    Store.at(root / "store").object_path(blob).chmod(0o644)
+    Store.at(root / "store").remove(blob)
+    _gap(root, "misc/later", "upstream publishes it next release")
+    (root / "provenance" / "bad.json").write_text(
+        '{"format_version": 1, "records": {"bad/x.npz": {"kind": "bogus", '
+        '"source": {"type": "local", "path": "x.npz"}}}}'
+    )
+    inner.makepyfile(test_inner=_OUTCOMES_INNER)
+    runs = {"": inner.runpytest("-v"), "require": inner.runpytest("-v", "--fixture-store-require")}
+    (root / "provenance" / "broken.json").write_text('{"format_version": 1, "records": ')
+    runs["broken"] = inner.runpytest("-v")
+    table = _outcome_table()
+    assert sorted(_row_key(case) for case, _ in table) == sorted(_ROWS)
+    for case, word in table:
+        test, run = _ROWS[_row_key(case)]
+        out = runs[run].stdout.str()
+        assert f"test_inner.py::{test} {word}" in out, (case, word, out)
+    for out in (r.stdout.str() for r in runs.values()):
+        assert "Traceback" not in out and "pytest_plugin.py" not in out
+        assert "registry/files.py" not in out and "access.py" not in out
+    broken = runs["broken"]
+    broken.assert_outcomes(errors=7)
+    reports = [line for line in broken.outlines if line.startswith("fixture-store refused: ")]
+    assert len(reports) == 7 and all("broken.json: not valid JSON" in line for line in reports)
+    broken.stdout.fnmatch_lines(["*broken.json*"])
+    plain = runs[""].stdout.str()
+    assert "fixture-store refused: misc/dmg-npz: object does not match its record" in plain
+    assert "not at parity" in plain
+
+
+def test_the_fixture_gives_the_exceptions_and_the_resolved_tolerance(
+    inner: pytest.Pytester,
+) -> None:
+    _add_ref_npz(inner.path)
+    inner.makepyfile(
+        test_inner="""
+        import numpy as np
+        import pytest
+
+        def test_reach(fixture_store):
+            with pytest.raises(fixture_store.ParityError):
+                fixture_store.assert_parity("misc/ref-npz", {"a": np.zeros((2, 3), np.float32),
+                                                             "b": np.arange(4)})
+            with pytest.raises(fixture_store.UnknownArtifactError):
+                fixture_store.record("misc/nope")
+            assert issubclass(fixture_store.DigestMismatchError, fixture_store.FixtureStoreError)
+            tol = fixture_store.tolerance("misc/ref-npz", "a")
+            assert tol.metric.value == "allclose" and tol.atol == 1e-7 and tol.bound == 0.0
+            assert fixture_store.tolerance("misc/ref-npz").describe().startswith("allclose")
+            assert fixture_store.record("misc/ref-npz").tolerance is None
+    """
+    )
+    inner.runpytest().assert_outcomes(passed=1)
