@@ -23,15 +23,24 @@ The arithmetic, for every metric (each one an entry of :data:`JUDGES`):
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from fixture_store.numerics import integers, ulp
-from fixture_store.registry.tolerance import ArrayTolerance, DtypeRule, Metric, ShapeRule
+from fixture_store.registry.tolerance import (
+    DEFAULT_TABLE,
+    ArrayTolerance,
+    Check,
+    DtypeRule,
+    Metric,
+    ShapeRule,
+)
 
 # Low-precision float types are compared in float32 with a relative tolerance widened to their
 # precision (bfloat16 has 8 bits of mantissa: one ulp is 2**-7 relative).
@@ -75,15 +84,37 @@ class Judgement:
 def judge_arrays(expected: Any, actual: Any, tolerance: ArrayTolerance | None = None) -> Judgement:
     """Judge ``actual`` against ``expected`` under ``tolerance`` (default: the ONNX runner's):
     the one comparison every caller goes through."""
-    tol = tolerance or ArrayTolerance()
     exp = np.asarray(expected)
-    act, problem = _conform(exp, np.asarray(actual), tol)
+    tol = resolved(tolerance or ArrayTolerance(), exp.dtype)
+    judged = _judge_arrays(exp, np.asarray(actual), tol)
+    if judged.ok or not tol.why:
+        return judged
+    return replace(judged, reason=f"{judged.reason} (why this rule: {tol.why})")
+
+
+def resolved(tol: ArrayTolerance, dtype: np.dtype[Any]) -> ArrayTolerance:
+    """``tol`` with each ``default`` check replaced by what :data:`DEFAULT_TABLE` gives the
+    dtype: ``allclose`` with its row's ``rtol``/``atol``, or ``exact`` for a dtype it has no
+    row for (integers, booleans, strings)."""
+    if not any(c.metric is Metric.DEFAULT for c in tol.checks):
+        return tol
+    row = DEFAULT_TABLE.get(dtype_name(dtype))
+    by_dtype = Check(Metric.EXACT) if row is None else Check(atol=row[1], rtol=row[0])
+    return tol.with_checks(tuple(by_dtype if c.metric is Metric.DEFAULT else c for c in tol.checks))
+
+
+def _judge_arrays(
+    exp: np.ndarray[Any, Any], actual: np.ndarray[Any, Any], tol: ArrayTolerance
+) -> Judgement:
+    act, problem = _conform(exp, actual, tol)
     if problem:
         return Judgement(Outcome.DRIFT, tol, problem, measured=False)
     low_precision = _is_low_precision(exp.dtype)
     exact_only = exp.dtype.kind in "OUSb" or (exp.dtype.kind == "V" and not low_precision)
-    if not exact_only and np.ascontiguousarray(exp).tobytes() == (
-        np.ascontiguousarray(act).tobytes()
+    if (
+        not exact_only
+        and np.ascontiguousarray(exp).tobytes() == np.ascontiguousarray(act).tobytes()
+        and (tol.equal_nan or not _has_nan(exp))
     ):
         return Judgement(Outcome.IDENTICAL, tol)
     if exact_only:
@@ -92,11 +123,30 @@ def judge_arrays(expected: Any, actual: Any, tolerance: ArrayTolerance | None = 
             return Judgement(Outcome.IDENTICAL, tol)
         reason = "values differ (compared exactly: strings, objects and booleans)"
         return Judgement(Outcome.DRIFT, tol, reason, worst_index=equal or None, measured=False)
-    if low_precision and tol.metric is Metric.ALLCLOSE:
-        tol = replace(tol, rtol=max(tol.rtol, WIDENED_RTOL.get(dtype_name(exp.dtype), 1e-1)))
-    errors = Errors.of(exp, act)
+    if low_precision:
+        tol = _widened(tol, WIDENED_RTOL.get(dtype_name(exp.dtype), 1e-1))
+    errors = Errors.of(exp, act, equal_nan=tol.equal_nan)
     outcome, reason = _judge(errors, tol)
     return Judgement(outcome, tol, reason, errors, errors.worst(by_ulp=tol.metric is Metric.ULP))
+
+
+def _widened(tol: ArrayTolerance, rtol: float) -> ArrayTolerance:
+    """An ``allclose`` check over a low-precision dtype takes at least ``rtol``."""
+    return tol.with_checks(
+        tuple(
+            replace(c, rtol=max(c.rtol, rtol)) if c.metric is Metric.ALLCLOSE else c
+            for c in tol.checks
+        )
+    )
+
+
+def _has_nan(values: np.ndarray[Any, Any]) -> bool:
+    if values.dtype.kind not in "fcV":
+        return False
+    with np.errstate(invalid="ignore"):
+        return bool(
+            np.isnan(values.astype(np.complex128 if values.dtype.kind == "c" else np.float64)).any()
+        )
 
 
 def _conform(
@@ -148,8 +198,15 @@ class Errors:
     finite: np.ndarray[Any, Any]  # both values are numbers
     scale: np.ndarray[Any, Any]  # |e| where finite, else 0
 
+    # The values as compared (float64 or complex128; for integers, their float64 view).
+    e: np.ndarray[Any, Any] = field(default_factory=lambda: _NO_VALUES)
+    a: np.ndarray[Any, Any] = field(default_factory=lambda: _NO_VALUES)
+
     @classmethod
-    def of(cls, exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> Errors:
+    def of(
+        cls, exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any], *, equal_nan: bool = True
+    ) -> Errors:
+        """The errors of ``act`` against ``exp``; a NaN matches a NaN only with ``equal_nan``."""
         if _is_integer(exp.dtype):
             return IntegerErrors.of_integers(exp, act)
         wide = np.complex128 if np.iscomplexobj(exp) else np.float64
@@ -159,10 +216,49 @@ class Errors:
             if finite.all():  # the usual case: no special value, no mask to apply
                 diff, scale, matched = np.abs(a - e), np.abs(e), np.zeros(finite.shape, bool)
             else:
-                matched = ~finite & _same_special(e, a)
+                matched = ~finite & _same_special(e, a, equal_nan=equal_nan)
                 diff = np.where(finite, np.abs(a - e), np.where(matched, 0.0, np.inf))
                 scale = np.where(finite, np.abs(e), 0.0)
-        return cls(diff, _relative(diff, scale), ulp.steps(exp, act), matched, finite, scale)
+        steps = ulp.steps(exp, act)
+        if not equal_nan:
+            steps = ulp.Steps(steps.count, steps.infinite | ~(finite | matched))
+        return cls(diff, _relative(diff, scale), steps, matched, finite, scale, e, a)
+
+    def rms_beyond(self, bound: float) -> bool:
+        return self.rms > bound
+
+    def rel_beyond(self, bound: float, floor: float) -> np.ndarray[Any, Any]:
+        """Where ``|a - e| / max(|e|, floor) > bound``."""
+        past: np.ndarray[Any, Any] = self.relative_to(floor) > bound
+        return past
+
+    def relative_to(self, floor: float) -> np.ndarray[Any, Any]:
+        """``|a - e| / max(|e|, floor)`` per element (0 where equal, infinite over 0)."""
+        return _relative(self.diff, np.maximum(self.scale, floor))
+
+    def cosine_beyond(self, bound: float) -> bool:
+        return self.cosine > bound
+
+    @property
+    def rms(self) -> float:
+        """The root-mean-square of ``a - e`` (computed on ``|a - e|`` scaled by its largest
+        value, so that squares of large errors do not overflow)."""
+        if not self.diff.size:
+            return 0.0
+        top = float(self.diff.max())
+        if top == 0.0 or not math.isfinite(top):
+            return top
+        return top * float(np.sqrt(np.mean(np.square(self.diff / top))))
+
+    @property
+    def cosine(self) -> float:
+        """``1 - cos(a, e)`` over the flattened arrays, in [0, 2]: infinite when a NaN or an
+        infinity meets anything but its like (elements matched that way are left out), 0 when
+        both are all zeros, 1 when only one is."""
+        if not bool(np.all(self.finite | self.matched)):
+            return math.inf
+        e, a = self.e[self.finite], self.a[self.finite]
+        return _cosine(e, a)
 
     def beyond(self, bound: float) -> np.ndarray[Any, Any]:
         """Where ``|a - e| > bound``."""
@@ -240,6 +336,10 @@ class IntegerErrors(Errors):
 
     count: np.ndarray[Any, np.dtype[np.uint64]] = field(default_factory=lambda: _NO_COUNTS)
     magnitude: np.ndarray[Any, np.dtype[np.uint64]] = field(default_factory=lambda: _NO_COUNTS)
+    # The values as int64/uint64, exact.
+    exact: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] = field(
+        default_factory=lambda: (_NO_COUNTS, _NO_COUNTS)
+    )
 
     @classmethod
     def of_integers(cls, exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> IntegerErrors:
@@ -247,7 +347,29 @@ class IntegerErrors(Errors):
         diff, scale = count.astype(np.float64), mag.astype(np.float64)
         every = np.ones(exp.shape, bool)
         steps = ulp.Steps(count, ~every)
-        return cls(diff, _relative(diff, scale), steps, ~every, every, scale, count, mag)
+        values = (exp.astype(np.float64), act.astype(np.float64))
+        exact = (integers.as_integers(exp), integers.as_integers(act))
+        return cls(
+            diff, _relative(diff, scale), steps, ~every, every, scale, *values, count, mag, exact
+        )
+
+    def rms_beyond(self, bound: float) -> bool:
+        """``sqrt(sum(d**2) / n) > bound``, exactly: ``sum(d**2) > bound**2 * n``."""
+        squares = sum(d * d for d in self.count.tolist())
+        return bool(self.count.size) and Fraction(squares) > Fraction(bound) ** 2 * self.count.size
+
+    def rel_beyond(self, bound: float, floor: float) -> np.ndarray[Any, Any]:
+        """``|a - e| > bound * max(|e|, floor)``, exactly: past both ``bound * |e|`` and
+        ``bound * floor`` (``bound >= 0``: the larger denominator gives the larger threshold)."""
+        past: np.ndarray[Any, Any] = ~integers.within_affine(
+            self.count, self.magnitude, 0.0, bound
+        ) & integers.beyond(self.count, Fraction(bound) * Fraction(floor))
+        return past
+
+    def cosine_beyond(self, bound: float) -> bool:
+        """``1 - cos(a, e) > bound``, decided in exact integer arithmetic."""
+        e, a = self.exact
+        return not integers.cosine_within(e.tolist(), a.tolist(), bound)
 
     def beyond(self, bound: float) -> np.ndarray[Any, Any]:
         return integers.beyond(self.count, bound)
@@ -268,19 +390,41 @@ class IntegerErrors(Errors):
 
 
 _NO_COUNTS: np.ndarray[Any, np.dtype[np.uint64]] = np.zeros(0, np.uint64)
+_NO_VALUES: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(0, np.float64)
+
+
+def _cosine(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> float:
+    """``1 - Re<e, a> / (|e| |a|)`` in float64, each side scaled by its largest magnitude first
+    (the cosine does not change; the squares cannot overflow), clipped to [0, 2]."""
+    top_e = float(np.abs(e).max()) if e.size else 0.0
+    top_a = float(np.abs(a).max()) if a.size else 0.0
+    if top_e == 0.0 or top_a == 0.0:
+        return 0.0 if top_e == top_a else 1.0
+    es, as_ = e / top_e, a / top_a
+    dot = float(np.real(np.vdot(es, as_)))
+    norms = math.sqrt(float(np.real(np.vdot(es, es)))) * math.sqrt(
+        float(np.real(np.vdot(as_, as_)))
+    )
+    return min(2.0, max(0.0, 1.0 - dot / norms))
 
 
 def _is_integer(dtype: np.dtype[Any]) -> bool:
     return dtype.kind in "iu" or (dtype.kind == "V" and dtype.name.startswith(("int", "uint")))
 
 
-def _same_special(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """Where ``e`` and ``a`` are the same value, NaN counting as NaN's like (each part of a
-    complex number on its own: ``inf+1j`` is not ``inf+2j``)."""
+def _same_special(
+    e: np.ndarray[Any, Any], a: np.ndarray[Any, Any], *, equal_nan: bool = True
+) -> np.ndarray[Any, Any]:
+    """Where ``e`` and ``a`` are the same value, NaN counting as NaN's like only with
+    ``equal_nan`` (each part of a complex number on its own: ``inf+1j`` is not ``inf+2j``)."""
     if np.iscomplexobj(e):
-        same: np.ndarray[Any, Any] = _same_special(e.real, a.real) & _same_special(e.imag, a.imag)
+        same: np.ndarray[Any, Any] = _same_special(
+            e.real, a.real, equal_nan=equal_nan
+        ) & _same_special(e.imag, a.imag, equal_nan=equal_nan)
         return same
-    out: np.ndarray[Any, Any] = (e == a) | (np.isnan(e) & np.isnan(a))
+    out: np.ndarray[Any, Any] = e == a
+    if equal_nan:
+        out |= np.isnan(e) & np.isnan(a)
     return out
 
 
@@ -298,31 +442,52 @@ def _relative(diff: np.ndarray[Any, Any], scale: np.ndarray[Any, Any]) -> np.nda
 
 # How each metric judges the errors: "" within, else why not. One entry per Metric; a new metric
 # is a new entry here over the same Errors.
-Judge = Callable[[Errors, ArrayTolerance], str]
+Judge = Callable[[Errors, Check], str]
 
 
-def _exact(_errors: Errors, _tol: ArrayTolerance) -> str:
+def _exact(_errors: Errors, _check: Check) -> str:
     return "values differ and the tolerance is 'exact'"
 
 
-def _allclose(errors: Errors, tol: ArrayTolerance) -> str:
-    what = f"outside atol={tol.atol:g} rtol={tol.rtol:g}"
-    return _count(errors.outside(tol.atol, tol.rtol), what)
+def _allclose(errors: Errors, check: Check) -> str:
+    what = f"outside atol={check.atol:g} rtol={check.rtol:g}"
+    return _count(errors.outside(check.atol, check.rtol), what)
 
 
-def _mean_abs(errors: Errors, tol: ArrayTolerance) -> str:
-    if not errors.mean_beyond(tol.bound):
+def _mean_abs(errors: Errors, check: Check) -> str:
+    if not errors.mean_beyond(check.bound):
         return ""
-    return f"mean |a-b| {errors.mean_abs:.3g} above mean_abs max={tol.bound:g}"
+    return f"mean |a-b| {errors.mean_abs:.3g} above mean_abs max={check.bound:g}"
 
 
-def _max_abs(errors: Errors, tol: ArrayTolerance) -> str:
-    return _count(errors.beyond(tol.bound), f"more than max_abs={tol.bound:g} apart")
+def _max_abs(errors: Errors, check: Check) -> str:
+    return _count(errors.beyond(check.bound), f"more than max_abs={check.bound:g} apart")
 
 
-def _ulp(errors: Errors, tol: ArrayTolerance) -> str:
-    what = f"more than {tol.bound:g} ULP apart (ulp max; worst {errors.max_ulp:g})"
-    return _count(errors.ulps.beyond(tol.bound), what)
+def _ulp(errors: Errors, check: Check) -> str:
+    what = f"more than {check.bound:g} ULP apart (ulp max; worst {errors.max_ulp:g})"
+    return _count(errors.ulps.beyond(check.bound), what)
+
+
+def _rms(errors: Errors, check: Check) -> str:
+    if not errors.rms_beyond(check.bound):
+        return ""
+    return f"rms of a-b {errors.rms:.3g} above rms max={check.bound:g}"
+
+
+def _max_rel(errors: Errors, check: Check) -> str:
+    what = f"more than max_rel={check.bound:g} apart relative to max(|e|, {check.floor:g})"
+    return _count(errors.rel_beyond(check.bound, check.floor), what)
+
+
+def _cosine_judge(errors: Errors, check: Check) -> str:
+    if not errors.cosine_beyond(check.bound):
+        return ""
+    return f"1 - cosine similarity {errors.cosine:.3g} above cosine max={check.bound:g}"
+
+
+def _default(_errors: Errors, _check: Check) -> str:  # resolved by dtype before judging
+    raise AssertionError("a 'default' check is resolved to its dtype's before it is judged")
 
 
 def _count(outside: np.ndarray[Any, Any], what: str) -> str:
@@ -336,13 +501,25 @@ JUDGES: Mapping[Metric, Judge] = {
     Metric.MEAN_ABS: _mean_abs,
     Metric.MAX_ABS: _max_abs,
     Metric.ULP: _ulp,
+    Metric.RMS: _rms,
+    Metric.MAX_REL: _max_rel,
+    Metric.COSINE: _cosine_judge,
+    Metric.DEFAULT: _default,
 }
 
 
 def _judge(errors: Errors, tol: ArrayTolerance) -> tuple[Outcome, str]:
-    """Within the tolerance or drift, and why (the values already differ)."""
-    reason = JUDGES[tol.metric](errors, tol)
-    return (Outcome.DRIFT, reason) if reason else (Outcome.WITHIN, "")
+    """Within the tolerance or drift, and why (the values already differ): one check's reason
+    as it is, several checks' each named."""
+    checks = tol.checks
+    failing = [(c, JUDGES[c.metric](errors, c)) for c in checks]
+    failing = [(c, reason) for c, reason in failing if reason]
+    if not failing:
+        return Outcome.WITHIN, ""
+    if len(checks) == 1:
+        return Outcome.DRIFT, failing[0][1]
+    reason = "; ".join(f"check {c.describe()} fails: {why}" for c, why in failing)
+    return Outcome.DRIFT, f"{len(failing)} of {len(checks)} checks fail: {reason}"
 
 
 def _exact_equal(exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any]) -> bool | tuple[int, ...]:

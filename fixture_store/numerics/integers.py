@@ -59,7 +59,9 @@ def difference(
     return diff
 
 
-def beyond(counts: np.ndarray[Any, np.dtype[np.uint64]], bound: float) -> np.ndarray[Any, Any]:
+def beyond(
+    counts: np.ndarray[Any, np.dtype[np.uint64]], bound: float | Fraction
+) -> np.ndarray[Any, Any]:
     """Where ``counts > bound``, exactly: a count is an integer, so it is past ``bound`` when it
     is past ``floor(bound)``, an integer compared in uint64."""
     threshold = math.floor(bound)
@@ -109,3 +111,18 @@ def total(counts: np.ndarray[Any, np.dtype[np.uint64]]) -> int:
 def mean_beyond(counts: np.ndarray[Any, np.dtype[np.uint64]], bound: float) -> bool:
     """Whether the mean of ``counts`` is past ``bound``, exactly."""
     return bool(counts.size) and Fraction(total(counts)) > Fraction(bound) * counts.size
+
+
+def cosine_within(expected: list[int], actual: list[int], bound: float) -> bool:
+    """Whether ``1 - cos(a, e) <= bound``, exactly: with ``d = <e, a>``, ``p = |e|**2 |a|**2``
+    and ``c = 1 - bound``, ``d / sqrt(p) >= c`` is decided on squares (both all-zero: cos 1;
+    one all-zero: cos 0)."""
+    d = sum(e * a for e, a in zip(expected, actual, strict=True))
+    p = sum(e * e for e in expected) * sum(a * a for a in actual)
+    c = 1 - Fraction(bound)
+    if p == 0:
+        cos = 1 if not any(expected) and not any(actual) else 0
+        return cos >= c
+    if c <= 0:
+        return d >= 0 or Fraction(d) ** 2 <= c * c * p
+    return d > 0 and Fraction(d) ** 2 >= c * c * p

@@ -5,8 +5,9 @@ Used by the comparators (a runtime's outputs vs a case's expected outputs), by r
 candidate fixture vs the registered one) and by the parity assertion (a maintainer's outputs vs
 the verified reference). The arithmetic is :func:`fixture_store.numerics.arrays.judge_arrays`'s,
 the one every comparison goes through (a video frame's block means too); this module reports it.
-Every comparison reports max/mean absolute and relative errors and the max ULP distance
-(:mod:`fixture_store.numerics.ulp`), whatever metric judges it.
+Every comparison reports every metric's error: max/mean absolute and relative errors, the max
+ULP distance (:mod:`fixture_store.numerics.ulp`), the root-mean-square error and 1 - cosine
+similarity, whatever metric judges it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,10 @@ class ArrayComparison:
     # and the largest error between two numbers (what is left once those are set aside).
     specials: int = field(default=0, metadata=parts.RUN)
     max_abs_finite: float = field(default=0.0, metadata=parts.RUN)
+    # The other metrics' errors, whatever metric judges: root-mean-square of a - e, and
+    # 1 - cosine similarity.
+    rms: float = field(default=0.0, metadata=parts.RUN)
+    cosine: float = field(default=0.0, metadata=parts.RUN)
 
     @property
     def ok(self) -> bool:
@@ -82,4 +87,6 @@ def compare_arrays(
         errors.max_ulp,
         specials=errors.specials,
         max_abs_finite=errors.max_abs_finite,
+        rms=errors.rms,
+        cosine=errors.cosine,
     )

@@ -107,7 +107,9 @@ def compare(
     """Every expected array compared with the actual one of its name, under ``tolerance``."""
     tol = tolerance or Tolerance()
     comparisons = tuple(
-        compare_arrays(key, expected[key], actual[key], tol.for_array(key))
+        compare_arrays(
+            key, expected[key], actual[key], tol.for_array(key, dtype=_dtype(expected[key]))
+        )
         for key in sorted(expected)
         if key in actual
     )
@@ -176,9 +178,14 @@ def _worst_lines(worst: ArrayComparison, expected: Any, actual: Any) -> list[str
 
 def _errors(c: ArrayComparison) -> str:
     return (
-        f"max abs {c.max_abs:.3g}, mean abs {c.mean_abs:.3g}, max rel {c.max_rel:.3g}, "
-        f"max {c.max_ulp:.4g} ULP"
+        f"max abs {c.max_abs:.3g}, mean abs {c.mean_abs:.3g}, rms {c.rms:.3g}, "
+        f"max rel {c.max_rel:.3g}, max {c.max_ulp:.4g} ULP, 1-cos {c.cosine:.3g}"
     )
+
+
+def _dtype(values: Any) -> str:
+    dtype = getattr(values, "dtype", None)
+    return str(dtype) if dtype is not None else str(np.asarray(values).dtype)
 
 
 def _value(x: Any) -> str:

@@ -220,7 +220,9 @@ def compare_file(
     tolerance = tolerance or Tolerance()  # none written: the built-in defaults
     for key in sorted(reg):
         aname = member + (f":{key}" if key else "")
-        tol = tolerance.for_array(aname, _array_name(member, key, reg_bytes), member)
+        tol = tolerance.for_array(
+            aname, _array_name(member, key, reg_bytes), member, dtype=str(reg[key].dtype)
+        )
         results.append(compare_arrays(aname, reg[key], cand[key], tol))
     outcomes = {r.outcome for r in results}
     if Outcome.DRIFT in outcomes:

@@ -12,23 +12,41 @@ The metrics and the fields each one takes (the JSON a record carries):
 - ``{"metric": "mean_abs", "max": M}``: the mean of ``|a - e|`` over the array is at most ``M``;
 - ``{"metric": "max_abs", "max": M}``: every ``|a - e|`` is at most ``M``;
 - ``{"metric": "ulp", "max": N}``: every element is at most ``N`` units in the last place of
-  the array's dtype away from the expected one.
+  the array's dtype away from the expected one;
+- ``{"metric": "rms", "max": M}``: the root-mean-square of ``a - e`` is at most ``M``;
+- ``{"metric": "max_rel", "max": M, "floor": F}``: every ``|a - e| / max(|e|, F)`` is at most
+  ``M`` (``floor`` default 0: an expected 0 then takes only 0);
+- ``{"metric": "cosine", "max": M}``: ``1 - cos(a, e)`` over the flattened arrays is at most ``M``;
+- ``{"metric": "default"}``: ``allclose`` with the ``atol``/``rtol`` of :data:`DEFAULT_TABLE`
+  for the array's dtype (torch.testing.assert_close's table), ``exact`` for any other dtype.
+
+``"equal_nan"`` (default ``true``, as every record written before it judged) says whether a NaN
+matches a NaN; with ``false`` a NaN equals nothing. ``"checks"`` is a list of metrics with their
+bounds that must all hold (in place of ``metric``); ``"why"`` is a reason failures print.
 
 Any of them may add ``"dtype": "same_kind"`` (a float candidate of another width is compared in
 the expected dtype; default ``"exact"``) and ``"shape": "squeeze"`` (shapes equal once their
 size-1 axes are dropped; default ``"exact"``). ``per_array`` maps an array's name (as the
-record's ``arrays`` manifest names it; for an ONNX case, the output's name) to an override of
-the same fields; an override that switches to a metric with a bound gives that bound.
+record's ``arrays`` manifest names it; for an ONNX case, the output's name) or a glob pattern
+over names to an override of the same fields; ``per_dtype`` maps a dtype name to one; an
+override that switches to a metric with a bound gives that bound.
+
+Which rule an array takes (:meth:`Tolerance.for_array`): the ``per_array`` entry of its exact
+name, else the most specific ``per_array`` pattern that matches it (fewest wildcards, then the
+longest literal text; two matching patterns equal on both are a registry error naming both),
+else the ``per_dtype`` entry of its dtype, else the record's rule.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from fixture_store.errors import RegistryError
 from fixture_store.registry.where import Where
 
 # The onnx backend test runner's defaults.
@@ -42,6 +60,10 @@ class Metric(StrEnum):
     MEAN_ABS = "mean_abs"
     MAX_ABS = "max_abs"
     ULP = "ulp"
+    RMS = "rms"
+    MAX_REL = "max_rel"
+    COSINE = "cosine"
+    DEFAULT = "default"  # allclose with the dtype's row of DEFAULT_TABLE
 
     @property
     def bounds(self) -> tuple[str, ...]:
@@ -59,29 +81,106 @@ class ShapeRule(StrEnum):
     SQUEEZE = "squeeze"  # equal once size-1 axes are dropped
 
 
-BOUND = "max"  # the one bound of mean_abs, max_abs and ulp
+BOUND = "max"  # the one bound of mean_abs, max_abs, ulp, rms, max_rel and cosine
+FLOOR = "floor"  # max_rel's denominator floor
 _BOUNDS_OF: Mapping[Metric, tuple[str, ...]] = {
     Metric.EXACT: (),
     Metric.ALLCLOSE: ("atol", "rtol"),
     Metric.MEAN_ABS: (BOUND,),
     Metric.MAX_ABS: (BOUND,),
     Metric.ULP: (BOUND,),
+    Metric.RMS: (BOUND,),
+    Metric.MAX_REL: (BOUND, FLOOR),
+    Metric.COSINE: (BOUND,),
+    Metric.DEFAULT: (),
 }
 _METRICS = tuple(m.value for m in Metric)
-_ALL_BOUNDS = ("atol", "rtol", BOUND)
+_ALL_BOUNDS = ("atol", "rtol", BOUND, FLOOR)
 _RULES: Mapping[str, tuple[str, ...]] = {
     "dtype": tuple(r.value for r in DtypeRule),
     "shape": tuple(r.value for r in ShapeRule),
 }
-_OVERRIDE_KEYS = frozenset({"metric", *_ALL_BOUNDS, *_RULES})
-_KEYS = _OVERRIDE_KEYS | {"per_array"}
+_CHECK_KEYS = frozenset({"metric", *_ALL_BOUNDS})
+_OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *_RULES, "equal_nan", "why", "checks"})
+_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype"}
+
+# ``"metric": "default"``: (rtol, atol) by dtype, torch.testing.assert_close's table
+# (https://pytorch.org/docs/stable/testing.html): float16/complex32 1e-3/1e-5, bfloat16
+# 1.6e-2/1e-5, float32/complex64 1.3e-6/1e-5, float64/complex128 1e-7/1e-7. torch has no row
+# for ml_dtypes' 8-, 6- and 4-bit floats (its "other" row is exact); here each takes one
+# machine epsilon of its format relative (2**-mantissa bits: a single rounding) and atol 0. Any
+# other dtype (integers, bool, strings) is compared exactly, as torch's "other" row (0, 0).
+DEFAULT_TABLE: Mapping[str, tuple[float, float]] = {
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float32": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
+    "complex128": (1e-7, 1e-7),
+    "float8_e4m3fn": (2**-3, 0.0),
+    "float8_e4m3fnuz": (2**-3, 0.0),
+    "float8_e4m3b11fnuz": (2**-3, 0.0),
+    "float8_e4m3": (2**-3, 0.0),
+    "float8_e5m2": (2**-2, 0.0),
+    "float8_e5m2fnuz": (2**-2, 0.0),
+    "float8_e3m4": (2**-4, 0.0),
+    "float8_e8m0fnu": (1.0, 0.0),
+    "float6_e2m3fn": (2**-3, 0.0),
+    "float6_e3m2fn": (2**-2, 0.0),
+    "float4_e2m1fn": (2**-1, 0.0),
+}
+# The dtype names a ``per_dtype`` key may take: numpy's and ml_dtypes' names.
+DTYPES = frozenset(
+    {
+        *DEFAULT_TABLE,
+        "bool",
+        *(f"{sign}int{bits}" for sign in ("", "u") for bits in (2, 4, 8, 16, 32, 64)),
+        "longdouble",
+        "float128",
+        "clongdouble",
+        "complex256",
+    }
+)
+_WILDCARD = re.compile(r"\[[^\]]*\]|[*?]")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One metric with its bounds: a rule holds when every one of its checks does."""
+
+    metric: Metric = Metric.ALLCLOSE
+    atol: float = DEFAULT_ATOL
+    rtol: float = DEFAULT_RTOL
+    bound: float = 0.0
+    floor: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"metric": self.metric.value}
+        if self.metric is Metric.ALLCLOSE:
+            out.update(atol=self.atol, rtol=self.rtol)
+        elif BOUND in self.metric.bounds:
+            out[BOUND] = self.bound
+        if self.metric is Metric.MAX_REL:
+            out[FLOOR] = self.floor
+        return out
+
+    def describe(self) -> str:
+        """The check as a reader sees it in a message: ``mean_abs <= 0.0005``."""
+        if self.metric is Metric.ALLCLOSE:
+            return f"allclose atol={self.atol:g} rtol={self.rtol:g}"
+        if self.metric is Metric.MAX_REL:
+            return f"max_rel <= {self.bound:g} (floor {self.floor:g})"
+        if not self.metric.bounds:
+            return self.metric.value
+        return f"{self.metric.value} <= {self.bound:g}"
 
 
 @dataclass(frozen=True)
 class ArrayTolerance:
-    """The tolerance one array is compared under: its metric and bounds, and how strictly
-    dtype and shape must match. ``bound`` is the ``max`` of ``mean_abs``, ``max_abs`` and
-    ``ulp``; ``atol``/``rtol`` bound ``allclose``."""
+    """The tolerance one array is compared under: its metric and bounds (its first check),
+    any further checks that must hold too (``more``), how strictly dtype and shape must match,
+    whether NaN matches NaN, and the reason a failure prints (``why``). ``bound`` is the
+    ``max`` of every metric but ``allclose``, which ``atol``/``rtol`` bound."""
 
     metric: Metric = Metric.ALLCLOSE
     atol: float = DEFAULT_ATOL
@@ -89,35 +188,70 @@ class ArrayTolerance:
     bound: float = 0.0
     dtype: DtypeRule = DtypeRule.EXACT
     shape: ShapeRule = ShapeRule.EXACT
+    floor: float = 0.0
+    equal_nan: bool = True
+    why: str = ""
+    more: tuple[Check, ...] = ()
+
+    @property
+    def checks(self) -> tuple[Check, ...]:
+        """Every check the array must pass, the first one's fields on this object."""
+        first = Check(self.metric, self.atol, self.rtol, self.bound, self.floor)
+        return (first, *self.more)
+
+    @classmethod
+    def of_checks(cls, checks: tuple[Check, ...], **rules: Any) -> ArrayTolerance:
+        first, *more = checks
+        return cls(
+            first.metric,
+            first.atol,
+            first.rtol,
+            first.bound,
+            floor=first.floor,
+            more=tuple(more),
+            **rules,
+        )
+
+    def with_checks(self, checks: tuple[Check, ...]) -> ArrayTolerance:
+        first, *more = checks
+        return replace(
+            self,
+            metric=first.metric,
+            atol=first.atol,
+            rtol=first.rtol,
+            bound=first.bound,
+            floor=first.floor,
+            more=tuple(more),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"metric": self.metric.value}
-        if self.metric is Metric.ALLCLOSE:
-            out.update(atol=self.atol, rtol=self.rtol)
-        elif self.metric is not Metric.EXACT:
-            out[BOUND] = self.bound
+        if self.more:
+            out: dict[str, Any] = {"checks": [c.to_json() for c in self.checks]}
+        else:
+            out = self.checks[0].to_json()
         if self.dtype is not DtypeRule.EXACT:
             out["dtype"] = self.dtype.value
         if self.shape is not ShapeRule.EXACT:
             out["shape"] = self.shape.value
+        if not self.equal_nan:
+            out["equal_nan"] = False
+        if self.why:
+            out["why"] = self.why
         return out
 
     def describe(self) -> str:
         """The tolerance as a reader sees it in a message: ``mean_abs <= 0.0005``."""
-        if self.metric is Metric.ALLCLOSE:
-            return f"allclose atol={self.atol:g} rtol={self.rtol:g}"
-        if self.metric is Metric.EXACT:
-            return "exact"
-        return f"{self.metric.value} <= {self.bound:g}"
+        return " and ".join(c.describe() for c in self.checks)
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """A record's tolerance as written: a default and overrides by array name.
+    """A record's tolerance as written: a default and overrides by array name, by pattern and
+    by dtype.
 
     A field left out is ``None`` (the default applies, or for an override the record's value);
-    ``per_array`` is ``None`` when the record has no such key. Plain tuples, so a worker process
-    can receive it.
+    ``per_array``/``per_dtype``/``checks`` are ``None`` when the record has no such key. Plain
+    tuples, so a worker process can receive it.
     """
 
     metric: Metric | None = None
@@ -127,6 +261,11 @@ class Tolerance:
     dtype: DtypeRule | None = None
     shape: ShapeRule | None = None
     per_array: tuple[tuple[str, Tolerance], ...] | None = None
+    floor: float | None = None
+    equal_nan: bool | None = None
+    why: str | None = None
+    checks: tuple[Tolerance, ...] | None = None
+    per_dtype: tuple[tuple[str, Tolerance], ...] | None = None
 
     @classmethod
     def from_json(
@@ -141,20 +280,31 @@ class Tolerance:
         """Parse and check a tolerance object; a RegistryError names the offending field.
 
         An override (``need_metric=False``) is checked against the metric it inherits from
-        ``parent`` unless it names its own.
+        ``parent`` unless it names its own (``parent`` is ``None`` under a record judged by
+        several checks: an override there names its metric or its checks).
         """
         if not isinstance(raw, Mapping):
             raise where.fail(field, "must be an object")
-        if need_metric and "metric" not in raw:
+        if need_metric and "metric" not in raw and "checks" not in raw:
             raise where.fail(field + ".metric", f"missing required field (one of {_METRICS})")
         allowed = _KEYS if need_metric else _OVERRIDE_KEYS
         unknown = sorted(set(raw) - allowed, key=str)
         if unknown:
             raise where.fail(f"{field}.{unknown[0]}", f"unknown field; one of {sorted(allowed)}")
+        checks = _parse_checks(raw, where, field)
         metric = _parse_metric(raw, where, field)
-        switched = metric if metric is not parent else None
-        _check_bounds(raw, where, field, metric or parent or Metric.ALLCLOSE, switched=switched)
+        if checks is None:
+            inherited = parent if not need_metric else None
+            if metric is None and inherited is None and not need_metric:
+                _refuse_orphan_bounds(raw, where, field)
+            switched = metric if metric is not inherited else None
+            _check_bounds(
+                raw, where, field, metric or inherited or Metric.ALLCLOSE, switched=switched
+            )
         rules = {key: _parse_rule(raw, key, where, field) for key in _RULES}
+        # Overrides inherit the record's metric; under several checks there is none to inherit.
+        own = metric if checks is None else None
+        child = own if need_metric else None
         return cls(
             metric,
             raw.get("atol"),
@@ -162,67 +312,196 @@ class Tolerance:
             raw.get(BOUND),
             DtypeRule(rules["dtype"]) if rules["dtype"] else None,
             ShapeRule(rules["shape"]) if rules["shape"] else None,
-            _per_array(raw["per_array"], where, f"{field}.per_array", metric)
-            if "per_array" in raw
-            else None,
+            _overrides(raw, "per_array", where, field, child, need_metric=need_metric),
+            raw.get(FLOOR),
+            _parse_flag(raw, "equal_nan", where, field),
+            _parse_why(raw, where, field),
+            checks,
+            _overrides(raw, "per_dtype", where, field, child, need_metric=need_metric),
         )
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.metric is not None:
             out["metric"] = self.metric.value
-        for key, value in (("atol", self.atol), ("rtol", self.rtol), (BOUND, self.bound)):
+        if self.checks is not None:
+            out["checks"] = [c.to_json() for c in self.checks]
+        for key, value in (
+            ("atol", self.atol),
+            ("rtol", self.rtol),
+            (BOUND, self.bound),
+            (FLOOR, self.floor),
+        ):
             if value is not None:
                 out[key] = value
         if self.dtype is not None:
             out["dtype"] = self.dtype.value
         if self.shape is not None:
             out["shape"] = self.shape.value
+        if self.equal_nan is not None:
+            out["equal_nan"] = self.equal_nan
+        if self.why is not None:
+            out["why"] = self.why
         if self.per_array is not None:
             out["per_array"] = {name: sub.to_json() for name, sub in self.per_array}
+        if self.per_dtype is not None:
+            out["per_dtype"] = {name: sub.to_json() for name, sub in self.per_dtype}
         return out
 
     def override(self, name: str) -> Tolerance | None:
-        """The override written for array ``name``, if any."""
+        """The override written for array ``name`` exactly, if any."""
         for array, sub in self.per_array or ():
             if array == name:
                 return sub
         return None
 
-    def check_names(self, known: Collection[str], where: Where) -> None:
+    def pattern_for(self, *names: str) -> tuple[str, Tolerance] | None:
+        """The most specific ``per_array`` pattern matching any of ``names`` (a key that is an
+        exact name of one of them is no pattern here), or ``None``; a RegistryError when two
+        equally specific patterns match."""
+        matching = [
+            (key, sub)
+            for key, sub in self.per_array or ()
+            if is_pattern(key) and key not in names and any(_matches(key, n) for n in names)
+        ]
+        if not matching:
+            return None
+        matching.sort(key=lambda kv: specificity(kv[0]), reverse=True)
+        if len(matching) > 1 and specificity(matching[0][0]) == specificity(matching[1][0]):
+            raise _tie(matching[0][0], matching[1][0], names[0])
+        return matching[0]
+
+    def check_names(
+        self,
+        known: Collection[str],
+        where: Where,
+        *,
+        what: str = "array of the record's arrays manifest",
+        plural: str = "arrays",
+    ) -> None:
         """Refuse a ``per_array`` key that names no array of ``known`` (the record's arrays
-        manifest): an override nobody looks up would silently not apply."""
+        manifest, or an ONNX model's outputs) and, as a pattern, matches none, and two patterns
+        that tie on an array: an override nobody looks up would silently not apply."""
         for name, _sub in self.per_array or ():
-            if name not in known:
+            if name in known:
+                continue
+            if not is_pattern(name):
                 raise where.fail(
                     f"tolerance.per_array.{name}",
-                    f"names no array of the record's arrays manifest (its arrays: {sorted(known)})",
-                    fix="key per_array by an array's name exactly as 'arrays' lists it",
+                    f"names no {what} (its {plural}: {sorted(known)})",
+                    fix=f"key per_array by a name exactly as the {plural} are named, "
+                    "or by a glob pattern over those names",
                 )
+            if not any(_matches(name, array) for array in known):
+                raise where.fail(
+                    f"tolerance.per_array.{name}",
+                    f"the pattern matches no {what} (its {plural}: {sorted(known)})",
+                    fix="correct the pattern (* any characters, ? one, [abc] one of a set)",
+                )
+        for array in known:
+            try:
+                self.pattern_for(array)
+            except RegistryError as tie:
+                raise where.fail("tolerance.per_array", tie.reason, fix=tie.fix) from None
 
-    def for_array(self, *names: str) -> ArrayTolerance:
-        """The tolerance of an array: the override of the first of ``names`` that has one, over
-        the record's default, over the built-in defaults."""
-        base = ArrayTolerance(
-            self.metric or Metric.ALLCLOSE,
-            DEFAULT_ATOL if self.atol is None else float(self.atol),
-            DEFAULT_RTOL if self.rtol is None else float(self.rtol),
-            0.0 if self.bound is None else float(self.bound),
-            self.dtype or DtypeRule.EXACT,
-            self.shape or ShapeRule.EXACT,
-        )
+    def for_array(self, *names: str, dtype: str | None = None) -> ArrayTolerance:
+        """The tolerance of an array: the override of the first of ``names`` that has one by
+        exact name, else the most specific pattern matching any of them, else the ``per_dtype``
+        entry of ``dtype``, over the record's default, over the built-in defaults."""
+        base = _resolve(self, ArrayTolerance())
         for name in names:
             sub = self.override(name)
             if sub is not None:
-                return ArrayTolerance(
-                    sub.metric or base.metric,
-                    base.atol if sub.atol is None else float(sub.atol),
-                    base.rtol if sub.rtol is None else float(sub.rtol),
-                    base.bound if sub.bound is None else float(sub.bound),
-                    sub.dtype or base.dtype,
-                    sub.shape or base.shape,
-                )
+                return _resolve(sub, base)
+        pattern = self.pattern_for(*names) if names else None
+        if pattern is not None:
+            return _resolve(pattern[1], base)
+        for key, sub in self.per_dtype or ():
+            if key == dtype:
+                return _resolve(sub, base)
         return base
+
+
+def is_pattern(key: str) -> bool:
+    """A ``per_array`` key holding a glob wildcard (``*``, ``?`` or ``[...]``)."""
+    return _WILDCARD.search(key) is not None
+
+
+def specificity(pattern: str) -> tuple[int, int]:
+    """How specific a pattern is, larger first: fewer wildcards (``*``, ``?`` and each
+    ``[...]`` count one), then more literal characters."""
+    wildcards = _WILDCARD.findall(pattern)
+    literal = len(pattern) - sum(len(w) for w in wildcards)
+    return (-len(wildcards), literal)
+
+
+def _matches(pattern: str, name: str) -> bool:
+    return _compiled(pattern).fullmatch(name) is not None
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """``*`` any run of characters (``/`` too), ``?`` one, ``[abc]``/``[!abc]`` one of a set."""
+    found = _PATTERNS.get(pattern)
+    if found is None:
+        parts: list[str] = []
+        pos = 0
+        for m in _WILDCARD.finditer(pattern):
+            parts.append(re.escape(pattern[pos : m.start()]))
+            token = m.group()
+            if token == "*":
+                parts.append(".*")
+            elif token == "?":
+                parts.append(".")
+            else:
+                inner = token[1:-1]
+                negate = inner.startswith("!")
+                body = re.escape(inner[1:] if negate else inner).replace("\\-", "-")
+                parts.append(f"[{'^' if negate else ''}{body}]")
+            pos = m.end()
+        parts.append(re.escape(pattern[pos:]))
+        found = _PATTERNS[pattern] = re.compile("".join(parts), re.DOTALL)
+    return found
+
+
+def _tie(first: str, second: str, name: str) -> RegistryError:
+    return RegistryError(
+        f"per_array patterns {first!r} and {second!r} both match array {name!r} and are "
+        "equally specific (as many wildcards, as much literal text): which rule applies is "
+        "not defined",
+        fix=f"add an entry for {name!r} by its exact name, or make one pattern more specific",
+    )
+
+
+def _resolve(sub: Tolerance, base: ArrayTolerance) -> ArrayTolerance:
+    """``sub``'s fields over ``base``'s."""
+    rules: dict[str, Any] = {
+        "dtype": sub.dtype or base.dtype,
+        "shape": sub.shape or base.shape,
+        "equal_nan": base.equal_nan if sub.equal_nan is None else sub.equal_nan,
+        "why": base.why if sub.why is None else sub.why,
+    }
+    if sub.checks is not None:
+        checks = tuple(_check(c, Check()) for c in sub.checks)
+        return ArrayTolerance.of_checks(checks, **rules)
+    if sub.metric is None:  # the inherited checks, with this rule's bounds on the one metric
+        return ArrayTolerance.of_checks((_check(sub, base.checks[0]), *base.more), **rules)
+    # A metric of its own replaces the inherited checks (its other bounds inherited from the
+    # record's one metric, as before checks existed).
+    own = _check(sub, base.checks[0] if not base.more else Check())
+    return ArrayTolerance.of_checks((own,), **rules)
+
+
+def _check(sub: Tolerance, base: Check) -> Check:
+    return Check(
+        sub.metric or base.metric,
+        base.atol if sub.atol is None else float(sub.atol),
+        base.rtol if sub.rtol is None else float(sub.rtol),
+        base.bound if sub.bound is None else float(sub.bound),
+        base.floor if sub.floor is None else float(sub.floor),
+    )
 
 
 def _parse_metric(raw: Mapping[str, Any], where: Where, field: str) -> Metric | None:
@@ -232,6 +511,51 @@ def _parse_metric(raw: Mapping[str, Any], where: Where, field: str) -> Metric | 
     if metric not in _METRICS:
         raise where.fail(f"{field}.metric", f"unknown metric {metric!r}; one of {_METRICS}")
     return Metric(metric)
+
+
+def _parse_checks(raw: Mapping[str, Any], where: Where, field: str) -> tuple[Tolerance, ...] | None:
+    """``checks``: a non-empty list of ``{metric, bounds}`` that must all hold, in place of the
+    rule's own ``metric`` and bounds."""
+    if "checks" not in raw:
+        return None
+    items = raw["checks"]
+    if not isinstance(items, list) or not items:
+        raise where.fail(f"{field}.checks", "must be a non-empty list of {metric, bounds}")
+    beside = sorted(k for k in _CHECK_KEYS if k in raw)
+    if beside:
+        raise where.fail(
+            f"{field}.{beside[0]}",
+            "does not apply beside 'checks': each check in the list names its metric and bounds",
+        )
+    out = []
+    for i, item in enumerate(items):
+        at = f"{field}.checks[{i}]"
+        if not isinstance(item, Mapping):
+            raise where.fail(at, "must be an object {metric, bounds}")
+        unknown = sorted(set(item) - _CHECK_KEYS, key=str)
+        if unknown:
+            raise where.fail(f"{at}.{unknown[0]}", f"unknown field; one of {sorted(_CHECK_KEYS)}")
+        metric = _parse_metric(item, where, at)
+        if metric is None:
+            raise where.fail(f"{at}.metric", f"missing required field (one of {_METRICS})")
+        _check_bounds(item, where, at, metric, switched=metric)
+        out.append(
+            Tolerance(
+                metric, item.get("atol"), item.get("rtol"), item.get(BOUND), floor=item.get(FLOOR)
+            )
+        )
+    return tuple(out)
+
+
+def _refuse_orphan_bounds(raw: Mapping[str, Any], where: Where, field: str) -> None:
+    """Under a record judged by several checks an override has no one metric to bound."""
+    for key in _ALL_BOUNDS:
+        if key in raw:
+            raise where.fail(
+                f"{field}.{key}",
+                "the record is judged by several checks: an override with a bound names its "
+                "metric (or its own checks)",
+            )
 
 
 def _check_bounds(
@@ -264,6 +588,23 @@ def _parse_rule(raw: Mapping[str, Any], key: str, where: Where, field: str) -> s
     return str(value)
 
 
+def _parse_flag(raw: Mapping[str, Any], key: str, where: Where, field: str) -> bool | None:
+    if key not in raw:
+        return None
+    if not isinstance(raw[key], bool):
+        raise where.fail(f"{field}.{key}", "must be true or false")
+    return bool(raw[key])
+
+
+def _parse_why(raw: Mapping[str, Any], where: Where, field: str) -> str | None:
+    if "why" not in raw:
+        return None
+    why = raw["why"]
+    if not isinstance(why, str) or not why.strip():
+        raise where.fail(f"{field}.why", "must be a non-empty string: the reason failures print")
+    return why
+
+
 def _is_bound(value: Any) -> bool:
     return (
         not isinstance(value, bool)
@@ -274,17 +615,30 @@ def _is_bound(value: Any) -> bool:
     )
 
 
-def _per_array(
-    raw: Any, where: Where, field: str, parent: Metric | None
-) -> tuple[tuple[str, Tolerance], ...]:
-    if not isinstance(raw, Mapping):
-        raise where.fail(field, "must be an object of array name -> {metric, bounds}")
+def _overrides(
+    raw: Mapping[str, Any],
+    key: str,
+    where: Where,
+    field: str,
+    parent: Metric | None,
+    *,
+    need_metric: bool,
+) -> tuple[tuple[str, Tolerance], ...] | None:
+    if key not in raw or not need_metric:
+        return None
+    entries = raw[key]
+    at = f"{field}.{key}"
+    what = "array name or pattern" if key == "per_array" else "dtype name"
+    if not isinstance(entries, Mapping):
+        raise where.fail(at, f"must be an object of {what} -> {{metric, bounds}}")
+    if key == "per_dtype":
+        for name in entries:
+            if name not in DTYPES:
+                raise where.fail(f"{at}.{name}", f"is no dtype name; one of {sorted(DTYPES)}")
     return tuple(
         (
             name,
-            Tolerance.from_json(
-                sub, where, f"{field}.{name}", need_metric=False, parent=parent or Metric.ALLCLOSE
-            ),
+            Tolerance.from_json(sub, where, f"{at}.{name}", need_metric=False, parent=parent),
         )
-        for name, sub in raw.items()
+        for name, sub in entries.items()
     )

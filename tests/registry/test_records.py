@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from fixture_store import registry as registry_mod
@@ -19,11 +20,13 @@ from fixture_store.registry import (
     Gap,
     Kind,
     LocalSource,
+    Metric,
     ObjectRef,
     PackageSource,
     Record,
     Where,
     check_record,
+    files,
     parse_record,
 )
 
@@ -182,6 +185,34 @@ def test_a_per_array_key_the_manifest_does_not_list_is_refused(key: str) -> None
     ).apply(good)
     with pytest.raises(RegistryError, match="names no array of the record's arrays manifest"):
         check_record(bad, file="f")
+
+
+def test_a_pattern_rule_keys_many_arrays_in_one_entry_and_the_schema_takes_it() -> None:
+    raw = _arrays_record({"patch_*": {"metric": "rms", "max": 1e-5, "why": "upstream's rms"}})
+    raw["tolerance"]["per_dtype"] = {"float32": {"metric": "default"}}
+    raw["tolerance"]["checks"] = [{"metric": "rms", "max": 1e-4}, {"metric": "cosine", "max": 0}]
+    del raw["tolerance"]["metric"], raw["tolerance"]["max"]
+    jsonschema.validate({"format_version": 1, "records": {"fam/ref.npz": raw}}, files.schema())
+    record = parse_record("fam/ref.npz", raw, file="f")
+    assert record.tolerance is not None
+    assert record.tolerance.for_array("patch_tokens").metric is Metric.RMS
+    assert record.tolerance.for_array("cls_token", dtype="float32").metric is Metric.DEFAULT
+    assert record.to_json()["tolerance"] == raw["tolerance"]
+
+
+@pytest.mark.parametrize("key", ["patch_*_x", "cls?", "[xy]*"])
+def test_a_pattern_that_matches_no_array_of_the_manifest_is_refused(key: str) -> None:
+    with pytest.raises(RegistryError) as info:
+        parse_record("fam/ref.npz", _arrays_record({key: {"max": 1e-4}}), file="f")
+    assert info.value.field == f"tolerance.per_array.{key}"
+    assert "pattern matches no array" in str(info.value)
+    assert "['cls_token', 'patch_tokens']" in str(info.value)
+
+
+def test_two_patterns_tied_on_an_array_are_refused_naming_both() -> None:
+    with pytest.raises(RegistryError) as info:
+        parse_record("fam/ref.npz", _arrays_record({"*_token": {}, "cls_to*": {}}), file="f")
+    assert "'*_token' and 'cls_to*' both match array 'cls_token'" in str(info.value)
 
 
 def test_a_gap_needs_no_source_and_may_name_its_digest_without_a_size() -> None:

@@ -10,13 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from fixture_store.errors import ArtifactError
+from fixture_store.errors import ArtifactError, RegistryError
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays
 from fixture_store.parity.arrays import Outcome as ArrayOutcome
 from fixture_store.parity.results import CaseResult, Outcome, Task
 from fixture_store.parity.runtimes import resolve
 from fixture_store.readers.onnxcase import OnnxCase, load_case
-from fixture_store.registry import Tolerance
+from fixture_store.registry import Tolerance, Where
 
 # How runtimes say "this operator/type/opset is not implemented" (ORT status codes and
 # messages, ReferenceEvaluator's NotImplementedError and lookup failures).
@@ -100,11 +100,12 @@ def stray_overrides(case: OnnxCase) -> str:
     """A ``per_array`` key of the case's tolerance that names no output of its model (an
     override nobody looks up would silently not apply), or ''."""
     outputs = [o.name for o in case.model.graph.output]
-    for name, _sub in (case.tolerance.per_array or ()) if case.tolerance else ():
-        if name not in outputs:
-            return (
-                f"tolerance.per_array.{name}: names no output of the model (its outputs: {outputs})"
-            )
+    if case.tolerance is None:
+        return ""
+    try:
+        case.tolerance.check_names(outputs, Where(), what="output of the model", plural="outputs")
+    except RegistryError as e:
+        return f"{e.field}: {e.reason}"
     return ""
 
 
@@ -176,7 +177,10 @@ class _Findings:
         if exp_a.dtype == object and act_a.dtype.kind in "US":
             act_a = act_a.astype(object)
         comparison = compare_arrays(
-            self.prefix + label, exp_a, act_a, self.tolerance.for_array(output)
+            self.prefix + label,
+            exp_a,
+            act_a,
+            self.tolerance.for_array(output, dtype=str(exp_a.dtype)),
         )
         self.found.append(comparison)
         if comparison.outcome is ArrayOutcome.DRIFT:
