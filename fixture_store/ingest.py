@@ -221,6 +221,7 @@ class Registration:
     gap: Gap | None = None
     digest: Digest | None = None
     suggested: bool = False
+    unset_metadata: tuple[str, ...] = ()  # metadata keys of the existing record to remove
 
     @property
     def file(self) -> str:
@@ -418,17 +419,35 @@ def _check_distinct(registrations: Sequence[Registration]) -> None:
         seen[reg.name] = reg
 
 
+def _metadata(reg: Registration, old: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The metadata a registration over a record whose metadata is ``old`` writes: each key it
+    states set over ``old`` (the others kept: an imported provenance survives a changed key),
+    less the keys it unsets, each of which ``old`` must have."""
+    meta = {**(old or {}), **(reg.annotations.metadata or {})}
+    for key in reg.unset_metadata:
+        if key not in meta:
+            raise UsageError(
+                f"{reg.name}: --unset-metadata {key!r}: the record has no such metadata key "
+                f"(its keys: {', '.join(sorted(old or {})) or 'none'})",
+                fix="name a key the record has (fixture-store show NAME), or leave the option out",
+            )
+        del meta[key]
+    return meta or None
+
+
 def _decide(
     reg: Registration, old: Record | None, new: Record, described: content.Described
 ) -> Registered:
     """What registering ``new`` over ``old`` writes; :attr:`Change.REPLACED` when it differs
     (the caller refuses that without ``replace``)."""
     if old is None:
+        _metadata(reg, None)  # a key to unset from a record that does not exist is refused
         return Registered(new, Change.ADDED)
     if reg.suggested and old.digest is not None and old.digest == new.digest:
         filled = with_content(with_blake3(old, new.blake3, new.member_blake3), described)
         return Registered(filled, Change.UNCHANGED if filled == old else Change.FILLED)
     kept = {key: getattr(old, key) for key in _STATED if getattr(reg.annotations, key) is None}
+    kept["metadata"] = _metadata(reg, old.metadata)
     merged = dataclasses.replace(new, lineage=old.lineage, **kept)
     if old.digest is not None and old.digest == new.digest:
         # The same bytes: what the reviewed record says of them stays; only what it lacked

@@ -95,12 +95,20 @@ def parse_source(text: str | None) -> Source | None:
     "metadata_pairs",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A metadata field (text; KEY:=JSON for a JSON value). Repeatable.",
+    help="A metadata field (text; KEY:=JSON for a JSON value). Repeatable. Over an existing "
+    "record, sets that key and keeps the others.",
 )
 @click.option(
     "--metadata-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A JSON object of metadata (--metadata fields are set over it).",
+)
+@click.option(
+    "--unset-metadata",
+    "unset_metadata",
+    multiple=True,
+    metavar="KEY",
+    help="Remove a metadata key of the existing record (with --replace). Repeatable.",
 )
 @click.option(
     "--upstream",
@@ -149,6 +157,7 @@ def add(
     tolerance_text: str | None,
     metadata_pairs: tuple[str, ...],
     metadata_file: Path | None,
+    unset_metadata: tuple[str, ...],
     upstreams: tuple[str, ...],
     upstream_license: str | None,
     seed: int | None,
@@ -189,7 +198,7 @@ def add(
         raise UsageError("--source names one file's source: give it with one PATH and --name")
     gap = registry_mod.Gap(gap_reason) if gap_reason is not None else None
     registrations = [
-        ingest.Registration(n, kind, p, source, stated, gap)
+        ingest.Registration(n, kind, p, source, stated, gap, unset_metadata=unset_metadata)
         for n, p in zip(names, paths or (None,), strict=True)
     ]
     done = ingest.register(obj.store, obj.registry(), registrations, replace=replace, link=link)

@@ -237,6 +237,33 @@ def test_a_differing_add_is_refused_with_the_difference_and_replace_rewrites_it(
 
 
 @pytest.mark.usefixtures("store")
+def test_replace_sets_a_metadata_key_keeps_the_others_and_unset_removes_one(
+    project: Path,
+) -> None:
+    add_file_and_case(project)
+    base = ("add", "data/a.bin", "--name", "fam/a", "--kind", "fixture")
+    code, _, err = run(
+        *base, "--metadata", "origin=upstream", "--metadata", "stage:=3", "--replace"
+    )
+    assert code == 0, err
+    code, _, err = run(*base, "--metadata", "stage:=4")
+    assert code == 2 and "metadata" in err and "--replace" in err
+    code, out, err = run(*base, "--metadata", "stage:=4", "--replace")
+    assert code == 0 and "replaced fam/a" in out, err
+    assert _records(project, "fam")["fam/a"]["metadata"] == {"origin": "upstream", "stage": 4}
+    code, out, err = run(*base, "--unset-metadata", "origin", "--replace")
+    assert code == 0, err
+    assert _records(project, "fam")["fam/a"]["metadata"] == {"stage": 4}
+    path = project / "provenance" / "fam.json"
+    before = path.read_bytes()
+    code, _, err = run(*base, "--unset-metadata", "orign", "--replace")
+    assert code == 2 and "'orign'" in err and "its keys: stage" in err
+    assert path.read_bytes() == before
+    code, _, err = run(*base, "--unset-metadata", "stage", "--replace")
+    assert code == 0 and "metadata" not in _records(project, "fam")["fam/a"]
+
+
+@pytest.mark.usefixtures("store")
 def test_a_declared_gap_has_no_bytes_digest_size_or_source(project: Path) -> None:
     code, out, err = run(
         "add", "--name", "fam/later.npz", "--kind", "fixture", "--gap", "not released yet"
