@@ -660,11 +660,35 @@ class Registry:
                 err = fam.invalid[name]
                 fix = err.fix or f"edit {fam.file_of(name)}"
                 raise InvalidRecordError(name, err.about(name), fix=fix)
+        near = self.nearest(name) if isinstance(name, str) else []
+        if near:
+            raise UnknownArtifactError(
+                name,
+                f"no record in the registry; did you mean {' or '.join(near)}?",
+                fix=f"use the record's name as registered: {near[0]} (fixture-store list)",
+            )
         raise UnknownArtifactError(
             name,
             "no record in the registry; nothing without a record is trusted",
             fix=f"register it: fixture-store add PATH --name {name} --kind KIND",
         )
+
+    def nearest(self, name: str, limit: int = 3) -> list[str]:
+        """The registered names ``name`` is most likely a typing of: the same name with its file
+        extension (``ref/logits`` for ``ref/logits.npz``) or without it first, then the
+        closest by :mod:`difflib`'s ratio (at least 0.75)."""
+        import difflib
+
+        every = self.names()
+        stem = name.rsplit("/", 1)[-1]
+        same = [
+            n
+            for n in every
+            if (n.startswith(f"{name}.") and "/" not in n[len(name) :])
+            or ("." in stem and n == name.rsplit(".", 1)[0])
+        ]
+        close = difflib.get_close_matches(name, every, n=limit, cutoff=0.75)
+        return list(dict.fromkeys([*same, *close]))[:limit]
 
     def select(self, names: Iterable[str] = (), families: Iterable[str] = ()) -> list[str]:
         """Names matching the explicit names (glob patterns allowed) and families; all if none."""

@@ -67,3 +67,23 @@ def test_status_reports_files_no_record_names_in_folders_of_local_sources(projec
     assert "2 orphan(s): files in folders of local sources that no record names" in out
     assert "  data/[red]stray[x].bin\n" in out and "  data/case/extra.pb\n" in out
     assert "fix: register it (fixture-store add data/[red]stray[x].bin --name" in out
+
+
+@pytest.mark.usefixtures("store")
+def test_a_name_typed_without_its_extension_suggests_the_registered_name(project: Path) -> None:
+    """``reference/logits`` for the registered ``reference/logits.npz``: every command that
+    takes a name says which one is meant, and never proposes registering a duplicate."""
+    (project / "logits.npz").write_bytes(b"not really an npz but bytes")
+    assert run("add", "logits.npz", "--name", "reference/logits.npz", "--kind", "fixture")[0] == 0
+    for command in (
+        ("path", "reference/logits"),
+        ("fetch", "reference/logits"),
+        ("show", "reference/logit.npz"),
+    ):
+        code, out, err = run(*command)
+        assert code == 2, (command, out, err)
+        text = out + err
+        assert "did you mean reference/logits.npz?" in text, (command, text)
+        assert "fixture-store add" not in text, (command, text)
+    code, _, err = run("path", "other/thing")
+    assert code == 2 and "fixture-store add PATH --name other/thing" in err
