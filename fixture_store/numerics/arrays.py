@@ -248,17 +248,19 @@ class Errors:
         top = float(self.diff.max())
         if top == 0.0 or not math.isfinite(top):
             return top
-        return top * float(np.sqrt(np.mean(np.square(self.diff / top))))
+        scaled = self.diff.reshape(-1) / top
+        return top * math.sqrt(float(np.dot(scaled, scaled)) / scaled.size)
 
     @property
     def cosine(self) -> float:
         """``1 - cos(a, e)`` over the flattened arrays, in [0, 2]: infinite when a NaN or an
         infinity meets anything but its like (elements matched that way are left out), 0 when
         both are all zeros, 1 when only one is."""
+        if self.all_finite:
+            return _cosine(self.e.reshape(-1), self.a.reshape(-1))
         if not bool(np.all(self.finite | self.matched)):
             return math.inf
-        e, a = self.e[self.finite], self.a[self.finite]
-        return _cosine(e, a)
+        return _cosine(self.e[self.finite], self.a[self.finite])
 
     def beyond(self, bound: float) -> np.ndarray[Any, Any]:
         """Where ``|a - e| > bound``."""
@@ -396,8 +398,8 @@ _NO_VALUES: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(0, np.float64)
 def _cosine(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> float:
     """``1 - Re<e, a> / (|e| |a|)`` in float64, each side scaled by its largest magnitude first
     (the cosine does not change; the squares cannot overflow), clipped to [0, 2]."""
-    top_e = float(np.abs(e).max()) if e.size else 0.0
-    top_a = float(np.abs(a).max()) if a.size else 0.0
+    top_e = float(np.max(np.abs(e))) if e.size else 0.0
+    top_a = float(np.max(np.abs(a))) if a.size else 0.0
     if top_e == 0.0 or top_a == 0.0:
         return 0.0 if top_e == top_a else 1.0
     es, as_ = e / top_e, a / top_a

@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -266,6 +266,12 @@ class Tolerance:
     why: str | None = None
     checks: tuple[Tolerance, ...] | None = None
     per_dtype: tuple[tuple[str, Tolerance], ...] | None = None
+    # Lookups built once per value (not part of it: equality, hashing and the JSON ignore it):
+    # the overrides by exact name, the pattern keys, and each array's resolved tolerance. A
+    # record with thousands of per-array entries is resolved in one pass, not one per array.
+    _memo: dict[Any, Any] = field(
+        default_factory=dict, init=False, compare=False, hash=False, repr=False
+    )
 
     @classmethod
     def from_json(
@@ -350,10 +356,20 @@ class Tolerance:
 
     def override(self, name: str) -> Tolerance | None:
         """The override written for array ``name`` exactly, if any."""
-        for array, sub in self.per_array or ():
-            if array == name:
-                return sub
-        return None
+        exact: dict[str, Tolerance] | None = self._memo.get("exact")
+        if exact is None:
+            exact = self._memo["exact"] = {}
+            for array, sub in reversed(self.per_array or ()):
+                exact[array] = sub  # the first of duplicate keys, as a scan finds it
+        return exact.get(name)
+
+    def _patterns(self) -> list[tuple[str, Tolerance]]:
+        found: list[tuple[str, Tolerance]] | None = self._memo.get("patterns")
+        if found is None:
+            found = self._memo["patterns"] = [
+                (key, sub) for key, sub in self.per_array or () if is_pattern(key)
+            ]
+        return found
 
     def pattern_for(self, *names: str) -> tuple[str, Tolerance] | None:
         """The most specific ``per_array`` pattern matching any of ``names`` (a key that is an
@@ -361,8 +377,8 @@ class Tolerance:
         equally specific patterns match."""
         matching = [
             (key, sub)
-            for key, sub in self.per_array or ()
-            if is_pattern(key) and key not in names and any(_matches(key, n) for n in names)
+            for key, sub in self._patterns()
+            if key not in names and any(_matches(key, n) for n in names)
         ]
         if not matching:
             return None
@@ -408,7 +424,15 @@ class Tolerance:
         """The tolerance of an array: the override of the first of ``names`` that has one by
         exact name, else the most specific pattern matching any of them, else the ``per_dtype``
         entry of ``dtype``, over the record's default, over the built-in defaults."""
-        base = _resolve(self, ArrayTolerance())
+        memo = self._memo.get((names, dtype))
+        if memo is None:
+            memo = self._memo[(names, dtype)] = self._for_array(names, dtype)
+        return memo
+
+    def _for_array(self, names: tuple[str, ...], dtype: str | None) -> ArrayTolerance:
+        base = self._memo.get("base")
+        if base is None:
+            base = self._memo["base"] = _resolve(self, ArrayTolerance())
         for name in names:
             sub = self.override(name)
             if sub is not None:
