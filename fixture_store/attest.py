@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store._extras import require
-from fixture_store.errors import FixtureStoreError, UnknownArtifactError, UsageError
+from fixture_store.errors import (
+    AttestationError,
+    FixtureStoreError,
+    UnknownArtifactError,
+    UsageError,
+)
 from fixture_store.objects import digests
 from fixture_store.registry import Record, Registry
 
@@ -50,10 +55,6 @@ PUBLIC_KEY_ENV = "FIXTURE_STORE_ATTEST_PUBLIC_KEY"
 FOR_WHAT = "a signed parity certificate"
 _MAX_ENVELOPE = 64 * 1024 * 1024  # a certificate is small; a larger file is not one
 _MAX_KEY = 1024 * 1024
-
-
-class AttestationError(FixtureStoreError):
-    """A certificate does not verify: the signature, a candidate or a reference changed."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,11 @@ def statement(
 
 
 def key_path(
-    flag: str | os.PathLike[str] | None, *, forbidden: Iterable[Path] = (), env: str = KEY_ENV
+    flag: str | os.PathLike[str] | None,
+    *,
+    forbidden: Iterable[Path] = (),
+    env: str = KEY_ENV,
+    option: str = "--key",
 ) -> Path:
     """The key file ``--key`` or ``$env`` names; never one inside the store or the registry
     (``forbidden``), where it would be shared with everyone who reads them."""
@@ -169,7 +174,7 @@ def key_path(
             if env == KEY_ENV
             else "a certificate is verified with its signer's public key"
         )
-        raise UsageError(f"no key: {how}", fix=f"pass --key FILE.pem (or set {env}=FILE.pem)")
+        raise UsageError(f"no key: {how}", fix=f"pass {option} FILE.pem (or set {env}=FILE.pem)")
     path = Path(chosen)
     resolved = path.resolve()
     for root in forbidden:

@@ -98,6 +98,10 @@ class IntegrityError(StoreError):
     """Bytes did not match the digest they were expected to have; nothing was stored."""
 
 
+class AttestationError(FixtureStoreError):
+    """A signed parity certificate does not verify: its signature, or it is no certificate."""
+
+
 class ArtifactError(FixtureStoreError):
     """An artifact cannot be handed out: the base of every refusal by verification.
 

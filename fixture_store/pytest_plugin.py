@@ -164,9 +164,11 @@ def pytest_configure(config: pytest.Config) -> None:
     _current = state
 
 
-def pytest_sessionstart() -> None:
+def pytest_sessionstart(session: pytest.Session) -> None:
     # Here rather than at configure time, so that ``pytest --help`` still works.
     require_from_env()
+    if session.config.getoption("fixture_store_attest") is not None:
+        _state(session.config).attest_key()
 
 
 def require_from_env() -> bool:
@@ -269,6 +271,23 @@ class PluginState:
             pytest.skip(shown(f"{name}: missing object: {how}", keep="\n"))
         raise result.error()
 
+    def attest_key(self) -> Path:
+        """The private key certificates are signed with, checked once at session start: a
+        missing, misplaced or unreadable key (or a missing ``attest`` extra) is a usage error
+        before any test runs, not a failure in each."""
+        from fixture_store import attest as attest_mod
+
+        try:
+            key = attest_mod.key_path(
+                self.config.getoption("fixture_store_attest_key"),
+                forbidden=(self.store().root, self.registry().directory),
+                option="--fixture-store-attest-key",
+            )
+            attest_mod.signer(key)
+        except FixtureStoreError as e:
+            raise pytest.UsageError(f"--fixture-store-attest: {e}") from None
+        return key
+
     def attest(self, name: str, actual: Mapping[str, Any] | Any, report: ParityReport) -> None:
         """Sign the certificate of one parity assertion under ``--fixture-store-attest``: its
         subject the outputs compared (written beside it as an NPZ), its predicate the report."""
@@ -276,10 +295,7 @@ class PluginState:
 
         folder = Path(self.config.getoption("fixture_store_attest"))
         store, registry = self.store(), self.registry()
-        key = attest_mod.key_path(
-            self.config.getoption("fixture_store_attest_key"),
-            forbidden=(store.root, registry.directory),
-        )
+        key = self.attest_key()
         keys = [c.name for c in report.comparisons] + list(report.missing)
         arrays = dict(actual) if isinstance(actual, Mapping) else {keys[0]: actual}
         test = self.current_test or "parity"

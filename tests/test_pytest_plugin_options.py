@@ -100,6 +100,40 @@ HOSTILE: dict[str, list[Case]] = {
         (("--fixture-store-fetch", "--fixture-store-dir", "{file}"), {}, "", "{file}"),
         (("--fixture-store-fetch", "--fixture-store-shard", "9/3"), {}, "", "shard"),
     ],
+    "--fixture-store-attest": [
+        (("--fixture-store-attest", "{root}/certs"), {}, "", "no key"),
+        (
+            ("--fixture-store-attest", "{root}/certs", "--fixture-store-attest-key", "{file}"),
+            {},
+            "",
+            "{file}",
+        ),
+    ],
+    "--fixture-store-attest-key": [
+        (
+            ("--fixture-store-attest", "{root}/certs", "--fixture-store-attest-key", "{missing}"),
+            {},
+            "",
+            "{missing}",
+        ),
+        (
+            (
+                "--fixture-store-attest",
+                "{root}/c",
+                "--fixture-store-attest-key",
+                f"{{root}}/{ESCAPES}",
+            ),
+            {},
+            "",
+            "the key",
+        ),
+        (
+            ("--fixture-store-attest", "{root}/certs"),
+            {"FIXTURE_STORE_ATTEST_KEY": "{root}/provenance/key.pem"},
+            "",
+            "{root}/provenance",
+        ),
+    ],
     "fixture_store_gaps": [
         (("--fixture-store-complete",), {}, f"fixture_store_gaps =\n    x: {LONG}", "gaps"),
     ],
