@@ -117,6 +117,45 @@ def test_per_array_overrides_apply_by_the_manifest_name(project: Path, store: St
         )
 
 
+def test_patterns_dtype_rules_and_checks_judge_the_assertion_and_every_metric_is_shown(
+    project: Path, store: Store
+) -> None:
+    tol = {
+        "checks": [{"metric": "rms", "max": 1e-5}, {"metric": "max_abs", "max": 1e-3}],
+        "why": "the upstream test's own bounds",
+        "per_array": {"patch_*": {"metric": "ulp", "max": 1}},
+        "per_dtype": {"float32": {"metric": "default"}},
+    }
+    fixtures = _register(project, store, tol)
+    one_ulp = np.nextafter(PATCH, np.float32(9))
+    # patch_tokens by its pattern (1 ULP passes); cls_token by neither: the pattern wins over
+    # the dtype rule only where it matches, and float32's default row allows 1.3e-6 relative.
+    near = CLS * np.float32(1 + 1e-6)
+    assert assert_parity(NAME, {"cls_token": near, "patch_tokens": one_ulp}, fixtures=fixtures).ok
+    cls = CLS.copy()
+    cls[0, 2] += np.float32(0.01)
+    with pytest.raises(ParityError) as info:
+        assert_parity(NAME, {"cls_token": cls, "patch_tokens": PATCH}, fixtures=fixtures)
+    text = str(info.value)
+    assert "tolerance: allclose atol=1e-05 rtol=1.3e-06" in text  # float32's default row
+    for shown in ("max abs", "mean abs", "rms", "max rel", "ULP", "1-cos"):
+        assert shown in text, shown
+    assert "(why this rule: the upstream test's own bounds)" in text
+
+
+def test_several_checks_name_each_failing_one_in_the_assertion(project: Path, store: Store) -> None:
+    tol = {"checks": [{"metric": "rms", "max": 1e-5}, {"metric": "max_abs", "max": 1e-3}]}
+    fixtures = _register(project, store, tol)
+    cls = CLS.copy()
+    cls[0, 2] += np.float32(0.01)
+    with pytest.raises(ParityError) as info:
+        assert_parity(NAME, {"cls_token": cls, "patch_tokens": PATCH}, fixtures=fixtures)
+    text = str(info.value)
+    assert "2 of 2 checks fail: check rms <= 1e-05 fails" in text
+    assert "check max_abs <= 0.001 fails: 1 of 8 elements" in text
+    assert "tolerance: rms <= 1e-05 and max_abs <= 0.001" in text
+
+
 def test_only_a_verified_reference_is_compared(fixtures: Fixtures, store: Store) -> None:
     digest = fixtures.registry.get(NAME).object
     path = store.object_path(digest)
