@@ -70,7 +70,13 @@ class Subject:
             raise UsageError(
                 f"the candidate {path} is not a file", fix="name the file the certificate is about"
             )
-        return cls(name or path.name, digests.of_file(path))
+        try:
+            return cls(name or path.name, digests.of_file(path))
+        except OSError as e:
+            raise UsageError(
+                f"cannot read the candidate {path}: {e.strerror or e}",
+                fix="name a file you can read",
+            ) from None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "digest": {"sha256": self.digest.hex}}

@@ -145,7 +145,14 @@ def attest(
         env=env,
     )
     envelope = attest_mod.sign(statement, key_file)
-    fsutil.write_synced(output, attest_mod.dumps(envelope))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        fsutil.write_synced(output, attest_mod.dumps(envelope))
+    except OSError as e:
+        raise UsageError(
+            f"cannot write the certificate {output}: {e.strerror or e}",
+            fix="name a file in a folder you can write (-o FILE)",
+        ) from None
     result = statement["predicate"]["result"]
     n = len(report.comparisons)
     out.print(

@@ -361,3 +361,20 @@ def test_without_the_attest_extra_the_commands_name_it(
         assert "needs the 'attest' extra" in proc.stderr
         assert "uv add 'fixture-store[attest]'" in proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def test_a_certificate_path_that_cannot_be_written_is_a_usage_error(
+    project: Path, store: Store, keys: tuple[Path, Path]
+) -> None:
+    register_reference(project, store)
+    outputs = project / "outputs.npz"
+    np.savez(outputs, cls_token=CLS, patch_tokens=PATCH)
+    (project / "a-file").write_text("x")
+    cert = project / "a-file" / "c.json"
+    code, _, stderr = run("attest", NAME, str(outputs), "--key", str(keys[0]), "-o", str(cert))
+    assert code == 2
+    assert "cannot write the certificate" in stderr and "fix:" in stderr
+    # a folder that does not exist yet is made
+    cert = project / "certs" / "new" / "c.json"
+    assert run("attest", NAME, str(outputs), "--key", str(keys[0]), "-o", str(cert))[0] == 0
+    assert cert.is_file()
