@@ -102,7 +102,10 @@ def environment(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def _finite(value: Any) -> Any:
-    """JSON without NaN or Infinity (not JSON to most consumers): non-finite floats as text."""
+    """JSON without NaN or Infinity (not JSON to most consumers): non-finite floats as text;
+    numpy scalars as Python numbers."""
+    if hasattr(value, "dtype") and hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     if isinstance(value, Mapping):

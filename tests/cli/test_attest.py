@@ -378,3 +378,15 @@ def test_a_certificate_path_that_cannot_be_written_is_a_usage_error(
     cert = project / "certs" / "new" / "c.json"
     assert run("attest", NAME, str(outputs), "--key", str(keys[0]), "-o", str(cert))[0] == 0
     assert cert.is_file()
+
+
+def test_errors_are_json_without_nan_or_infinity() -> None:
+    arrays = [{"name": "a", "outcome": "drift", "max_rel": float("inf"), "cos": np.float32("nan"),
+               "worst_index": (np.int64(1), 2)}]  # fmt: skip
+    doc = attest_mod.statement(
+        [attest_mod.Subject("x", digests.of_bytes(b"x"))], [], arrays, ok=False, env={}
+    )
+    text = json.dumps(doc, allow_nan=False)
+    assert json.loads(text)["predicate"]["arrays"][0] == {
+        "name": "a", "outcome": "drift", "max_rel": "inf", "cos": "nan", "worst_index": [1, 2]
+    }  # fmt: skip
