@@ -304,7 +304,7 @@ def test_the_cli_prints_the_same_table_and_json_from_a_snapshot(
     assert json.loads(again)["results"] == [
         {**r, "cached": True} for r in json.loads(first)["results"]
     ]
-    code, table, _ = run("verify")
+    code, table, _ = run("verify", "--verbose")
     assert code == 0 and "2 verified" in table and "fam/case" in table
     assert store.root.is_dir()
 

@@ -534,6 +534,7 @@ def _bound_answers(client: Any) -> None:
     a ``before-send`` handler that leaves the body unread and reads what is needed, bounded.
     The session's pools make connections that register their sockets with the current deadline.
     """
+    require("s3", for_what="an S3 remote", modules=("botocore",))
     import botocore.awsrequest as aws
 
     session = client._endpoint.http_session  # the client's own: its proxies, TLS, pool size
