@@ -49,6 +49,7 @@ from fixture_store.registry import (
     Registry,
     family_of,
 )
+from fixture_store.registry import project as project_mod
 from fixture_store.sources.local import orphans
 from fixture_store.verify import Result, Status, present
 
@@ -581,9 +582,10 @@ def completeness_problems(
                 f"@pytest.mark.fixture_store(family={family!r}) or declare it in the ini "
                 "option fixture_store_gaps"
             )
+    ignore = project_mod.orphans_ignored(registry.root)
     problems.extend(
         f"{o.path}: in {o.folder}/, a folder of local sources, but no record names it; {o.fix}"
-        for o in orphans(registry.root, registry.records())
+        for o in orphans(registry.root, registry.records(), ignore)
     )
     return problems
 

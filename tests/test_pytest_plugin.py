@@ -522,6 +522,13 @@ def test_completeness_catches_files_no_record_names_in_folders_of_local_sources(
     (inner.path / "cases" / "stray.npz").unlink()
     (inner.path / "cases" / "test_abs" / "extra.pb").unlink()
     inner.runpytest("--fixture-store-complete").assert_outcomes(passed=3)
+    # A README beside the data is no orphan once the project's orphans-ignore matches it.
+    (inner.path / "cases" / "README.md").write_text("where the cases come from\n")
+    inner.runpytest("--fixture-store-complete").assert_outcomes(passed=2, failed=1)
+    (inner.path / "pyproject.toml").write_text(
+        '[tool.fixture-store]\norphans-ignore = ["cases/*.md"]\n'
+    )
+    inner.runpytest("--fixture-store-complete").assert_outcomes(passed=3)
 
 
 def test_assert_parity_compares_with_the_verified_reference_in_one_line(

@@ -20,6 +20,7 @@ from fixture_store.cli._common import (
     styled,
 )
 from fixture_store.registry import Record, Registry
+from fixture_store.registry import project as project_mod
 from fixture_store.registry.frozen import thaw
 from fixture_store.sources.local import Orphan, orphans
 from fixture_store.verify import presence_by_family, verify_names
@@ -163,7 +164,7 @@ def status(obj: Context, as_json: bool) -> None:
     store = obj.store
     per_family = presence_by_family(store, registry)
     objects = sum(1 for _ in store.iter_objects())
-    unnamed = orphans(registry.root, registry.records())
+    unnamed = orphans(registry.root, registry.records(), project_mod.orphans_ignored(registry.root))
     if as_json:
         print_json(
             {

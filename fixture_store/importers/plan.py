@@ -32,6 +32,7 @@ from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Kind, LocalSource, PackageSource, Record, Source
+from fixture_store.registry import project as project_mod
 from fixture_store.sources import FetchContext
 from fixture_store.sources.members import SafeArchive
 
@@ -123,6 +124,7 @@ class LocalOrigin:
 
     def unlisted(self, listed: frozenset[str], manifest: str) -> list[str]:
         skip = {Path(manifest).absolute()}
+        ignore = project_mod.orphans_ignored(self.project)
         found: set[str] = set()
         for folder in {str(PurePosixPath(p).parent) for p in listed}:
             base = self.root / folder
@@ -131,6 +133,8 @@ class LocalOrigin:
             for entry in os.scandir(base):
                 rel = PurePosixPath(folder, entry.name).as_posix().removeprefix("./")
                 if rel in listed or Path(entry.path).absolute() in skip:
+                    continue
+                if project_mod.ignored(self._rel(rel), ignore):
                     continue
                 if entry.is_file(follow_symlinks=False) and not _sidecar(entry.name):
                     found.add(rel)

@@ -1,5 +1,6 @@
 """What ``init`` writes into a project besides ``provenance/``: the ``.gitignore`` lines for the
-pipeline's outputs.
+pipeline's outputs; and the project's orphan ignore list (``orphans-ignore`` in
+``[tool.fixture-store]`` of its ``pyproject.toml``).
 
 The regeneration stages write ``reports/``, the summary ``metrics/`` and ``plots/``. Committed,
 they make a fresh clone's ``dvc repro`` find every stage's outputs present and matching
@@ -10,8 +11,13 @@ those stages put into the store never reach that clone's store. Ignored, the clo
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import tomllib
+from collections.abc import Iterable
 from pathlib import Path
+
+from fixture_store.errors import UsageError
 
 PIPELINE_OUTPUTS = ("/reports/", "/metrics/", "/plots/")
 _HEADER = "# fixture-store: pipeline outputs, rebuilt by dvc repro (never committed)"
@@ -42,3 +48,35 @@ def ignore_pipeline_outputs(project: str | os.PathLike[str]) -> tuple[str, ...]:
         lead += "\n" if text else ""
         path.write_text(text + lead + "\n".join((_HEADER, *missing)) + "\n", encoding="utf-8")
     return missing
+
+
+ORPHANS_IGNORE = "orphans-ignore"
+
+
+def orphans_ignored(project: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The glob patterns of ``orphans-ignore`` in the project's ``[tool.fixture-store]``: paths
+    from the project root, matched by :func:`fnmatch.fnmatchcase` (``*`` crosses folders, so
+    ``*README.md`` matches a README in any folder). No file or no key: none."""
+    path = Path(project) / "pyproject.toml"
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        return ()
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise UsageError(f"cannot read {path}: {e}", fix=f"fix the TOML in {path}") from e
+    tool = doc.get("tool")
+    table = tool.get("fixture-store") if isinstance(tool, dict) else None
+    value = table.get(ORPHANS_IGNORE, []) if isinstance(table, dict) else []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise UsageError(
+            f"{path}: [tool.fixture-store] {ORPHANS_IGNORE} must be a list of glob patterns "
+            "(non-empty strings)",
+            fix=f'edit {path}: {ORPHANS_IGNORE} = ["*README.md", "data/*.txt"]',
+        )
+    return tuple(value)
+
+
+def ignored(path: str, patterns: Iterable[str]) -> bool:
+    """Whether the project-relative ``path`` matches one of the ignore ``patterns``."""
+    return any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)

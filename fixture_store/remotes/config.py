@@ -42,6 +42,9 @@ PYPROJECT = "pyproject.toml"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _KEYS = ("url", "endpoint_url", "profile", "region")
 _SECTION_KEYS = ("default-remote", "remotes")  # [tool.fixture-store], and the user's file
+# Settings of the project's [tool.fixture-store] only, read by their own modules (the orphan
+# ignore list: fixture_store.registry.project.orphans_ignored).
+PROJECT_ONLY_KEYS = ("orphans-ignore",)
 CHAIN_FIX = (
     "credentials never go in the configuration or a URL: use the AWS chain "
     "(AWS_PROFILE, ~/.aws/credentials, environment variables)"
@@ -237,7 +240,8 @@ def load(project: Path | None) -> RemoteConfig:
             continue
         table = _section(_read(path), section, path)
         where = f"{path}: [{'.'.join(section)}]" if section else str(path)
-        refuse_unknown(table, _SECTION_KEYS, where, str(path))
+        known = (*_SECTION_KEYS, *PROJECT_ONLY_KEYS) if section else _SECTION_KEYS
+        refuse_unknown(table, known, where, str(path))
         for name, raw in _table(table, "remotes", path).items():
             remotes[name] = _relative_to(RemoteSpec.from_json(name, raw, str(path)), path.parent)
         value = table.get("default-remote")

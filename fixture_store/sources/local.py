@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from fixture_store.objects.trees import check_member_path
 from fixture_store.registry import LocalSource, Record
+from fixture_store.registry import project as project_mod
 from fixture_store.registry.files import DIRNAME
 from fixture_store.sources import FetchContext, SourceError, put_object, put_tree, source_as
 
@@ -85,14 +86,17 @@ class Orphan:
         )
 
 
-def orphans(root: Path, records: Iterable[Record]) -> list[Orphan]:
-    """Every orphan under the project ``root``, sorted by path (see the rules above)."""
+def orphans(root: Path, records: Iterable[Record], ignore: Iterable[str] = ()) -> list[Orphan]:
+    """Every orphan under the project ``root``, sorted by path (see the rules above), but the
+    paths that match a glob of ``ignore`` (the project's ``orphans-ignore``) and the manifests
+    the records were imported from (``metadata.imported_from.manifest``)."""
     named: set[str] = set()
     folders: set[str] = set()
     trees: dict[str, frozenset[str]] = {}
     for record in records:
         if not isinstance(record.source, LocalSource):
             continue
+        named.update(_imported_from(record))
         relpath = "/".join(p for p in record.source.path.split("/") if p != ".")
         if not relpath:
             continue  # the project root itself: not a folder of sources (see above)
@@ -104,7 +108,16 @@ def orphans(root: Path, records: Iterable[Record]) -> list[Orphan]:
     found = [o for folder in folders for o in _unnamed_in(root, folder, named | set(trees))]
     for folder, members in trees.items():
         found.extend(_unlisted_in(root, folder, members))
-    return sorted(set(found), key=lambda o: o.path)
+    patterns = tuple(ignore)
+    kept = {o for o in found if not project_mod.ignored(o.path, patterns)}
+    return sorted(kept, key=lambda o: o.path)
+
+
+def _imported_from(record: Record) -> tuple[str, ...]:
+    """The project-relative manifest a record was imported from, if any: never an orphan."""
+    origin = (record.metadata or {}).get("imported_from")
+    manifest = origin.get("manifest") if isinstance(origin, Mapping) else None
+    return (manifest,) if isinstance(manifest, str) else ()
 
 
 def _unnamed_in(root: Path, folder: str, named: set[str]) -> Iterator[Orphan]:

@@ -134,3 +134,31 @@ def test_strict_passes_when_every_file_is_accounted_for(project: Path) -> None:
     assert code == 0, err
     assert "imported 2 new record(s), 0 unchanged, 1 gap(s)" in out
     assert set(family_doc(project)["records"]) == {"imp/a.bin", "imp/b.bin", "imp/gone.bin"}
+
+
+@pytest.mark.usefixtures("store")
+def test_orphans_ignore_and_the_imported_manifest_are_never_orphans(project: Path) -> None:
+    """A README beside the data, matched by ``orphans-ignore`` in ``[tool.fixture-store]``, and
+    the manifest the records were imported from are no orphans: not for ``import --strict``,
+    ``status`` or ``--fixture-store-complete``; the key is known to the remote configuration."""
+    _project_with_sums(project)
+    (project / "data" / "stray.bin").unlink()
+    (project / "data" / "README.md").write_text("where these files come from\n")
+    code, _, err = run("import", "data/SHA256SUMS", "--family", "imp", "--strict", "--gaps")
+    assert code == 1 and "(README.md)" in err
+    (project / "pyproject.toml").write_text(
+        '[tool.fixture-store]\norphans-ignore = ["*/README.md"]\n'
+    )
+    code, out, err = run("import", "data/SHA256SUMS", "--family", "imp", "--strict", "--gaps")
+    assert code == 0, err
+    code, out, err = run("status", "--json")
+    assert code == 0 and json.loads(out)["orphans"] == [], out + err
+    assert run("remote", "list")[0] == 0
+    (project / "data" / "notes.txt").write_text("not ignored\n")
+    assert [o["path"] for o in json.loads(run("status", "--json")[1])["orphans"]] == [
+        "data/notes.txt"
+    ]
+    (project / "pyproject.toml").write_text('[tool.fixture-store]\norphans-ignore = "*.md"\n')
+    code, _, err = run("status")
+    assert code == 2 and "orphans-ignore must be a list of glob patterns" in err
+    assert "pyproject.toml" in err
