@@ -54,6 +54,7 @@ class Outcome(StrEnum):
     DRIFT = "drift"
 
 
+@functools.lru_cache(maxsize=256)
 def dtype_name(dtype: np.dtype[Any]) -> str:
     return str(dtype.name if hasattr(dtype, "name") else dtype)
 
@@ -304,7 +305,7 @@ class Errors:
     @property
     def mean_abs(self) -> float:
         with np.errstate(over="ignore"):  # a sum past float64's range is an infinite mean
-            return float(self.diff.mean()) if self.diff.size else 0.0
+            return float(self.diff.sum()) / self.diff.size if self.diff.size else 0.0
 
     @property
     def max_rel(self) -> float:
@@ -313,7 +314,9 @@ class Errors:
     @property
     def mean_rel(self) -> float:
         finite = self.rel[np.isfinite(self.rel)]
-        return float(finite.mean()) if finite.size else (self.max_rel if self.rel.size else 0.0)
+        if finite.size:
+            return float(finite.sum()) / finite.size
+        return self.max_rel if self.rel.size else 0.0
 
     @property
     def max_ulp(self) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
-from fixture_store.parity.arrays import ArrayComparison, compare_arrays
+from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
 from fixture_store.registry import Content, Tolerance
 
 DUMP_ENV = "FIXTURE_STORE_PARITY_DUMP"
@@ -185,7 +185,7 @@ def _errors(c: ArrayComparison) -> str:
 
 def _dtype(values: Any) -> str:
     dtype = getattr(values, "dtype", None)
-    return str(dtype) if dtype is not None else str(np.asarray(values).dtype)
+    return dtype_name(dtype if isinstance(dtype, np.dtype) else np.asarray(values).dtype)
 
 
 def _value(x: Any) -> str:

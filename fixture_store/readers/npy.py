@@ -10,6 +10,7 @@ data. Files on disk are memory-mapped read-only where the layout allows it.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import math
 import os
@@ -91,11 +92,7 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
     raw = _read_exact(stream, header_len, artifact, "NPY header")
     try:
         text = raw.decode("utf-8" if version == (3, 0) else "latin1")
-        # literal_eval evaluates literals only: no names, calls or attribute access. Hostile
-        # text makes the compiler warn (e.g. '1a'); the refusal below is the only report.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            header = ast.literal_eval(text)
+        header = _literal(text)
     except (
         UnicodeDecodeError,
         ValueError,
@@ -124,6 +121,18 @@ def read_header(stream: BinaryIO, limits: Limits = DEFAULT, artifact: str = "<np
             f"tensor of {nbytes} bytes exceeds the profile's {limits.tensor_bytes}",
         )
     return NpyHeader(version, dtype, shape, fortran, _PREFIX + len_size + header_len)
+
+
+@functools.lru_cache(maxsize=64)
+def _literal(text: str) -> Any:
+    """The header's Python literal. literal_eval evaluates literals only: no names, calls or
+    attribute access; hostile text makes the compiler warn (e.g. '1a') and the caller's refusal
+    is the only report. Kept for the last headers seen: the members of an NPZ of many arrays
+    usually share one header, and parsing it was a third of reading each small member (an error
+    is raised again each time, never kept)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(text)
 
 
 def _check_dtype(descr: object, artifact: str) -> np.dtype[Any]:
