@@ -222,11 +222,13 @@ class Registration:
     digest: Digest | None = None
     suggested: bool = False
     unset_metadata: tuple[str, ...] = ()  # metadata keys of the existing record to remove
+    stated_in: str | None = None  # where the stated values were typed ("the command line")
 
     @property
     def file(self) -> str:
-        """The registry file its record goes to."""
-        return f"provenance/{family_of(self.name)}.json"
+        """What a refusal of its values blames: where they were typed (``stated_in``), else the
+        registry file its record goes to."""
+        return self.stated_in or f"provenance/{family_of(self.name)}.json"
 
     @property
     def where(self) -> Where:

@@ -198,7 +198,9 @@ def add(
         raise UsageError("--source names one file's source: give it with one PATH and --name")
     gap = registry_mod.Gap(gap_reason) if gap_reason is not None else None
     registrations = [
-        ingest.Registration(n, kind, p, source, stated, gap, unset_metadata=unset_metadata)
+        ingest.Registration(
+            n, kind, p, source, stated, gap, unset_metadata=unset_metadata, stated_in=where.file
+        )
         for n, p in zip(names, paths or (None,), strict=True)
     ]
     done = ingest.register(obj.store, obj.registry(), registrations, replace=replace, link=link)

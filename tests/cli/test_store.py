@@ -211,6 +211,20 @@ def test_a_moving_upstream_or_a_bad_tolerance_is_refused_before_anything_is_reco
 
 
 @pytest.mark.usefixtures("store")
+def test_a_value_typed_on_the_command_line_is_blamed_on_the_command_line(project: Path) -> None:
+    """Checks of the whole record built from the options (a per-array tolerance naming no array
+    of the bytes) blame the command line, not a registry file that was never written."""
+    _npz(project / "data/a.npz", x=np.arange(2))
+    per_array = '{"metric": "exact", "per_array": {"nope": {"metric": "exact"}}}'
+    code, _, err = run(
+        "add", "data/a.npz", "--name", "fam/a", "--kind", "fixture", "--tolerance", per_array
+    )
+    assert code == 2 and "field 'tolerance.per_array.nope'" in err
+    assert err.startswith("error: the command line: ") and "provenance/fam.json" not in err
+    assert not (project / "provenance" / "fam.json").exists()
+
+
+@pytest.mark.usefixtures("store")
 def test_a_differing_add_is_refused_with_the_difference_and_replace_rewrites_it(
     project: Path,
 ) -> None:
