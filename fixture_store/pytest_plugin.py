@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -410,23 +410,29 @@ class VerifiedFixtures:
         return self.fixtures.arrays(name)
 
     def assert_parity(
-        self, name: str, actual: Mapping[str, Any] | Any, *, dump: str | None = None
+        self,
+        name: str,
+        actual: Mapping[str, Any] | Any,
+        *,
+        dump: str | None = None,
+        only: Iterable[str] | None = None,
     ) -> ParityReport:
         """Assert ``actual`` (array name -> array) is at parity with the verified reference
         ``name`` under its record's tolerance (see
-        :func:`fixture_store.parity.assertion.assert_parity`); a failing candidate is written
-        under ``dump``, else ``--fixture-store-parity-dump``, else $FIXTURE_STORE_PARITY_DUMP."""
+        :func:`fixture_store.parity.assertion.assert_parity`; ``only`` names the arrays to
+        compare, the others not required); a failing candidate is written under ``dump``, else
+        ``--fixture-store-parity-dump``, else $FIXTURE_STORE_PARITY_DUMP."""
         __tracebackhide__ = True
         from fixture_store.parity.assertion import assert_parity
 
         self._state.enforce(name)
         folder = dump or self._state.config.getoption("fixture_store_parity_dump")
         if self._state.config.getoption("fixture_store_attest") is None:
-            return assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
+            return assert_parity(name, actual, fixtures=self.fixtures, dump=folder, only=only)
         from fixture_store.parity.assertion import ParityError
 
         try:
-            report = assert_parity(name, actual, fixtures=self.fixtures, dump=folder)
+            report = assert_parity(name, actual, fixtures=self.fixtures, dump=folder, only=only)
         except ParityError as e:
             self._state.attest(name, actual, e.report)
             raise

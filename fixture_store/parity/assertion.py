@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -69,9 +69,14 @@ def assert_parity(
     *,
     fixtures: Fixtures | None = None,
     dump: str | os.PathLike[str] | None = None,
+    only: Iterable[str] | None = None,
 ) -> ParityReport:
     """Assert that ``actual`` (array name -> array; a bare array for a one-array reference)
     is at parity with the verified reference ``name`` under its record's tolerance.
+
+    ``only`` names the arrays of the reference to compare (the others, such as the inputs an
+    NPZ stores beside the outputs, are neither required from ``actual`` nor compared); a name
+    the reference does not hold is a usage error.
 
     ``fixtures`` is the verified view to read from (default: :meth:`Fixtures.open`, the store
     and registry the environment names). Returns the report when every array is within
@@ -87,7 +92,7 @@ def assert_parity(
             f"{record.media_type or 'none'}): a parity assertion compares arrays",
             fix="assert parity against a record of an .npy or .npz file",
         )
-    expected = view.arrays(name)
+    expected = _only(view.arrays(name), only, name)
     given = _named(actual, expected, name)
     report = compare(name, expected, given, record.tolerance)
     if report.ok:
@@ -96,6 +101,21 @@ def assert_parity(
     if target is not None:
         report = _dump(report, Path(target), view, expected, given)
     raise ParityError(message(report, expected, given, record.tolerance), report)
+
+
+def _only(expected: Mapping[str, Any], only: Iterable[str] | None, name: str) -> Mapping[str, Any]:
+    """The arrays of the reference ``only`` names (all of them when ``None``)."""
+    if only is None:
+        return expected
+    wanted = [only] if isinstance(only, str) else list(only)
+    unknown = [n for n in wanted if n not in expected]
+    if unknown or not wanted:
+        raise UsageError(
+            f"assert_parity(only=...) for {name}: "
+            + (f"no array {', '.join(map(repr, unknown))}" if unknown else "names no array"),
+            fix=f"name arrays of the reference: {', '.join(sorted(expected))}",
+        )
+    return {n: expected[n] for n in wanted}
 
 
 def compare(

@@ -85,6 +85,18 @@ def test_missing_and_extra_arrays_fail(fixtures: Fixtures) -> None:
     assert "extra: ['register_tokens'] (given, not in the reference)" in str(info.value)
 
 
+def test_only_compares_the_named_arrays_and_requires_no_other(fixtures: Fixtures) -> None:
+    """An NPZ holding the inputs beside the outputs: ``only=`` names the outputs; the inputs are
+    neither required from the candidate nor compared, and a name the NPZ lacks is refused."""
+    report = assert_parity(NAME, {"patch_tokens": PATCH}, fixtures=fixtures, only=["patch_tokens"])
+    assert report.ok and [c.name for c in report.comparisons] == ["patch_tokens"]
+    with pytest.raises(ParityError):
+        assert_parity(NAME, {"patch_tokens": PATCH + 1}, fixtures=fixtures, only=["patch_tokens"])
+    with pytest.raises(UsageError, match="no array 'logits'") as info:
+        assert_parity(NAME, {"logits": CLS}, fixtures=fixtures, only=["logits"])
+    assert info.value.fix is not None and "cls_token, patch_tokens" in info.value.fix
+
+
 def test_dtype_and_shape_are_exact_unless_the_record_says_otherwise(
     project: Path, store: Store
 ) -> None:
