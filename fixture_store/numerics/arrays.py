@@ -314,8 +314,9 @@ class Errors:
     @property
     def mean_rel(self) -> float:
         finite = self.rel[np.isfinite(self.rel)]
-        if finite.size:
-            return float(finite.sum()) / finite.size
+        count = int(finite.size)
+        if count:
+            return float(finite.sum()) / count
         return self.max_rel if self.rel.size else 0.0
 
     @property
@@ -398,6 +399,9 @@ _NO_COUNTS: np.ndarray[Any, np.dtype[np.uint64]] = np.zeros(0, np.uint64)
 _NO_VALUES: np.ndarray[Any, np.dtype[np.float64]] = np.zeros(0, np.float64)
 
 
+_UNSCALED = (2.0**-400, 2.0**400)  # magnitudes whose squares' sums stay normal floats
+
+
 def _cosine(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> float:
     """``1 - Re<e, a> / (|e| |a|)`` in float64, each side scaled by its largest magnitude first
     (the cosine does not change; the squares cannot overflow), clipped to [0, 2]."""
@@ -405,6 +409,10 @@ def _cosine(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> float:
     top_a = float(np.max(np.abs(a))) if a.size else 0.0
     if top_e == 0.0 or top_a == 0.0:
         return 0.0 if top_e == top_a else 1.0
+    if e.dtype.kind != "c" and all(_UNSCALED[0] < t < _UNSCALED[1] for t in (top_e, top_a)):
+        # No square can overflow and the largest cannot underflow: no copies scaled.
+        dot, norm_e, norm_a = float(np.dot(e, a)), float(np.dot(e, e)), float(np.dot(a, a))
+        return min(2.0, max(0.0, 1.0 - dot / (math.sqrt(norm_e) * math.sqrt(norm_a))))
     es, as_ = e / top_e, a / top_a
     dot = float(np.real(np.vdot(es, as_)))
     norms = math.sqrt(float(np.real(np.vdot(es, es)))) * math.sqrt(
