@@ -285,7 +285,10 @@ class Folder:
                 out.flush()
                 os.fchmod(out.fileno(), mode)  # whatever the umask made of it
                 os.fsync(out.fileno())
-            self.replace(tmp, self, name)
+            try:
+                self.replace(tmp, self, name)
+            except IsADirectoryError:  # a folder where this file belongs: refused, not replaced
+                raise self.refuse(self.child(name), "a folder") from None
             self.fsync()
         finally:
             with contextlib.suppress(FileNotFoundError):

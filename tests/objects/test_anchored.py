@@ -91,6 +91,21 @@ def test_write_atomically_replaces_a_link_never_its_target(tmp_path: Path) -> No
     assert sorted(p.name for p in (root / "a").iterdir()) == ["b", "w"]  # no temp file left
 
 
+def test_write_atomically_refuses_a_folder_at_the_name(tmp_path: Path) -> None:
+    """A folder where a file belongs (a dump's ``<stem>.candidate.npz`` made a folder) was an
+    ``IsADirectoryError`` traceback: it is the caller's refusal, naming the path, nothing left."""
+    root = _tree(tmp_path)
+
+    def refuse(path: str, what: str) -> UsageError:
+        return UsageError(f"mine: {path} is {what}")
+
+    with anchored.Folder.root(root, refuse=refuse) as base, pytest.raises(UsageError) as info:
+        base.write_atomically("a", b"written")
+    assert info.value.message == f"mine: {root / 'a'} is a folder"
+    assert sorted(p.name for p in root.iterdir()) == ["a"]  # no temp file left
+    assert sorted(p.name for p in (root / "a").iterdir()) == ["b"]
+
+
 def test_create_never_opens_an_existing_name_or_a_link(tmp_path: Path) -> None:
     root, out = _tree(tmp_path), _outside(tmp_path)
     (root / "a" / "l").symlink_to(out / "new")
