@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.remotes import REPO, bench_env, fs_cli, moto_server
@@ -37,18 +38,46 @@ MiB = 1 << 20
 LARGE_MIB = 40  # ranges of 8 MiB: five of them
 
 
-def pull(env: dict[str, str], project: Path, remote: str) -> tuple[float, int, int]:
-    """``pull --all`` in a child: seconds, peak RSS in KiB, exit code."""
+# The exit each case must end with: the refusal (1) where the server's answer is unusable, the
+# pulled objects (0) where it is right however it is framed.
+EXPECTED_EXIT = {"clean": 0, "error body": 1, "lying range": 1, "petabyte length": 0,
+                 "header drip": 1}  # fmt: skip
+# The promise (docs/remotes.md): beyond what a clean pull holds, at most 7 ranges of 8 MiB (and
+# a byte each) and an error body's first 4 KiB, whatever the server sends or claims.
+PROMISED_EXTRA_MIB = 7 * 8 + 1
+
+
+@dataclass
+class Case:
+    """One row: the case, pull's exit, its seconds and peak RSS, whether it printed a traceback."""
+
+    name: str
+    exit: int
+    seconds: float
+    peak_mib: float
+    traceback: bool
+
+    @property
+    def expected_exit(self) -> bool:
+        return self.exit == EXPECTED_EXIT[self.name]
+
+
+def pull(env: dict[str, str], project: Path, remote: str) -> tuple[float, int, int, str]:
+    """``pull --all`` in a child: seconds, peak RSS in KiB, exit code, its stderr."""
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fixture_store.cli", "pull", "--all", "--remote", remote],
-        env=env,
-        cwd=project,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    return time.perf_counter() - started, int(usage.ru_maxrss), os.waitstatus_to_exitcode(status)
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fixture_store.cli", "pull", "--all", "--remote", remote],
+            env=env,
+            cwd=project,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - started, int(usage.ru_maxrss), code, text
 
 
 def cases(args: argparse.Namespace) -> dict[str, Callable[[Faults], None]]:
@@ -73,20 +102,19 @@ def cases(args: argparse.Namespace) -> dict[str, Callable[[Faults], None]]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--error-mib", type=int, default=256)
-    parser.add_argument("--extra-mib", type=int, default=256)
-    args = parser.parse_args()
+def measure(error_mib: int, extra_mib: int, large_mib: int = LARGE_MIB) -> list[Case]:
+    """Every case of :func:`cases` against moto behind the fault proxy, in a temporary folder."""
+    spoilers = cases(argparse.Namespace(error_mib=error_mib, extra_mib=extra_mib))
     work = Path(tempfile.mkdtemp(prefix="bench-hostile-bodies-"))
     env = bench_env(work)
+    found = []
     try:
         with moto_server() as (endpoint, client):
             project = work / "project"
             (project / "provenance").mkdir(parents=True)
             (project / "small.bin").write_bytes(os.urandom(64 * 1024))
             with open(project / "large.bin", "wb") as f:
-                for _ in range(LARGE_MIB):
+                for _ in range(large_mib):
                     f.write(os.urandom(MiB))
             fs_cli(env, project, "add", "small.bin", "--name", "bench/small", "--kind", "fixture")
             fs_cli(
@@ -97,9 +125,7 @@ def main() -> None:
             fs_cli(
                 {**env, "AWS_ENDPOINT_URL": endpoint}, project, "push", "--all", "--remote", remote
             )
-            print(f"pull of a {LARGE_MIB} MiB and a 64 KiB object from a hostile S3 server (moto)")
-            print(f"{'case':<18} {'exit':>4} {'seconds':>8} {'peak RSS':>10}")
-            for name, spoil in cases(args).items():
+            for name, spoil in spoilers.items():
                 with FaultProxy(endpoint) as proxy:
                     spoil(proxy.faults)
                     run_env = {
@@ -109,10 +135,32 @@ def main() -> None:
                     }
                     if name == "header drip":
                         run_env["FIXTURE_STORE_DOWNLOAD_DEADLINE"] = "2"
-                    seconds, rss, code = pull(run_env, project, remote)
-                print(f"{name:<18} {code:>4} {seconds:>8.1f} {rss / 1024:>7.0f} MiB")
+                    seconds, rss, code, err = pull(run_env, project, remote)
+                found.append(Case(name, code, seconds, rss / 1024, "Traceback" in err))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    return found
+
+
+def bound_mib(found: list[Case]) -> float:
+    """The promised peak of every case: the clean pull's, plus :data:`PROMISED_EXTRA_MIB`."""
+    clean = next(c for c in found if c.name == "clean")
+    return clean.peak_mib + PROMISED_EXTRA_MIB
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--error-mib", type=int, default=256)
+    parser.add_argument("--extra-mib", type=int, default=256)
+    args = parser.parse_args()
+    found = measure(args.error_mib, args.extra_mib)
+    print(f"pull of a {LARGE_MIB} MiB and a 64 KiB object from a hostile S3 server (moto)")
+    print(f"{'case':<18} {'exit':>4} {'seconds':>8} {'peak RSS':>10}")
+    for c in found:
+        print(f"{c.name:<18} {c.exit:>4} {c.seconds:>8.1f} {c.peak_mib:>7.0f} MiB")
+    print(
+        f"promised peak: the clean pull's + {PROMISED_EXTRA_MIB} MiB = {bound_mib(found):.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -154,22 +154,30 @@ def _round(name: str, rng: random.Random) -> Counter[str]:
     return found
 
 
+def run(rounds: int, seed: int = 22) -> dict[str, Counter[str]]:
+    """``rounds`` rounds of every entry point: what each saw (the :data:`COUNTS`)."""
+    rng = random.Random(seed)
+    totals: dict[str, Counter[str]] = {}
+    for name in ENTRIES:
+        total: Counter[str] = Counter({c: 0 for c in COUNTS})
+        for _ in range(rounds):
+            total += _round(name, rng)
+        totals[name] = total
+    return totals
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=50, help="rounds per entry (default 50)")
     parser.add_argument("--seed", type=int, default=22)
     args = parser.parse_args(argv)
-    rng = random.Random(args.seed)
     width = max(map(len, ENTRIES))
     print(f"{'entry point':<{width}}  rounds  " + "  ".join(COUNTS))
-    bad = 0
-    for name in ENTRIES:
-        total: Counter[str] = Counter()
-        for _ in range(args.rounds):
-            total += _round(name, rng)
-        bad += sum(total[c] for c in COUNTS)
+    totals = run(args.rounds, args.seed)
+    for name, total in totals.items():
         cells = "  ".join(f"{total[c]:>{len(c)}}" for c in COUNTS)
         print(f"{name:<{width}}  {args.rounds:>6}  {cells}")
+    bad = sum(total[c] for total in totals.values() for c in COUNTS)
     print("secrets printed or written: " + ("none" if not bad else f"{bad} (must be 0)"))
     return 1 if bad else 0
 
