@@ -1,5 +1,7 @@
-"""The links report: rounds of planted symbolic links, FIFOs and folders at a random place under
-every root fixture-store writes or reads below, each round running the real command.
+"""The links report: rounds of planted symbolic links, FIFOs and folders under every root
+fixture-store writes or reads below, each round running the real command. The rounds of a
+surface go through its places and kinds of plant in a random order (ten rounds cover all of
+them) and the new object's bytes are random.
 
 Not a timed benchmark: it prints, per surface, the rounds run and what must never happen; every
 count must be zero, and the exit status says whether they all were:
@@ -224,6 +226,7 @@ SURFACES: dict[str, Surface] = {
     "registry (add)": Surface(_registry_places, _add, frozenset({1, 2})),
     "tree checkout": Surface(_tree_places, _tree, frozenset({0, 1, 2}), tree=True),
 }  # fmt: skip
+KINDS = ("link to a folder", "link to a file", "fifo", "folder")
 FOLDERS = {"tmp/", "objects/", "shard folder", "<family>", "trees/", "checkout"}
 
 
@@ -345,6 +348,7 @@ class Tally:
     tracebacks: int = 0
     hangs: int = 0
     unexpected_exits: int = 0
+    refused: int = 0  # how hard it pressed: rounds the command refused (the others did the work)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -354,21 +358,24 @@ class Tally:
 
     def row(self) -> dict[str, Any]:
         counts = {c: getattr(self, c) for c in COUNTS}
-        return {"surface": self.surface, "rounds": self.rounds, **counts,
+        return {"surface": self.surface, "rounds": self.rounds, **counts, "refused": self.refused,
                 "seconds": round(self.seconds, 1)}  # fmt: skip
 
 
-def one_round(work: Path, name: str, rng: random.Random, tally: Tally, timeout: float) -> None:
-    """Prepare, plant at a random place, run the surface's command, count, clean up."""
+def one_round(
+    work: Path, name: str, rng: random.Random, tally: Tally, *, seed: int, timeout: float
+) -> None:
+    """Prepare, plant the next of the surface's places and kinds (in a random order that goes
+    through all of them), run the surface's command, count, clean up."""
     surface = SURFACES[name]
     r = Round(work)
     with _inside(r):
         _prepare(r, surface, rng)
-        place, path = rng.choice(sorted(surface.places(r).items()))
-        kinds = ["link to a folder", "link to a file"]
-        if place not in FOLDERS:
-            kinds += ["fifo", "folder"]
-        kind = rng.choice(kinds)
+        places = surface.places(r)
+        combos = [(p, k) for p in sorted(places) for k in KINDS if p not in FOLDERS or "link" in k]
+        random.Random(f"{seed}:{name}").shuffle(combos)  # every one within as many rounds
+        place, kind = combos[tally.rounds % len(combos)]
+        path = places[place]
         before = _snapshot(r.victim)
         _plant(path, kind, r.victim)
         with _deadline(timeout):
@@ -387,6 +394,7 @@ def one_round(work: Path, name: str, rng: random.Random, tally: Tally, timeout: 
     tally.objects_lost += verified != 0
     tally.tracebacks += outcome == "traceback"
     tally.hangs += outcome == "hang"
+    tally.refused += outcome in (1, 2)
     tally.unexpected_exits += outcome not in surface.expected and outcome not in (
         "traceback",
         "hang",
@@ -414,7 +422,7 @@ def run(names: list[str], rounds: int, *, seed: int = 22, timeout: float = 20.0)
             for _ in range(rounds):
                 work = Path(tempfile.mkdtemp(prefix="fixture-store-links-"))
                 try:
-                    one_round(work, name, rng, tally, timeout)
+                    one_round(work, name, rng, tally, seed=seed, timeout=timeout)
                 finally:
                     _rmtree(work)
             tally.seconds = time.perf_counter() - started
@@ -434,7 +442,7 @@ def _rmtree(root: Path) -> None:
 
 
 def table(tallies: list[Tally]) -> str:
-    heads = ["surface", "rounds", *(c.replace("_", " ") for c in COUNTS), "seconds"]
+    heads = ["surface", "rounds", *(c.replace("_", " ") for c in COUNTS), "refused", "seconds"]
     rows = [[str(v) for v in t.row().values()] for t in tallies]
     widths = [max(len(r[i]) for r in [heads, *rows]) for i in range(len(heads))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [heads, *rows]]
