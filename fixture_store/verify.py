@@ -10,6 +10,7 @@ import contextlib
 import gc
 import os
 import stat
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from fixture_store.errors import (
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Algorithm, Digest
 from fixture_store.objects.statecache import VerifiedCache
-from fixture_store.objects.store import Store
+from fixture_store.objects.store import ObjectFiles, Store
 from fixture_store.readers import content
 from fixture_store.registry import GeneratorSource, Record, Registry
 
@@ -174,32 +175,60 @@ class Hashed:
 
 
 def hash_path(
-    path: str, use_blake3: bool, want_blake3: bool, small: bool = False, read_ahead: bool = True
+    root: str,
+    hexpart: str,
+    use_blake3: bool,
+    want_blake3: bool,
+    small: bool = False,
+    *,
+    read_ahead: bool = True,
+    files: ObjectFiles | None = None,
 ) -> Hashed:
-    """Hash one object file: BLAKE3 alone (fast re-verification), SHA-256, or both in one pass.
+    """Hash the object ``hexpart`` of the store at ``root``: BLAKE3 alone (fast
+    re-verification), SHA-256, or both in one pass.
 
-    A file known to be ``small`` (under one read chunk) is read whole with one open and read and
-    hashed from memory: 8.6 us a file instead of 14 us through the streaming path, which matters
-    for a corpus of thousands of 4 KiB members. A module-level function so that a process pool
-    can run it as well as a thread pool.
+    The object is opened through the path primitive (:class:`ObjectFiles`, the run's own when
+    given, else one for this job): a link, a FIFO or a folder at its name or at its shard's is
+    the store's refusal, never followed, never waited on, even if it was planted after the
+    sweep looked. A file known to be ``small`` (under one read chunk) is read whole with one
+    read and hashed from memory: 8.6 us a file instead of 14 us through the streaming path,
+    which matters for a corpus of thousands of 4 KiB members. A module-level function so that a
+    process pool can run it as well as a thread pool.
     """
+    own = files is None
+    opened = ObjectFiles(Path(root)) if files is None else files
     try:
-        data = digests.read_small(path) if small else None
-        if data is not None:
-            b3 = digests.blake3_of_bytes(data) if use_blake3 or want_blake3 else None
-            return Hashed(None if use_blake3 else digests.of_bytes(data), b3, len(data))
-        if use_blake3:
-            b3, size = digests.blake3_of_file(path, read_ahead=read_ahead)
-            return Hashed(None, b3, size)
-        if want_blake3:
-            d, b3 = digests.of_file_both(path, read_ahead=read_ahead)
-            return Hashed(d, b3, d.size)
-        d = digests.of_file(path, read_ahead=read_ahead)
-        return Hashed(d, None, d.size)
+        fd = opened.open_fd(hexpart)
     except FileNotFoundError:
         return Hashed(None, None, 0, missing=True)
+    finally:
+        if own:
+            opened.close()
+    try:
+        return _hash_fd(fd, use_blake3, want_blake3, small, read_ahead)
+    finally:
+        os.close(fd)
 
 
+def _hash_fd(fd: int, use_blake3: bool, want_blake3: bool, small: bool, read_ahead: bool) -> Hashed:
+    data = digests.read_small_fd(fd) if small else None
+    if data is not None:
+        b3 = digests.blake3_of_bytes(data) if use_blake3 or want_blake3 else None
+        return Hashed(None if use_blake3 else digests.of_bytes(data), b3, len(data))
+    if small:  # larger than it was: hash it all, from the start
+        os.lseek(fd, 0, os.SEEK_SET)
+    if use_blake3:
+        b3, size = digests.blake3_of_file(fd, read_ahead=read_ahead)
+        return Hashed(None, b3, size)
+    if want_blake3:
+        d, b3 = digests.of_file_both(fd, read_ahead=read_ahead)
+        return Hashed(d, b3, d.size)
+    d = digests.of_file(fd, read_ahead=read_ahead)
+    return Hashed(d, None, d.size)
+
+
+# hash_path's arguments: store root, object hex, BLAKE3 alone, BLAKE3 beside, small.
+HashJob = tuple[str, str, bool, bool, bool]
 # Expected SHA-256 hex, size and recorded BLAKE3: plain values, cheap to hash on the warm path.
 ObjectKey = tuple[str, int, str | None]
 # Below this average size per object, hashing inline beats a thread or process pool: per-object
@@ -234,6 +263,7 @@ class Verifier:
         if self.record_blake3:
             self.full, self.algorithm = True, Algorithm.SHA256
         self._objects = str(self.store.objects_dir)
+        self._root = str(self.store.root)
         self._folders_checked = False
 
     def _path(self, hexpart: str) -> str:
@@ -293,12 +323,11 @@ class Verifier:
                 to_hash.append((key, st))
         return to_hash
 
-    def job(
-        self, expected: Digest, recorded: str | None, size: int
-    ) -> tuple[str, bool, bool, bool]:
+    def job(self, expected: Digest, recorded: str | None, size: int) -> HashJob:
         """:func:`hash_path`'s arguments for an object whose file has ``size`` bytes."""
         use_blake3 = self.algorithm is Algorithm.AUTO and recorded is not None
-        return self._path(expected.hex), use_blake3, self.record_blake3, size < digests.CHUNK
+        small = size < digests.CHUNK
+        return self._root, expected.hex, use_blake3, self.record_blake3, small
 
     def judge(
         self, expected: Digest, recorded: str | None, st: os.stat_result, hashed: Hashed
@@ -328,7 +357,7 @@ class Verifier:
             self.cache.remember(expected.hex, st, recorded)
             return ObjectCheck(Status.VERIFIED, expected, hashed.size)
         # Failures only: name the actual identity.
-        actual = _hash_quiet(Path(self._path(expected.hex)))
+        actual = _hash_quiet(self.store, expected.hex)
         if actual is None:
             return ObjectCheck(Status.MISSING)
         self.cache.forget(expected.hex)
@@ -491,9 +520,10 @@ def _failure(
     )
 
 
-def _hash_quiet(path: Path) -> Digest | None:
+def _hash_quiet(store: Store, hexpart: str) -> Digest | None:
     try:
-        return digests.of_file(path)
+        with store.open_object(hexpart) as f:
+            return digests.of_file(f.fileno())
     except FileNotFoundError:
         return None
 
@@ -748,14 +778,13 @@ def _pool_size(to_hash: list[tuple[ObjectKey, os.stat_result]], workers: int | N
 
 
 @contextlib.contextmanager
-def _hashing(
-    jobs: list[tuple[str, bool, bool, bool]], pool_size: int, executor: str
-) -> Iterator[Iterable[Hashed]]:
+def _hashing(jobs: list[HashJob], pool_size: int, executor: str) -> Iterator[Iterable[Hashed]]:
     """What hashing ``jobs`` reads, in their order: inline, or in a thread or process pool.
     The pools' modules are imported here: they would cost every verify's start-up, and a warm
     verify never pools."""
     if pool_size == 1:
-        yield (hash_path(*job) for job in jobs)
+        with ObjectFiles(Path(jobs[0][0]) if jobs else Path()) as files:
+            yield (hash_path(*job, files=files) for job in jobs)
     elif executor == "process":
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -768,15 +797,28 @@ def _hashing(
     else:
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(max_workers=pool_size) as tpool:
-            yield tpool.map(_hash_job, jobs)
+        local, opened = threading.local(), list[ObjectFiles]()
+
+        def job(job: HashJob) -> Hashed:  # each thread opens the object folders once
+            files = getattr(local, "files", None)
+            if files is None:
+                files = local.files = ObjectFiles(Path(job[0]))
+                opened.append(files)
+            return hash_path(*job, read_ahead=False, files=files)
+
+        try:
+            with ThreadPoolExecutor(max_workers=pool_size) as tpool:
+                yield tpool.map(job, jobs)
+        finally:
+            for files in opened:
+                files.close()
 
 
 def _largest_first(item: tuple[ObjectKey, os.stat_result]) -> int:
     return -item[1].st_size
 
 
-def _hash_job(job: tuple[str, bool, bool, bool]) -> Hashed:
+def _hash_job(job: HashJob) -> Hashed:
     return hash_path(*job, read_ahead=False)  # the pool already keeps the cores busy
 
 

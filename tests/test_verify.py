@@ -21,6 +21,7 @@ from fixture_store.objects.digests import Algorithm, Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.verify import Status, Verifier, verify_names
+from tests.support import planted
 
 
 def make_project(project: Path, store: Store) -> None:
@@ -511,3 +512,30 @@ def test_a_tree_no_checkout_can_hold_is_an_invalid_record_not_a_crash(
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert why in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("at", "kind"), planted.cases())
+@pytest.mark.parametrize("size", [100, 3 << 20])
+def test_hashing_refuses_an_entry_planted_after_the_sweep(
+    tmp_path: Path, store: Store, at: str, kind: str, size: int
+) -> None:
+    """Hashing opens each object through the path primitive: a link, FIFO or folder planted at
+    an object's name or at its shard's between the sweep's stat and the read is refused with
+    the store's error, never followed (the link points at the right bytes), never waited on."""
+    from fixture_store.verify import ObjectKey, _hashing
+
+    digest = store.put_bytes(os.urandom(size))
+    verifier = Verifier(store, full=True)
+    expected: dict[ObjectKey, tuple[Digest, str | None]] = {
+        (digest.hex, digest.size, None): (digest, None)
+    }
+    to_hash = verifier.sweep(expected, {})
+    assert len(to_hash) == 1
+    path = planted.plant(store, digest, kind, at, tmp_path / "outside")
+    jobs = [verifier.job(digest, None, st.st_size) for _, st in to_hash]
+    with pytest.raises(StoreError) as info, _hashing(jobs, 1, "thread") as hashed:
+        list(hashed)
+    assert str(path) in info.value.message
+    assert planted.WHAT[kind] in info.value.message
+    assert "fixture-store verify" in str(info.value.fix)

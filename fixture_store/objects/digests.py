@@ -170,12 +170,19 @@ def read_small(path: str | Path, limit: int = CHUNK) -> bytes | None:
     read (plus the read that sees the end); ``None`` if it is larger, to be streamed instead."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        data = os.read(fd, limit)
-        if len(data) < limit and not os.read(fd, 1):
-            return data
-        return None
+        return read_small_fd(fd, limit)
     finally:
         os.close(fd)
+
+
+def read_small_fd(fd: int, limit: int = CHUNK) -> bytes | None:
+    """:func:`read_small` of a file its caller opened (a store object is opened through the
+    path primitive: :class:`fixture_store.objects.store.ObjectFiles`), from where it stands;
+    the descriptor is left open."""
+    data = os.read(fd, limit)
+    if len(data) < limit and not os.read(fd, 1):
+        return data
+    return None
 
 
 def of_stream(stream: BinaryIO) -> Digest:
@@ -190,14 +197,14 @@ def of_stream(stream: BinaryIO) -> Digest:
     return h.digest()
 
 
-def of_file(path: str | Path, *, read_ahead: bool = True) -> Digest:
+def of_file(path: str | Path | int, *, read_ahead: bool = True) -> Digest:
     """Hash a file in constant memory with large unbuffered reads."""
     h = Hasher()
     _feed_file(path, h.update, read_ahead)
     return h.digest()
 
 
-def blake3_of_file(path: str | Path, *, read_ahead: bool = True) -> tuple[str, int]:
+def blake3_of_file(path: str | Path | int, *, read_ahead: bool = True) -> tuple[str, int]:
     """BLAKE3 hex and size of a file in constant memory (the fast re-verification digest).
 
     Plain reads rather than ``update_mmap``: mapped pages would count as resident memory and a
@@ -209,7 +216,7 @@ def blake3_of_file(path: str | Path, *, read_ahead: bool = True) -> tuple[str, i
 
 
 def _feed_file(
-    path: str | Path,
+    path: str | Path | int,
     update: Callable[[memoryview], object],
     read_ahead: bool = True,
     beside: Callable[[memoryview], object] | None = None,
@@ -222,7 +229,8 @@ def _feed_file(
     the hash. ``beside`` runs on the reading thread, so a second hash of the same bytes costs no
     extra time while it is faster than ``update``. Memory stays bounded at ``READ_AHEAD`` chunks.
     Callers that already hash several files in parallel pass ``read_ahead=False``: the cores are
-    busy, extra threads only contend.
+    busy, extra threads only contend. ``path`` may be a descriptor its caller opened (a store
+    object, opened through the path primitive), read from where it stands and left open.
     """
 
     def both(chunk: memoryview) -> None:
@@ -230,7 +238,7 @@ def _feed_file(
             beside(chunk)
         update(chunk)
 
-    with open(path, "rb", buffering=0) as f:
+    with open(path, "rb", buffering=0, closefd=not isinstance(path, int)) as f:
         view = read_buffer()
         n = f.readinto(view)
         if not n:
@@ -297,7 +305,7 @@ def blake3_of_bytes(data: bytes | bytearray | memoryview) -> str:
     return str(_blake3.blake3(data).hexdigest())
 
 
-def of_file_both(path: str | Path, *, read_ahead: bool = True) -> tuple[Digest, str]:
+def of_file_both(path: str | Path | int, *, read_ahead: bool = True) -> tuple[Digest, str]:
     """SHA-256 (identity) and BLAKE3 of a file, in one read pass; with read-ahead the BLAKE3
     runs on the reading thread, beside the SHA-256."""
     sha = hashlib.sha256()

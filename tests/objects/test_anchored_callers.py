@@ -79,9 +79,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ): "part of remove_tree (never follows a link)",
     ("objects/fsutil.py", "SyncBatch.__init__"): "opens a folder read-only only to syncfs its "
     "filesystem; nothing is read or written through it",
-    ("objects/digests.py", "read_small"): f"{_NOT_YET} hashes a path its caller names "
-    "(verify hashes objects by path after checking the store's folders)",
-    ("objects/digests.py", "_feed_file"): f"{_NOT_YET} hashes a path its caller names",
+    ("objects/digests.py", "read_small"): "reads a path its caller names: the store's own "
+    "temp file it just made (_hash_copy); verify reads objects from a descriptor the primitive "
+    "opened (read_small_fd)",
+    ("objects/digests.py", "_feed_file"): "hashes a path its caller names (the user's files, "
+    "generator outputs), or wraps a descriptor the primitive opened (verify's objects)",
     ("objects/statecache.py", "mark_passed"): "creates a cache marker O_NOFOLLOW",
     ("objects/store.py", "Store._link_temp"): "links and hashes the user's source file (not "
     "under a root) into a temp name made from the temp folder's descriptor",
@@ -89,6 +91,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     "(open(fd)): no path is opened",
     ("objects/store.py", "Store.remove"): "unlinks relative to the shard's descriptor",
     ("objects/store.py", "_open_source"): f"{_NOT_A_ROOT} the user's file to add",
+    ("registry/project.py", "orphans_ignored"): f"{_NOT_A_ROOT} the project's pyproject.toml",
     ("registry/files.py", "schema"): f"{_NOT_A_ROOT} the package's own JSON Schema",
     # -- the verbs and readers ----------------------------------------------------------------
     ("access.py", "Fixtures.open_bytes"): f"{_NOT_YET} opens a verified object by its path",

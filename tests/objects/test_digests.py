@@ -86,12 +86,14 @@ def test_the_small_file_path_hashes_like_the_streaming_one(
 ) -> None:
     import os
 
+    from fixture_store.objects.store import Store
     from fixture_store.verify import hash_path
 
-    path = tmp_path / "f"
-    path.write_bytes(os.urandom(4096))
-    fast = hash_path(str(path), use_blake3, want_blake3, small=True)
-    streamed = hash_path(str(path), use_blake3, want_blake3, small=False)
+    store = Store.at(tmp_path / "store").ensure()
+    hexpart = store.put_bytes(os.urandom(4096)).hex
+    root = str(store.root)
+    fast = hash_path(root, hexpart, use_blake3, want_blake3, small=True)
+    streamed = hash_path(root, hexpart, use_blake3, want_blake3, small=False)
     assert fast == streamed
     assert (fast.sha256 is None) == use_blake3 and (fast.blake3 is None) == (
         not use_blake3 and not want_blake3
