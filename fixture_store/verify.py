@@ -625,6 +625,7 @@ class VerifyPlan:
             run.settle()
             run.hash(workers, executor)
         finally:
+            run.files.close()
             if flush:
                 verifier.cache.flush()
             else:
@@ -673,6 +674,7 @@ class _Run:
         self.waiting: dict[ObjectKey, list[int]] = {}  # object -> records that wait on it
         self.remaining: dict[int, int] = {}  # record -> how many of its objects are unchecked
         self.to_hash: list[tuple[ObjectKey, os.stat_result]] = []
+        self.files = ObjectFiles(plan.store.root)  # closed by VerifyPlan.execute
         # What the registry decided is known, and reported, before any object is read.
         for i in sorted(plan.settled):
             self.results[i] = plan.settled[i]
@@ -719,11 +721,20 @@ class _Run:
             if remaining[i] == 0:
                 self.finish(i)
 
+    def sniff(self, hexpart: str) -> str:
+        """The format of an object by its leading bytes, opened through the path primitive
+        (the run's object folders, opened once): a link, FIFO or folder there is refused."""
+        fd = self.files.open_fd(hexpart)
+        try:
+            return content.sniff(fd)
+        finally:
+            os.close(fd)
+
     def finish(self, i: int) -> None:
         """Record ``i``'s result, from the checks of all its objects."""
         record, keys = self.plan.records[i]
         checks = self.checks
-        result = _all_verified(record, keys, checks, self.verifier._path) or assemble(
+        result = _all_verified(record, keys, checks, self.sniff) or assemble(
             record,
             self.plan.store,
             lambda d, b3: checks[object_key(d, b3)],
@@ -738,11 +749,11 @@ def _all_verified(
     record: Record,
     keys: list[ObjectKey],
     checks: Mapping[ObjectKey, ObjectCheck],
-    object_path: Callable[[str], str],
+    sniff: Callable[[str], str],
 ) -> Result | None:
     """The result of a record whose objects all verified and whose content needs no check of
     its own (the warm path: no second walk over its objects, a plain object's leading bytes
-    sniffed through ``object_path``); ``None`` for any other record."""
+    sniffed by ``sniff``); ``None`` for any other record."""
     verified = Status.VERIFIED
     hashed, cached = 0, True
     for k in keys:
@@ -754,7 +765,7 @@ def _all_verified(
     if record.content is not None:
         return None  # checked against its manifest by assemble
     # Content undeclared: a tree, or one object whose leading bytes must be no archive or array.
-    if record.members is None and content.sniff(object_path(keys[0][0])) != "unknown":
+    if record.members is None and sniff(keys[0][0]) != "unknown":
         return None
     return Result(
         record.name,

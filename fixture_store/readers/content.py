@@ -59,13 +59,14 @@ def needs_check(record: Record) -> bool:
     return record.content is not None and record.digest is not None
 
 
-def undeclared(record: Record, path: str | Path) -> UnsafeContentError | None:
+def undeclared(record: Record, source: str | Path | int) -> UnsafeContentError | None:
     """The refusal of a record of one object that declares no content while the leading bytes
-    of its object (at ``path``) are an archive or an array; ``None`` for plain bytes, a tree
-    or a record that declares its content. One short read, never remembered."""
+    of its object (at ``source``: a path, or a descriptor opened through the path primitive)
+    are an archive or an array; ``None`` for plain bytes, a tree or a record that declares its
+    content. One short read, never remembered."""
     if record.content is not None or record.digest is None or record.is_tree:
         return None
-    fmt = sniff(path)
+    fmt = sniff(source)
     if fmt == "unknown":
         return None
     return UnsafeContentError(
@@ -110,7 +111,10 @@ def check(
     """None if the record's (already digest-verified) object passes its content rules."""
     profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
     if record.content is None:
-        return undeclared(record, store.object_path(record.object))
+        if record.digest is None or record.is_tree:
+            return None
+        with store.open_object(record.object) as f:  # never through a link (DESIGN 13)
+            return undeclared(record, f.fileno())
     marker = _marker(store, record, profile)
     if not full and statecache.has_marker(marker, store.root):
         return None
@@ -132,7 +136,8 @@ def _rewrite_fix(record: Record) -> str:
 
 def _check(store: Store, record: Record, profile: limits.Limits) -> None:
     path = store.object_path(record.object)
-    fmt = sniff(path)
+    with store.open_object(record.object) as f:  # never through a link (DESIGN 13)
+        fmt = sniff(f.fileno())
     declared = MEDIA_TYPE_FORMATS.get(record.media_type or "")
     if declared is not None and _SNIFFED_AS.get(declared, declared) != fmt:
         raise UnsafeContentError(

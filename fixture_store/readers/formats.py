@@ -60,13 +60,15 @@ def is_safetensors(head: bytes) -> bool:
     return SAFETENSORS_MIN_HEADER <= length <= SAFETENSORS_MAX_HEADER
 
 
-def sniff(path: str | os.PathLike[str]) -> Sniffed:
-    """The format of the file at ``path`` by its leading bytes: npy, zip (which an NPZ is),
-    tar.lz4, tar.zst, safetensors, tar, or unknown."""
-    # os-level: a warm verify sniffs every plain object, and this is 2 us where open() is 8.
-    # A store object reaches here only after verification's lstat found a regular file; a file
-    # being added may be the user's link to it.
-    fd = os.open(path, os.O_RDONLY)
+def sniff(source: str | os.PathLike[str] | int) -> Sniffed:
+    """The format of a file by its leading bytes: npy, zip (which an NPZ is), tar.lz4,
+    tar.zst, safetensors, tar, or unknown. ``source`` is a path (the user's file) or a
+    descriptor its caller opened (a store object, opened through the path primitive:
+    :class:`fixture_store.objects.store.ObjectFiles`), read from its start and left open."""
+    if isinstance(source, int):
+        return sniff_bytes(os.pread(source, HEAD_BYTES, 0))
+    # os-level: this is 2 us where open() is 8.
+    fd = os.open(source, os.O_RDONLY)
     try:
         return sniff_bytes(os.read(fd, HEAD_BYTES))
     finally:

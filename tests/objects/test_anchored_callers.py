@@ -98,7 +98,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("readers/archives/scan.py", "scan"): f"{_NOT_YET} reads an archive by its path",
     ("readers/archives/write.py", "write_tar"): f"{_NOT_A_ROOT} writes a user's archive",
     ("readers/archives/zip.py", "open_zip"): f"{_NOT_YET} reads an archive by its path",
-    ("readers/formats.py", "sniff"): f"{_NOT_YET} reads the leading bytes of a path",
+    ("readers/formats.py", "sniff"): f"{_NOT_A_ROOT} reads the leading bytes of the "
+    "user's file; store objects are sniffed from a descriptor the primitive opened",
     ("readers/npy.py", "read_metadata"): f"{_NOT_YET} reads an array by its path",
     ("readers/pinned.py", "PinnedFile.__init__"): f"{_NOT_YET} opens a verified object by "
     "its path, then pins its identity",

@@ -11,11 +11,12 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import MissingObjectError, UnsafeContentError, UsageError
+from fixture_store.errors import MissingObjectError, StoreError, UnsafeContentError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
 from fixture_store.verify import Status, verify_names
+from tests.support import planted
 from tests.support.hostile import compress, manifest, regular_tar, tar_bytes, tar_info
 
 GOOD = {"data/a.bin": b"alpha" * 100, "b.txt": b"bravo\n"}
@@ -408,3 +409,30 @@ def test_describe_gives_a_safetensors_files_tensor_manifest(tmp_path: Path) -> N
     }
     with pytest.raises(UnsafeContentError, match="not a tar"):
         content.describe(path, kind=registry_mod.Kind.ARCHIVE, array_name="model")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("at", "kind"), planted.cases())
+@pytest.mark.parametrize("declared", [False, True])
+def test_a_planted_entry_at_a_verified_object_is_refused_never_read(
+    tmp_path: Path, at: str, kind: str, declared: bool
+) -> None:
+    """The content check reads an object's leading bytes through the path primitive: a link
+    (to the right bytes), FIFO or folder at the object's name or its shard's is the store's
+    refusal naming it, never followed, never waited on."""
+    store = Store.at(tmp_path / "store")
+    data = _npy(np.arange(4, dtype="<f4"))
+    kind_ = "array" if declared else "checkpoint"
+    record = _project(tmp_path, {"fam/a": _record(store, data, kind_)}).get("fam/a")
+    assert (record.content is not None) == declared
+    path = planted.plant(store, record.object, kind, at, tmp_path / "outside")
+    if declared:
+        error = content.check(store, record, full=True)
+        assert error is not None
+        message, fix = error.message, error.fix
+    else:
+        with pytest.raises(StoreError) as info:
+            content.check(store, record, full=True)
+        message, fix = info.value.message, info.value.fix
+    assert str(path) in message and planted.WHAT[kind] in message
+    assert "fixture-store verify" in str(fix)
