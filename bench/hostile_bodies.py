@@ -1,8 +1,8 @@
 """Benchmark: what a hostile S3 server costs ``fixture-store pull`` (peak memory and time).
 
-Each row runs ``pull`` in a child process (its peak RSS read with ``wait4``) against moto on
-loopback behind the tests' fault proxy (``tests/support/s3server.py``), which spoils the answers
-to object requests:
+Each row runs ``pull`` in a child process (its peak RSS: the child's own ``VmHWM``) against
+moto on loopback behind the tests' fault proxy (``tests/support/s3server.py``), which spoils the
+answers to object requests:
 
 - ``clean``: no fault (the baseline);
 - ``error body``: every object GET answered 500 with an XML error body of ``--error-mib``;
@@ -62,22 +62,39 @@ class Case:
         return self.exit == EXPECTED_EXIT[self.name]
 
 
+# The child's own peak: VmHWM of its address space, which starts afresh at exec. (ru_maxrss from
+# wait4 also counts the parent's pages the child was forked with, so it grows with the parent.)
+_PEAK = """import atexit, os, runpy, sys
+def _peak():
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    with open(os.environ["BENCH_PEAK_FILE"], "w") as out:
+        out.write(str(kib))
+atexit.register(_peak)
+sys.argv = ["fixture-store", *sys.argv[1:]]
+runpy.run_module("fixture_store.cli", run_name="__main__")
+"""
+
+
 def pull(env: dict[str, str], project: Path, remote: str) -> tuple[float, int, int, str]:
-    """``pull --all`` in a child: seconds, peak RSS in KiB, exit code, its stderr."""
+    """``pull --all`` in a child: seconds, its peak RSS in KiB, exit code, its stderr."""
     started = time.perf_counter()
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "fixture_store.cli", "pull", "--all", "--remote", remote],
-            env=env,
-            cwd=project,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-        _, status, usage = os.wait4(proc.pid, 0)
-        err.seek(0)
-        text = err.read().decode(errors="replace")
+    with tempfile.TemporaryDirectory() as tmp:
+        peak_file = Path(tmp) / "peak"
+        with open(Path(tmp) / "stderr", "w+b") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _PEAK, "pull", "--all", "--remote", remote],
+                env={**env, "BENCH_PEAK_FILE": str(peak_file)},
+                cwd=project,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+            err.seek(0)
+            text = err.read().decode(errors="replace")
+        peak = int(peak_file.read_text()) if peak_file.exists() else int(usage.ru_maxrss)
     code = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - started, int(usage.ru_maxrss), code, text
+    return time.perf_counter() - started, peak, code, text
 
 
 def cases(args: argparse.Namespace) -> dict[str, Callable[[Faults], None]]:
