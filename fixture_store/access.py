@@ -97,10 +97,14 @@ class Fixtures:
         return self.store.object_path(record.object)
 
     def open_bytes(self, name: str) -> BinaryIO:
-        return open(self.path(name), "rb")
+        """The bytes of a verified single-object artifact, opened through the path primitive
+        (DESIGN 13): a link, FIFO or folder at the object's name or its shard's is refused."""
+        self.path(name)  # verified, and one object
+        return self.store.open_object(self.registry.get(name).object)
 
     def read_bytes(self, name: str) -> bytes:
-        return self.path(name).read_bytes()
+        with self.open_bytes(name) as f:
+            return f.read()
 
     def arrays(self, name: str) -> dict[str, np.ndarray[Any, Any]]:
         """The arrays of a verified ``.npy``/``.npz`` (or safetensors) artifact, read by the
@@ -112,6 +116,7 @@ class Fixtures:
         """
         from fixture_store import limits
         from fixture_store.readers import npy as arrays_mod
+        from fixture_store.readers.pinned import pin_object
 
         record = self.verified(name)
         if record.media_type == SAFETENSORS_MEDIA_TYPE:
@@ -125,7 +130,8 @@ class Fixtures:
         spec = manifest.get(key) if manifest else None
         if manifest is not None and spec is None:
             raise UnsafeContentError(name, f"the record's arrays manifest has no entry {key!r}")
-        return {key: arrays_mod.read_npy(path, profile, spec, artifact=name)}
+        pinned = pin_object(self.store, record.object, name)  # never through a link
+        return {key: arrays_mod.read_npy(pinned, profile, spec, artifact=name)}
 
     def tensors(self, name: str) -> Tensors:
         """The tensors of a verified safetensors artifact: a read-only mapping of tensor name ->
@@ -136,6 +142,7 @@ class Fixtures:
         """
         from fixture_store import limits
         from fixture_store.readers import safetensors
+        from fixture_store.readers.pinned import pin_object
 
         record = self.verified(name)
         if record.media_type != SAFETENSORS_MEDIA_TYPE:
@@ -145,7 +152,7 @@ class Fixtures:
             )
         manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
         return safetensors.open_tensors(
-            self.store.object_path(record.object),
+            pin_object(self.store, record.object, name),  # never through a link
             limits.profile(record.profile),
             manifest,
             artifact=name,

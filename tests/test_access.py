@@ -14,11 +14,18 @@ from safetensors.numpy import save
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import ArtifactError, DigestMismatchError, UnsafeContentError, UsageError
+from fixture_store.errors import (
+    ArtifactError,
+    DigestMismatchError,
+    StoreError,
+    UnsafeContentError,
+    UsageError,
+)
 from fixture_store.objects import digests, fsutil
 from fixture_store.objects.store import Store
 from fixture_store.readers.pinned import PinnedFile
 from fixture_store.registry.files import write_family
+from tests.support import planted
 
 WEIGHTS = {
     "w": np.arange(6, dtype=np.float32).reshape(2, 3),
@@ -188,3 +195,51 @@ def test_a_link_in_a_checkout_is_rebuilt_and_never_followed(
     assert not (again / "sub").is_symlink() and not (again / "sub" / "input_0.pb").is_symlink()
     assert sorted(p.name for p in outside.iterdir()) == ["input_0.pb"]
     assert (outside / "input_0.pb").read_bytes() == b"input"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("at", "kind"), planted.cases())
+@pytest.mark.parametrize(
+    ("name", "read"),
+    [
+        ("ckpt/model", lambda f, n: f.tensors(n)),
+        ("arr/a", lambda f, n: f.arrays(n)),
+        ("blob/b", lambda f, n: f.read_bytes(n)),
+        ("blob/b", lambda f, n: f.open_bytes(n).close()),
+    ],
+)
+def test_a_reader_refuses_an_entry_planted_after_verification(
+    project: Path,
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    at: str,
+    kind: str,
+    name: str,
+    read: Any,
+) -> None:
+    """Every reader of a verified object opens it through the path primitive: a link (to the
+    right bytes), FIFO or folder planted at the object's name or its shard's once it verified is
+    the store's refusal naming it, never followed, never waited on."""
+    _add(project, store)
+    np.save(project / "a.npy", np.arange(3, dtype=np.int32))
+    ingest.add(store, registry_mod.load(project), project / "a.npy", name="arr/a", kind="array")
+    (project / "b.bin").write_bytes(b"plain bytes")
+    ingest.add(store, registry_mod.load(project), project / "b.bin", name="blob/b", kind="fixture")
+    registry = registry_mod.load(project)
+    digest = registry.get(name).digest
+    assert digest is not None
+    planted_at: list[Path] = []
+    check = Fixtures.check
+
+    def check_then_plant(self: Fixtures, artifact: str) -> Any:
+        result = check(self, artifact)
+        if not planted_at:
+            planted_at.append(planted.plant(store, digest, kind, at, project / "outside"))
+        return result
+
+    monkeypatch.setattr(Fixtures, "check", check_then_plant)
+    with pytest.raises(StoreError) as info:
+        read(Fixtures(store, registry), name)
+    assert str(planted_at[0]) in info.value.message
+    assert planted.WHAT[kind] in info.value.message
+    assert "fixture-store verify" in str(info.value.fix)

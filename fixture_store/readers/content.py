@@ -147,19 +147,23 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
             fix=f"{_rewrite_fix(record)}  (records the media type the bytes have)",
         )
     if record.content is Content.ARRAYS:
-        _check_arrays(path, fmt, record, profile)
+        _check_arrays(store, path, fmt, record, profile)
     else:
         _check_archive(path, fmt, record, profile)
 
 
-def _check_arrays(path: Path, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
+def _check_arrays(
+    store: Store, path: Path, fmt: Sniffed, record: Record, profile: limits.Limits
+) -> None:
     # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
     # so a verify of plain objects (and every CLI start) does not pay for them.
     from fixture_store.readers import npy as arrays
     from fixture_store.readers import safetensors
+    from fixture_store.readers.pinned import pin_object
 
     if fmt == "safetensors":
-        safetensors.check(path, profile, record.arrays, artifact=record.name)
+        pinned = pin_object(store, record.object, record.name)  # never through a link
+        safetensors.check(pinned, profile, record.arrays, artifact=record.name)
     elif fmt == "npy":
         spec = None
         if record.arrays is not None:
@@ -170,7 +174,8 @@ def _check_arrays(path: Path, fmt: Sniffed, record: Record, profile: limits.Limi
                     fix="list exactly one array in 'arrays'",
                 )
             spec = next(iter(record.arrays.values()))
-        arrays.check_npy(path, profile, spec, artifact=record.name)
+        pinned = pin_object(store, record.object, record.name)  # never through a link
+        arrays.check_npy(pinned, profile, spec, artifact=record.name)
     elif fmt == "zip":
         arrays.read_npz(path, profile, record.arrays, artifact=record.name)
     else:

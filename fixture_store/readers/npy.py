@@ -26,7 +26,7 @@ import numpy as np
 from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.formats import NPY_MAGIC as MAGIC
-from fixture_store.readers.pinned import PinnedFile
+from fixture_store.readers.pinned import PinnedFile, Source, label_of, pin
 from fixture_store.registry import nesting
 
 _PREFIX = len(MAGIC) + 2
@@ -210,7 +210,7 @@ def read_npy_stream(
 
 
 def read_npy(
-    source: str | os.PathLike[str] | BinaryIO,
+    source: str | os.PathLike[str] | BinaryIO | PinnedFile,
     limits: Limits = DEFAULT,
     expected: Mapping[str, Any] | None = None,
     *,
@@ -222,10 +222,10 @@ def read_npy(
     A file is read with ``pread`` from the file its header was checked in, never memory-mapped:
     one truncated or rewritten since is a clear error, never a ``SIGBUS`` (see :mod:`.pinned`).
     """
-    if not isinstance(source, str | os.PathLike):
+    if not isinstance(source, str | os.PathLike | PinnedFile):
         return read_npy_stream(source, limits, artifact or "<npy>", expected)
-    label = artifact or str(source)
-    with PinnedFile(source, label) as pinned:
+    label = label_of(source, artifact)
+    with pin(source, label) as pinned:
         header = _checked_header(pinned, limits, expected, label)
         if header.nbytes == 0:
             return _from_buffer(header, b"")
@@ -233,16 +233,16 @@ def read_npy(
 
 
 def check_npy(
-    path: str | os.PathLike[str],
+    path: Source,
     limits: Limits = DEFAULT,
     expected: Mapping[str, Any] | None = None,
     *,
     artifact: str | None = None,
 ) -> NpyHeader:
     """The checked header of the NPY file at ``path`` (against ``expected`` and the file's
-    size); no byte of the payload is read."""
-    label = artifact or str(path)
-    with PinnedFile(path, label) as pinned:
+    size); no byte of the payload is read. ``path`` may be a store object, pinned."""
+    label = label_of(path, artifact)
+    with pin(path, label) as pinned:
         return _checked_header(pinned, limits, expected, label)
 
 

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, BinaryIO, Self
 
 import numpy as np
 
 from fixture_store.errors import DigestMismatchError
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
 
 Identity = tuple[int, int, int, int, int]
 # Bytes asked of one pread: a single read of hundreds of MiB into fresh memory measured 10-25x
@@ -36,11 +38,23 @@ def identity_of(st: os.stat_result) -> Identity:
 
 
 class PinnedFile:
-    """An object file opened for reading, and its identity when it was opened."""
+    """An object file opened for reading, and its identity when it was opened. ``source`` is
+    the path of the user's file, or a file its caller opened (a store object:
+    :func:`pin_object`), which the pinned file then owns; ``path`` names it in messages."""
 
-    def __init__(self, path: str | os.PathLike[str], artifact: str) -> None:
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | BinaryIO,
+        artifact: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.artifact = artifact
-        self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by close() or with
+        if isinstance(source, str | os.PathLike):
+            self.path = os.fspath(source)
+            self.file: BinaryIO = open(source, "rb", buffering=0)  # noqa: SIM115 - close()
+        else:
+            self.path, self.file = os.fspath(path or artifact), source
         self.identity = identity_of(os.fstat(self.file.fileno()))
 
     @property
@@ -93,3 +107,26 @@ class PinnedFile:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# What the array readers read: the user's file by its path, or a store object already pinned.
+Source = str | os.PathLike[str] | PinnedFile
+
+
+def pin_object(store: Store, digest: Digest, artifact: str) -> PinnedFile:
+    """The verified object of ``digest``, opened through the path primitive (DESIGN 13:
+    :meth:`Store.open_object`; a link, FIFO or folder at its name or its shard's is the store's
+    refusal, never followed) and pinned, for the readers of ``artifact``."""
+    return PinnedFile(store.open_object(digest), artifact, path=store.object_path(digest))
+
+
+def pin(source: Source, artifact: str) -> PinnedFile:
+    """``source`` pinned: a path is opened (the user's file); a pinned file is taken over (the
+    reader closes it when done, as one it opened itself)."""
+    return source if isinstance(source, PinnedFile) else PinnedFile(source, artifact)
+
+
+def label_of(source: Source, artifact: str | None) -> str:
+    if artifact:
+        return artifact
+    return source.artifact if isinstance(source, PinnedFile) else os.fspath(source)

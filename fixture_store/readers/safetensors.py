@@ -45,7 +45,7 @@ from fixture_store._extras import require
 from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.npy import read_metadata
-from fixture_store.readers.pinned import PinnedFile
+from fixture_store.readers.pinned import PinnedFile, Source, label_of, pin
 
 PREFIX_BYTES = 8
 METADATA_KEY = "__metadata__"
@@ -112,13 +112,12 @@ class Header:
         return {name: info.spec() for name, info in self.tensors.items()}
 
 
-def read_header(
-    path: str | os.PathLike[str], limits: Limits = DEFAULT, *, artifact: str | None = None
-) -> Header:
-    """Read and check the header of the safetensors file at ``path`` against its size."""
-    label = artifact or str(path)
-    with open(path, "rb") as f:
-        return parse_header(f, os.fstat(f.fileno()).st_size, limits, label)
+def read_header(path: Source, limits: Limits = DEFAULT, *, artifact: str | None = None) -> Header:
+    """Read and check the header of the safetensors file at ``path`` (or a store object,
+    pinned: :func:`~fixture_store.readers.pinned.pin_object`) against its size."""
+    label = label_of(path, artifact)
+    with pin(path, label) as pinned:
+        return parse_header(pinned.file, pinned.size, limits, label)
 
 
 def parse_header(stream: BinaryIO, size: int, limits: Limits, artifact: str) -> Header:
@@ -304,7 +303,7 @@ def check_manifest(
 
 
 def check(
-    path: str | os.PathLike[str],
+    path: Source,
     limits: Limits = DEFAULT,
     manifest: Mapping[str, Mapping[str, Any]] | None = None,
     *,
@@ -315,7 +314,7 @@ def check(
     Every byte of tensor data is a valid value of an allowed dtype, so the header is the whole
     of what can be hostile: the data section is never read here.
     """
-    label = artifact or str(path)
+    label = label_of(path, artifact)
     header = read_header(path, limits, artifact=label)
     if manifest is not None:
         check_manifest(header, manifest, artifact=label)
@@ -397,16 +396,17 @@ class Tensors(Mapping[str, "np.ndarray[Any, Any]"]):
 
 
 def open_tensors(
-    path: str | os.PathLike[str],
+    path: Source,
     limits: Limits = DEFAULT,
     manifest: Mapping[str, Mapping[str, Any]] | None = None,
     *,
     artifact: str | None = None,
 ) -> Tensors:
     """The checked file at ``path`` as a lazy, read-only mapping of its tensors, read from the
-    file its header was checked in."""
-    label = artifact or str(path)
-    pinned = PinnedFile(path, label)
+    file its header was checked in (a store object comes pinned: see
+    :func:`~fixture_store.readers.pinned.pin_object`)."""
+    label = label_of(path, artifact)
+    pinned = pin(path, label)
     try:
         header = parse_header(pinned.file, pinned.size, limits, label)
         if manifest is not None:
@@ -414,7 +414,7 @@ def open_tensors(
     except BaseException:
         pinned.close()
         raise
-    return Tensors(path, header, artifact=label, pinned=pinned)
+    return Tensors(pinned.path, header, artifact=label, pinned=pinned)
 
 
 __all__ = [
