@@ -191,7 +191,12 @@ def _write_pages(folder: Path, pages: Mapping[str, str]) -> list[Path]:
 
 
 def _counts_cells(counts: Counter[str]) -> str:
-    return "".join(f"<td class='n'>{counts.get(s, 0) or ''}</td>" for s in STATUSES)
+    return "".join(f"<td class='n'>{_count(counts.get(s, 0))}</td>" for s in STATUSES)
+
+
+def _count(n: int) -> str:
+    """A count as every cell of the report writes it: thousands separated, zero left blank."""
+    return f"{n:,}" if n else ""
 
 
 def _status_head() -> str:
@@ -207,9 +212,9 @@ def _summary(counts: Counter[str]) -> str:
 def render_index(report: Report) -> str:
     total = report.counts()
     rows = "".join(
-        f"<tr><td><a href='{esc(page_of(f))}'>{esc(f)}</a></td>"
+        f"<tr><td class='name'><a href='{esc(page_of(f))}'>{esc(f)}</a></td>"
         f"<td class='n'>{sum(report.counts(f).values()):,}</td>{_counts_cells(report.counts(f))}"
-        f"<td class='n'>{len(_known_for(report, f)) or ''}</td><td>{esc(d)}</td></tr>"
+        f"<td class='n'>{_count(len(_known_for(report, f)))}</td><td>{esc(d)}</td></tr>"
         for f, d in report.families.items()
     )
     families = (
@@ -217,8 +222,8 @@ def render_index(report: Report) -> str:
         f"<tr><th>family</th><th>artifacts</th>{_status_head()}<th>known failures</th>"
         f"<th>description</th></tr>{rows}"
         f"<tr><th>all</th><th class='n'>{sum(total.values()):,}</th>"
-        + "".join(f"<th class='n'>{total.get(s, 0) or ''}</th>" for s in STATUSES)
-        + f"<th class='n'>{len(report.known_failures) or ''}</th><th></th></tr></table>"
+        + "".join(f"<th class='n'>{_count(total.get(s, 0))}</th>" for s in STATUSES)
+        + f"<th class='n'>{_count(len(report.known_failures))}</th><th></th></tr></table>"
     )
     failing = [a for a in report.artifacts.values() if a.failing]
     sections = [

@@ -23,7 +23,7 @@ border-bottom:1px solid #ddd;scroll-margin-top:6em} h3{font-size:1.05em;scroll-m
 table{border-collapse:collapse;margin:.5em 0;max-width:100%}
 td,th{padding:3px 8px;border:1px solid #ddd;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f5f5f5;text-align:left;overflow-wrap:normal}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.n{text-align:right;font-variant-numeric:tabular-nums} td.name{overflow-wrap:normal}
 table.wide{width:100%;table-layout:fixed}
 tr{scroll-margin-top:6em}
 .full{background:#c8e6c9} .part{background:#fff3c4} .none{background:#ffcdd2}
