@@ -121,11 +121,12 @@ class Fixtures:
         record = self.verified(name)
         if record.media_type == SAFETENSORS_MEDIA_TYPE:
             return dict(self.tensors(name))
-        path = self.path(name)
+        self.path(name)  # one object, not a tree
         profile = limits.profile(record.profile)
         manifest = {k: dict(v) for k, v in record.arrays.items()} if record.arrays else None
         if is_npz(record):
-            return arrays_mod.read_npz(path, profile, manifest, artifact=name)
+            pinned = pin_object(self.store, record.object, name)  # never through a link
+            return arrays_mod.read_npz(pinned, profile, manifest, artifact=name)
         key = npy_name(record)
         spec = manifest.get(key) if manifest else None
         if manifest is not None and spec is None:

@@ -204,6 +204,7 @@ def test_a_link_in_a_checkout_is_rebuilt_and_never_followed(
     [
         ("ckpt/model", lambda f, n: f.tensors(n)),
         ("arr/a", lambda f, n: f.arrays(n)),
+        ("arr/z", lambda f, n: f.arrays(n)),
         ("blob/b", lambda f, n: f.read_bytes(n)),
         ("blob/b", lambda f, n: f.open_bytes(n).close()),
     ],
@@ -223,6 +224,8 @@ def test_a_reader_refuses_an_entry_planted_after_verification(
     _add(project, store)
     np.save(project / "a.npy", np.arange(3, dtype=np.int32))
     ingest.add(store, registry_mod.load(project), project / "a.npy", name="arr/a", kind="array")
+    np.savez(project / "z.npz", z=np.arange(3, dtype=np.int32))
+    ingest.add(store, registry_mod.load(project), project / "z.npz", name="arr/z", kind="array")
     (project / "b.bin").write_bytes(b"plain bytes")
     ingest.add(store, registry_mod.load(project), project / "b.bin", name="blob/b", kind="fixture")
     registry = registry_mod.load(project)

@@ -135,7 +135,6 @@ def _rewrite_fix(record: Record) -> str:
 
 
 def _check(store: Store, record: Record, profile: limits.Limits) -> None:
-    path = store.object_path(record.object)
     with store.open_object(record.object) as f:  # never through a link (DESIGN 13)
         fmt = sniff(f.fileno())
     declared = MEDIA_TYPE_FORMATS.get(record.media_type or "")
@@ -147,14 +146,12 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
             fix=f"{_rewrite_fix(record)}  (records the media type the bytes have)",
         )
     if record.content is Content.ARRAYS:
-        _check_arrays(store, path, fmt, record, profile)
+        _check_arrays(store, fmt, record, profile)
     else:
-        _check_archive(path, fmt, record, profile)
+        _check_archive(store, fmt, record, profile)
 
 
-def _check_arrays(
-    store: Store, path: Path, fmt: Sniffed, record: Record, profile: limits.Limits
-) -> None:
+def _check_arrays(store: Store, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
     # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
     # so a verify of plain objects (and every CLI start) does not pay for them.
     from fixture_store.readers import npy as arrays
@@ -177,7 +174,8 @@ def _check_arrays(
         pinned = pin_object(store, record.object, record.name)  # never through a link
         arrays.check_npy(pinned, profile, spec, artifact=record.name)
     elif fmt == "zip":
-        arrays.read_npz(path, profile, record.arrays, artifact=record.name)
+        pinned = pin_object(store, record.object, record.name)  # never through a link
+        arrays.read_npz(pinned, profile, record.arrays, artifact=record.name)
     else:
         raise UnsafeContentError(
             record.name,
@@ -186,8 +184,9 @@ def _check_arrays(
         )
 
 
-def _check_archive(path: Path, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
+def _check_archive(store: Store, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
     from fixture_store.readers import archives
+    from fixture_store.readers.pinned import pin_object
 
     if record.members is None:
         raise UnsafeContentError(
@@ -201,7 +200,8 @@ def _check_archive(path: Path, fmt: Sniffed, record: Record, profile: limits.Lim
             "the object is not a tar, tar.lz4, tar.zst or zip",
             fix="register a supported archive format",
         )
-    archives.scan(path, profile, record.members, artifact=record.name, fmt=fmt)  # type: ignore[arg-type]
+    pinned = pin_object(store, record.object, record.name)  # never through a link
+    archives.scan(pinned, profile, record.members, artifact=record.name, fmt=fmt)  # type: ignore[arg-type]
 
 
 def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = None) -> Path:

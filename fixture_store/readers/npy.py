@@ -18,7 +18,6 @@ import struct
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -268,7 +267,7 @@ def _checked_header(
 
 
 def read_npz(
-    path: str | os.PathLike[str],
+    path: Source,
     limits: Limits = DEFAULT,
     manifest: Mapping[str, Mapping[str, Any]] | None = None,
     *,
@@ -282,11 +281,10 @@ def read_npz(
     """
     from fixture_store.readers.archives import open_zip, read_zip_member
 
-    p = Path(path)
-    label = artifact or str(p)
+    label = label_of(path, artifact)
     arrays: dict[str, np.ndarray[Any, Any]] = {}
     total = 0
-    with open_zip(p, limits, label) as (zf, infos):
+    with open_zip(path, limits, label) as (zf, infos):
         if len(infos) > limits.tensor_count:
             raise _fail(
                 label,

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Any, BinaryIO, Self
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
 from fixture_store.errors import DigestMismatchError
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
+
+if TYPE_CHECKING:  # numpy is imported by read(): the archive readers open files here too
+    import numpy as np
 
 Identity = tuple[int, int, int, int, int]
 # Bytes asked of one pread: a single read of hundreds of MiB into fresh memory measured 10-25x
@@ -66,6 +67,8 @@ class PinnedFile:
         not the one it was when pinned, before or after the read. (``np.empty``, not a
         ``bytearray``: that would write zeros over every page before the read writes the bytes,
         a second pass that cost half again on 256 MiB.)"""
+        import numpy as np
+
         self.check()
         buffer = np.empty(size, np.uint8)
         view = buffer.data  # the array's own memoryview

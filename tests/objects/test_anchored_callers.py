@@ -94,9 +94,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("registry/project.py", "orphans_ignored"): f"{_NOT_A_ROOT} the project's pyproject.toml",
     ("registry/files.py", "schema"): f"{_NOT_A_ROOT} the package's own JSON Schema",
     # -- the verbs and readers ----------------------------------------------------------------
-    ("readers/archives/scan.py", "scan"): f"{_NOT_YET} reads an archive by its path",
     ("readers/archives/write.py", "write_tar"): f"{_NOT_A_ROOT} writes a user's archive",
-    ("readers/archives/zip.py", "open_zip"): f"{_NOT_YET} reads an archive by its path",
     ("readers/formats.py", "sniff"): f"{_NOT_A_ROOT} reads the leading bytes of the "
     "user's file; store objects are sniffed from a descriptor the primitive opened",
     ("readers/npy.py", "read_metadata"): f"{_NOT_A_ROOT} a metadata file its caller names "

@@ -17,7 +17,14 @@ from fixture_store.objects.store import Store
 from fixture_store.readers import content
 from fixture_store.verify import Status, verify_names
 from tests.support import planted
-from tests.support.hostile import compress, manifest, regular_tar, tar_bytes, tar_info
+from tests.support.hostile import (
+    compress,
+    manifest,
+    regular_tar,
+    tar_bytes,
+    tar_info,
+    zip_bytes,
+)
 
 GOOD = {"data/a.bin": b"alpha" * 100, "b.txt": b"bravo\n"}
 
@@ -436,3 +443,45 @@ def test_a_planted_entry_at_a_verified_object_is_refused_never_read(
         message, fix = info.value.message, info.value.fix
     assert str(path) in message and planted.WHAT[kind] in message
     assert "fixture-store verify" in str(fix)
+
+
+def _hostile_free_records(store: Store) -> dict[str, dict[str, Any]]:
+    from safetensors.numpy import save
+
+    arr = np.arange(4, dtype="<f4")
+    npz = io.BytesIO()
+    np.savez(npz, a=arr)
+    return {
+        "fam/tar": _record(store, regular_tar(GOOD), "archive", members=_members(GOOD)),
+        "fam/zip": _record(store, zip_bytes(GOOD), "archive", members=_members(GOOD)),
+        "fam/npy": _record(store, _npy(arr), "array"),
+        "fam/npz": _record(store, npz.getvalue(), "array"),
+        "fam/st": _record(store, save({"a": arr}), "array"),
+    }
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("at", "kind"), planted.cases())
+@pytest.mark.parametrize("name", ["fam/tar", "fam/zip", "fam/npy", "fam/npz", "fam/st"])
+def test_the_content_readers_refuse_an_entry_planted_after_the_sniff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, at: str, kind: str, name: str
+) -> None:
+    """The archive and array readers of the content check (tar, zip, NPY, NPZ, safetensors)
+    read the object the store opened, never its path: an entry planted once the leading bytes
+    were read is refused with the store's message, never followed, never waited on."""
+    store = Store.at(tmp_path / "store")
+    record = _project(tmp_path, _hostile_free_records(store)).get(name)
+    assert content.check(store, record, full=True) is None  # the bytes pass as they are
+    planted_at: list[Path] = []
+    sniff = content.sniff
+
+    def sniff_then_plant(source: Any) -> Any:
+        fmt = sniff(source)
+        planted_at.append(planted.plant(store, record.object, kind, at, tmp_path / "outside"))
+        return fmt
+
+    monkeypatch.setattr(content, "sniff", sniff_then_plant)
+    error = content.check(store, record, full=True)
+    assert error is not None and planted_at
+    assert str(planted_at[0]) in error.message and planted.WHAT[kind] in error.message
+    assert "fixture-store verify" in str(error.fix)

@@ -3,9 +3,11 @@ under a profile."""
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.objects import digests, trees
@@ -21,6 +23,7 @@ from fixture_store.readers.archives._members import (
 from fixture_store.readers.archives.decode import Budget
 from fixture_store.readers.archives.tar import read_tar_members
 from fixture_store.readers.archives.zip import read_zip_members
+from fixture_store.readers.pinned import PinnedFile, Source, label_of, pin
 
 _BY_NAME: tuple[tuple[str, Format], ...] = (
     (".tar.lz4", "tar.lz4"),
@@ -33,22 +36,25 @@ _ARCHIVES: frozenset[str] = frozenset(("tar", "tar.lz4", "tar.zst", "zip"))
 _NOT_ARCHIVES = {"npy": "an NPY array", "safetensors": "a safetensors file"}
 
 
-def detect_format(path: str | os.PathLike[str]) -> Format:
+def detect_format(path: Source) -> Format:
     """An archive's format by its leading bytes: a store object has no name to go by.
 
     Bytes that begin no known format are read as the name says, so that a damaged archive is
     refused by its reader's own rule (``corrupt``); with neither, the archive is refused.
     """
-    sniffed = formats.sniff(path)
+    if isinstance(path, PinnedFile):  # a store object, opened through the path primitive
+        shown, sniffed = path.path, formats.sniff(path.file.fileno())
+    else:
+        shown, sniffed = os.fspath(path), formats.sniff(path)
     if sniffed in _ARCHIVES:
         return sniffed  # type: ignore[return-value]
-    name = Path(path).name.lower()
+    name = Path(shown).name.lower()
     if sniffed == "unknown":
         for suffix, fmt in _BY_NAME:
             if name.endswith(suffix):
                 return fmt
     raise fail(
-        str(path),
+        shown,
         "format",
         f"unknown archive format: its leading bytes are not those of a tar, tar.lz4, tar.zst "
         f"or zip ({_NOT_ARCHIVES.get(sniffed, 'no known magic number')})",
@@ -60,7 +66,7 @@ def _hash_only(_member: str, chunks: Iterator[bytes]) -> Digest:
 
 
 def scan(
-    path: str | os.PathLike[str],
+    path: Source,
     limits: Limits = DEFAULT,
     manifest: ManifestLike | None = None,
     *,
@@ -73,14 +79,14 @@ def scan(
     With a ``manifest`` every member must be listed with its exact size and digest and every
     listed member must be present. ``sink`` receives each member's bytes (default: hash only).
     """
-    p = Path(path)
-    label = artifact or str(p)
-    fmt = fmt or detect_format(p)
-    checker = Checker(limits, label, manifest_members(manifest))
-    if fmt == "zip":
-        read_zip_members(p, limits, checker, sink)
-    else:
-        budget = Budget(limits, label)
-        with open(p, "rb") as f:
+    label = label_of(path, artifact)
+    with pin(path, label) as pinned:  # a store object comes pinned: see pin_object
+        fmt = fmt or detect_format(pinned)
+        checker = Checker(limits, label, manifest_members(manifest))
+        if fmt == "zip":
+            read_zip_members(pinned, limits, checker, sink)
+        else:
+            budget = Budget(limits, label)
+            f = io.BufferedReader(cast(io.RawIOBase, pinned.file))
             read_tar_members(f, fmt, checker, budget, sink)
     return checker.finish()

@@ -9,13 +9,13 @@ encryption, links or devices; declared sizes are held to the profile before anyt
 from __future__ import annotations
 
 import contextlib
+import io
 import stat
 import struct
 import zipfile
 import zlib
 from collections.abc import Iterator
-from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, NamedTuple, cast
 
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.readers.archives._common import RATIO_FLOOR, RAW_CHUNK, fail
@@ -34,6 +34,7 @@ from fixture_store.readers.archives.zipheaders import (
     read_zip_end,
 )
 from fixture_store.readers.formats import ZIP_END_MAGIC, ZIP_LOCAL_MAGIC
+from fixture_store.readers.pinned import Source, label_of, pin
 
 _ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}
 _ZIP_ENCRYPTED = 0x1 | 0x40 | 0x2000
@@ -49,18 +50,22 @@ _ZIP_DOS_FOLDER = 0x10  # the MS-DOS folder attribute, read by bsdtar from other
 
 @contextlib.contextmanager
 def open_zip(
-    path: Path, limits: Limits = DEFAULT, artifact: str | None = None
+    path: Source, limits: Limits = DEFAULT, artifact: str | None = None
 ) -> Iterator[tuple[zipfile.ZipFile, list[zipfile.ZipInfo]]]:
-    """Open a zip after checking its container; yields the file members in stored order."""
-    label = artifact or str(path)
-    size = path.stat().st_size
-    if size > limits.archive_bytes:
-        raise fail(
-            label,
-            "archive-bytes",
-            f"archive of {size} bytes exceeds the profile's {limits.archive_bytes}",
-        )
-    with open(path, "rb") as f:
+    """Open a zip after checking its container; yields the file members in stored order.
+    ``path`` is the user's file, or a store object the store opened, pinned
+    (:func:`~fixture_store.readers.pinned.pin_object`: never through a link)."""
+    label = label_of(path, artifact)
+    with pin(path, label) as pinned:
+        size = pinned.size
+        if size > limits.archive_bytes:
+            raise fail(
+                label,
+                "archive-bytes",
+                f"archive of {size} bytes exceeds the profile's {limits.archive_bytes}",
+            )
+        f = io.BufferedReader(cast(io.RawIOBase, pinned.file))
+        f.seek(0)
         end = _check_zip_end(f, size, label)
         try:
             zf = zipfile.ZipFile(f)
@@ -299,7 +304,7 @@ def _zip_chunks(zf: zipfile.ZipFile, info: zipfile.ZipInfo, artifact: str) -> It
         )
 
 
-def read_zip_members(path: Path, limits: Limits, checker: Checker, sink: MemberSink) -> None:
+def read_zip_members(path: Source, limits: Limits, checker: Checker, sink: MemberSink) -> None:
     """Read the zip at ``path``: each member is admitted by ``checker`` and read by ``sink``."""
     with open_zip(path, limits, checker.artifact) as (zf, infos):
         for info in infos:
