@@ -210,16 +210,18 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
 
     if record.content is not Content.ARCHIVE or record.members is None or record.digest is None:
         raise UnsafeContentError(record.name, "is not an archive record with a member manifest")
-    path = store.object_path(record.digest)
+    from fixture_store.readers.pinned import pin_object
+
     try:
+        pinned = pin_object(store, record.digest, record.name)  # never through a link
         return archives.extract(
             store,
-            path,
+            pinned,
             record.members,
             profile_for(record, tighten),
             archive_digest=record.digest,
             artifact=record.name,
-            fmt=archives.detect_format(path),
+            fmt=archives.detect_format(pinned),
         )
     except FileNotFoundError as e:  # the caller verified it, but the store may have lost it since
         raise MissingObjectError(

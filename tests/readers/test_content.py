@@ -485,3 +485,21 @@ def test_the_content_readers_refuse_an_entry_planted_after_the_sniff(
     assert error is not None and planted_at
     assert str(planted_at[0]) in error.message and planted.WHAT[kind] in error.message
     assert "fixture-store verify" in str(error.fix)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("at", "kind"), planted.cases())
+@pytest.mark.parametrize("name", ["fam/tar", "fam/zip"])
+def test_extraction_reads_the_archive_the_store_opened(
+    tmp_path: Path, at: str, kind: str, name: str
+) -> None:
+    """Extraction hashes and reads a verified archive the store opened: a link (to the right
+    bytes), FIFO or folder at the object's name or its shard's is the store's refusal."""
+    store = Store.at(tmp_path / "store")
+    record = _project(tmp_path, _hostile_free_records(store)).get(name)
+    path = planted.plant(store, record.object, kind, at, tmp_path / "outside")
+    with pytest.raises(StoreError) as info:
+        content.extract(store, record)
+    assert str(path) in info.value.message and planted.WHAT[kind] in info.value.message
+    assert "fixture-store verify" in str(info.value.fix)
+    assert not (store.root / "extracted").exists() or not any((store.root / "extracted").iterdir())

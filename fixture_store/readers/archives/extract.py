@@ -23,6 +23,7 @@ from fixture_store.objects.store import Store, io_error
 from fixture_store.readers.archives._common import Format, fail
 from fixture_store.readers.archives._members import ManifestLike, MemberSink, manifest_members
 from fixture_store.readers.archives.scan import scan
+from fixture_store.readers.pinned import PinnedFile, Source, label_of, pin
 
 SENTINEL = "sentinel.json"
 MEMBERS = "members"
@@ -35,7 +36,7 @@ def extraction_path(store: Store, archive: Digest) -> Path:
 
 def extract(
     store: Store,
-    path: str | os.PathLike[str],
+    path: Source,
     manifest: ManifestLike,
     limits: Limits = DEFAULT,
     *,
@@ -48,10 +49,27 @@ def extract(
     The archive is hashed while it is read when ``archive_digest`` is given (a mismatch refuses
     it). Members go to a staging folder in ``tmp/``; only a complete, checked extraction is
     renamed into place. An existing extraction is reused only if :func:`check_extraction` passes.
+    ``path`` is the archive's file, or a store object the store opened, pinned (never read
+    through a link: :func:`~fixture_store.readers.pinned.pin_object`).
     """
-    p = Path(path)
-    label = artifact or str(p)
-    actual_archive = digests.of_file(p)
+    label = label_of(path, artifact)
+    with pin(path, label) as pinned:
+        return _extract(
+            store, pinned, manifest, limits, archive_digest=archive_digest, label=label, fmt=fmt
+        )
+
+
+def _extract(
+    store: Store,
+    p: PinnedFile,
+    manifest: ManifestLike,
+    limits: Limits,
+    *,
+    archive_digest: Digest | None,
+    label: str,
+    fmt: Format | None,
+) -> Path:
+    actual_archive = _hash_pinned(p)
     if archive_digest is not None and actual_archive != archive_digest:
         raise fail(
             label, "archive-digest", f"archive is {actual_archive}, expected {archive_digest}"
@@ -80,9 +98,15 @@ def extract(
     raise AssertionError("unreachable")  # pragma: no cover - the block returns or raises
 
 
+def _hash_pinned(pinned: PinnedFile) -> Digest:
+    """The digest of a pinned archive, read from its start."""
+    pinned.file.seek(0)
+    return digests.of_file(pinned.file.fileno())
+
+
 def _extract_into(
     staging: anchored.Folder,
-    path: Path,
+    path: PinnedFile,
     limits: Limits,
     *,
     tree: trees.Tree,
@@ -174,7 +198,7 @@ def _writer(members: anchored.Folder) -> MemberSink:
 
 def check_extraction(
     store: Store,
-    path: str | os.PathLike[str] | None,
+    path: Source | None,
     manifest: ManifestLike,
     *,
     archive_digest: Digest,
@@ -203,7 +227,10 @@ def check_extraction(
         ):
             _check_sentinel(extraction, tree, archive_digest, artifact)
             if path is not None:
-                actual = digests.of_file(Path(path))
+                if isinstance(path, PinnedFile):
+                    actual = _hash_pinned(path)
+                else:
+                    actual = digests.of_file(Path(path))
                 if actual != archive_digest:
                     raise fail(
                         artifact,

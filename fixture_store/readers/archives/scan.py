@@ -87,6 +87,7 @@ def scan(
             read_zip_members(pinned, limits, checker, sink)
         else:
             budget = Budget(limits, label)
+            pinned.file.seek(0)  # an archive hashed first (extract) is read again from its start
             f = io.BufferedReader(cast(io.RawIOBase, pinned.file))
             read_tar_members(f, fmt, checker, budget, sink)
     return checker.finish()
