@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import time
-from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
@@ -106,21 +104,23 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
     if urlsplit(meta.location).netloc != urlsplit(url).netloc:
         headers.pop("authorization", None)  # a signed CDN url: never send the token elsewhere
     ctx.store.ensure()
-    fd, tmp_name = tempfile.mkstemp(dir=ctx.store.temp_folder(), prefix="hub-")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "w+b") as out:
-            _download(ctx, record, meta.location, headers, out)
-        received = tmp.stat().st_size
+    # The temp file is made from the temp folder's descriptor (the path primitive, DESIGN 13):
+    # never through a link planted in tmp/, and read back from the folder's descriptor.
+    with ctx.store.folder_of(ctx.store.temp_folder()) as temps:
+        fd, name = temps.create_temp("hub-")
         try:
-            with open(tmp, "rb") as stream:
-                put_object(ctx, record, stream, expected)
-        except SourceError:
-            ctx.count_refused(received)
-            raise
-        ctx.count_download(received)
-    finally:
-        tmp.unlink(missing_ok=True)
+            with os.fdopen(fd, "wb") as out:
+                _download(ctx, record, meta.location, headers, out)
+            with temps.open(name) as stream:  # read back through the primitive too
+                received = os.fstat(stream.fileno()).st_size
+                try:
+                    put_object(ctx, record, stream, expected)
+                except SourceError:
+                    ctx.count_refused(received)
+                    raise
+            ctx.count_download(received)
+        finally:
+            temps.unlink(name)
 
 
 # The body is streamed here rather than by the client's http_get: its retries start afresh

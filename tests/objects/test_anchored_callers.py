@@ -110,8 +110,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("snapshot.py", "_Folders.fd"): "opens shard folders O_NOFOLLOW | O_DIRECTORY",
     ("snapshot.py", "_read"): f"{_NOT_A_ROOT} the user's private snapshot cache, O_NOFOLLOW",
     ("snapshot.py", "_write"): f"{_NOT_A_ROOT} the user's private snapshot cache",
-    ("sources/hub.py", "fetch"): "NOT ROUTED YET: a download's temp file is made with "
-    "mkstemp in the store's temp folder (checked plain by ensure(), not from a descriptor)",
     ("sources/local.py", "fetch"): f"{_NOT_A_ROOT} reads the project's source file",
     ("sources/local.py", "fetch.open_member"): f"{_NOT_A_ROOT} reads the project's source",
     ("sources/package.py", "_load"): f"{_NOT_A_ROOT} reads a downloaded distribution",

@@ -11,6 +11,7 @@ from typing import cast
 import huggingface_hub.constants
 import pytest
 
+from fixture_store.errors import StoreError
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects.store import Store
 from fixture_store.registry import HubSource, Registry
@@ -283,3 +284,41 @@ def test_a_slow_body_is_bounded_by_the_deadline_across_its_retries(
     assert "deadline of 3s" in message and "nothing was stored" in message
     assert "hub model org/tiny@0123456789ab:model.bin" in message
     assert objects(store) == [] and leftovers(store) == []
+
+
+def test_a_download_temp_file_is_never_made_through_a_link_planted_at_tmp(
+    hub: HubState, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The download's temp file is created from the temp folder's descriptor (the path
+    primitive): ``tmp/`` swapped for a link once the store's folders were checked, just before
+    the temp file is made, is refused, and no byte lands where the link points."""
+    import os
+    import shutil
+
+    hub.add("org/tiny", "model.bin", WEIGHTS, lfs=True)
+    registry = make_registry(
+        tmp_path, {"ckpt/tiny-weights": file_record(hub_src("model.bin"), WEIGHTS, "checkpoint")}
+    )
+    outside = tmp_path / "outside"
+    temp_folder = Store.temp_folder
+
+    def swap_then_name(self: Store) -> Path:  # the swap lands after every earlier check
+        if not outside.exists():
+            shutil.move(self.tmp_dir, outside)
+            os.symlink(outside, self.tmp_dir)
+        return temp_folder(self)
+
+    monkeypatch.setattr(Store, "temp_folder", swap_then_name)
+    written_outside: list[Path] = []
+    download = hub_source._download
+
+    def watched(*args: object, **kwargs: object) -> object:
+        result = download(*args, **kwargs)  # type: ignore[arg-type]
+        written_outside.extend(p for p in outside.rglob("*") if p.is_file())
+        return result
+
+    monkeypatch.setattr(hub_source, "_download", watched)
+    with pytest.raises(StoreError) as info:
+        fetch_names(store, registry, registry.names())
+    assert str(store.tmp_dir) in info.value.message and "symbolic link" in info.value.message
+    assert written_outside == [] and not [p for p in outside.rglob("*") if p.is_file()]
