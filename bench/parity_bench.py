@@ -69,6 +69,20 @@ def by_hand(path: Path, candidate: dict[str, Any]) -> None:
             np.testing.assert_array_max_ulp(candidate[key], npz[key], maxulp=1)
 
 
+def alternate(contenders: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
+    """Seconds of each contender's runs: one untimed run each (imports, page cache), then
+    ``repeat`` timed rounds taking them in turn, so a noisy moment touches every one alike."""
+    times: dict[str, list[float]] = {k: [] for k in contenders}
+    for run in contenders.values():
+        run()
+    for _ in range(repeat):
+        for label, run in contenders.items():
+            start = time.perf_counter()
+            run()
+            times[label].append(time.perf_counter() - start)
+    return times
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=7)
@@ -81,14 +95,7 @@ def main() -> None:
             ),
             "np.load + assert_allclose + assert_array_max_ulp": lambda: by_hand(path, candidate),
         }
-        times: dict[str, list[float]] = {k: [] for k in contenders}
-        for run in contenders.values():
-            run()
-        for _ in range(args.repeat):
-            for label, run in contenders.items():
-                start = time.perf_counter()
-                run()
-                times[label].append(time.perf_counter() - start)
+        times = alternate(contenders, args.repeat)
     medians = {k: statistics.median(v) for k, v in times.items()}
     base = medians["np.load + assert_allclose + assert_array_max_ulp"]
     elements = sum(int(np.prod(s)) for s in SHAPES.values())

@@ -22,13 +22,13 @@ import argparse
 import json
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.parity_bench import alternate
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
@@ -87,14 +87,7 @@ def main() -> None:
             parity: lambda: assert_parity(NAME, candidate, fixtures=view),
             hand: lambda: by_hand(path, candidate),
         }
-        times: dict[str, list[float]] = {k: [] for k in contenders}
-        for run in contenders.values():
-            run()
-        for _ in range(args.repeat):
-            for label, run in contenders.items():
-                start = time.perf_counter()
-                run()
-                times[label].append(time.perf_counter() - start)
+        times = alternate(contenders, args.repeat)
     medians = {k: statistics.median(v) for k, v in times.items()}
     print(f"reference: {args.arrays:,} float32 arrays of {SIZE} elements, one pattern rule")
     for label, t in medians.items():
