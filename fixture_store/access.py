@@ -25,6 +25,7 @@ from fixture_store.verify import Result, Verifier
 if TYPE_CHECKING:
     import numpy as np
 
+    from fixture_store.readers.onnxcase import OnnxCase
     from fixture_store.readers.safetensors import Tensors
 
 SAFETENSORS_MEDIA_TYPE = registry_mod.FORMAT_MEDIA_TYPES["safetensors"]
@@ -168,6 +169,17 @@ class Fixtures:
                 fix=f"one of: {', '.join(sorted(tensors)) or '(none)'}",
             )
         return tensors[key]
+
+    def onnx_case(self, name: str) -> OnnxCase:
+        """A verified onnx-case tree, loaded: its model and test data sets, with the record's
+        tolerance. A record of another kind is a usage error naming its kind."""
+        from fixture_store.readers.onnxcase import load_case
+
+        record = self.verified(name)
+        if record.kind is not registry_mod.Kind.ONNX_CASE:
+            raise UsageError(f"{name} is a {record.kind!r} artifact, not an onnx-case")
+        members = record.members.members if record.members is not None else ()
+        return load_case(self.tree(name), name=name, tolerance=record.tolerance, members=members)
 
     def tree(self, name: str) -> Path:
         """A folder holding exactly the verified members of a tree artifact (hard links to the

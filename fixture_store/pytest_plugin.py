@@ -451,10 +451,8 @@ class VerifiedFixtures:
         return self.fixtures.tensor(name, key)
 
     def onnx_case(self, name: str) -> OnnxCase:
-        from fixture_store.readers.onnxcase import load_verified
-
         self._state.enforce(name)
-        return load_verified(self.fixtures, name)
+        return self.fixtures.onnx_case(name)
 
 
 @pytest.fixture(scope="session")

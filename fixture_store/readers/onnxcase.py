@@ -20,14 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fixture_store._extras import require
-from fixture_store.errors import UnsafeContentError, UsageError
+from fixture_store.errors import UnsafeContentError
 from fixture_store.objects.trees import TreePathError, check_member_path, scan_folder
-from fixture_store.registry import Kind, Tolerance
+from fixture_store.registry import Tolerance
 
 if TYPE_CHECKING:
     import onnx
-
-    from fixture_store.access import Fixtures
 
 MODEL = "model.onnx"
 _DATASET = re.compile(r"test_data_set_(\d+)")
@@ -69,15 +67,6 @@ class OnnxCase:
             f"{n.domain}.{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type
             for n in self.model.graph.node
         )
-
-
-def load_verified(fixtures: Fixtures, name: str) -> OnnxCase:
-    """Verify ``name`` (an onnx-case tree) and load it; typed refusal errors otherwise."""
-    record = fixtures.verified(name)
-    if record.kind is not Kind.ONNX_CASE:
-        raise UsageError(f"{name} is a {record.kind!r} artifact, not an onnx-case")
-    members = record.members.members if record.members is not None else ()
-    return load_case(fixtures.tree(name), name=name, tolerance=record.tolerance, members=members)
 
 
 def load_case(

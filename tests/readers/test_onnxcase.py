@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fixture_store.errors import DigestMismatchError, UnsafeContentError, UsageError
 from fixture_store.objects.store import Store
-from fixture_store.readers.onnxcase import load_case, load_verified
+from fixture_store.readers.onnxcase import load_case
 from tests.support.onnx_helpers import NODE_DATA, make_project, register_case, tamper
 
 
@@ -19,19 +19,19 @@ def test_loads_tensors_sequences_optionals_and_strings_from_a_verified_tree(
     project: Path, store: Store
 ) -> None:
     fixtures = make_project(project, store)
-    abs_case = load_verified(fixtures, "onnx-node/test_abs")
+    abs_case = fixtures.onnx_case("onnx-node/test_abs")
     assert abs_case.operators == ("Abs",)
     ((name, x),) = abs_case.datasets[0].inputs
     assert name == "x" and x.dtype == np.float32 and x.shape == (3, 4, 5)
     assert abs_case.model_path.parent == fixtures.tree("onnx-node/test_abs")
 
-    bf16 = load_verified(fixtures, "onnx-node/test_cast_FLOAT_to_BFLOAT16")
+    bf16 = fixtures.onnx_case("onnx-node/test_cast_FLOAT_to_BFLOAT16")
     assert bf16.datasets[0].outputs[0][1].dtype == ml_dtypes.bfloat16
 
-    seq = load_verified(fixtures, "onnx-node/test_sequence_insert_at_back")
+    seq = fixtures.onnx_case("onnx-node/test_sequence_insert_at_back")
     assert isinstance(seq.datasets[0].inputs[0][1], list)
 
-    strings = load_verified(fixtures, "onnx-node/test_equal_string")
+    strings = fixtures.onnx_case("onnx-node/test_equal_string")
     assert strings.datasets[0].inputs[0][1].dtype == object
 
 
@@ -39,7 +39,7 @@ def test_a_tampered_member_is_refused_before_any_parsing(project: Path, store: S
     fixtures = make_project(project, store, ("test_abs",))
     tamper(store, fixtures, "onnx-node/test_abs", "test_data_set_0/output_0.pb")
     with pytest.raises(DigestMismatchError, match=r"output_0\.pb"):
-        load_verified(fixtures, "onnx-node/test_abs")
+        fixtures.onnx_case("onnx-node/test_abs")
 
 
 def test_a_non_case_artifact_is_a_usage_error(project: Path, store: Store) -> None:
@@ -51,7 +51,7 @@ def test_a_non_case_artifact_is_a_usage_error(project: Path, store: Store) -> No
     ingest.add(store, fixtures.registry, project / "blob.bin", name="misc/blob", kind="fixture")
     fixtures = type(fixtures)(store, registry_mod.load(project))
     with pytest.raises(UsageError, match="not an onnx-case"):
-        load_verified(fixtures, "misc/blob")
+        fixtures.onnx_case("misc/blob")
 
 
 def _model_with_external_data(folder: Path, location: str) -> None:
@@ -90,7 +90,7 @@ def test_external_data_inside_the_tree_loads(project: Path, store: Store) -> Non
     from fixture_store import registry as registry_mod
 
     fixtures = type(fixtures)(store, registry_mod.load(project))
-    case = load_verified(fixtures, "onnx-x/ext")
+    case = fixtures.onnx_case("onnx-x/ext")
     assert case.datasets == ()
     assert (case.folder / "weights.bin").is_file()
 
@@ -127,7 +127,7 @@ def test_a_directory_link_planted_in_a_checkout_never_reaches_a_case(
     fixtures = make_project(project, store, ("test_abs",))
     folder = fixtures.tree("onnx-node/test_abs")
     _plant_dataset_link(folder, tmp_path / "elsewhere")
-    case = load_verified(fixtures, "onnx-node/test_abs")
+    case = fixtures.onnx_case("onnx-node/test_abs")
     assert [d.index for d in case.datasets] == [0]
     assert not os.path.lexists(case.folder / "test_data_set_1")
 
