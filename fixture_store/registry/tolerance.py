@@ -40,13 +40,14 @@ else the ``per_dtype`` entry of its dtype, else the record's rule.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from fixture_store.errors import RegistryError
+from fixture_store.registry.patterns import is_pattern, specificity, tie
+from fixture_store.registry.patterns import matches as _matches
 from fixture_store.registry.where import Where
 
 # The onnx backend test runner's defaults.
@@ -141,7 +142,6 @@ DTYPES = frozenset(
         "complex256",
     }
 )
-_WILDCARD = re.compile(r"\[[^\]]*\]|[*?]")
 
 
 @dataclass(frozen=True)
@@ -384,7 +384,7 @@ class Tolerance:
             return None
         matching.sort(key=lambda kv: specificity(kv[0]), reverse=True)
         if len(matching) > 1 and specificity(matching[0][0]) == specificity(matching[1][0]):
-            raise _tie(matching[0][0], matching[1][0], names[0])
+            raise tie(matching[0][0], matching[1][0], names[0])
         return matching[0]
 
     def check_names(
@@ -444,59 +444,6 @@ class Tolerance:
             if key == dtype:
                 return _resolve(sub, base)
         return base
-
-
-def is_pattern(key: str) -> bool:
-    """A ``per_array`` key holding a glob wildcard (``*``, ``?`` or ``[...]``)."""
-    return _WILDCARD.search(key) is not None
-
-
-def specificity(pattern: str) -> tuple[int, int]:
-    """How specific a pattern is, larger first: fewer wildcards (``*``, ``?`` and each
-    ``[...]`` count one), then more literal characters."""
-    wildcards = _WILDCARD.findall(pattern)
-    literal = len(pattern) - sum(len(w) for w in wildcards)
-    return (-len(wildcards), literal)
-
-
-def _matches(pattern: str, name: str) -> bool:
-    return _compiled(pattern).fullmatch(name) is not None
-
-
-_PATTERNS: dict[str, re.Pattern[str]] = {}
-
-
-def _compiled(pattern: str) -> re.Pattern[str]:
-    """``*`` any run of characters (``/`` too), ``?`` one, ``[abc]``/``[!abc]`` one of a set."""
-    found = _PATTERNS.get(pattern)
-    if found is None:
-        parts: list[str] = []
-        pos = 0
-        for m in _WILDCARD.finditer(pattern):
-            parts.append(re.escape(pattern[pos : m.start()]))
-            token = m.group()
-            if token == "*":
-                parts.append(".*")
-            elif token == "?":
-                parts.append(".")
-            else:
-                inner = token[1:-1]
-                negate = inner.startswith("!")
-                body = re.escape(inner[1:] if negate else inner).replace("\\-", "-")
-                parts.append(f"[{'^' if negate else ''}{body}]")
-            pos = m.end()
-        parts.append(re.escape(pattern[pos:]))
-        found = _PATTERNS[pattern] = re.compile("".join(parts), re.DOTALL)
-    return found
-
-
-def _tie(first: str, second: str, name: str) -> RegistryError:
-    return RegistryError(
-        f"per_array patterns {first!r} and {second!r} both match array {name!r} and are "
-        "equally specific (as many wildcards, as much literal text): which rule applies is "
-        "not defined",
-        fix=f"add an entry for {name!r} by its exact name, or make one pattern more specific",
-    )
 
 
 def _resolve(sub: Tolerance, base: ArrayTolerance) -> ArrayTolerance:
