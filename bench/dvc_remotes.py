@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import remotes
-from bench.run import REPO, Bench, Row, Sample, _rmtree, dvc_repo, project, write_random
+from bench.harness import REPO, Bench, Row, Sample, _rmtree, dvc_repo, project, write_random
 
 CASES = ("s3", "folder", "verify")
 NODE = "onnx-node"

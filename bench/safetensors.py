@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from bench import run
-from bench.run import Bench, Entry, Sample
+from bench import harness
+from bench.harness import Bench, Entry, Sample
 
 NAME = "ckpt/big"
 TENSORS = 16
@@ -70,7 +70,7 @@ def case_safetensors(b: Bench, size: int) -> None:
     from fixture_store.objects.store import Store
 
     root = b.work / CASE
-    proj = run.project(root / "proj")
+    proj = harness.project(root / "proj")
     path = proj / "model.safetensors"
     nbytes = write_file(path, size)
     store = Store.at(root / "store")
@@ -89,7 +89,7 @@ def case_safetensors(b: Bench, size: int) -> None:
 
     def child(*args: str) -> Sample:
         cmd = [sys.executable, "-m", "bench.safetensors", "child", *args]
-        _, rss, stdout = b.spawn(cmd, cwd=run.REPO)
+        _, rss, stdout = b.spawn(cmd, cwd=harness.REPO)
         doc = json.loads(stdout.strip().splitlines()[-1])
         return Sample(doc["seconds"], rss, doc["bytes"], doc.get("phases", {}))
 
@@ -175,8 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         b = Bench(work, args.repeat)
         case_safetensors(b, args.size_mib << 20)
-        run.finish(b)
-        print(run.table(b))
+        harness.finish(b)
+        print(harness.table(b))
         if args.json:
             rows = [
                 {
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
             ]
             args.json.write_text(json.dumps(rows, indent=2) + "\n")
     finally:
-        run._rmtree(work)
+        harness._rmtree(work)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from bench.dvc_remotes import Versus, render
-from bench.run import Bench, Row, Sample
+from bench.harness import Bench, Row, Sample
 
 
 class _Bench(Bench):
