@@ -701,7 +701,7 @@ def test_each_row_of_the_outcome_table_is_what_pytest_reports(inner: pytest.Pyte
         assert f"test_inner.py::{test} {word}" in out, (case, word, out)
     for out in (r.stdout.str() for r in runs.values()):
         assert "Traceback" not in out and "pytest_plugin.py" not in out
-        assert "registry/files.py" not in out and "access.py" not in out
+        assert "fixture_store/registry/" not in out and "access.py" not in out
     broken = runs["broken"]
     broken.assert_outcomes(errors=7)
     reports = [line for line in broken.outlines if line.startswith("fixture-store refused: ")]

@@ -15,7 +15,7 @@ from fixture_store import registry as registry_mod
 from fixture_store.errors import RegistryError
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
-from fixture_store.registry import Record, shards
+from fixture_store.registry import Record, shards, writing
 from fixture_store.registry import files as files_mod
 from tests.support.cli import run
 from tests.support.records import local_record
@@ -185,7 +185,7 @@ class _Killed(BaseException):
 
 
 def _die_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
-    real = files_mod._write_atomically
+    real = writing.write_atomically
     done: list[Path] = []
 
     def write(directory: Path, path: Path, text: str) -> None:
@@ -194,7 +194,7 @@ def _die_after(monkeypatch: pytest.MonkeyPatch, writes: int) -> None:
         done.append(path)
         real(directory, path, text)
 
-    monkeypatch.setattr(files_mod, "_write_atomically", write)
+    monkeypatch.setattr(writing, "write_atomically", write)
 
 
 def _interrupt_sharding(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -277,7 +277,7 @@ def test_a_failed_shard_write_says_records_may_be_old_or_new(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _write(project, _records(60))
-    real = files_mod._write_atomically
+    real = writing.write_atomically
     calls: list[Path] = []
 
     def full_disk(directory: Path, path: Path, text: str) -> None:
@@ -286,7 +286,7 @@ def test_a_failed_shard_write_says_records_may_be_old_or_new(
             raise OSError(28, "No space left on device")
         real(directory, path, text)
 
-    monkeypatch.setattr(files_mod, "_write_atomically", full_disk)
+    monkeypatch.setattr(writing, "write_atomically", full_disk)
     changed = [_record(r.name, 1000 + i) for i, r in enumerate(_records(60))]
     with pytest.raises(RegistryError, match="No space left") as caught:
         _write(project, changed)
