@@ -35,14 +35,15 @@ def test_importing_the_cli_loads_no_command_module_and_no_console() -> None:
     assert sorted(watched) == ["fixture_store.cli.app"]
 
 
-def test_python_dash_m_runs_the_same_group() -> None:
+@pytest.mark.parametrize("module", ["fixture_store", "fixture_store.cli"])
+def test_python_dash_m_runs_the_same_group(module: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "fixture_store.cli", "--help"],
+        [sys.executable, "-m", module, "--help"],
         check=True,
         capture_output=True,
         text=True,
     )
-    assert "Usage: python -m fixture_store.cli [OPTIONS] COMMAND" in done.stdout
+    assert f"Usage: python -m {module} [OPTIONS] COMMAND" in done.stdout
 
 
 def _commands() -> list[tuple[str, click.Command]]:
