@@ -13,13 +13,13 @@ import pytest
 
 from fixture_store.errors import RegistryError
 from fixture_store.registry import ArrayTolerance, Metric, Tolerance, Where
+from fixture_store.registry.patterns import specificity
 from fixture_store.registry.tolerance import (
     DEFAULT_ATOL,
     DEFAULT_RTOL,
     Check,
     DtypeRule,
     ShapeRule,
-    specificity,
 )
 
 PROJECT = Path(__file__).resolve().parents[2]
