@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from fixture_store.numerics import integers, ulp
+from fixture_store.registry.dtypes import DEFAULT_TABLE
 from fixture_store.registry.tolerance import (
-    DEFAULT_TABLE,
     ArrayTolerance,
     Check,
     DtypeRule,

@@ -46,6 +46,9 @@ from enum import StrEnum
 from typing import Any
 
 from fixture_store.errors import RegistryError
+from fixture_store.registry import expectations as by_env
+from fixture_store.registry.dtypes import DTYPES
+from fixture_store.registry.environment import Environment
 from fixture_store.registry.patterns import is_pattern, specificity, tie
 from fixture_store.registry.patterns import matches as _matches
 from fixture_store.registry.where import Where
@@ -103,45 +106,7 @@ _RULES: Mapping[str, tuple[str, ...]] = {
 }
 _CHECK_KEYS = frozenset({"metric", *_ALL_BOUNDS})
 _OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *_RULES, "equal_nan", "why", "checks"})
-_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype"}
-
-# ``"metric": "default"``: (rtol, atol) by dtype, torch.testing.assert_close's table
-# (https://pytorch.org/docs/stable/testing.html): float16/complex32 1e-3/1e-5, bfloat16
-# 1.6e-2/1e-5, float32/complex64 1.3e-6/1e-5, float64/complex128 1e-7/1e-7. torch has no row
-# for ml_dtypes' 8-, 6- and 4-bit floats (its "other" row is exact); here each takes one
-# machine epsilon of its format relative (2**-mantissa bits: a single rounding) and atol 0. Any
-# other dtype (integers, bool, strings) is compared exactly, as torch's "other" row (0, 0).
-DEFAULT_TABLE: Mapping[str, tuple[float, float]] = {
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-    "float8_e4m3fn": (2**-3, 0.0),
-    "float8_e4m3fnuz": (2**-3, 0.0),
-    "float8_e4m3b11fnuz": (2**-3, 0.0),
-    "float8_e4m3": (2**-3, 0.0),
-    "float8_e5m2": (2**-2, 0.0),
-    "float8_e5m2fnuz": (2**-2, 0.0),
-    "float8_e3m4": (2**-4, 0.0),
-    "float8_e8m0fnu": (1.0, 0.0),
-    "float6_e2m3fn": (2**-3, 0.0),
-    "float6_e3m2fn": (2**-2, 0.0),
-    "float4_e2m1fn": (2**-1, 0.0),
-}
-# The dtype names a ``per_dtype`` key may take: numpy's and ml_dtypes' names.
-DTYPES = frozenset(
-    {
-        *DEFAULT_TABLE,
-        "bool",
-        *(f"{sign}int{bits}" for sign in ("", "u") for bits in (2, 4, 8, 16, 32, 64)),
-        "longdouble",
-        "float128",
-        "clongdouble",
-        "complex256",
-    }
-)
+_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY}
 
 
 @dataclass(frozen=True)
@@ -266,6 +231,8 @@ class Tolerance:
     why: str | None = None
     checks: tuple[Tolerance, ...] | None = None
     per_dtype: tuple[tuple[str, Tolerance], ...] | None = None
+    # By environment (registry/expectations.py): each entry's rule layered over this one.
+    expectations: tuple[by_env.Expectation, ...] | None = None
     # Lookups built once per value (not part of it: equality, hashing and the JSON ignore it):
     # the overrides by exact name, the pattern keys, and each array's resolved tolerance. A
     # record with thousands of per-array entries is resolved in one pass, not one per array.
@@ -324,6 +291,9 @@ class Tolerance:
             _parse_why(raw, where, field),
             checks,
             _overrides(raw, "per_dtype", where, field, child, need_metric=need_metric),
+            by_env.parse(raw, where, field, cls.from_json, _KEYS - {by_env.KEY})
+            if need_metric
+            else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -352,7 +322,19 @@ class Tolerance:
             out["per_array"] = {name: sub.to_json() for name, sub in self.per_array}
         if self.per_dtype is not None:
             out["per_dtype"] = {name: sub.to_json() for name, sub in self.per_dtype}
+        if self.expectations is not None:
+            out[by_env.KEY] = {e.key: e.to_json() for e in self.expectations}
         return out
+
+    def expectation(self, where: Environment | None) -> by_env.Expectation | None:
+        """The ``expectations`` entry that applies in ``where`` (``None``: the record's rule)."""
+        return by_env.select(self.expectations, where)
+
+    def in_environment(self, where: Environment | None) -> Tolerance:
+        """The tolerance a comparison in ``where`` judges by: the entry's that applies there,
+        layered over this one, else this one."""
+        found = self.expectation(where)
+        return self if found is None else found.tolerance
 
     def override(self, name: str) -> Tolerance | None:
         """The override written for array ``name`` exactly, if any."""
@@ -419,6 +401,8 @@ class Tolerance:
                 self.pattern_for(array)
             except RegistryError as tie:
                 raise where.fail("tolerance.per_array", tie.reason, fix=tie.fix) from None
+        for entry in self.expectations or ():
+            entry.tolerance.check_names(known, where, what=what, plural=plural)
 
     def for_array(self, *names: str, dtype: str | None = None) -> ArrayTolerance:
         """The tolerance of an array: the override of the first of ``names`` that has one by
