@@ -106,6 +106,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "under DIR, outside the store (also $FIXTURE_STORE_PARITY_DUMP).",
     )
     group.addoption(
+        "--fixture-store-env",
+        metavar="FACTS",
+        default=None,
+        help="Where parity assertions run, as conditions (device:cuda,dtype:bfloat16; also "
+        "$FIXTURE_STORE_ENV), over what the frameworks already imported say.",
+    )
+    group.addoption(
         "--fixture-store-attest",
         metavar="DIR",
         default=None,
@@ -168,6 +175,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Here rather than at configure time, so that ``pytest --help`` still works.
     require_from_env()
+    from fixture_store.parity import environment
+
+    try:
+        environment.check(session.config.getoption("fixture_store_env"))
+    except UsageError as e:
+        raise pytest.UsageError(f"{e.message}: {e.fix}") from None
     if session.config.getoption("fixture_store_attest") is not None:
         _state(session.config).attest_key()
 
@@ -418,21 +431,29 @@ class VerifiedFixtures:
         only: Iterable[str] | None = None,
     ) -> ParityReport:
         """Assert ``actual`` (array name -> array) is at parity with the verified reference
-        ``name`` under its record's tolerance (see
+        ``name`` under its record's tolerance in this session's environment (see
         :func:`fixture_store.parity.assertion.assert_parity`; ``only`` names the arrays to
         compare, the others not required); a failing candidate is written under ``dump``, else
         ``--fixture-store-parity-dump``, else $FIXTURE_STORE_PARITY_DUMP."""
         __tracebackhide__ = True
         from fixture_store.parity.assertion import assert_parity
+        from fixture_store.parity.environment import resolve
 
         self._state.enforce(name)
         folder = dump or self._state.config.getoption("fixture_store_parity_dump")
+        where = resolve(self._state.config.getoption("fixture_store_env"))
+        how: dict[str, Any] = {
+            "fixtures": self.fixtures,
+            "dump": folder,
+            "only": only,
+            "environment": where,
+        }
         if self._state.config.getoption("fixture_store_attest") is None:
-            return assert_parity(name, actual, fixtures=self.fixtures, dump=folder, only=only)
+            return assert_parity(name, actual, **how)
         from fixture_store.parity.assertion import ParityError
 
         try:
-            report = assert_parity(name, actual, fixtures=self.fixtures, dump=folder, only=only)
+            report = assert_parity(name, actual, **how)
         except ParityError as e:
             self._state.attest(name, actual, e.report)
             raise

@@ -88,6 +88,12 @@ HOSTILE: dict[str, list[Case]] = {
         (("--fixture-store-parity-dump", "{file}"), {}, "", "{file}"),
         ((), {"FIXTURE_STORE_PARITY_DUMP": "{file}"}, "", "{file}"),
     ],
+    "--fixture-store-env": [
+        (("--fixture-store-env", "device:gpu"), {}, "", "--fixture-store-env='device:gpu'"),
+        (("--fixture-store-env", ESCAPES), {}, "", "--fixture-store-env"),
+        ((), {"FIXTURE_STORE_ENV": f"device:{LONG}"}, "", "FIXTURE_STORE_ENV"),
+        ((), {"FIXTURE_STORE_ENV": "dtype:float32,dtype:float64"}, "", "FIXTURE_STORE_ENV"),
+    ],
     "--fixture-store-shard": [
         (("--fixture-store-shard", spec), {}, "", "--fixture-store-shard")
         for spec in ("0/0", "²/3", f"1/{LONG}", "a/b", "", f"{ESCAPES}/2", "1/100000000")

@@ -250,6 +250,25 @@ class Folder:
         with _named(self.child(name)):
             return os.open(name, CREATE_FLAGS, mode, dir_fd=self.fd)
 
+    def append(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        """Append ``data`` to the regular file ``name`` here in one write (created if missing;
+        a link or anything but a regular file there is refused, never written through)."""
+        _check_name(name)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | _CLOEXEC | _NONBLOCK
+        try:
+            fd = os.open(name, flags, mode, dir_fd=self.fd)
+        except OSError as e:
+            if e.errno == errno.ELOOP or (e.errno == errno.EMLINK and _NOFOLLOW):
+                raise self.refuse(self.child(name), "a symbolic link") from None
+            raise
+        try:
+            st_mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(st_mode):
+                raise self.refuse(self.child(name), f"{describe(st_mode)}, not a regular file")
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
     def create_temp(self, prefix: str, suffix: str = "", mode: int = 0o600) -> tuple[int, str]:
         """A new file with a fresh random name here: its write descriptor and its name."""
         for _ in range(100):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import zipfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -26,8 +26,10 @@ import numpy as np
 from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
+from fixture_store.parity import runlog
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
 from fixture_store.registry import Content, Tolerance
+from fixture_store.registry.environment import Environment
 
 DUMP_ENV = "FIXTURE_STORE_PARITY_DUMP"
 _OTHERS_SHOWN = 8
@@ -50,6 +52,8 @@ class ParityReport:
     missing: tuple[str, ...] = ()  # in the reference, not given
     extra: tuple[str, ...] = ()  # given, not in the reference
     dumped: Path | None = None
+    environment: str = ""  # where it ran ("": not given)
+    rule: str = ""  # the expectation that judged it ("": the record's own rule)
 
     @property
     def ok(self) -> bool:
@@ -70,6 +74,7 @@ def assert_parity(
     fixtures: Fixtures | None = None,
     dump: str | os.PathLike[str] | None = None,
     only: Iterable[str] | None = None,
+    environment: Environment | str | None = None,
 ) -> ParityReport:
     """Assert that ``actual`` (array name -> array; a bare array for a one-array reference)
     is at parity with the verified reference ``name`` under its record's tolerance.
@@ -78,6 +83,11 @@ def assert_parity(
     NPZ stores beside the outputs, are neither required from ``actual`` nor compared); a name
     the reference does not hold is a usage error.
 
+    ``environment`` is where the comparison runs (an :class:`Environment`, or its text
+    ``device:cuda,runtime:torch``): the record's ``expectations`` entry that holds there judges,
+    against its ``reference`` if it names one, and the run is appended to the run log
+    (:mod:`~fixture_store.parity.runlog`). ``None``: the record's own rule, nothing logged.
+
     ``fixtures`` is the verified view to read from (default: :meth:`Fixtures.open`, the store
     and registry the environment names). Returns the report when every array is within
     tolerance; raises :class:`ParityError` otherwise, and a typed
@@ -85,6 +95,30 @@ def assert_parity(
     """
     __tracebackhide__ = True  # pytest shows the message, not this frame
     view = fixtures or Fixtures.open()
+    where = Environment.parse(environment) if isinstance(environment, str) else environment
+    record = _arrays_record(view, name)
+    written = record.tolerance or Tolerance()
+    entry = written.expectation(where)
+    reference = entry.reference if entry is not None and entry.reference else name
+    digest = (record if reference == name else _arrays_record(view, reference)).digest
+    expected = _only(view.arrays(reference), only, name)
+    given = _named(actual, expected, name)
+    tolerance = written.in_environment(where)
+    report = compare(name, expected, given, tolerance)
+    if where is not None:
+        rule = entry.key if entry is not None else ""
+        report = replace(report, environment=str(where), rule=rule)
+        run = runlog.Run(name, str(digest), str(where), rule, report.ok, len(report.comparisons))
+        runlog.append(view.store, run)
+    if report.ok:
+        return report
+    target = dump if dump is not None else os.environ.get(DUMP_ENV) or None
+    if target is not None:
+        report = _dump(report, Path(target), view, expected, given)
+    raise ParityError(message(report, expected, given, tolerance), report)
+
+
+def _arrays_record(view: Fixtures, name: str) -> Any:
     record = view.verified(name)
     if record.content is not Content.ARRAYS:
         raise UsageError(
@@ -92,15 +126,7 @@ def assert_parity(
             f"{record.media_type or 'none'}): a parity assertion compares arrays",
             fix="assert parity against a record of an .npy or .npz file",
         )
-    expected = _only(view.arrays(name), only, name)
-    given = _named(actual, expected, name)
-    report = compare(name, expected, given, record.tolerance)
-    if report.ok:
-        return report
-    target = dump if dump is not None else os.environ.get(DUMP_ENV) or None
-    if target is not None:
-        report = _dump(report, Path(target), view, expected, given)
-    raise ParityError(message(report, expected, given, record.tolerance), report)
+    return record
 
 
 def _only(expected: Mapping[str, Any], only: Iterable[str] | None, name: str) -> Mapping[str, Any]:
@@ -151,6 +177,9 @@ def message(
     failing = [c for c in report.comparisons if not c.ok]
     problems = len(failing) + len(report.missing) + len(report.extra)
     lines = [f"{report.name}: not at parity ({problems} problem{'s' * (problems != 1)})"]
+    if report.environment:
+        rule = f"expectation {report.rule!r}" if report.rule else "the record's own rule"
+        lines.append(f"environment: {report.environment} (judged by {rule})")
     worst = report.worst
     if worst is not None:
         lines.extend(_worst_lines(worst, expected[worst.name], actual[worst.name]))
@@ -259,7 +288,7 @@ def _dump(
             with where.writing(f"{stem}.{suffix}.npz") as out:
                 _save(out, arrays)
     candidate = root.joinpath(*parents, f"{stem}.candidate.npz")
-    return ParityReport(report.name, report.comparisons, report.missing, report.extra, candidate)
+    return replace(report, dumped=candidate)
 
 
 def _dump_refusal(path: str, what: str) -> UsageError:
