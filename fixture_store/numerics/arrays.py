@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fixture_store.numerics import integers, ulp
+from fixture_store.numerics import aggregate, integers, ulp
 from fixture_store.registry.dtypes import DEFAULT_TABLE
 from fixture_store.registry.tolerance import (
     ArrayTolerance,
@@ -525,7 +525,7 @@ def _judge(errors: Errors, tol: ArrayTolerance) -> tuple[Outcome, str]:
     """Within the tolerance or drift, and why (the values already differ): one check's reason
     as it is, several checks' each named."""
     checks = tol.checks
-    failing = [(c, JUDGES[c.metric](errors, c)) for c in checks]
+    failing = [(c, (aggregate.judge if c.over else JUDGES[c.metric])(errors, c)) for c in checks]
     failing = [(c, reason) for c, reason in failing if reason]
     if not failing:
         return Outcome.WITHIN, ""

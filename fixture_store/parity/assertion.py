@@ -28,6 +28,7 @@ from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
 from fixture_store.parity import runlog
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
+from fixture_store.parity.ordered import Divergence, first_divergence
 from fixture_store.registry import Content, Tolerance
 from fixture_store.registry.environment import Environment
 
@@ -54,6 +55,7 @@ class ParityReport:
     dumped: Path | None = None
     environment: str = ""  # where it ran ("": not given)
     rule: str = ""  # the expectation that judged it ("": the record's own rule)
+    divergence: Divergence | None = None  # an ordered record's first divergent intermediate
 
     @property
     def ok(self) -> bool:
@@ -61,9 +63,13 @@ class ParityReport:
 
     @property
     def worst(self) -> ArrayComparison | None:
-        """The failing array to show first: a dtype or shape mismatch, else the largest max
-        absolute error."""
+        """The failing array to show first: an ordered record's first divergent intermediate,
+        else a dtype or shape mismatch, else the largest max absolute error."""
         failing = [c for c in self.comparisons if not c.ok]
+        first = self.divergence.first if self.divergence else None
+        for c in failing:
+            if c.name == first:
+                return c
         return max(failing, key=lambda c: (not c.measured, c.max_abs), default=None)
 
 
@@ -159,12 +165,11 @@ def compare(
         for key in sorted(expected)
         if key in actual
     )
-    return ParityReport(
-        name,
-        comparisons,
-        tuple(sorted(set(expected) - set(actual))),
-        tuple(sorted(set(actual) - set(expected))),
-    )
+    missing = tuple(sorted(set(expected) - set(actual)))
+    steps = tol.intermediates
+    divergence = first_divergence(steps, comparisons, missing) if steps is not None else None
+    extra = tuple(sorted(set(actual) - set(expected)))
+    return ParityReport(name, comparisons, missing, extra, divergence=divergence)
 
 
 def message(
@@ -180,9 +185,13 @@ def message(
     if report.environment:
         rule = f"expectation {report.rule!r}" if report.rule else "the record's own rule"
         lines.append(f"environment: {report.environment} (judged by {rule})")
+    if report.divergence is not None:
+        lines.extend(report.divergence.lines())
     worst = report.worst
     if worst is not None:
-        lines.extend(_worst_lines(worst, expected[worst.name], actual[worst.name]))
+        first = report.divergence is not None and worst.name == report.divergence.first
+        label = "first divergent array" if first else "worst array"
+        lines.extend(_worst_lines(worst, expected[worst.name], actual[worst.name], label))
     if report.missing:
         lines.append(f"missing: {list(report.missing)} (in the reference, not given)")
     if report.extra:
@@ -205,11 +214,13 @@ def message(
     return "\n".join(lines)
 
 
-def _worst_lines(worst: ArrayComparison, expected: Any, actual: Any) -> list[str]:
+def _worst_lines(
+    worst: ArrayComparison, expected: Any, actual: Any, label: str = "worst array"
+) -> list[str]:
     exp, act = np.asarray(expected), np.asarray(actual)
     tol = worst.tolerance.describe() if worst.tolerance else "the default tolerance"
     lines = [
-        f"worst array: {worst.name} {exp.dtype}{list(exp.shape)}: {worst.reason}",
+        f"{label}: {worst.name} {exp.dtype}{list(exp.shape)}: {worst.reason}",
         f"  tolerance: {tol}",
     ]
     if not worst.measured:

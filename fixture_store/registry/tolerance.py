@@ -39,74 +39,56 @@ else the ``per_dtype`` entry of its dtype, else the record's rule.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from typing import Any
 
 from fixture_store.errors import RegistryError
+from fixture_store.registry import aggregate, ordered
 from fixture_store.registry import expectations as by_env
+from fixture_store.registry.aggregate import Aggregate
 from fixture_store.registry.dtypes import DTYPES
 from fixture_store.registry.environment import Environment
+from fixture_store.registry.metrics import (
+    ALL_BOUNDS,
+    BOUND,
+    DEFAULT_ATOL,
+    DEFAULT_RTOL,
+    FLOOR,
+    METRICS,
+    RULES,
+    DtypeRule,
+    Metric,
+    ShapeRule,
+    check_bounds,
+    parse_flag,
+    parse_metric,
+    parse_rule,
+    parse_why,
+    refuse_orphan_bounds,
+)
+from fixture_store.registry.ordered import Intermediates
 from fixture_store.registry.patterns import is_pattern, specificity, tie
 from fixture_store.registry.patterns import matches as _matches
 from fixture_store.registry.where import Where
 
-# The onnx backend test runner's defaults.
-DEFAULT_RTOL = 1e-3
-DEFAULT_ATOL = 1e-7
+# The vocabulary lives in registry/metrics.py; the names callers import from here:
+__all__ = [
+    "BOUND",
+    "DEFAULT_ATOL",
+    "DEFAULT_RTOL",
+    "FLOOR",
+    "ArrayTolerance",
+    "Check",
+    "DtypeRule",
+    "Metric",
+    "ShapeRule",
+    "Tolerance",
+]
 
-
-class Metric(StrEnum):
-    EXACT = "exact"
-    ALLCLOSE = "allclose"
-    MEAN_ABS = "mean_abs"
-    MAX_ABS = "max_abs"
-    ULP = "ulp"
-    RMS = "rms"
-    MAX_REL = "max_rel"
-    COSINE = "cosine"
-    DEFAULT = "default"  # allclose with the dtype's row of DEFAULT_TABLE
-
-    @property
-    def bounds(self) -> tuple[str, ...]:
-        """The JSON fields that bound this metric."""
-        return _BOUNDS_OF[self]
-
-
-class DtypeRule(StrEnum):
-    EXACT = "exact"
-    SAME_KIND = "same_kind"  # floats of another width compare in the expected dtype
-
-
-class ShapeRule(StrEnum):
-    EXACT = "exact"
-    SQUEEZE = "squeeze"  # equal once size-1 axes are dropped
-
-
-BOUND = "max"  # the one bound of mean_abs, max_abs, ulp, rms, max_rel and cosine
-FLOOR = "floor"  # max_rel's denominator floor
-_BOUNDS_OF: Mapping[Metric, tuple[str, ...]] = {
-    Metric.EXACT: (),
-    Metric.ALLCLOSE: ("atol", "rtol"),
-    Metric.MEAN_ABS: (BOUND,),
-    Metric.MAX_ABS: (BOUND,),
-    Metric.ULP: (BOUND,),
-    Metric.RMS: (BOUND,),
-    Metric.MAX_REL: (BOUND, FLOOR),
-    Metric.COSINE: (BOUND,),
-    Metric.DEFAULT: (),
-}
-_METRICS = tuple(m.value for m in Metric)
-_ALL_BOUNDS = ("atol", "rtol", BOUND, FLOOR)
-_RULES: Mapping[str, tuple[str, ...]] = {
-    "dtype": tuple(r.value for r in DtypeRule),
-    "shape": tuple(r.value for r in ShapeRule),
-}
-_CHECK_KEYS = frozenset({"metric", *_ALL_BOUNDS})
-_OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *_RULES, "equal_nan", "why", "checks"})
-_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY}
+_CHECK_KEYS = frozenset({"metric", *ALL_BOUNDS, *aggregate.KEYS})
+_OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *RULES, "equal_nan", "why", "checks"})
+_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY, ordered.KEY}
 
 
 @dataclass(frozen=True)
@@ -118,9 +100,12 @@ class Check:
     rtol: float = DEFAULT_RTOL
     bound: float = 0.0
     floor: float = 0.0
+    over: Aggregate | None = None  # a statistic of per-slice errors, not the whole array's
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metric": self.metric.value}
+        if self.over is not None:
+            out.update(self.over.to_json())
         if self.metric is Metric.ALLCLOSE:
             out.update(atol=self.atol, rtol=self.rtol)
         elif BOUND in self.metric.bounds:
@@ -133,11 +118,12 @@ class Check:
         """The check as a reader sees it in a message: ``mean_abs <= 0.0005``."""
         if self.metric is Metric.ALLCLOSE:
             return f"allclose atol={self.atol:g} rtol={self.rtol:g}"
+        what = self.over.describe(self.metric.value) if self.over else self.metric.value
         if self.metric is Metric.MAX_REL:
-            return f"max_rel <= {self.bound:g} (floor {self.floor:g})"
+            return f"{what} <= {self.bound:g} (floor {self.floor:g})"
         if not self.metric.bounds:
-            return self.metric.value
-        return f"{self.metric.value} <= {self.bound:g}"
+            return what
+        return f"{what} <= {self.bound:g}"
 
 
 @dataclass(frozen=True)
@@ -157,11 +143,12 @@ class ArrayTolerance:
     equal_nan: bool = True
     why: str = ""
     more: tuple[Check, ...] = ()
+    over: Aggregate | None = None
 
     @property
     def checks(self) -> tuple[Check, ...]:
         """Every check the array must pass, the first one's fields on this object."""
-        first = Check(self.metric, self.atol, self.rtol, self.bound, self.floor)
+        first = Check(self.metric, self.atol, self.rtol, self.bound, self.floor, self.over)
         return (first, *self.more)
 
     @classmethod
@@ -174,6 +161,7 @@ class ArrayTolerance:
             first.bound,
             floor=first.floor,
             more=tuple(more),
+            over=first.over,
             **rules,
         )
 
@@ -187,6 +175,7 @@ class ArrayTolerance:
             bound=first.bound,
             floor=first.floor,
             more=tuple(more),
+            over=first.over,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -233,6 +222,8 @@ class Tolerance:
     per_dtype: tuple[tuple[str, Tolerance], ...] | None = None
     # By environment (registry/expectations.py): each entry's rule layered over this one.
     expectations: tuple[by_env.Expectation, ...] | None = None
+    over: Aggregate | None = None  # registry/aggregate.py
+    intermediates: Intermediates | None = None  # registry/ordered.py
     # Lookups built once per value (not part of it: equality, hashing and the JSON ignore it):
     # the overrides by exact name, the pattern keys, and each array's resolved tolerance. A
     # record with thousands of per-array entries is resolved in one pass, not one per array.
@@ -259,22 +250,23 @@ class Tolerance:
         if not isinstance(raw, Mapping):
             raise where.fail(field, "must be an object")
         if need_metric and "metric" not in raw and "checks" not in raw:
-            raise where.fail(field + ".metric", f"missing required field (one of {_METRICS})")
+            raise where.fail(field + ".metric", f"missing required field (one of {METRICS})")
         allowed = _KEYS if need_metric else _OVERRIDE_KEYS
         unknown = sorted(set(raw) - allowed, key=str)
         if unknown:
             raise where.fail(f"{field}.{unknown[0]}", f"unknown field; one of {sorted(allowed)}")
         checks = _parse_checks(raw, where, field)
-        metric = _parse_metric(raw, where, field)
+        metric = parse_metric(raw, where, field)
+        over = None
         if checks is None:
             inherited = parent if not need_metric else None
             if metric is None and inherited is None and not need_metric:
-                _refuse_orphan_bounds(raw, where, field)
+                refuse_orphan_bounds(raw, where, field)
             switched = metric if metric is not inherited else None
-            _check_bounds(
-                raw, where, field, metric or inherited or Metric.ALLCLOSE, switched=switched
-            )
-        rules = {key: _parse_rule(raw, key, where, field) for key in _RULES}
+            judged = metric or inherited or Metric.ALLCLOSE
+            check_bounds(raw, where, field, judged, switched=switched)
+            over = _parse_over(raw, where, field, judged)
+        rules = {key: parse_rule(raw, key, where, field) for key in RULES}
         # Overrides inherit the record's metric; under several checks there is none to inherit.
         own = metric if checks is None else None
         child = own if need_metric else None
@@ -287,11 +279,20 @@ class Tolerance:
             ShapeRule(rules["shape"]) if rules["shape"] else None,
             _overrides(raw, "per_array", where, field, child, need_metric=need_metric),
             raw.get(FLOOR),
-            _parse_flag(raw, "equal_nan", where, field),
-            _parse_why(raw, where, field),
+            parse_flag(raw, "equal_nan", where, field),
+            parse_why(raw, where, field),
             checks,
             _overrides(raw, "per_dtype", where, field, child, need_metric=need_metric),
             by_env.parse(raw, where, field, cls.from_json, _KEYS - {by_env.KEY})
+            if need_metric
+            else None,
+            over,
+            ordered.parse(
+                raw,
+                where,
+                field,
+                lambda sub, at: cls.from_json(sub, where, at, need_metric=False, parent=child),
+            )
             if need_metric
             else None,
         )
@@ -302,28 +303,24 @@ class Tolerance:
             out["metric"] = self.metric.value
         if self.checks is not None:
             out["checks"] = [c.to_json() for c in self.checks]
-        for key, value in (
-            ("atol", self.atol),
-            ("rtol", self.rtol),
-            (BOUND, self.bound),
-            (FLOOR, self.floor),
-        ):
-            if value is not None:
-                out[key] = value
-        if self.dtype is not None:
-            out["dtype"] = self.dtype.value
-        if self.shape is not None:
-            out["shape"] = self.shape.value
+        plain = (("atol", self.atol), ("rtol", self.rtol), (BOUND, self.bound), (FLOOR, self.floor))
+        out.update((key, value) for key, value in plain if value is not None)
+        for key, rule in (("dtype", self.dtype), ("shape", self.shape)):
+            if rule is not None:
+                out[key] = rule.value
         if self.equal_nan is not None:
             out["equal_nan"] = self.equal_nan
         if self.why is not None:
             out["why"] = self.why
-        if self.per_array is not None:
-            out["per_array"] = {name: sub.to_json() for name, sub in self.per_array}
-        if self.per_dtype is not None:
-            out["per_dtype"] = {name: sub.to_json() for name, sub in self.per_dtype}
+        for key, subs in (("per_array", self.per_array), ("per_dtype", self.per_dtype)):
+            if subs is not None:
+                out[key] = {name: sub.to_json() for name, sub in subs}
         if self.expectations is not None:
             out[by_env.KEY] = {e.key: e.to_json() for e in self.expectations}
+        if self.over is not None:
+            out.update(self.over.to_json())
+        if self.intermediates is not None:
+            out[ordered.KEY] = self.intermediates.to_json()
         return out
 
     def expectation(self, where: Environment | None) -> by_env.Expectation | None:
@@ -396,6 +393,8 @@ class Tolerance:
                     f"the pattern matches no {what} (its {plural}: {sorted(known)})",
                     fix="correct the pattern (* any characters, ? one, [abc] one of a set)",
                 )
+        if self.intermediates is not None:
+            self.intermediates.check_names(known, where, "tolerance")
         for array in known:
             try:
                 self.pattern_for(array)
@@ -424,6 +423,9 @@ class Tolerance:
         pattern = self.pattern_for(*names) if names else None
         if pattern is not None:
             return _resolve(pattern[1], base)
+        steps = self.intermediates
+        if steps is not None and any(steps.holds(n) for n in names):
+            return _resolve(steps.rule, base)
         for key, sub in self.per_dtype or ():
             if key == dtype:
                 return _resolve(sub, base)
@@ -450,22 +452,24 @@ def _resolve(sub: Tolerance, base: ArrayTolerance) -> ArrayTolerance:
 
 
 def _check(sub: Tolerance, base: Check) -> Check:
+    """``sub``'s metric and bounds over ``base``'s; an aggregate goes with its metric (a rule
+    switching to another metric does not inherit it)."""
+    same = sub.metric is None or sub.metric is base.metric
     return Check(
         sub.metric or base.metric,
         base.atol if sub.atol is None else float(sub.atol),
         base.rtol if sub.rtol is None else float(sub.rtol),
         base.bound if sub.bound is None else float(sub.bound),
         base.floor if sub.floor is None else float(sub.floor),
+        sub.over if sub.over is not None or not same else base.over,
     )
 
 
-def _parse_metric(raw: Mapping[str, Any], where: Where, field: str) -> Metric | None:
-    metric = raw.get("metric")
-    if metric is None:
-        return None
-    if metric not in _METRICS:
-        raise where.fail(f"{field}.metric", f"unknown metric {metric!r}; one of {_METRICS}")
-    return Metric(metric)
+def _parse_over(
+    raw: Mapping[str, Any], where: Where, field: str, metric: Metric
+) -> Aggregate | None:
+    takes_max = BOUND in metric.bounds
+    return aggregate.parse(raw, where, field, takes_max=takes_max, metric=metric.value)
 
 
 def _parse_checks(raw: Mapping[str, Any], where: Where, field: str) -> tuple[Tolerance, ...] | None:
@@ -490,84 +494,22 @@ def _parse_checks(raw: Mapping[str, Any], where: Where, field: str) -> tuple[Tol
         unknown = sorted(set(item) - _CHECK_KEYS, key=str)
         if unknown:
             raise where.fail(f"{at}.{unknown[0]}", f"unknown field; one of {sorted(_CHECK_KEYS)}")
-        metric = _parse_metric(item, where, at)
+        metric = parse_metric(item, where, at)
         if metric is None:
-            raise where.fail(f"{at}.metric", f"missing required field (one of {_METRICS})")
-        _check_bounds(item, where, at, metric, switched=metric)
+            raise where.fail(f"{at}.metric", f"missing required field (one of {METRICS})")
+        check_bounds(item, where, at, metric, switched=metric)
+        over = _parse_over(item, where, at, metric)
         out.append(
             Tolerance(
-                metric, item.get("atol"), item.get("rtol"), item.get(BOUND), floor=item.get(FLOOR)
+                metric,
+                item.get("atol"),
+                item.get("rtol"),
+                item.get(BOUND),
+                floor=item.get(FLOOR),
+                over=over,
             )
         )
     return tuple(out)
-
-
-def _refuse_orphan_bounds(raw: Mapping[str, Any], where: Where, field: str) -> None:
-    """Under a record judged by several checks an override has no one metric to bound."""
-    for key in _ALL_BOUNDS:
-        if key in raw:
-            raise where.fail(
-                f"{field}.{key}",
-                "the record is judged by several checks: an override with a bound names its "
-                "metric (or its own checks)",
-            )
-
-
-def _check_bounds(
-    raw: Mapping[str, Any], where: Where, field: str, metric: Metric, *, switched: Metric | None
-) -> None:
-    """Each bound given is a finite, non-negative number the metric uses; a metric ``switched``
-    to here that has a ``max`` gets it here (it is not inherited from another metric)."""
-    for key in _ALL_BOUNDS:
-        if key not in raw:
-            continue
-        if key not in metric.bounds:
-            uses = f"takes {' and '.join(metric.bounds)}" if metric.bounds else "takes no bound"
-            raise where.fail(f"{field}.{key}", f"does not apply: metric {metric.value!r} {uses}")
-        if not _is_bound(raw[key]):
-            raise where.fail(f"{field}.{key}", "must be a finite, non-negative number")
-    if switched is not None and BOUND in switched.bounds and BOUND not in raw:
-        raise where.fail(
-            f"{field}.{BOUND}",
-            f"missing required field: metric {switched.value!r} needs its bound, "
-            f'e.g. {{"metric": "{switched.value}", "{BOUND}": 0.0005}}',
-        )
-
-
-def _parse_rule(raw: Mapping[str, Any], key: str, where: Where, field: str) -> str | None:
-    value = raw.get(key)
-    if value is None:
-        return None
-    if value not in _RULES[key]:
-        raise where.fail(f"{field}.{key}", f"must be one of {_RULES[key]}, not {value!r}")
-    return str(value)
-
-
-def _parse_flag(raw: Mapping[str, Any], key: str, where: Where, field: str) -> bool | None:
-    if key not in raw:
-        return None
-    if not isinstance(raw[key], bool):
-        raise where.fail(f"{field}.{key}", "must be true or false")
-    return bool(raw[key])
-
-
-def _parse_why(raw: Mapping[str, Any], where: Where, field: str) -> str | None:
-    if "why" not in raw:
-        return None
-    why = raw["why"]
-    if not isinstance(why, str) or not why.strip():
-        raise where.fail(f"{field}.why", "must be a non-empty string: the reason failures print")
-    return why
-
-
-def _is_bound(value: Any) -> bool:
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and value >= 0
-        # NaN is no bound, and an infinite one (``Infinity``, ``1e400``) passes any drift.
-        and not (isinstance(value, float) and not math.isfinite(value))
-    )
 
 
 def _overrides(
