@@ -83,8 +83,9 @@ class Context:
     def store(self) -> Store:
         return Store.at(self.store_flag)
 
-    def registry(self) -> Registry:
-        return registry_mod.load(self.registry_flag)
+    def registry(self, *, cached: bool = True) -> Registry:
+        """The project's registry; ``cached``: with the parsed-registry cache."""
+        return registry_mod.load(self.registry_flag, cached=cached)
 
     def project(self) -> Path:
         """The folder holding ``provenance/``: the flag, else the nearest parent with one."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 import click
@@ -74,7 +75,7 @@ def verify(
     """
     results = snapshot.verify_project(
         obj.store,
-        obj.registry,
+        functools.partial(obj.registry, cached=not full),
         obj.project(),
         names=names,
         families=families,

@@ -24,6 +24,7 @@ from fixture_store.registry.documents import (
 )
 from fixture_store.registry.family import FamilyFile, Registry
 from fixture_store.registry.known_failures import parse as parse_known_failure
+from fixture_store.registry.parsed_cache import Cache, rebuild
 from fixture_store.registry.records import Record, check_family, parse_record
 
 
@@ -31,9 +32,10 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def load_file(path: str | os.PathLike[str]) -> FamilyFile:
+def load_file(path: str | os.PathLike[str], cache: Cache | None = None) -> FamilyFile:
     """Parse one family's file, and its shards if it has them. File-level problems raise; a bad
-    record is kept in ``invalid``."""
+    record is kept in ``invalid``. ``cache``: the parsed-registry cache to ask (and tell) about
+    each file's verdict (see :mod:`.parsed_cache`)."""
     p = Path(path)
     shown = str(p)
     try:
@@ -41,14 +43,11 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     except UsageError as e:
         raise RegistryError(e.message, file=shown, field="file name") from e
     text = read_text(p)
-    doc = parse_document(text, shown)
     digests = {p.name: text_digest(text)}
+    doc, records, invalid = _parsed(text, digests[p.name], p, family, cache=cache)
     if "shards" in doc:
-        records, invalid, stated = _load_shards(p, family, digests)
+        records, invalid, stated = _load_shards(p, family, digests, cache)
     else:
-        records, invalid = parse_records(
-            doc["records"], p, family, SchemaPasses.for_text(text), suspect=doc.suspect
-        )
         stated = {name: doc["records"][name] for name in invalid}
         _check_leftover(p, doc["records"], records, digests)
     known = tuple(
@@ -69,8 +68,43 @@ def load_file(path: str | os.PathLike[str]) -> FamilyFile:
     )
 
 
+def _parsed(
+    text: str,
+    digest: str,
+    path: Path,
+    family: str,
+    *,
+    cache: Cache | None,
+    shard: str | None = None,
+) -> tuple[Mapping[str, Any], dict[str, Record], dict[str, RegistryError]]:
+    """A family file's (or a shard's) document, its valid records and the error of each invalid
+    one. Built from the text without checking it again when the cache holds that these very
+    bytes, in this place, parsed with every record valid; else parsed in full (and, if every
+    record was valid, the cache is told)."""
+    shown, role = str(path), family if shard is None else f"{family}/{shard}"
+    if cache is not None and cache.holds(role, digest):
+        try:
+            doc = json.loads(text)
+            raw = doc.get("records", {})
+            built = {n: rebuild(n, raw[n], shown, parse_record) for n in sorted(raw)}
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError, RegistryError):
+            pass  # not what the entry said: parse in full
+        else:
+            return doc, built, {}
+    doc = parse_document(text, shown, shard=family if shard is not None else None)
+    if "shards" in doc:
+        return doc, {}, {}
+    passed = SchemaPasses.for_text(text)
+    records, invalid = parse_records(
+        doc["records"], path, family, passed, shard=shard, suspect=doc.suspect
+    )
+    if cache is not None and not invalid:
+        cache.remember(role, digest)
+    return doc, records, invalid
+
+
 def _load_shards(
-    head: Path, family: str, digests: dict[str, str]
+    head: Path, family: str, digests: dict[str, str], cache: Cache | None
 ) -> tuple[dict[str, Record], dict[str, RegistryError], dict[str, Any]]:
     """The records of a sharded family, from every shard file (each file's digest is added to
     ``digests``)."""
@@ -89,12 +123,8 @@ def _load_shards(
         text = read_listed(path, read_text)
         if text is None:
             continue
-        doc = parse_document(text, shown, shard=family)
-        digests[shards.relative(head, path)] = text_digest(text)
-        passed = SchemaPasses.for_text(text)
-        found, bad = parse_records(
-            doc["records"], path, family, passed, shard=path.stem, suspect=doc.suspect
-        )
+        digest = digests[shards.relative(head, path)] = text_digest(text)
+        doc, found, bad = _parsed(text, digest, path, family, cache=cache, shard=path.stem)
         records.update(found)
         invalid.update(bad)
         stated.update({name: doc["records"][name] for name in bad})
@@ -235,17 +265,23 @@ def project_root(root: str | os.PathLike[str] | None = None) -> Path:
     return base.parent if base.name == DIRNAME else base
 
 
-def load(root: str | os.PathLike[str] | None = None) -> Registry:
-    """Load every ``provenance/*.json`` under the project root."""
+def load(root: str | os.PathLike[str] | None = None, *, cached: bool = True) -> Registry:
+    """Load every ``provenance/*.json`` under the project root; ``cached``: with this user's
+    parsed-registry cache (see :mod:`.parsed_cache`; ``verify --full`` loads without it)."""
     base = project_root(root)
     directory = base / DIRNAME
     if not directory.is_dir():
         raise UsageError(f"{directory} does not exist", fix="fixture-store init")
     refuse_orphans(directory)
     families = {}
-    for path in shards.family_files(directory):
-        fam = load_file(path)
-        families[fam.family] = fam
+    cache = Cache.open() if cached else None
+    try:
+        for path in shards.family_files(directory):
+            fam = load_file(path, cache)
+            families[fam.family] = fam
+    finally:
+        if cache is not None:
+            cache.close()
     return Registry(base, families)
 
 
