@@ -17,7 +17,7 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
-from fixture_store.registry import parsed_cache, reading, shards
+from fixture_store.registry import documents, parsed_cache, reading, shards
 from tests.support.cli import run
 
 
@@ -88,6 +88,18 @@ def _parse_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reading, "parse_document", refuse)
 
 
+def _count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files parsed in full from now on, in order."""
+    calls: list[str] = []
+
+    def counted(text: str, shown: str, **kw: Any) -> Any:
+        calls.append(shown)
+        return documents.parse_document(text, shown, **kw)
+
+    monkeypatch.setattr(reading, "parse_document", counted)
+    return calls
+
+
 def _same(a: registry_mod.Registry, b: registry_mod.Registry) -> None:
     """Equal registries (errors are compared by what they say: two parses make two)."""
     assert a.root == b.root and list(a.families) == list(b.families)
@@ -130,13 +142,7 @@ def test_a_sharded_family_loads_from_the_cache_shard_by_shard(
     registry_mod.load(project)
     shard_count = len(shards.shard_files(project / "provenance" / "fam.json"))
     assert len(_entries()) == shard_count  # one per shard; the family's file holds no records
-    calls: list[str] = []
-    real = reading.parse_document
-    monkeypatch.setattr(
-        reading,
-        "parse_document",
-        lambda text, shown, **kw: calls.append(shown) or real(text, shown, **kw),
-    )
+    calls = _count_parses(monkeypatch)
     _same(registry_mod.load(project), parsed)
     assert calls == [str(project / "provenance" / "fam.json")]  # only the head is parsed
 
@@ -225,13 +231,7 @@ def test_a_damaged_or_foreign_entry_is_a_miss(
     parsed = registry_mod.load(project)
     (entry,) = _entries()
     damage(entry)
-    calls: list[str] = []
-    real = reading.parse_document
-    monkeypatch.setattr(
-        reading,
-        "parse_document",
-        lambda text, shown, **kw: calls.append(shown) or real(text, shown, **kw),
-    )
+    calls = _count_parses(monkeypatch)
     _same(registry_mod.load(project), parsed)
     assert calls  # parsed in full
 
