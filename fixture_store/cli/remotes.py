@@ -27,7 +27,7 @@ from fixture_store.cli._common import (
     styled,
 )
 from fixture_store.errors import UsageError
-from fixture_store.remotes import config, open_remote, sync
+from fixture_store.remotes import config, open_remote, packs, sync
 from fixture_store.remotes.sync import Outcome, SyncReport
 
 ROWS_SHOWN = 30
@@ -130,9 +130,14 @@ def _run(
     spec = config.load(registry.root).resolve(remote)
     target = open_remote(spec, jobs=jobs)
     the_plan = sync.plan(registry, registry.select(names, families))
-    run = sync.push if verb == "push" else sync.pull
     with progress(len(the_plan.objects), f"{verb}ing", enabled=not as_json) as advance:
-        report = run(obj.store, registry, target, the_plan, jobs=jobs, on_object=advance)
+        if verb == "push":
+            packing = packs.packing_of(spec)
+            report = sync.push(
+                obj.store, registry, target, the_plan, jobs=jobs, on_object=advance, packing=packing
+            )
+        else:
+            report = sync.pull(obj.store, registry, target, the_plan, jobs=jobs, on_object=advance)
     _print(verb, report, as_json=as_json)
     failures = (Failure(r.outcome, r.name, r.message, r.fix) for r in report.results if not r.ok)
     report_failures(failures, limit=20)

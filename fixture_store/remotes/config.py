@@ -28,7 +28,7 @@ import tempfile
 import tomllib
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,9 @@ CONFIG_ENV = "FIXTURE_STORE_CONFIG"
 PYPROJECT = "pyproject.toml"
 _NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _KEYS = ("url", "endpoint_url", "profile", "region")
+# Settings that are numbers: pack_threshold, the size in bytes from which a push keeps an object
+# under its own key instead of in a pack (0: no packs; see fixture_store.remotes.packs).
+_NUMBER_KEYS = ("pack_threshold",)
 _SECTION_KEYS = ("default-remote", "remotes")  # [tool.fixture-store], and the user's file
 # Settings of the project's [tool.fixture-store] only, read by their own modules (the orphan
 # ignore list: fixture_store.registry.project.orphans_ignored).
@@ -63,6 +66,7 @@ class RemoteSpec:
     profile: str | None = None
     region: str | None = None
     origin: str = ""  # the file that declared it ("" for a URL given on the command line)
+    pack_threshold: int | None = None  # None: the default (packs.PACK_THRESHOLD)
 
     @property
     def kind(self) -> str:
@@ -77,7 +81,14 @@ class RemoteSpec:
         where = f"{origin}: remote {name!r}"
         if not isinstance(raw, Mapping):
             raise UsageError(f"{where} must be a table with a 'url'")
-        refuse_unknown(raw, _KEYS, where, origin)
+        refuse_unknown(raw, _KEYS + _NUMBER_KEYS, where, origin)
+        threshold = raw.get("pack_threshold")
+        if threshold is not None and (type(threshold) is not int or threshold < 0):
+            raise UsageError(
+                f"{where}: pack_threshold must be a number of bytes, 0 or more (0: no packs), "
+                f"not {display.type_name(threshold)}",
+                fix=f"edit {origin}",
+            )
         values = {k: raw.get(k) for k in _KEYS}
         for key, value in values.items():
             if value is not None and (not isinstance(value, str) or not value):
@@ -93,7 +104,15 @@ class RemoteSpec:
         url = check_url(values["url"], setting=f"{where}: url")
         if endpoint is not None:
             check_endpoint(endpoint, setting=f"{where}: endpoint_url")
-        return cls(check_name(name), url, endpoint, values["profile"], values["region"], origin)
+        return cls(
+            check_name(name),
+            url,
+            endpoint,
+            values["profile"],
+            values["region"],
+            origin,
+            threshold,
+        )
 
     @classmethod
     def from_url(cls, url: str) -> RemoteSpec:
@@ -265,8 +284,7 @@ def _relative_to(spec: RemoteSpec, base: Path) -> RemoteSpec:
     """A folder path in a file is relative to that file's folder."""
     if spec.kind != "folder" or spec.url.startswith("file://") or os.path.isabs(spec.url):
         return spec
-    return RemoteSpec(spec.name, str(base / spec.url), spec.endpoint_url, spec.profile,
-                      spec.region, spec.origin)  # fmt: skip
+    return replace(spec, url=str(base / spec.url))
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -86,16 +86,21 @@ class FolderRemote:
             # One lstat, where a copy would cost a temp file and an fsync before the link found
             # the name taken: a folder already holding most objects is then checked, not copied.
             return False
+        return self.put((*_SHARD_PARTS, digest.hex[:2]), digest.hex[2:], path, digest)
+
+    def put(self, parts: tuple[str, ...], name: str, path: Path, digest: Digest) -> bool:
+        """Copy the file at ``path`` (whose bytes are ``digest``) to ``<root>/<parts>/<name>``,
+        write-once: False if a file is there already (an object, a pack, a pack index)."""
         with contextlib.ExitStack() as stack:
             try:
                 root = stack.enter_context(self._root(create=True))
                 temps = stack.enter_context(root.folder("tmp", create=True))
-                shard = stack.enter_context(root.folder(*_SHARD_PARTS, digest.hex[:2], create=True))
+                shard = stack.enter_context(root.folder(*parts, create=True))
                 fd, tmp_name = temps.create_temp("push-")
             except OSError as e:
                 raise self._error(e, f"cannot write in {self.root}") from e
             stack.callback(temps.unlink, tmp_name)
-            return self._publish(path, digest, fd, temp=(temps, tmp_name), shard=shard)
+            return self._publish(path, digest, fd, temp=(temps, tmp_name), shard=(shard, name))
 
     def _publish(
         self,
@@ -104,12 +109,13 @@ class FolderRemote:
         fd: int,
         *,
         temp: tuple[anchored.Folder, str],
-        shard: anchored.Folder,
+        shard: tuple[anchored.Folder, str],
     ) -> bool:
         """Copy the store's object into the temp file, check what was written, and link it to
         its final name (write-once); the caller removes the temp file."""
-        final = self.path(digest)
         temps, tmp_name = temp
+        shard_folder, name = shard
+        final = shard_folder.child(name)
         try:
             with os.fdopen(fd, "wb") as out, open(path, "rb") as src:
                 written = _copy_hashing(src, out)
@@ -123,10 +129,10 @@ class FolderRemote:
                     )
                 os.fchmod(out.fileno(), READ_ONLY)
             try:
-                temps.link(tmp_name, shard, digest.hex[2:])  # fails if the name exists: write-once
+                temps.link(tmp_name, shard_folder, name)  # fails if the name exists: write-once
             except FileExistsError:
                 return False  # an object is there already: write-once holds
-            shard.fsync()
+            shard_folder.fsync()
             return True
         except OSError as e:
             raise self._error(e, f"cannot write {final}") from e
@@ -153,6 +159,42 @@ class FolderRemote:
         except OSError as e:
             raise self._error(e, f"cannot read {self.path(digest)}") from e
 
+    def files(self, *parts: str, folders: bool = False) -> dict[str, int]:
+        """The regular files directly in ``<root>/<parts>`` and their sizes (none if there is no
+        such folder; with ``folders``, its folders instead); links there are neither."""
+        try:
+            with self._root() as root:
+                found = root.find(*parts)
+                if found is None:
+                    return {}
+                with found:
+                    return {
+                        entry.name: entry.stat(follow_symlinks=False).st_size
+                        for entry in found.scandir()
+                        if (entry.is_dir if folders else entry.is_file)(follow_symlinks=False)
+                    }
+        except (FileNotFoundError, NotADirectoryError):
+            return {}
+        except OSError as e:
+            raise self._error(e, f"cannot list {self.root.joinpath(*parts)}") from e
+
+    def read_range(self, parts: tuple[str, ...], name: str, start: int, length: int) -> BinaryIO:
+        """Bytes ``start`` to ``start + length`` of ``<root>/<parts>/<name>``, read with
+        ``pread`` as they are asked for; :class:`MissingRemoteObject` if the file is not there."""
+        where = self.root.joinpath(*parts, name)
+        try:
+            with self._root() as root:
+                found = root.find(*parts)
+                if found is None:
+                    raise FileNotFoundError(errno.ENOENT, "no such folder", str(where))
+                with found:
+                    fd = found.open_fd(name)  # a link, a FIFO or a folder there is refused
+        except (FileNotFoundError, NotADirectoryError) as e:
+            raise MissingRemoteObject(f"{self.label} does not hold {where}") from e
+        except OSError as e:
+            raise self._error(e, f"cannot read {where}") from e
+        return _Range(fd, start, length)  # type: ignore[return-value]
+
     def _error(self, e: OSError, what: str) -> RemoteError:
         if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             return RemoteError(
@@ -174,3 +216,26 @@ def _copy_hashing(src: BinaryIO, out: BinaryIO) -> Digest:
         hasher.update(chunk)
         out.write(chunk)
     return hasher.digest()
+
+
+class _Range:
+    """``length`` bytes of an open file from ``start``, read with ``pread`` (no shared offset:
+    ranges of one file may be read at once); it owns the descriptor."""
+
+    def __init__(self, fd: int, start: int, length: int) -> None:
+        self.fd, self.pos, self.end = fd, start, start + length
+
+    def read(self, n: int = -1) -> bytes:
+        want = self.end - self.pos if n is None or n < 0 else min(n, self.end - self.pos)
+        if want <= 0:
+            return b""
+        data = os.pread(self.fd, want, self.pos)
+        self.pos += len(data)
+        return data
+
+    read1 = read
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1

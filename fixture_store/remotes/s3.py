@@ -176,15 +176,18 @@ class S3Remote:
             raise error from e
         return RemoteObject(int(head["ContentLength"]), _full_sha256(head))
 
-    def upload(self, path: Path, digest: Digest) -> bool:
+    def upload(self, path: Path, digest: Digest, *, key: str | None = None) -> bool:
+        """Write-once upload of the file at ``path`` (whose bytes are ``digest``) under the
+        object's key, or under ``key`` (below the prefix: a pack, a pack index)."""
+        key = self.prefix + key if key is not None else self.key(digest)
         try:
             if digest.size >= self.multipart_threshold:
-                self._upload_parts(path, digest)
+                self._upload_parts(path, digest, key)
             else:
                 with open(path, "rb") as body:
                     self.client.put_object(
                         Bucket=self.bucket,
-                        Key=self.key(digest),
+                        Key=key,
                         Body=body,
                         ContentLength=digest.size,
                         ChecksumAlgorithm="SHA256",
@@ -197,7 +200,7 @@ class S3Remote:
         except Exception as e:
             if _status(e) == _HTTP_PRECONDITION_FAILED:
                 return False  # an object is at the key already: write-once holds
-            raise self._error(e, digest) from e
+            raise self._error(e, digest, key) from e
         return True
 
     def open(self, digest: Digest) -> BinaryIO:
@@ -257,8 +260,7 @@ class S3Remote:
             raise RemoteError(e.message, fix=e.fix) from e
 
     # -- multipart ----------------------------------------------------------------------------
-    def _upload_parts(self, path: Path, digest: Digest) -> None:
-        key = self.key(digest)
+    def _upload_parts(self, path: Path, digest: Digest, key: str) -> None:
         upload_id = self.client.create_multipart_upload(
             Bucket=self.bucket,
             Key=key,
@@ -314,7 +316,7 @@ class S3Remote:
                     ChecksumSHA256=checksum,
                 )
             except Exception as e:
-                raise self._error(e, digest) from e
+                raise self._error(e, digest, key) from e
             return {"ETag": sent["ETag"], "PartNumber": number, "ChecksumSHA256": checksum}
 
         try:
@@ -323,13 +325,14 @@ class S3Remote:
             raise RemoteError(f"part {number}: {e.message}", fix=e.fix) from e
 
     # -- errors -------------------------------------------------------------------------------
-    def _error(self, e: BaseException, digest: Digest) -> RemoteError:
-        """botocore's error for ``digest``'s object as this package's, naming the remote and the
-        fix; transient ones (5xx, throttling, connection trouble) as TransientRemoteError."""
+    def _error(self, e: BaseException, digest: Digest, key: str | None = None) -> RemoteError:
+        """botocore's error for ``digest``'s object (at ``key`` if not its own) as this
+        package's, naming the remote and the fix; transient ones (5xx, throttling, connection
+        trouble) as TransientRemoteError."""
         require("s3", for_what=f"the S3 remote {self.name}", modules=("botocore",))
         import botocore.exceptions as bx
 
-        where = f"remote {self.label}, object {self.key(digest)}"
+        where = f"remote {self.label}, object {key or self.key(digest)}"
         if isinstance(e, bx.NoCredentialsError | bx.PartialCredentialsError):
             return RemoteError(
                 f"{where}: no AWS credentials found",

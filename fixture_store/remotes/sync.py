@@ -31,6 +31,8 @@ from fixture_store.limits import MiB
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Staged, Staging, Store
 from fixture_store.registry import PackageSource, Record, Registry
+from fixture_store.remotes import packed as packed_part
+from fixture_store.remotes import packs
 from fixture_store.remotes.base import (
     GuardedBody,
     MissingRemoteObject,
@@ -205,8 +207,11 @@ def push(
     jobs: int = DEFAULT_JOBS,
     retry: Retry | None = None,
     on_object: ObjectCallback | None = None,
+    packing: packs.Packing | None = None,
 ) -> SyncReport:
-    """Send the plan's objects that the remote lacks; only objects that verify in the store go."""
+    """Send the plan's objects that the remote lacks; only objects that verify in the store go.
+    Those under ``packing``'s threshold go in packs (see :mod:`~fixture_store.remotes.packs`),
+    the others one per key."""
     if not remote.writable:
         raise ReadOnlyRemote(
             f"the remote {remote.label} is read-only (an https mirror serves bytes, it does "
@@ -215,10 +220,16 @@ def push(
         )
     policy = retry or Retry()
     rate = DownloadPolicy.from_env()
+    packing = packing or packs.Packing()
+    packed = packed_part.push(
+        store, remote, the_plan.objects, packing=packing, retry=policy, jobs=jobs
+    )
 
     def send(digest: Digest, status: Status) -> _Moved:
         if status is not Status.VERIFIED:
             return _Moved(error=_NotInStore(f"{digest} is {status} in the store"))
+        if (done := packed.get(digest.hex)) is not None:
+            return _Moved(error=done) if isinstance(done, FixtureStoreError) else _Moved(done)
         # One deadline for all of the object's requests and their attempts.
         deadline = policy.deadline(digest.size, rate)
         if digest.size >= PUT_FIRST_BELOW:  # ask first: its bytes are worth not resending
@@ -252,11 +263,19 @@ def pull(  # noqa: PLR0913 - the pull command's options, each keyword-only
     rate = rate or DownloadPolicy.from_env()
 
     with store.writing(), store.staging(replace=True) as staging:
+        packed = packed_part.pull(
+            store, staging, remote, the_plan.objects, retry=policy, rate=rate, jobs=jobs
+        )
 
         def receive(digest: Digest, status: Status) -> _Moved:
             if status is Status.VERIFIED:
                 return _Moved()
-            return _Moved(staged=pull_object(staging, remote, digest, policy, rate))
+            got = packed.get(digest.hex)
+            if isinstance(got, Staged):
+                return _Moved(staged=got)
+            return _Moved(
+                staged=_pull_one(staging, remote, digest, retry=policy, rate=rate, from_packs=got)
+            )
 
         batch = _Batch(staging, batching or Batching())
         moved: dict[str, _Moved] = {}
@@ -298,6 +317,25 @@ def pull_object(
             stream.close()
 
     return retry.run(attempt, deadline=retry.deadline(digest.size, policy))
+
+
+def _pull_one(
+    staging: Staging,
+    remote: Remote,
+    digest: Digest,
+    *,
+    retry: Retry,
+    rate: DownloadPolicy | None,
+    from_packs: packs.Got | None,
+) -> Staged:
+    """The object from its own key; if its pack failed and the remote has no such key, the
+    pack's error (a remote may hold an object both ways)."""
+    try:
+        return pull_object(staging, remote, digest, retry, rate)
+    except MissingRemoteObject:
+        if isinstance(from_packs, FixtureStoreError):
+            raise from_packs from None
+        raise
 
 
 @dataclass
@@ -485,6 +523,7 @@ class Mirrors:
     retry: Retry = MIRROR_RETRY
     down: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _indexes: dict[str, packs.PackIndex] = field(default_factory=dict)
 
     def pull(
         self,
@@ -503,8 +542,18 @@ class Mirrors:
                 continue
             try:
                 with self.store.staging(replace=True) as staging:
-                    for digest in (r.digest for r in record.objects() if needs(r.digest)):
-                        staging.publish([pull_object(staging, remote, digest, self.retry)])
+                    wanted = [r.digest for r in record.objects() if needs(r.digest)]
+                    packed = self._from_packs(staging, remote, wanted)
+                    for digest in wanted:
+                        got = packed.get(digest.hex)
+                        staged = (
+                            got
+                            if isinstance(got, Staged)
+                            else _pull_one(
+                                staging, remote, digest, retry=self.retry, rate=None, from_packs=got
+                            )
+                        )
+                        staging.publish([staged])
                         count(digest.size)
             except TransientRemoteError as e:
                 with self._lock:
@@ -520,3 +569,20 @@ class Mirrors:
                 continue
             return remote, tried
         return None, tried
+
+    def _from_packs(
+        self, staging: Staging, remote: Remote, wanted: Sequence[Digest]
+    ) -> dict[str, packs.Got]:
+        """The wanted objects a pack index of ``remote`` places, staged from their packs (the
+        remote's indexes are read once a run)."""
+        with self._lock:
+            index = self._indexes.get(remote.label)
+        if index is None:
+            index = packed_part.index_of(remote, self.retry, DEFAULT_JOBS)
+            with self._lock:
+                self._indexes[remote.label] = index
+        rate = DownloadPolicy.from_env()
+        objects = {d.hex: d for d in wanted}
+        return packed_part.pull(
+            None, staging, remote, objects, retry=self.retry, rate=rate, jobs=1, index=index
+        )

@@ -204,3 +204,18 @@ def test_a_remove_that_would_leave_part_of_the_remote_is_refused_and_the_file_ke
     with pytest.raises(UsageError, match="cannot edit"):
         config.remove(path, "team", project=True)
     assert path.read_text() == text
+
+
+def test_a_remote_sets_its_pack_threshold_and_a_wrong_one_is_refused(tmp_path: Path) -> None:
+    from fixture_store.remotes.packs import PACK_THRESHOLD, packing_of
+
+    text = PYPROJECT.replace('url = "shared"', 'url = "shared"\npack_threshold = 0')
+    conf = config.load(_project(tmp_path, text))
+    assert packing_of(conf.resolve("nfs")).threshold == 0
+    assert packing_of(conf.resolve("team")).threshold == PACK_THRESHOLD
+    for i, wrong in enumerate(("-1", "true", '"1MiB"', "1.5")):
+        bad = PYPROJECT.replace('url = "shared"', f'url = "shared"\npack_threshold = {wrong}')
+        (tmp_path / str(i)).mkdir()
+        with pytest.raises(UsageError, match="pack_threshold must be a number of bytes") as e:
+            config.load(_project(tmp_path / str(i), bad))
+        assert e.value.fix is not None and "pyproject.toml" in e.value.fix

@@ -11,6 +11,7 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
 from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.packs import ONE_PER_KEY
 from fixture_store.remotes.sync import plan, push
 from tests.support.cli import add_file_and_case, run
 from tests.support.s3server import FaultProxy
@@ -29,7 +30,7 @@ def shared(
     add_file_and_case(project)
     registry = registry_mod.load(project)
     remote = FolderRemote("shared", tmp_path / "remote")
-    push(store, registry, remote, plan(registry, registry.names()))
+    push(store, registry, remote, plan(registry, registry.names()), packing=ONE_PER_KEY)
     isolated_config.write_text(
         f'default-remote = "shared"\n[remotes.shared]\nurl = "{remote.root}"\n'
     )

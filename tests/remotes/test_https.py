@@ -20,6 +20,7 @@ from fixture_store.registry import Registry
 from fixture_store.remotes.base import ReadOnlyRemote, Retry
 from fixture_store.remotes.folder import FolderRemote
 from fixture_store.remotes.https import HttpsRemote
+from fixture_store.remotes.packs import ONE_PER_KEY
 from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
 from tests.sources.test_url import make_cert
 from tests.support.cli import add_file_and_case
@@ -62,7 +63,7 @@ def pushed(
     registry = registry_mod.load(project)
     the_plan = plan(registry, registry.names())
     base, folder = served
-    push(store, registry, FolderRemote("build", folder / "mirror"), the_plan)
+    push(store, registry, FolderRemote("build", folder / "mirror"), the_plan, packing=ONE_PER_KEY)
     return registry, the_plan, HttpsRemote("mirror", base)
 
 
@@ -107,7 +108,7 @@ def test_a_mirror_takes_no_push(
 ) -> None:
     registry, the_plan, mirror = pushed
     with pytest.raises(ReadOnlyRemote):
-        push(store, registry, mirror, the_plan)
+        push(store, registry, mirror, the_plan, packing=ONE_PER_KEY)
 
 
 # -- a hostile mirror: the fault proxy speaking TLS in front of a plain file server ------------
@@ -123,7 +124,7 @@ def hostile(
     registry = registry_mod.load(project)
     the_plan = plan(registry, ["fam/a"])
     folder = tmp_path / "served"
-    push(store, registry, FolderRemote("build", folder / "mirror"), the_plan)
+    push(store, registry, FolderRemote("build", folder / "mirror"), the_plan, packing=ONE_PER_KEY)
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

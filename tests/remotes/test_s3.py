@@ -20,6 +20,7 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, checksum_sha256, object_key
 from fixture_store.remotes.config import RemoteSpec
+from fixture_store.remotes.packs import ONE_PER_KEY
 from fixture_store.remotes.s3 import METADATA_KEY, S3Remote
 from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
 from fixture_store.sources.transfer import DownloadPolicy
@@ -71,7 +72,7 @@ def pushed(
     """``fam/a`` pushed to the bucket (straight to moto): the registry and its plan."""
     registry, _ = corpus
     the_plan = plan(registry, ["fam/a"])
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     return registry, the_plan
 
 
@@ -106,7 +107,7 @@ def test_what_push_wrote_is_read_back_by_plain_boto3_at_the_documented_keys(
     remote: S3Remote,
 ) -> None:
     registry, the_plan = corpus
-    report = push(store, registry, remote, the_plan, retry=FAST)
+    report = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert {r.outcome for r in report.results} == {Outcome.PUSHED}
     client = s3_client(s3_endpoint)
     listed = client.list_objects_v2(Bucket=bucket)["Contents"]
@@ -124,8 +125,8 @@ def test_pull_into_an_empty_store_verifies_and_a_second_push_sends_nothing(
     store: Store, corpus: tuple[Registry, SyncPlan], remote: S3Remote, fresh: Store
 ) -> None:
     registry, the_plan = corpus
-    push(store, registry, remote, the_plan, retry=FAST)
-    again = push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
+    again = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert again.moved_objects == 0 and {r.outcome for r in again.results} == {Outcome.PRESENT}
     pulled = pull(fresh, registry, remote, the_plan, retry=FAST)
     assert {r.outcome for r in pulled.results} == {Outcome.PULLED}
@@ -136,7 +137,9 @@ def test_a_large_object_goes_up_in_parallel_parts_and_comes_back_whole(
     s3_endpoint: str, bucket: str, proxy: FaultProxy, store: Store, big: Big, fresh: Store
 ) -> None:
     data, registry, the_plan, remote = big.data, big.registry, big.plan, big.remote
-    assert push(store, registry, remote, the_plan, retry=FAST).moved_objects == 1
+    assert (
+        push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).moved_objects == 1
+    )
     (digest,) = the_plan.objects.values()
     head = s3_client(s3_endpoint).head_object(
         Bucket=bucket, Key=remote.key(digest), ChecksumMode="ENABLED"
@@ -145,7 +148,7 @@ def test_a_large_object_goes_up_in_parallel_parts_and_comes_back_whole(
     assert head["Metadata"][METADATA_KEY] == hashlib.sha256(data).hexdigest()
     parts = [p for m, p, _ in proxy.faults.seen if m == "PUT" and "partNumber=" in p]
     assert len(parts) == 3  # 5 + 5 + 1 MiB
-    again = push(store, registry, remote, the_plan, retry=FAST)
+    again = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert again.moved_objects == 0  # HEAD: size and sha256 compared
     assert pull(fresh, registry, remote, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
     assert fresh.object_path(digest).read_bytes() == data
@@ -169,7 +172,7 @@ def test_push_refuses_a_remote_object_whose_checksum_is_of_other_bytes(
         ChecksumAlgorithm="SHA256",
         ChecksumSHA256=base64.b64encode(hashlib.sha256(other).digest()).decode(),
     )
-    (result,) = push(store, registry, remote, the_plan, retry=FAST).results
+    (result,) = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).results
     assert result.outcome is Outcome.FAILED and "write-once" in result.message
     body = s3_client(s3_endpoint).get_object(Bucket=bucket, Key=remote.key(digest))["Body"]
     assert body.read() == other
@@ -227,7 +230,7 @@ def test_server_errors_are_retried_until_the_transfer_succeeds(
     registry, _ = corpus
     the_plan = plan(registry, ["fam/a"])
     proxy.faults.errors = 2  # the HEAD of push, then its first PUT
-    (pushed,) = push(store, registry, proxied, the_plan, retry=FAST).results
+    (pushed,) = push(store, registry, proxied, the_plan, retry=FAST, packing=ONE_PER_KEY).results
     assert pushed.outcome is Outcome.PUSHED
     proxy.faults.errors = 2
     assert pull(fresh, registry, proxied, the_plan, retry=FAST).results[0].outcome is Outcome.PULLED
@@ -250,7 +253,14 @@ def test_a_bucket_that_does_not_exist_is_named(
     s3_endpoint: str, store: Store, corpus: tuple[Registry, SyncPlan]
 ) -> None:
     registry, the_plan = corpus
-    report = push(store, registry, _remote(s3_endpoint, "no-such-bucket"), the_plan, retry=FAST)
+    report = push(
+        store,
+        registry,
+        _remote(s3_endpoint, "no-such-bucket"),
+        the_plan,
+        retry=FAST,
+        packing=ONE_PER_KEY,
+    )
     result = report.results[0]
     assert result.outcome is Outcome.FAILED
     assert "the bucket 'no-such-bucket' does not exist" in result.message
@@ -268,7 +278,7 @@ def test_an_unreachable_endpoint_is_retried_briefly_then_named(
 ) -> None:
     registry, the_plan = corpus
     remote = _remote(f"http://127.0.0.1:{_closed_port()}", "bucket")
-    result = push(store, registry, remote, the_plan, retry=FAST).results[0]
+    result = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).results[0]
     assert result.outcome is Outcome.FAILED
     assert "cannot reach the endpoint" in result.message and "3 attempts" in result.message
     assert result.fix is not None and "endpoint_url" in result.fix
@@ -286,7 +296,7 @@ def test_missing_credentials_say_where_credentials_come_from(
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     remote = _remote(s3_endpoint, bucket)  # connected without credentials
-    result = push(store, registry, remote, the_plan, retry=FAST).results[0]
+    result = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).results[0]
     assert result.outcome is Outcome.FAILED
     assert "no AWS credentials found" in result.message
     assert result.fix is not None and "AWS_PROFILE" in result.fix
@@ -302,7 +312,9 @@ def test_the_endpoint_can_come_from_aws_endpoint_url(
     registry, the_plan = corpus
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     remote = S3Remote.connect(RemoteSpec("team", f"s3://{bucket}"), retry=FAST)
-    assert push(store, registry, remote, the_plan, retry=FAST).moved_objects == 3
+    assert (
+        push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).moved_objects == 3
+    )
     keys = {o["Key"] for o in s3_client(s3_endpoint).list_objects_v2(Bucket=bucket)["Contents"]}
     assert keys == {object_key(d) for d in the_plan.objects.values()}
     assert checksum_sha256(next(iter(the_plan.objects.values())))  # the documented spelling
@@ -329,10 +341,10 @@ def test_a_new_small_object_costs_one_request_and_a_present_one_is_compared_by_h
     proxy: FaultProxy, store: Store, corpus: tuple[Registry, SyncPlan], proxied: S3Remote
 ) -> None:
     registry, the_plan = corpus
-    push(store, registry, proxied, the_plan, retry=FAST)
+    push(store, registry, proxied, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert sorted(m for m, _, _ in proxy.faults.seen) == ["PUT"] * 3
     proxy.faults.seen.clear()
-    again = push(store, registry, proxied, the_plan, retry=FAST)
+    again = push(store, registry, proxied, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert {r.outcome for r in again.results} == {Outcome.PRESENT}
     assert sorted(m for m, _, _ in proxy.faults.seen) == ["HEAD"] * 3 + ["PUT"] * 3
 
@@ -341,7 +353,7 @@ def test_a_large_object_pulled_in_ranges_is_refused_if_any_range_has_other_bytes
     proxy: FaultProxy, store: Store, big: Big, fresh: Store
 ) -> None:
     data, registry, the_plan, remote = big.data, big.registry, big.plan, big.remote
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     proxy.faults.seen.clear()
     proxy.faults.flip = True
     (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
@@ -418,7 +430,7 @@ def test_a_range_announcing_gigabytes_is_read_no_further_than_its_length(
     proxy: FaultProxy, store: Store, big: Big, fresh: Store
 ) -> None:
     registry, the_plan, remote = big.registry, big.plan, big.remote
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     proxy.faults.announce, proxy.faults.extra = 6 << 30, 64 * MiB
     (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
     assert result.outcome is Outcome.FAILED
@@ -437,7 +449,7 @@ def test_a_petabyte_content_length_on_the_right_bytes_is_read_and_verified(
     """The length is a claim like any other: the bytes that came are checked, nothing is
     allocated for the claim."""
     registry, the_plan, remote = big.registry, big.plan, big.remote
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     proxy.faults.announce = 10**15
     (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results
     assert result.outcome is Outcome.PULLED, result.message
@@ -449,7 +461,7 @@ def test_a_range_answered_short_or_long_is_a_cut_transfer_retried(
     proxy: FaultProxy, store: Store, big: Big, fresh: Store, delta: int
 ) -> None:
     registry, the_plan, remote = big.registry, big.plan, big.remote
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     proxy.faults.seen.clear()
     proxy.faults.ranges, proxy.faults.range_delta = 1, delta
     (result,) = pull(fresh, registry, remote, the_plan, retry=FAST).results

@@ -18,6 +18,7 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.packs import ONE_PER_KEY
 from fixture_store.remotes.sync import Batching, Mirrors, Outcome, plan, pull, push
 from fixture_store.verify import verify_names
 from tests.support.cli import add_file_and_case, run
@@ -39,7 +40,7 @@ def test_push_then_pull_into_an_empty_store_brings_every_referenced_object(
 ) -> None:
     registry, remote = _setup(project, tmp_path)
     the_plan = plan(registry, registry.names())
-    pushed = push(store, registry, remote, the_plan, retry=FAST)
+    pushed = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert [r.outcome for r in pushed.results] == [Outcome.PUSHED, Outcome.PUSHED]
     # fam/a: one object; fam/case: its member and its manifest
     assert pushed.moved_objects == len(the_plan.objects) == 3
@@ -56,8 +57,8 @@ def test_push_then_pull_into_an_empty_store_brings_every_referenced_object(
 def test_a_second_push_and_pull_move_nothing(project: Path, store: Store, tmp_path: Path) -> None:
     registry, remote = _setup(project, tmp_path)
     the_plan = plan(registry, registry.names())
-    push(store, registry, remote, the_plan, retry=FAST)
-    again = push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
+    again = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     assert again.moved_objects == 0
     assert {r.outcome for r in again.results} == {Outcome.PRESENT}
     assert pull(store, registry, remote, the_plan, retry=FAST).moved_objects == 0
@@ -73,7 +74,7 @@ def test_pull_refuses_other_bytes_and_stores_nothing(
 ) -> None:
     registry, remote = _setup(project, tmp_path)
     the_plan = plan(registry, ["fam/a"])
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     (digest,) = the_plan.objects.values()
     original = store.object_path(digest).read_bytes()
     _replace_on_remote(remote.path(digest), b"X" + original[1:])  # same size
@@ -92,7 +93,7 @@ def test_pull_of_a_short_object_retries_then_fails_with_nothing_stored(
 ) -> None:
     registry, remote = _setup(project, tmp_path)
     the_plan = plan(registry, ["fam/a"])
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     (digest,) = the_plan.objects.values()
     _replace_on_remote(remote.path(digest), store.object_path(digest).read_bytes()[:-7])
     other = _empty_store(tmp_path)
@@ -122,7 +123,7 @@ def test_push_sends_nothing_for_an_object_that_does_not_verify(
     path = store.object_path(digest)
     os.chmod(path, 0o644)
     path.write_bytes(b"Y" * digest.size)
-    (result,) = push(store, registry, remote, the_plan, retry=FAST).results
+    (result,) = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).results
     assert result.outcome is Outcome.MISSING
     assert result.fix == "fixture-store fetch fam/a"
     assert not remote.path(digest).exists()
@@ -136,7 +137,7 @@ def test_push_leaves_a_remote_object_of_another_size_as_it_is(
     (digest,) = the_plan.objects.values()
     remote.path(digest).parent.mkdir(parents=True)
     remote.path(digest).write_bytes(b"short")
-    (result,) = push(store, registry, remote, the_plan, retry=FAST).results
+    (result,) = push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY).results
     assert result.outcome is Outcome.FAILED
     assert "write-once" in result.message
     assert remote.path(digest).read_bytes() == b"short"
@@ -160,7 +161,7 @@ def test_pull_publishes_a_batch_at_a_time_and_no_object_before_its_batch(
     registry = _many(project, 7)
     remote = FolderRemote("shared", tmp_path / "remote")
     the_plan = plan(registry, ["fam/many"])
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     other = _empty_store(tmp_path)
     every = list(the_plan.objects.values())
     visible: list[int] = []
@@ -186,7 +187,7 @@ def test_a_pulled_batch_is_synced_at_once_before_any_of_it_is_visible(
     registry = _many(project, 40)
     remote = FolderRemote("shared", tmp_path / "remote")
     the_plan = plan(registry, ["fam/many"])
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     other = _empty_store(tmp_path)
     seen: list[tuple[str, int]] = []
     real_sync_all, real_fsync = fsutil.SyncBatch.sync_all, fsutil.fsync_path
@@ -224,7 +225,7 @@ def test_a_batch_that_cannot_be_published_fails_its_artifacts_and_keeps_earlier_
     registry = registry_mod.load(project)
     remote = FolderRemote("shared", tmp_path / "remote")
     the_plan = plan(registry, names)
-    push(store, registry, remote, the_plan, retry=FAST)
+    push(store, registry, remote, the_plan, retry=FAST, packing=ONE_PER_KEY)
     other = _empty_store(tmp_path)
     blocker = other.object_path(the_plan.wants["fam/f4"][0])
     (blocker / "stray").mkdir(parents=True)  # the store is damaged where f4's object belongs
@@ -257,7 +258,7 @@ def test_a_remote_failing_with_an_error_of_no_known_kind_leaves_the_record_to_it
     root holding a NUL, not a remote error), fetch's mirrors report it and stop, so the record's
     pinned source is tried next."""
     registry, good = _setup(project, tmp_path)
-    push(store, registry, good, plan(registry, ["fam/a"]))
+    push(store, registry, good, plan(registry, ["fam/a"]), packing=ONE_PER_KEY)
     broken = FolderRemote("broken", tmp_path / "re\0mote")
     mirrors = Mirrors(_empty_store(tmp_path), [broken, good])
     served, tried = mirrors.pull(registry.get("fam/a"), lambda _d: True, lambda _n: None)

@@ -44,7 +44,8 @@ def moto_server() -> Iterator[str]:
 
 @dataclass
 class Faults:
-    """What the proxy does to the answers of object requests (keys with ``/objects/``)."""
+    """What the proxy does to the answers of object requests (keys with ``/objects/``, and
+    ``only`` in them when it is set)."""
 
     flip: bool = False  # flip one byte of every GET body
     truncate: bool = False  # send half of every GET body, then close the connection
@@ -58,9 +59,18 @@ class Faults:
     ranges: int = 0  # answer this many ranged GETs (then pass them) ...
     range_delta: int = 0  # ... with this many bytes fewer (< 0) or more (> 0) than asked
     redirect: bool = False  # answer object GETs with a 302 to the same path (its body: error_size)
+    whole: bool = False  # forward object GETs without their Range: the whole object, a 200
+    cut: int = 0  # close the connection, unanswered, on this many object PUTs and POSTs
     sent: int = 0  # spoiled bytes (error bodies, filler, dripped bytes) written to clients
-    seen: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
+    seen: list[tuple[str, str, int]] = field(
+        default_factory=list
+    )  # object requests: method, path, status
+    requests: int = 0  # every request, object or not (a listing of keys)
+    only: str = ""  # spoil only object requests whose path holds this (e.g. ".pack")
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_CUT = -1  # the proxy's "status" for a connection closed without an answer
 
 
 class _Server(ThreadingHTTPServer):
@@ -111,14 +121,19 @@ class FaultProxy:
     def handle(self, req: BaseHTTPRequestHandler) -> None:
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else b""
-        is_object = "/objects/" in req.path
+        path = req.path.split("?", 1)[0]
+        is_object = "/objects/" in path and self.faults.only in path
         faults = self.faults
         status = self._injected(req, is_object)
+        if status == _CUT:
+            req.close_connection = True
+            return
         if status:
             self._error(req, status)
             return
         conn = http.client.HTTPConnection(self.upstream, timeout=30)
-        headers = {k: v for k, v in req.headers.items() if k.lower() != "host"}
+        dropped = ("host", "range") if is_object and faults.whole else ("host",)
+        headers = {k: v for k, v in req.headers.items() if k.lower() not in dropped}
         headers["Host"] = self.upstream
         conn.request(req.command, req.path, body=body, headers=headers)
         answer = conn.getresponse()
@@ -158,14 +173,19 @@ class FaultProxy:
         faults = self.faults
         with faults.lock:
             status = 0
-            if is_object and faults.forbid:
+            if is_object and faults.cut > 0 and req.command in ("PUT", "POST"):
+                faults.cut -= 1
+                status = _CUT
+            elif is_object and faults.forbid:
                 status = 403
             elif is_object and faults.errors > 0:
                 faults.errors -= 1
                 status = 500
             elif is_object and faults.redirect and req.command == "GET":
                 status = 302
-            faults.seen.append((req.command, req.path, status or 200))
+            faults.requests += 1
+            if is_object:
+                faults.seen.append((req.command, req.path, status or 200))
         return status
 
     def _take_range(self) -> bool:

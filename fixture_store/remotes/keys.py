@@ -1,0 +1,139 @@
+"""Named files on a remote, beside its objects: what packs need of a folder or an S3 bucket.
+
+An object's key is its digest (``base.object_key``); a pack and a pack index are named by the
+digest of their own bytes too, under ``objects/packs/`` (see ``packs``). Packs need three things
+of a remote that objects do not: a listing of a folder of keys (which pack indexes exist, which
+objects the remote holds one per key), a write-once upload under a given key, and a read of a
+byte range of a key. :func:`keys_of` gives them for the kinds that have them (a folder, S3); an
+https mirror has no listing, so it is read one object per key, as before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
+
+from fixture_store.objects.digests import Digest
+from fixture_store.remotes.base import OBJECTS_PREFIX, Remote
+
+
+class Keys(Protocol):
+    """The named files of one remote (keys below its prefix, ``/``-separated)."""
+
+    @property
+    def label(self) -> str: ...
+
+    def listing(self, folder: str) -> dict[str, int]:
+        """The keys directly in ``folder`` (their last part) and their sizes."""
+        ...
+
+    def objects(self) -> dict[str, int]:
+        """The objects held one per key: digest hex → size."""
+        ...
+
+    def put(self, key: str, path: Path, digest: Digest) -> bool:
+        """Upload the file at ``path`` (its bytes are ``digest``) under ``key``, write-once:
+        False if something is there already."""
+        ...
+
+    def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:
+        """A stream of ``length`` bytes of ``key`` (whose whole is ``digest``) from ``start``;
+        the caller reads it through a bounded reader and closes it."""
+        ...
+
+
+def keys_of(remote: Remote) -> Keys | None:
+    """The named files of ``remote``, or ``None`` for a kind without them (an https mirror)."""
+    from fixture_store.remotes.folder import FolderRemote
+
+    if isinstance(remote, FolderRemote):
+        return _FolderKeys(remote)
+    if type(remote).__name__ == "S3Remote":  # no import of boto3's module for other kinds
+        return _S3Keys(remote)
+    return None
+
+
+class _FolderKeys:
+    def __init__(self, remote: Any) -> None:
+        self.remote = remote
+
+    @property
+    def label(self) -> str:
+        return str(self.remote.label)
+
+    def listing(self, folder: str) -> dict[str, int]:
+        return dict(self.remote.files(*folder.split("/")))
+
+    def objects(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        parts = OBJECTS_PREFIX.split("/")
+        for shard in self.remote.files(*parts, folders=True):
+            if len(shard) == 2:  # noqa: PLR2004 - a shard is two hex digits
+                for name, size in self.remote.files(*parts, shard).items():
+                    found[shard + name] = size
+        return found
+
+    def put(self, key: str, path: Path, digest: Digest) -> bool:
+        *parts, name = key.split("/")
+        return bool(self.remote.put(tuple(parts), name, path, digest))
+
+    def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:  # noqa: ARG002
+        *parts, name = key.split("/")
+        stream: BinaryIO = self.remote.read_range(tuple(parts), name, start, length)
+        return stream
+
+
+class _S3Keys:
+    def __init__(self, remote: Any) -> None:
+        self.remote = remote
+
+    @property
+    def label(self) -> str:
+        return str(self.remote.label)
+
+    def _list(self, prefix: str) -> dict[str, int]:
+        remote = self.remote
+        found: dict[str, int] = {}
+        token: dict[str, str] = {}
+        while True:
+            try:
+                page = remote.client.list_objects_v2(
+                    Bucket=remote.bucket, Prefix=remote.prefix + prefix, **token
+                )
+            except Exception as e:
+                raise remote._error(e, _NO_DIGEST, remote.prefix + prefix) from e
+            for item in page.get("Contents", ()):
+                found[str(item["Key"])[len(remote.prefix + prefix) :]] = int(item["Size"])
+            if not page.get("IsTruncated") or not page.get("NextContinuationToken"):
+                return found
+            token = {"ContinuationToken": str(page["NextContinuationToken"])}
+
+    def listing(self, folder: str) -> dict[str, int]:
+        return {k: v for k, v in self._list(folder + "/").items() if "/" not in k}
+
+    def objects(self) -> dict[str, int]:
+        return {
+            k.replace("/", ""): v
+            for k, v in self._list(OBJECTS_PREFIX + "/").items()
+            if len(k) == 65 and k[2] == "/"  # noqa: PLR2004 - "ab/<62 hex>"
+        }
+
+    def put(self, key: str, path: Path, digest: Digest) -> bool:
+        return bool(self.remote.upload(path, digest, key=key))
+
+    def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:
+        from fixture_store.remotes.s3 import _Body
+
+        remote = self.remote
+        try:
+            got = remote.client.get_object(
+                Bucket=remote.bucket,
+                Key=remote.prefix + key,
+                Range=f"bytes={start}-{start + length - 1}",
+            )
+        except Exception as e:
+            raise remote._error(e, digest, remote.prefix + key) from e
+        return _Body(got["Body"], remote, digest)  # type: ignore[return-value]
+
+
+_NO_DIGEST = Digest("0" * 64, 0)

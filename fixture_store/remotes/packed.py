@@ -1,0 +1,96 @@
+"""The packed part of push, pull and fetch: which of their objects go through packs.
+
+Push and pull (``sync``) hand every object of their plan here first: what a pack index of the
+remote places is present (push) or staged from its pack (pull, fetch's mirrors); what is
+under the remote's pack threshold and verifies in the store is sent in packs (push). The
+rest goes one object per key, as before packs. A remote kind without named files (an https
+mirror) has no packs, and everything goes one per key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Staging, Store
+from fixture_store.remotes import packs
+from fixture_store.remotes.base import Remote, Retry
+from fixture_store.remotes.keys import keys_of
+from fixture_store.sources.transfer import DownloadPolicy
+from fixture_store.verify import Status, Verifier
+
+
+def statuses(store: Store, objects: Sequence[Digest], jobs: int) -> dict[str, Status]:
+    """Each object's status in the store (hex → status), checked over a pool of threads."""
+    verifier = Verifier(store)
+    workers = max(1, min(jobs, len(objects), (os.cpu_count() or 1) * 8))
+    try:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = pool.map(lambda d: verifier.check_object(d).status, objects)
+            return {d.hex: status for d, status in zip(objects, found, strict=True)}
+    finally:
+        verifier.cache.flush()
+
+
+def push(
+    store: Store,
+    remote: Remote,
+    objects: Mapping[str, Digest],
+    *,
+    packing: packs.Packing,
+    retry: Retry,
+    jobs: int,
+) -> dict[str, packs.Sent]:
+    """What the remote's pack indexes hold already (False: present), and the objects under
+    the threshold that verify in the store, sent in packs (True, or the error)."""
+    keys = keys_of(remote)
+    if keys is None or not objects:
+        return {}
+    index = packs.load_index(keys, retry, jobs)
+    if index.unlisted is not None:  # what the remote holds in packs is not known: not sent
+        return {h: index.unlisted for h, d in objects.items() if packing.packs(d)}
+    done: dict[str, packs.Sent] = {h: False for h, d in objects.items() if index.slot(d)}
+    small = [d for h, d in objects.items() if h not in done and packing.packs(d)]
+    found = statuses(store, small, jobs)
+    small = [d for d in small if found[d.hex] is Status.VERIFIED]
+    return done | packs.push_packed(store, keys, small, packing=packing, retry=retry, jobs=jobs)
+
+
+def pull(
+    store: Store | None,
+    staging: Staging,
+    remote: Remote,
+    objects: Mapping[str, Digest],
+    *,
+    retry: Retry,
+    rate: DownloadPolicy,
+    jobs: int,
+    index: packs.PackIndex | None = None,
+) -> dict[str, packs.Got]:
+    """The objects a pack index of the remote places (and that do not verify in ``store``,
+    if given), staged from their packs, each checked on its own; for those placed nowhere,
+    what to say if the remote lacks them at their own key too (see
+    :meth:`~fixture_store.remotes.packs.PackIndex.missing`). ``index``: the remote's, read
+    before (else it is read now)."""
+    keys = keys_of(remote)
+    if keys is None or not objects:
+        return {}
+    if index is None:
+        index = packs.load_index(keys, retry, jobs)
+    placed = {h: (slot, d) for h, d in objects.items() if (slot := index.slot(d))}
+    if store is not None:
+        found = statuses(store, [d for _, d in placed.values()], jobs)
+        placed = {h: v for h, v in placed.items() if found[h] is not Status.VERIFIED}
+    got = packs.pull_packed(staging, keys, placed, retry=retry, rate=rate, jobs=jobs)
+    for h, d in objects.items():
+        if h not in placed and (missing := index.missing(remote.label, d)) is not None:
+            got[h] = missing
+    return got
+
+
+def index_of(remote: Remote, retry: Retry, jobs: int) -> packs.PackIndex:
+    """The remote's pack indexes (none for a kind without packs)."""
+    keys = keys_of(remote)
+    return packs.PackIndex() if keys is None else packs.load_index(keys, retry, jobs)

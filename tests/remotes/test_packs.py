@@ -1,0 +1,323 @@
+"""Packs: small objects pushed many to a file with an index, pulled as ranges, each object
+checked on its own (DESIGN decision 9 per object, never per pack). Folder and S3 remotes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.objects import digests
+from fixture_store.objects.digests import Digest
+from fixture_store.objects.store import Store
+from fixture_store.registry import Registry
+from fixture_store.remotes.base import Retry, object_key
+from fixture_store.remotes.config import RemoteSpec
+from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.packs import (
+    INDEXES,
+    ONE_PER_KEY,
+    PACKS,
+    Packing,
+    index_bytes,
+    pack_key,
+    parse_index,
+)
+from fixture_store.remotes.s3 import S3Remote
+from fixture_store.remotes.sync import Mirrors, Outcome, SyncPlan, plan, pull, push
+from fixture_store.verify import verify_names
+from tests.remotes.conftest import s3_client
+from tests.support.records import local_record
+from tests.support.s3server import FaultProxy
+
+FAST = Retry(attempts=3, backoff=0.01, total=10.0)
+COUNT = 12
+
+
+def _project(project: Path, store: Store, count: int = COUNT) -> tuple[Registry, SyncPlan]:
+    """``fam/r00`` … : one small object each (a few hundred bytes), in the store."""
+    records = []
+    for i in range(count):
+        data = f"object {i:02d}\n".encode() * (20 + i)
+        store.put_bytes(data)
+        records.append(local_record(f"fam/r{i:02d}", i, data=data))
+    registry_mod.write_family(registry_mod.load(project), "fam", records)
+    registry = registry_mod.load(project)
+    return registry, plan(registry, registry.names())
+
+
+def _fresh(tmp_path: Path, name: str = "fresh") -> Store:
+    return Store.at(tmp_path / name).ensure()
+
+
+def _s3(endpoint: str, bucket: str) -> S3Remote:
+    spec = RemoteSpec("team", f"s3://{bucket}/fixtures", endpoint_url=endpoint)
+    return S3Remote.connect(spec, retry=FAST)
+
+
+def _folder_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and "tmp" not in p.relative_to(root).parts
+    }
+
+
+def _slots(root: Path) -> dict[str, Any]:
+    """The folder remote's index, read back: object hex → [pack, offset, length]."""
+    (index,) = (root / INDEXES).iterdir()
+    doc = json.loads(index.read_bytes())
+    packs = [p[0] for p in doc["packs"]]
+    return {h: (packs[n], off, length) for h, (n, off, length) in doc["objects"].items()}
+
+
+# -- folder ----------------------------------------------------------------------------------
+def test_push_packs_small_objects_and_a_second_push_writes_nothing(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    first = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in first.results} == {Outcome.PUSHED}
+    assert first.moved_objects == COUNT
+    # one pack, one index, no object under its own key
+    (pack,) = (tmp_path / "remote" / PACKS).glob("*.pack")
+    assert pack.name == digests.of_bytes(pack.read_bytes()).hex + ".pack"
+    assert not (tmp_path / "remote" / "objects" / "sha256").exists()
+    before = _folder_files(tmp_path / "remote")
+    again = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in again.results} == {Outcome.PRESENT}
+    assert again.moved_objects == 0
+    assert _folder_files(tmp_path / "remote") == before  # written once: nothing new
+    other = _fresh(tmp_path)
+    pulled = pull(other, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in pulled.results} == {Outcome.PULLED}
+    assert all(r.ok for r in verify_names(other, registry, registry.names()))
+
+
+def test_objects_from_the_threshold_on_keep_their_own_key(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    sizes = sorted(d.size for d in the_plan.objects.values())
+    threshold = sizes[COUNT // 2]
+    remote = FolderRemote("shared", tmp_path / "remote")
+    push(store, registry, remote, the_plan, retry=FAST, packing=Packing(threshold=threshold))
+    for d in the_plan.objects.values():
+        own = (tmp_path / "remote" / object_key(d)).exists()
+        assert own is (d.size >= threshold)
+    assert set(_slots(tmp_path / "remote")) == {
+        d.hex for d in the_plan.objects.values() if d.size < threshold
+    }
+    other = _fresh(tmp_path)
+    assert all(r.ok for r in pull(other, registry, remote, the_plan, retry=FAST).results)
+
+
+def test_a_damaged_pack_byte_refuses_exactly_the_object_it_belongs_to(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    root = tmp_path / "remote"
+    remote = FolderRemote("shared", root)
+    push(store, registry, remote, the_plan, retry=FAST)
+    victim = the_plan.wants["fam/r05"][0]
+    pack_hex, offset, length = _slots(root)[victim.hex]
+    pack = root / pack_key(pack_hex)
+    os.chmod(pack, 0o644)
+    data = bytearray(pack.read_bytes())
+    data[offset + length - 1] ^= 0x01  # the last byte of fam/r05: its neighbour starts next
+    pack.write_bytes(bytes(data))
+    other = _fresh(tmp_path)
+    report = pull(other, registry, remote, the_plan, retry=FAST)
+    failed = {r.name: r for r in report.results if not r.ok}
+    assert set(failed) == {"fam/r05"}
+    assert failed["fam/r05"].outcome is Outcome.FAILED
+    assert (
+        "other bytes" in failed["fam/r05"].message
+        and pack_key(pack_hex) in failed["fam/r05"].message
+    )
+    assert failed["fam/r05"].fix is not None and "push again" in failed["fam/r05"].fix
+    assert not other.has(victim)
+    good = [n for n in registry.names() if n != "fam/r05"]
+    assert all(r.ok for r in verify_names(other, registry, good))
+
+
+def test_an_old_style_remote_and_a_mixed_one_still_read(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    half = plan(registry, registry.names()[: COUNT // 2])
+    push(store, registry, remote, half, retry=FAST, packing=ONE_PER_KEY)  # as before packs
+    pushed = push(store, registry, remote, the_plan, retry=FAST)  # the rest in a pack
+    assert pushed.moved_objects == COUNT - COUNT // 2  # the one-per-key objects are not resent
+    assert len(_slots(tmp_path / "remote")) == COUNT - COUNT // 2
+    other = _fresh(tmp_path)
+    report = pull(other, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in report.results} == {Outcome.PULLED}
+    assert all(r.ok for r in verify_names(other, registry, registry.names()))
+
+
+def test_fetch_takes_packed_objects_from_a_mirror(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    push(store, registry, remote, the_plan, retry=FAST)
+    other = _fresh(tmp_path)
+    mirrors = Mirrors(other, [remote], retry=FAST)
+    record = registry.get("fam/r03")
+    got, tried = mirrors.pull(record, lambda d: not other.has(d), lambda _: None)
+    assert got is remote and tried == []
+    assert other.has(the_plan.wants["fam/r03"][0])
+
+
+def test_a_damaged_index_is_not_used_and_the_pull_says_so(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    root = tmp_path / "remote"
+    push(store, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    (index,) = (root / INDEXES).iterdir()
+    os.chmod(index, 0o644)
+    index.write_bytes(index.read_bytes().replace(b'"objects"', b'"objectz"'))
+    report = pull(_fresh(tmp_path), registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    assert {r.outcome for r in report.results} == {Outcome.MISSING}
+    assert "pack indexes could not be used" in report.results[0].message
+    assert "damaged" in report.results[0].message
+
+
+def test_an_index_is_used_only_if_its_bytes_are_its_name_and_well_formed() -> None:
+    pack = Digest(digests.of_bytes(b"ab").hex, 2)
+    one = Digest(digests.of_bytes(b"a").hex, 1)
+    good = index_bytes([(pack, [(one, 0)])])
+    assert parse_index(good, digests.of_bytes(good).hex)[one.hex].offset == 0
+    with pytest.raises(ValueError, match="damaged"):
+        parse_index(good, "0" * 64)
+    past = good.replace(b"[0,0,1]", b"[0,2,1]")
+    with pytest.raises(ValueError, match="past the end"):
+        parse_index(past, digests.of_bytes(past).hex)
+    negative = good.replace(b"[0,0,1]", b"[0,-1,1]")
+    with pytest.raises(ValueError, match="not a count"):
+        parse_index(negative, digests.of_bytes(negative).hex)
+    other = good.replace(b"pack-index/1", b"pack-index/9")
+    with pytest.raises(ValueError, match="not a pack index"):
+        parse_index(other, digests.of_bytes(other).hex)
+
+
+# -- S3 --------------------------------------------------------------------------------------
+def _keys(endpoint: str, bucket: str) -> dict[str, int]:
+    page = s3_client(endpoint).list_objects_v2(Bucket=bucket)
+    return {o["Key"]: o["Size"] for o in page.get("Contents", ())}
+
+
+def test_s3_push_and_pull_take_a_handful_of_requests_and_a_second_push_writes_nothing(
+    project: Path, store: Store, tmp_path: Path, proxy: FaultProxy, bucket: str
+) -> None:
+    registry, the_plan = _project(project, store)
+    remote = _s3(proxy.url, bucket)
+    push(store, registry, remote, the_plan, retry=FAST)
+    # list the indexes, list the objects, the pack, the index: not one request an object
+    assert proxy.faults.requests == 4
+    keys = _keys(proxy.url, bucket)
+    assert sum(k.endswith(".pack") for k in keys) == 1
+    assert sum(k.endswith(".json") for k in keys) == 1
+    proxy.faults.requests = 0
+    again = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in again.results} == {Outcome.PRESENT}
+    assert [m for m, _, _ in proxy.faults.seen[-1:]] == ["GET"]  # the index, nothing written
+    assert proxy.faults.requests == 2  # list the indexes, read the one
+    assert _keys(proxy.url, bucket) == keys
+    proxy.faults.requests = 0
+    other = _fresh(tmp_path)
+    pulled = pull(other, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in pulled.results} == {Outcome.PULLED}
+    assert proxy.faults.requests == 3  # list the indexes, read the one, one range of the pack
+
+
+def test_s3_a_flipped_pack_byte_refuses_only_its_object(
+    project: Path, store: Store, tmp_path: Path, proxy: FaultProxy, bucket: str, s3_endpoint: str
+) -> None:
+    registry, the_plan = _project(project, store)
+    push(store, registry, _s3(s3_endpoint, bucket), the_plan, retry=FAST)
+    proxy.faults.only = ".pack"
+    proxy.faults.flip = True  # the first byte of every pack range: the first object's
+    other = _fresh(tmp_path)
+    report = pull(other, registry, _s3(proxy.url, bucket), the_plan, retry=FAST)
+    failed = [r.name for r in report.results if not r.ok]
+    assert failed == ["fam/r00"]
+    assert [m for m, _, _ in proxy.faults.seen] == ["GET"]  # a mismatch is not retried
+
+
+def test_s3_a_server_that_ignores_the_range_gives_other_bytes_refused(
+    project: Path, store: Store, tmp_path: Path, proxy: FaultProxy, bucket: str, s3_endpoint: str
+) -> None:
+    registry, _ = _project(project, store)
+    push(store, registry, _s3(s3_endpoint, bucket), plan(registry, registry.names()), retry=FAST)
+    proxy.faults.only = ".pack"
+    proxy.faults.whole = True  # answers a range with the whole pack: a 200 from its start
+    one = plan(registry, ["fam/r07"])
+    other = _fresh(tmp_path)
+    (result,) = pull(other, registry, _s3(proxy.url, bucket), one, retry=FAST).results
+    assert result.outcome is Outcome.FAILED and "other bytes" in result.message
+    assert not other.has(one.wants["fam/r07"][0])
+
+
+def test_s3_a_push_cut_before_its_index_leaves_no_index_and_the_next_push_completes(
+    project: Path, store: Store, tmp_path: Path, proxy: FaultProxy, bucket: str
+) -> None:
+    registry, the_plan = _project(project, store)
+    remote = _s3(proxy.url, bucket)
+    proxy.faults.only = ".json"
+    proxy.faults.cut = 100  # every index upload: the connection closes without an answer
+    cut = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in cut.results} == {Outcome.FAILED}
+    assert "their index was not" in cut.results[0].message
+    keys = _keys(proxy.url, bucket)
+    assert sum(k.endswith(".pack") for k in keys) == 1
+    assert not any(k.endswith(".json") for k in keys)  # no index: nothing refers to a pack
+    proxy.faults.cut = 0
+    done = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in done.results} == {Outcome.PUSHED}
+    assert sum(k.endswith(".pack") for k in _keys(proxy.url, bucket)) == 1  # the same pack
+    other = _fresh(tmp_path)
+    assert all(r.ok for r in pull(other, registry, remote, the_plan, retry=FAST).results)
+
+
+def test_s3_a_push_cut_while_sending_its_pack_writes_no_index(
+    project: Path, store: Store, tmp_path: Path, proxy: FaultProxy, bucket: str
+) -> None:
+    registry, the_plan = _project(project, store)
+    remote = _s3(proxy.url, bucket)
+    proxy.faults.only = ".pack"
+    proxy.faults.cut = 100
+    cut = push(store, registry, remote, the_plan, retry=FAST)
+    assert {r.outcome for r in cut.results} == {Outcome.FAILED}
+    assert _keys(proxy.url, bucket) == {}
+    proxy.faults.cut = 0
+    assert {r.outcome for r in push(store, registry, remote, the_plan, retry=FAST).results} == {
+        Outcome.PUSHED
+    }
+    other = _fresh(tmp_path)
+    assert all(r.ok for r in pull(other, registry, remote, the_plan, retry=FAST).results)
+
+
+def test_the_cli_pushes_in_packs_unless_the_remote_sets_no_packs(
+    project: Path, store: Store
+) -> None:
+    from tests.support.cli import run
+
+    _project(project, store)
+    (project / "pyproject.toml").write_text(
+        "[tool.fixture-store.remotes.packed]\nurl = 'packed'\n\n"
+        "[tool.fixture-store.remotes.plain]\nurl = 'plain'\npack_threshold = 0\n"
+    )
+    assert run("push", "--all", "--remote", "packed")[0] == 0
+    assert run("push", "--all", "--remote", "plain")[0] == 0
+    assert len(list((project / "packed" / PACKS).glob("*.pack"))) == 1
+    assert not (project / "plain" / PACKS).exists()
+    assert len(list((project / "plain" / "objects" / "sha256").rglob("*"))) > COUNT
