@@ -522,8 +522,14 @@ def _prepare_gap(reg: Registration) -> Record:
             fix="give the PATH to register its bytes, or --gap REASON alone to declare a gap",
         )
     source = reg.source if reg.source is not None else NoSource()
-    return build_record(
-        reg.name, reg.kind, None, source, annotations=reg.annotations, gap=reg.gap, file=reg.file
+    return build_record(  # a gap's digest: the bytes it awaits, when known with their size
+        reg.name,
+        reg.kind,
+        reg.digest,
+        source,
+        annotations=reg.annotations,
+        gap=reg.gap,
+        file=reg.file,
     )
 
 

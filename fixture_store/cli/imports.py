@@ -10,6 +10,7 @@ import click
 from fixture_store import importers
 from fixture_store.cli._common import Context, err, handle_errors, out, print_json
 from fixture_store.errors import UsageError
+from fixture_store.importers import folders, held, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers import register as register_mod
 from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
@@ -17,7 +18,9 @@ from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
 _FORMATS = ", ".join(importers.FORMATS)
 
 
-def _split_args(args: tuple[str, ...]) -> tuple[str | None, str]:
+def _split_args(args: tuple[str, ...]) -> tuple[str | None, str | None]:
+    if not args:
+        return None, None
     if len(args) == 1:
         return None, args[0]
     if len(args) == 2:  # noqa: PLR2004 - FORMAT MANIFEST
@@ -48,7 +51,7 @@ def _note(label: str, paths: list[str], hint: str) -> None:
 
 
 @click.command()
-@click.argument("args", nargs=-1, required=True, metavar="[FORMAT] MANIFEST")
+@click.argument("args", nargs=-1, metavar="[FORMAT] MANIFEST")
 @click.option("--family", required=True, help="Family the records join: FAMILY/<listed path>.")
 @click.option(
     "--root",
@@ -75,7 +78,19 @@ def _note(label: str, paths: list[str], hint: str) -> None:
     "--package",
     "requirement",
     metavar="NAME==VERSION",
-    help="Read MANIFEST and the files inside this pinned distribution (package sources).",
+    help="Read MANIFEST and the files inside this pinned distribution (package sources); "
+    "without MANIFEST, the installed distribution's RECORD.",
+)
+@click.option(
+    "--revision",
+    metavar="REF",
+    help="Hugging Face cache: the commit or ref to import (default: main).",
+)
+@click.option(
+    "--include",
+    metavar="GLOB",
+    multiple=True,
+    help="Folder imports: import only the files whose path matches (repeatable).",
 )
 @click.option("--dist", metavar="FILE", help="The distribution's file name (with --package).")
 @click.option("--dist-digest", metavar="sha256:HEX", help="Its SHA-256 (with --package).")
@@ -93,6 +108,8 @@ def import_cmd(
     strict: bool,
     dry_run: bool,
     requirement: str | None,
+    revision: str | None,
+    include: tuple[str, ...],
     dist: str | None,
     dist_digest: str | None,
     as_json: bool,
@@ -101,7 +118,11 @@ def import_cmd(
 
     Register the files a manifest lists, after checking their bytes against it.
 
-    FORMAT is one of pooch, sha256sum, dvc, json (default: detected from MANIFEST). Every
+    FORMAT is one of pooch, sha256sum, dvc, json, record (a wheel's RECORD), hf-cache,
+    git-lfs (default: detected from MANIFEST). MANIFEST may be a folder: a Hugging Face cache
+    (models--ORG--NAME or its snapshots/COMMIT; Hub sources at that commit) or a Git LFS
+    repository (its pointers; bytes from .git/lfs/objects). --package NAME==VERSION alone
+    imports the installed distribution's RECORD (package sources). Every
     listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is
     recorded); one mismatch and nothing is stored or registered (exit 1). Listed files that are
     absent and unlisted files beside listed ones (orphans) are reported; with --strict they fail
@@ -111,17 +132,16 @@ def import_cmd(
     registry = obj.registry()
     store = obj.store
     with tempfile.TemporaryDirectory(prefix="import-") as scratch:
-        origin: plan_mod.Origin
-        if requirement is not None:
-            source = _distribution(requirement, dist, dist_digest, manifest)
-            base = root if root is not None else str(Path(manifest).parent)
-            origin = plan_mod.package_origin(
-                store, registry.root, source, base.removeprefix("./"), Path(scratch)
-            )
+        options = held.Options(
+            registry.root, Path(scratch), revision, include, dist=dist, dist_digest=dist_digest
+        )
+        found = folders.plan_for(fmt, manifest, requirement, options)
+        if found is not None:
+            plan, origin = found
         else:
-            base_dir = Path(root) if root is not None else Path(manifest).parent
-            origin = plan_mod.LocalOrigin(registry.root, base_dir)
-        plan = importers.plan_import(origin, manifest, fmt)
+            assert manifest is not None  # plan_for refuses no manifest without --package
+            origin = _manifest_origin(obj, manifest, root, requirement, dist, dist_digest, scratch)
+            plan = importers.plan_import(origin, manifest, fmt)
         _refuse(plan, strict=strict, gaps=gaps, as_json=as_json)
         imported = None
         if not dry_run:
@@ -136,6 +156,29 @@ def import_cmd(
                 replace=replace,
             )
     _report(plan, imported, gaps=gaps, as_json=as_json)
+
+
+def _manifest_origin(
+    obj: Context,
+    manifest: str,
+    root: str | None,
+    requirement: str | None,
+    dist: str | None,
+    dist_digest: str | None,
+    scratch: str,
+) -> plan_mod.Origin:
+    """Where a manifest file's entries are: a pinned distribution, or a project folder (the
+    manifest's, or for a RECORD the one holding its .dist-info)."""
+    registry = obj.registry()
+    base = root if root is not None else wheelrecord.default_root(manifest)
+    if base is None:
+        base = str(Path(manifest).parent)
+    if requirement is not None:
+        source = _distribution(requirement, dist, dist_digest, manifest)
+        return plan_mod.package_origin(
+            obj.store, registry.root, source, base.removeprefix("./"), Path(scratch)
+        )
+    return plan_mod.LocalOrigin(registry.root, Path(base))
 
 
 def _refuse(plan: plan_mod.Plan, *, strict: bool, gaps: bool, as_json: bool) -> None:
@@ -176,3 +219,7 @@ def _report(
             "declared as gaps" if gaps and imported else "not registered (--gaps declares them)",
         )
         _note("orphans", list(plan.orphans), "present but not in the manifest; not registered")
+        for u in plan.unverified:
+            err.print(
+                f"not verified: {u.path} ({u.where}): {u.reason}; not registered", markup=False
+            )

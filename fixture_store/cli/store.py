@@ -23,8 +23,10 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.errors import UsageError
+from fixture_store.importers import installed
 from fixture_store.registry import HubSource, Source, UrlSource, shorthand
 from fixture_store.registry import project as project_mod
+from fixture_store.registry.upstream import PYPI_SCHEME
 from fixture_store.rehash import record_blake3
 
 
@@ -51,17 +53,36 @@ def init(obj: Context, project: Path) -> None:
         out.print(f".gitignore: added {' '.join(ignored)} (pipeline outputs)", markup=False)
 
 
-def parse_source(text: str | None) -> Source | None:
-    """``https://...`` (url) or ``hf://[datasets/|spaces/]REPO@REV/PATH`` (hub); None: local."""
+def parse_source(
+    text: str | None,
+    project: Path | None = None,
+    dist: str | None = None,
+    dist_digest: str | None = None,
+) -> Source | None:
+    """``https://...`` (url), ``hf://[datasets/|spaces/]REPO@REV/PATH`` (hub) or
+    ``pypi:NAME==VERSION/PATH`` (package: the distribution ``dist`` of SHA-256 ``dist_digest``,
+    else the installed one's wheel, its digest from the project's uv.lock); None: local."""
+    if (dist is not None or dist_digest is not None) and (
+        text is None or not text.startswith(PYPI_SCHEME)
+    ):
+        raise UsageError("--dist and --dist-digest pin a --source pypi:NAME==VERSION/PATH")
     if text is None or text == "local":
         return None
     if text.startswith("https://") or text.startswith("http://"):
         return UrlSource(text)
     if text.startswith("hf://"):
         return HubSource.from_uri(text)
+    if text.startswith(PYPI_SCHEME):
+        where = registry_mod.Where("the command line", None)
+        requirement = text[len(PYPI_SCHEME) :].partition("/")[0]
+        file, digest, size = installed.distribution_file(
+            requirement, project or Path.cwd(), dist, dist_digest
+        )
+        return shorthand.package_source(text, where, file=file, file_digest=digest, file_size=size)
     raise UsageError(
         f"unknown --source {text!r}",
-        fix="use https://..., hf://REPO@REVISION/PATH, or omit it for a local file",
+        fix="use https://..., hf://REPO@REVISION/PATH, pypi:NAME==VERSION/PATH, or omit it "
+        "for a local file",
     )
 
 
@@ -79,7 +100,18 @@ def parse_source(text: str | None) -> Source | None:
     "--source",
     "source_text",
     metavar="SOURCE",
-    help="Pinned source: https://URL, hf://REPO@REV/PATH; default: local path.",
+    help="Pinned source: https://URL, hf://REPO@REV/PATH, pypi:NAME==VERSION/PATH; default: "
+    "local path.",
+)
+@click.option(
+    "--dist",
+    metavar="FILE",
+    help="pypi: source: the distribution's file name (default: the installed wheel's).",
+)
+@click.option(
+    "--dist-digest",
+    metavar="sha256:HEX",
+    help="pypi: source: its SHA-256 (default: from the project's uv.lock).",
 )
 @click.option("--license", "license_", help="License of the bytes (SPDX id).")
 @click.option("--description", help="What the artifact is, in a sentence.")
@@ -152,6 +184,8 @@ def add(
     family: str | None,
     kind: str,
     source_text: str | None,
+    dist: str | None,
+    dist_digest: str | None,
     license_: str | None,
     description: str | None,
     tolerance_text: str | None,
@@ -193,7 +227,7 @@ def add(
         input_shape=input_shape,
         command=command_text,
     )
-    source = parse_source(source_text)
+    source = parse_source(source_text, obj.registry().root, dist, dist_digest)
     if source is not None and len(names) > 1:
         raise UsageError("--source names one file's source: give it with one PATH and --name")
     gap = registry_mod.Gap(gap_reason) if gap_reason is not None else None

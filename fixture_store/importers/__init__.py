@@ -1,5 +1,7 @@
 """Importing the manifests projects already keep: pooch registries, ``sha256sum`` output, DVC
-``.dvc`` files and ``dvc.lock``, and hand-rolled JSON manifests.
+``.dvc`` files and ``dvc.lock``, hand-rolled JSON manifests and a wheel's ``RECORD``; and the
+data people already have in folders (:mod:`.folders`: a Hugging Face cache, a Git LFS
+repository, an installed distribution).
 
 Nothing is trusted on first use (DESIGN decision 2): a manifest only states digests; the bytes
 are hashed and checked against them (:mod:`~fixture_store.importers.plan`) before anything is
@@ -14,7 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from fixture_store.errors import UsageError
-from fixture_store.importers import dvc, jsonmanifest, pooch, sha256sum
+from fixture_store.importers import dvc, jsonmanifest, pooch, sha256sum, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 
@@ -24,7 +26,7 @@ Detect = Callable[[str, str], bool]
 FORMATS: Mapping[str, tuple[Parse, Detect]] = MappingProxyType(
     {
         module.FORMAT: (module.parse, module.looks_like)
-        for module in (pooch, sha256sum, dvc, jsonmanifest)
+        for module in (pooch, sha256sum, dvc, jsonmanifest, wheelrecord)
     }
 )
 

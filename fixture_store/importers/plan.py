@@ -246,6 +246,19 @@ class Mismatch:
 
 
 @dataclass(frozen=True)
+class Unverified:
+    """A file found but not imported: its bytes cannot be checked, or cannot have the source its
+    record would name (a folder import says which, and why)."""
+
+    path: str  # as found
+    where: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "where": self.where, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class Plan:
     """What an import would do, before it does anything."""
 
@@ -255,6 +268,7 @@ class Plan:
     absent: tuple[ManifestEntry, ...]
     mismatched: tuple[Mismatch, ...]
     orphans: tuple[str, ...]
+    unverified: tuple[Unverified, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -267,6 +281,7 @@ class Plan:
             "absent": [e.path for e in self.absent],
             "mismatched": [m.to_json() for m in self.mismatched],
             "orphans": list(self.orphans),
+            "unverified": [u.to_json() for u in self.unverified],
         }
 
 

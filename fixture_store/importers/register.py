@@ -21,6 +21,7 @@ from fixture_store import ingest
 from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 from fixture_store.importers.plan import Accepted, Origin, Plan
+from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
     Annotations,
@@ -176,6 +177,7 @@ def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
         for label, paths in (
             ("listed but absent", absent),
             ("orphan(s) present but not listed", list(plan.orphans)),
+            ("found but not verified", [u.path for u in plan.unverified]),
         )
         if paths
     ]
@@ -273,10 +275,17 @@ def _gap(
     entry: ManifestEntry, plan: Plan, origin: Origin, *, family: str, kind: Kind, file: str
 ) -> ingest.Registration:
     name = record_name(family, entry)
+    reason = f"listed in {plan.manifest} but absent when it was imported"
+    # The digest the manifest states is kept: with its size, the record's digest (the bytes
+    # that fill the gap must have it); without, the digest the gap awaits.
+    known = entry.sha256
+    sized = Digest(known, entry.size) if known is not None and entry.size is not None else None
+    expected = f"sha256:{known}" if known is not None and sized is None else None
     return ingest.Registration(
         name,
         kind,
         source=origin.source(entry.path),
         annotations=_record_fields(entry, plan, Where(file, name)),
-        gap=Gap(f"listed in {plan.manifest} but absent when it was imported"),
+        gap=Gap(reason, expected=expected),
+        digest=sized,
     )

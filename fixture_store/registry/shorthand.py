@@ -1,5 +1,7 @@
 """The command-line forms of record fields, parsed into the JSON the registry checks.
 
+``--source pypi:NAME==VERSION/PATH`` is a file inside a pinned distribution
+(:func:`package_source`), the distribution's file and digest given beside it.
 ``--tolerance`` takes the JSON object or ``METRIC``, ``METRIC:BOUND`` (``mean_abs:5e-4``: the
 metric's one bound, ``max``) or ``METRIC:KEY=VALUE,...`` (``allclose:atol=1e-6,rtol=1e-4``); the
 metrics and their fields are :class:`~fixture_store.registry.tolerance.Tolerance`'s to check, not
@@ -17,6 +19,7 @@ from typing import Any
 from fixture_store.registry import nesting
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.records import Annotations
+from fixture_store.registry.sources import PackageSource
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.where import Where
 
@@ -56,6 +59,23 @@ def stated(  # noqa: PLR0913 - one keyword per command-line option
     if command is not None:
         raw["command"] = command_json(command, where)
     return Annotations.from_json({k: v for k, v in raw.items() if v is not None}, where)
+
+
+def package_source(
+    text: str, where: Where, *, file: str, file_digest: str, file_size: int | None = None
+) -> PackageSource:
+    """``pypi:NAME==VERSION/PATH`` (the upstream form) as the source of a file inside the
+    distribution ``file`` whose SHA-256 is ``file_digest``, checked by the pin rules."""
+    if not text.startswith(upstream_mod.PYPI_SCHEME):
+        raise where.fail("source", f"{text!r} is not pypi:NAME==VERSION/PATH")
+    requirement, _, path = text[len(upstream_mod.PYPI_SCHEME) :].partition("/")
+    if not path:
+        raise where.fail(
+            "source", f"{text!r} names no file inside the distribution: pypi:NAME==VERSION/PATH"
+        )
+    source = PackageSource(requirement, file, file_digest, path, file_size)
+    source.check(where)
+    return source
 
 
 def tolerance(text: str, where: Where) -> Tolerance:

@@ -316,3 +316,31 @@ def test_add_of_safetensors_holding_a_lone_surrogate_is_refused_naming_it(
     assert "Traceback" not in err and "fam/w" in err and "[metadata-value]" in err
     assert "\\ud800" in err or "\\udfff" in err
     assert not (project / "provenance" / "fam.json").exists()
+
+
+@pytest.mark.usefixtures("store")
+def test_add_takes_a_pypi_source_from_the_command_line(project: Path) -> None:
+    from importlib import metadata
+
+    import certifi
+
+    version = metadata.version("certifi")
+    pem = project / "cacert.pem"
+    pem.write_bytes(Path(certifi.where()).read_bytes())
+    source = f"pypi:certifi=={version}/certifi/cacert.pem"
+    args = ["add", "cacert.pem", "--name", "c/cacert.pem", "--kind", "fixture", "--source", source]
+    code, _, err = run(*args)  # no --dist-digest, no uv.lock: the pin is not known
+    assert code == 2 and "--dist-digest" in err and "Traceback" not in err
+    digest = "sha256:" + "cd" * 32
+    code, _, err = run(*args, "--dist-digest", digest)
+    assert code == 0, err
+    doc = json.loads((project / "provenance" / "c.json").read_text())["records"]["c/cacert.pem"]
+    assert doc["source"] == {
+        "type": "package",
+        "requirement": f"certifi=={version}",
+        "file": f"certifi-{version}-py3-none-any.whl",
+        "file_digest": digest,
+        "path": "certifi/cacert.pem",
+    }
+    code, _, err = run("add", "cacert.pem", "--name", "c/x", "--kind", "fixture", "--dist", "x")
+    assert code == 2 and "--dist and --dist-digest pin a --source pypi:" in err

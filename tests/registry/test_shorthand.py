@@ -96,3 +96,22 @@ def test_json_given_on_the_command_line_is_held_to_the_registry_bounds(
     assert caught.value.field is not None and caught.value.field.startswith("metadata")
     with pytest.raises(RegistryError, match=said):
         shorthand.metadata_json([f"k:={text}"], {}, WHERE)
+
+
+def test_a_pypi_source_is_a_package_source_checked_by_the_pin_rules() -> None:
+    source = shorthand.package_source(
+        "pypi:tinydata==1.0.0/tinydata/data/a.bin",
+        WHERE,
+        file="tinydata-1.0.0-py3-none-any.whl",
+        file_digest="sha256:" + "a" * 64,
+    )
+    assert source.to_json()["path"] == "tinydata/data/a.bin"
+    assert source.requirement == "tinydata==1.0.0"
+    for text, why in (
+        ("pypi:tinydata>=1/a.bin", "not an exact pin"),
+        ("pypi:tinydata==1.0.0", "names no file"),
+        ("pypi:tinydata==1.0.0/../a.bin", "source.path"),
+    ):
+        with pytest.raises(RegistryError) as caught:
+            shorthand.package_source(text, WHERE, file="t.whl", file_digest="sha256:" + "a" * 64)
+        assert why in str(caught.value) and "the command line" in str(caught.value)

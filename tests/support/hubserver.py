@@ -3,7 +3,8 @@
 It answers ``HEAD``/``GET /{repo_id}/resolve/{revision}/{path}`` (and ``/datasets/...``,
 ``/spaces/...``) the way the Hub does for the real ``huggingface_hub`` client:
 
-- a regular (git) file: 200 with ``X-Repo-Commit``, ``ETag`` (a git-style sha1) and
+- a regular (git) file: 200 with ``X-Repo-Commit``, ``ETag`` (its git blob id, the name the
+  client's cache gives its blob) and
   ``Content-Length``;
 - an LFS file: 302 to a separate "CDN" server (another port, so the client treats it as a foreign
   host and does not forward the token), with ``X-Repo-Commit``, ``X-Linked-Etag`` (the sha256),
@@ -153,7 +154,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(206 if rng else 200)
         if hub:
             self.send_header("X-Repo-Commit", self.state.repo_commit)
-            self.send_header("ETag", f'"{hashlib.sha1(f.content).hexdigest()}"')
+            self.send_header("ETag", f'"{git_blob_id(f.content)}"')
         if rng:
             self.send_header(
                 "Content-Range", f"bytes {start}-{start + len(data) - 1}/{len(f.content)}"
@@ -187,6 +188,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.wfile.write(data)
+
+
+def git_blob_id(content: bytes) -> str:
+    """The git blob id of ``content``: the SHA-1 of ``blob <size>\\0`` and the bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content, usedforsecurity=False).hexdigest()
 
 
 def _server(state: HubState, role: str) -> ThreadingHTTPServer:

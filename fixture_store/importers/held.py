@@ -1,0 +1,80 @@
+"""What the importers of data people already have share: a Hugging Face cache
+(:mod:`.hfcache`), a Git LFS repository (:mod:`.gitlfs`) and an installed distribution
+(:mod:`.installed`) are folders, not manifests. Each module says whether it ``claims`` a path
+and makes the :class:`~fixture_store.importers.plan.Plan` of its files, checked as every
+import's are, with the origin :func:`~fixture_store.importers.register.register` takes.
+
+Their files are read from folders the user did not write (a cache, ``.git``, site-packages):
+each is opened through the path primitive (:mod:`fixture_store.objects.anchored`) below its
+folder, never through a link, and copied to the import's scratch folder; what is checked and
+stored is that copy.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fixture_store.errors import FixtureStoreError, UsageError
+from fixture_store.objects import digests
+from fixture_store.objects.anchored import Folder
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the command line says about a folder import besides the folder."""
+
+    project: Path
+    scratch: Path
+    revision: str | None = None
+    include: tuple[str, ...] = ()
+    dist: str | None = None
+    dist_digest: str | None = None
+
+
+def refusal(path: str, what: str) -> FixtureStoreError:
+    """The path primitive's refusal for a folder an import reads: it is input, not the store."""
+    return UsageError(
+        f"{path} is {what}; an import reads only regular files inside the folder it is given "
+        "and follows no link out of it",
+        fix=f"replace {path} with the file itself, or leave it out (--include)",
+    )
+
+
+def copy_in(folder: Folder, parts: Sequence[str], scratch: Path) -> Path | None:
+    """Copy the regular file ``parts`` below ``folder`` (each component opened without
+    following a link) into ``scratch``; ``None`` if it is missing."""
+    *dirs, name = parts
+    try:
+        with folder.folder(*dirs) as parent, parent.open(name) as src:
+            fd, copied = _temp(scratch)
+            with os.fdopen(fd, "wb") as out:
+                shutil.copyfileobj(src, out, digests.CHUNK)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return Path(copied)
+
+
+def _temp(scratch: Path) -> tuple[int, str]:
+    return tempfile.mkstemp(dir=scratch, prefix="held-")
+
+
+def included(path: str, globs: Iterable[str]) -> bool:
+    """Whether ``path`` is kept by ``--include`` globs (none given: every path). ``*`` matches
+    across ``/``, as in ``--include 'pkg/data/*'``."""
+    globs = tuple(globs)
+    return not globs or any(fnmatch.fnmatchcase(path, g) for g in globs)
+
+
+def git_blob_id(size: int) -> hashlib._Hash:
+    """A SHA-1 primed with git's blob header: fed the ``size`` bytes, its hex is their git
+    blob id (the name the Hub and git give a file that is not in LFS)."""
+    h = hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % size)
+    return h

@@ -1,0 +1,199 @@
+"""Git LFS: the pointers of a real git repository made here, imported without downloading
+anything, the bytes from its LFS object folder.
+
+git-lfs itself is not needed (nor assumed installed): the pointer files and the object folder
+are written the way git-lfs lays them out (``.git/lfs/objects/<oid[0:2]>/<oid[2:4]>/<oid>``),
+and the pointers are committed with plain git, as ``git lfs track`` + ``git add`` would."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.importers import gitlfs
+from fixture_store.importers.entry import ManifestError
+from fixture_store.objects.store import Store
+from fixture_store.verify import Status, verify_names
+from tests.support.cli import run
+
+WEIGHTS = b"\x07weights" * 500
+TABLE = b"col\n1\n2\n" * 40
+MISSING = b"never fetched" * 10
+
+
+def pointer(data: bytes) -> bytes:
+    oid = hashlib.sha256(data).hexdigest()
+    return (
+        f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n".encode()
+    )
+
+
+def put_object(repo: Path, data: bytes) -> Path:
+    oid = hashlib.sha256(data).hexdigest()
+    path = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4] / oid
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+        "HOME": str(repo),
+        "PATH": "/usr/bin:/bin",
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    """A git repository inside the project: two pointers whose objects are fetched, one whose
+    object is not, a plain file, all committed."""
+    root = project / "lfsrepo"
+    (root / "data" / "sub").mkdir(parents=True)
+    git(root, "init", "-q")
+    (root / ".gitattributes").write_text(
+        "*.bin filter=lfs diff=lfs merge=lfs -text\n"
+        "data/sub/*.csv filter=lfs diff=lfs merge=lfs -text\n"
+    )
+    (root / "data" / "model.bin").write_bytes(pointer(WEIGHTS))
+    (root / "data" / "sub" / "table.csv").write_bytes(pointer(TABLE))
+    (root / "data" / "later.bin").write_bytes(pointer(MISSING))
+    (root / "README.md").write_text("plain file\n")
+    put_object(root, WEIGHTS)
+    put_object(root, TABLE)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "pointers")
+    return root
+
+
+@pytest.mark.usefixtures("store")
+def test_pointers_import_with_bytes_from_the_object_folder_and_verify(
+    repo: Path, project: Path, store: Store
+) -> None:
+    code, out, err = run("import", "lfsrepo", "--family", "lfs", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["format"] == "git-lfs"
+    assert sorted(a["path"] for a in doc["accepted"]) == ["data/model.bin", "data/sub/table.csv"]
+    assert doc["absent"] == ["data/later.bin"]
+    reg = registry_mod.load(project)
+    record = reg.get("lfs/data/model.bin")
+    assert (record.object.hex, record.object.size) == (
+        hashlib.sha256(WEIGHTS).hexdigest(),
+        len(WEIGHTS),
+    )
+    assert record.source.to_json() == {"type": "local", "path": "lfsrepo/data/model.bin"}
+    names = ["lfs/data/model.bin", "lfs/data/sub/table.csv"]
+    assert {r.status for r in verify_names(store, reg, names)} == {Status.VERIFIED}
+    assert git(repo, "status", "--porcelain") == ""  # nothing in the repository changed
+
+
+@pytest.mark.usefixtures("store")
+def test_an_absent_object_is_a_gap_that_keeps_its_digest_and_size(
+    repo: Path, project: Path, store: Store
+) -> None:
+    code, _, err = run("import", "lfsrepo", "--family", "lfs", "--gaps")
+    assert code == 0, err
+    raw = json.loads((project / "provenance" / "lfs.json").read_text())["records"][
+        "lfs/data/later.bin"
+    ]
+    assert raw["digest"] == "sha256:" + hashlib.sha256(MISSING).hexdigest()
+    assert raw["size"] == len(MISSING) and "gap" in raw
+    [result] = verify_names(store, registry_mod.load(project), ["lfs/data/later.bin"])
+    assert result.status is Status.GAP and result.expected is not None
+    assert result.expected.size == len(MISSING)
+    # git lfs fetch brings the object; importing again with --replace fills the gap
+    put_object(repo, MISSING)
+    code, _, err = run("import", "lfsrepo", "--family", "lfs", "--replace")
+    assert code == 0, err
+    [result] = verify_names(store, registry_mod.load(project), ["lfs/data/later.bin"])
+    assert result.status is Status.VERIFIED
+
+
+@pytest.mark.usefixtures("store")
+def test_a_pointer_whose_object_has_another_size_is_refused(repo: Path, project: Path) -> None:
+    text = (repo / "data" / "model.bin").read_text().replace(f"size {len(WEIGHTS)}", "size 7")
+    (repo / "data" / "model.bin").write_text(text)
+    code, _, err = run("import", "lfsrepo", "--family", "lfs")
+    assert code == 1 and "data/model.bin" in err and "the manifest says 7" in err
+    assert not (project / "provenance" / "lfs.json").exists()
+
+
+@pytest.mark.usefixtures("store")
+def test_an_object_whose_bytes_are_not_its_oid_is_refused(repo: Path) -> None:
+    put_object(repo, WEIGHTS).write_bytes(WEIGHTS[::-1])
+    code, _, err = run("import", "lfsrepo", "--family", "lfs")
+    assert code == 1 and "data/model.bin" in err and "sha256 of the bytes" in err
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 3\n", "is not sha256:"),
+        (
+            "version https://git-lfs.github.com/spec/v1\noid sha256:" + "a" * 64 + "\nsize -3\n",
+            "not a byte count",
+        ),
+        (
+            "version https://git-lfs.github.com/spec/v1\noid sha256:" + "a" * 64 + "\nsize 3",
+            "newline",
+        ),
+        ("version 2\noid sha256:" + "a" * 64 + "\nsize 3\n", "first line"),
+    ],
+)
+@pytest.mark.usefixtures("store")
+def test_a_malformed_pointer_is_an_error_naming_the_file(repo: Path, text: str, why: str) -> None:
+    (repo / "data" / "model.bin").write_text(text)
+    code, _, err = run("import", "lfsrepo", "--family", "lfs")
+    assert code == 2 and "model.bin" in err and why in err and "Traceback" not in err
+
+
+def test_parse_pointer_reads_the_spec_form() -> None:
+    oid, size = gitlfs.parse_pointer(pointer(b"abc"), "f")
+    assert (oid, size) == (hashlib.sha256(b"abc").hexdigest(), 3)
+    with pytest.raises(ManifestError, match="f line 2"):
+        gitlfs.parse_pointer(b"version https://git-lfs.github.com/spec/v1\nnospace\n", "f")
+
+
+@pytest.mark.usefixtures("store")
+def test_ls_files_output_imports_the_same_files(repo: Path) -> None:
+    lines = [
+        f"{hashlib.sha256(d).hexdigest()} - {p}\n"
+        for p, d in (
+            ("data/model.bin", WEIGHTS),
+            ("data/sub/table.csv", TABLE),
+            ("data/later.bin", MISSING),
+        )
+    ]
+    (repo / "lfs-files.txt").write_text("".join(lines))
+    code, out, err = run("import", "git-lfs", "lfsrepo/lfs-files.txt", "--family", "lfs", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert sorted(a["path"] for a in doc["accepted"]) == ["data/model.bin", "data/sub/table.csv"]
+    assert doc["absent"] == ["data/later.bin"]
+    (repo / "bad.txt").write_text("model.bin\n")
+    code, _, err = run("import", "git-lfs", "lfsrepo/bad.txt", "--family", "lfs")
+    assert code == 2 and "bad.txt line 1" in err and "ls-files --long" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_a_checked_out_file_is_verified_by_its_object_or_named(repo: Path) -> None:
+    (repo / "data" / "model.bin").write_bytes(WEIGHTS)  # git lfs checkout: the bytes, not a pointer
+    (repo / "data" / "other.bin").write_bytes(b"tracked, never stored by git-lfs")
+    code, out, err = run("import", "lfsrepo", "--family", "lfs", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "data/model.bin" in [a["path"] for a in doc["accepted"]]
+    assert [u["path"] for u in doc["unverified"]] == ["data/other.bin"]
