@@ -69,6 +69,14 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
             "run ONNX Runtime on every case of onnx-node and write the HTML report",
         ),
     ),
+    "expectations": (
+        ("fixture-store expectations", "which environments have a rule, verified where, or never"),
+        (
+            "fixture-store expectations add equimo/dinov2_reference.npz --env device:cuda "
+            "--from-run",
+            "show the registry diff that adds device:cuda from a passing run (--write writes it)",
+        ),
+    ),
     "fetch": (
         ("fixture-store fetch --all", "bring every artifact from its pinned source, verified"),
         ("fixture-store fetch reference/logits.npz", "bring back one artifact"),

@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "add": "store:add",
     "attest": "attest:attest",
     "compare": "compare:compare_cmd",
+    "expectations": "expectations:expectations",
     "fetch": "fetch:fetch",
     "gc": "store:gc",
     "import": "imports:import_cmd",

@@ -40,6 +40,7 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "add": (("add", "data/new.bin", "--name", "fam/new", "--kind", "fixture"), ("fam/new",)),
     "attest": (("attest", "fam/a", "data/out.npz", "-o", "out/cert.json"), ("--key",)),
     "compare": (("compare",), ("onnx-case",)),
+    "expectations": (("expectations",), ()),
     "fetch": (("fetch", "--all"), ()),
     "gc": (("gc", "--yes"), ()),
     "import": (("import", "sha256sum", "data/SHA256SUMS", "--family", "imp"), ("SHA256SUMS",)),

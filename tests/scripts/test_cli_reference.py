@@ -64,7 +64,7 @@ def _parse(line: str) -> None:
     assert words[0] == "fixture-store", line
     name, args = words[1], words[2:]
     command = load_command(name)
-    if isinstance(command, click.Group):
+    if isinstance(command, click.Group) and (args or not command.invoke_without_command):
         found = command.get_command(click.Context(command), args[0])
         assert found is not None, line
         command, name, args = found, args[0], args[1:]
