@@ -145,6 +145,18 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("fixture-store show reference/logits.npz --lineage", "a record and its chain of parents"),
     ),
     "status": (("fixture-store status", "counts per family, without hashing anything"),),
+    "tolerance": (
+        (
+            "fixture-store tolerance suggest reference/logits.npz --candidate run1.npz "
+            "--candidate run2.npz --environment device:cpu,runtime:jax",
+            "the largest error of two runs per array and metric, and the bounds proposed",
+        ),
+        (
+            "fixture-store tolerance suggest reference/logits.npz --candidate run1.npz "
+            "--metric rms --why 'the upstream test bounds the RMS' --accept",
+            "write the proposed bound with its why and evidence (prints the diff)",
+        ),
+    ),
     "verify": (
         ("fixture-store verify", "verify every artifact (cached where nothing changed)"),
         ("fixture-store verify --full", "re-hash every object"),
@@ -177,8 +189,14 @@ def render() -> str:
     parts = [INTRO, "## fixture-store\n", f"```text\n{main.get_help(root).rstrip()}\n```\n"]
     for name in sorted(COMMANDS):
         parts.append(f"## {name}\n")
-        parts.append(f"```text\n{_help(load_command(name), name, root)}\n```\n")
+        command = load_command(name)
+        parts.append(f"```text\n{_help(command, name, root)}\n```\n")
         parts.append(_examples(name))
+        if isinstance(command, click.Group):  # each subcommand's options too
+            group = command.make_context(name, [], parent=root, resilient_parsing=True)
+            for sub in sorted(command.commands):
+                parts.append(f"### {name} {sub}\n")
+                parts.append(f"```text\n{_help(command.commands[sub], sub, group)}\n```\n")
     return "\n".join(parts)
 
 

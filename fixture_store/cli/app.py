@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "remote": "remotes:remote",
     "show": "registry:show",
     "status": "registry:status",
+    "tolerance": "tolerance:tolerance",
     "verify": "verify:verify",
     "verify-attestation": "attest:verify_attestation",
 }

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fixture_store.errors import RegistryError
-from fixture_store.registry import aggregate, ordered
+from fixture_store.registry import aggregate, evidence, ordered
 from fixture_store.registry import expectations as by_env
 from fixture_store.registry.aggregate import Aggregate
 from fixture_store.registry.dtypes import DTYPES
@@ -87,7 +87,7 @@ __all__ = [
 ]
 
 _CHECK_KEYS = frozenset({"metric", *ALL_BOUNDS, *aggregate.KEYS})
-_OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *RULES, "equal_nan", "why", "checks"})
+_OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *RULES, "equal_nan", "why", "checks", evidence.KEY})
 _KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY, ordered.KEY}
 
 
@@ -224,6 +224,7 @@ class Tolerance:
     expectations: tuple[by_env.Expectation, ...] | None = None
     over: Aggregate | None = None  # registry/aggregate.py
     intermediates: Intermediates | None = None  # registry/ordered.py
+    evidence: evidence.Evidence | None = None  # what a calibration observed (judges nothing)
     # Lookups built once per value (not part of it: equality, hashing and the JSON ignore it):
     # the overrides by exact name, the pattern keys, and each array's resolved tolerance. A
     # record with thousands of per-array entries is resolved in one pass, not one per array.
@@ -295,6 +296,7 @@ class Tolerance:
             )
             if need_metric
             else None,
+            evidence.parse(raw, where, field),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -308,10 +310,8 @@ class Tolerance:
         for key, rule in (("dtype", self.dtype), ("shape", self.shape)):
             if rule is not None:
                 out[key] = rule.value
-        if self.equal_nan is not None:
-            out["equal_nan"] = self.equal_nan
-        if self.why is not None:
-            out["why"] = self.why
+        said = (("equal_nan", self.equal_nan), ("why", self.why))
+        out.update((key, value) for key, value in said if value is not None)
         for key, subs in (("per_array", self.per_array), ("per_dtype", self.per_dtype)):
             if subs is not None:
                 out[key] = {name: sub.to_json() for name, sub in subs}
@@ -319,8 +319,9 @@ class Tolerance:
             out[by_env.KEY] = {e.key: e.to_json() for e in self.expectations}
         if self.over is not None:
             out.update(self.over.to_json())
-        if self.intermediates is not None:
-            out[ordered.KEY] = self.intermediates.to_json()
+        for key, part in ((ordered.KEY, self.intermediates), (evidence.KEY, self.evidence)):
+            if part is not None:
+                out[key] = part.to_json()
         return out
 
     def expectation(self, where: Environment | None) -> by_env.Expectation | None:
