@@ -108,14 +108,20 @@ def test_the_repository_folder_imports_at_a_ref_and_a_dataset_keeps_its_type(
     assert registry_mod.load(project).get("t/model.bin").source.to_json()["revision"] == COMMIT
 
 
+@pytest.mark.parametrize(
+    ("blob", "path", "why"),
+    [
+        (git_blob_id(CONFIG), "config.json", "git blob id of the bytes"),
+        (hashlib.sha256(WEIGHTS).hexdigest(), "model.bin", "sha256 of the bytes"),
+    ],
+)
 @pytest.mark.usefixtures("store")
 def test_a_blob_whose_bytes_are_not_its_name_is_refused_naming_the_file(
-    cache: Path, project: Path
+    cache: Path, project: Path, blob: str, path: str, why: str
 ) -> None:
-    blob = cache / "models--org--tiny" / "blobs" / git_blob_id(CONFIG)
-    blob.write_bytes(b'{"hidden": 9}\n')
+    (cache / "models--org--tiny" / "blobs" / blob).write_bytes(b'{"hidden": 9}\n')
     code, _, err = run("import", str(snapshot(cache)), "--family", "tiny")
-    assert code == 1 and "config.json" in err and "git blob id of the bytes" in err
+    assert code == 1 and path in err and why in err
     assert not (project / "provenance" / "tiny.json").exists()
 
 
