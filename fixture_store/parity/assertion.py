@@ -26,8 +26,9 @@ import numpy as np
 from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
-from fixture_store.parity import runlog
+from fixture_store.parity import oracle, runlog
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
+from fixture_store.parity.oracle import OracleJudgement
 from fixture_store.parity.ordered import Divergence, first_divergence
 from fixture_store.registry import Content, Tolerance
 from fixture_store.registry.environment import Environment
@@ -56,10 +57,12 @@ class ParityReport:
     environment: str = ""  # where it ran ("": not given)
     rule: str = ""  # the expectation that judged it ("": the record's own rule)
     divergence: Divergence | None = None  # an ordered record's first divergent intermediate
+    oracle: tuple[OracleJudgement, ...] = ()  # against the record's oracle, if it names one
 
     @property
     def ok(self) -> bool:
-        return not self.missing and not self.extra and all(c.ok for c in self.comparisons)
+        arrays = all(c.ok for c in self.comparisons) and all(j.ok for j in self.oracle)
+        return not self.missing and not self.extra and arrays
 
     @property
     def worst(self) -> ArrayComparison | None:
@@ -111,6 +114,10 @@ def assert_parity(
     given = _named(actual, expected, name)
     tolerance = written.in_environment(where)
     report = compare(name, expected, given, tolerance)
+    if tolerance.oracle is not None:
+        _arrays_record(view, tolerance.oracle.record)  # verified, and arrays
+        truth = view.arrays(tolerance.oracle.record)
+        report = replace(report, oracle=oracle.judge(tolerance.oracle, truth, expected, given))
     if where is not None:
         rule = entry.key if entry is not None else ""
         report = replace(report, environment=str(where), rule=rule)
@@ -180,7 +187,8 @@ def message(
 ) -> str:
     """What a failing assertion says, worst array first."""
     failing = [c for c in report.comparisons if not c.ok]
-    problems = len(failing) + len(report.missing) + len(report.extra)
+    beyond = [j for j in report.oracle if not j.ok]
+    problems = len(failing) + len(report.missing) + len(report.extra) + len(beyond)
     lines = [f"{report.name}: not at parity ({problems} problem{'s' * (problems != 1)})"]
     if report.environment:
         rule = f"expectation {report.rule!r}" if report.rule else "the record's own rule"
@@ -192,6 +200,7 @@ def message(
         first = report.divergence is not None and worst.name == report.divergence.first
         label = "first divergent array" if first else "worst array"
         lines.extend(_worst_lines(worst, expected[worst.name], actual[worst.name], label))
+    lines.extend(f"oracle: {j.describe()}" for j in beyond)
     if report.missing:
         lines.append(f"missing: {list(report.missing)} (in the reference, not given)")
     if report.extra:

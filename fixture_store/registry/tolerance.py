@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fixture_store.errors import RegistryError
-from fixture_store.registry import aggregate, evidence, ordered
+from fixture_store.registry import aggregate, evidence, oracle, ordered
 from fixture_store.registry import expectations as by_env
 from fixture_store.registry.aggregate import Aggregate
 from fixture_store.registry.dtypes import DTYPES
@@ -67,6 +67,7 @@ from fixture_store.registry.metrics import (
     parse_why,
     refuse_orphan_bounds,
 )
+from fixture_store.registry.oracle import Oracle
 from fixture_store.registry.ordered import Intermediates
 from fixture_store.registry.patterns import is_pattern, specificity, tie
 from fixture_store.registry.patterns import matches as _matches
@@ -88,7 +89,7 @@ __all__ = [
 
 _CHECK_KEYS = frozenset({"metric", *ALL_BOUNDS, *aggregate.KEYS})
 _OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *RULES, "equal_nan", "why", "checks", evidence.KEY})
-_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY, ordered.KEY}
+_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY, ordered.KEY, oracle.KEY}
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ class Tolerance:
     over: Aggregate | None = None  # registry/aggregate.py
     intermediates: Intermediates | None = None  # registry/ordered.py
     evidence: evidence.Evidence | None = None  # what a calibration observed (judges nothing)
+    oracle: Oracle | None = None  # registry/oracle.py: judged by the upstream's own error
     # Lookups built once per value (not part of it: equality, hashing and the JSON ignore it):
     # the overrides by exact name, the pattern keys, and each array's resolved tolerance. A
     # record with thousands of per-array entries is resolved in one pass, not one per array.
@@ -297,6 +299,7 @@ class Tolerance:
             if need_metric
             else None,
             evidence.parse(raw, where, field),
+            Oracle.from_json(raw[oracle.KEY], where, field) if oracle.KEY in raw else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -319,7 +322,8 @@ class Tolerance:
             out[by_env.KEY] = {e.key: e.to_json() for e in self.expectations}
         if self.over is not None:
             out.update(self.over.to_json())
-        for key, part in ((ordered.KEY, self.intermediates), (evidence.KEY, self.evidence)):
+        parts = ((ordered.KEY, self.intermediates), (evidence.KEY, self.evidence))
+        for key, part in (*parts, (oracle.KEY, self.oracle)):
             if part is not None:
                 out[key] = part.to_json()
         return out
