@@ -11,6 +11,7 @@ import contextlib
 import functools
 import gc
 import json
+import os
 import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -116,6 +117,9 @@ def progress(total: int, label: str, *, enabled: bool) -> Iterator[Callable[[obj
     """A transient bar on stderr, hidden for ``--json``, for fewer than two items and when stderr
     is no terminal (a log, such as a pipeline's, would keep only the blank line it leaves);
     yields the ``on_result`` callback that advances it by one."""
+    if not enabled or total <= 1 or not _may_be_terminal():
+        yield lambda _result: None  # no bar: rich is not even imported (a warm verify's start-up)
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = _console("err")
@@ -131,6 +135,21 @@ def progress(total: int, label: str, *, enabled: bool) -> Iterator[Callable[[obj
     with bar:
         task = bar.add_task(label, total=total)
         yield lambda _result: bar.advance(task)
+
+
+def _may_be_terminal() -> bool:
+    """Whether stderr may be a terminal as rich decides it: a TTY, or one of the variables by
+    which rich is told to treat it as one. When in doubt, yes: rich then decides."""
+    return sys.stderr.isatty() or any(
+        os.environ.get(v) for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    )
+
+
+def echo_lines(lines: Iterable[str]) -> None:
+    """Plain lines on stdout, each escaped and redacted as the consoles do (:func:`display.text`),
+    without making a console: a summary with no table or colour needs no rich."""
+    sys.stdout.write("".join(display.text(line, keep="\n") + "\n" for line in lines))
+    sys.stdout.flush()
 
 
 workers_option = click.option(

@@ -116,7 +116,6 @@ def print_results(
     declared gap is fine), or of every artifact with ``verbose``; then the counts. ``--json``
     has every result."""
     counts = Counter(r.status for r in results)
-    out = _common.out  # made on first use: 'verify --json' never makes it
     not_fine = [r for r in results if not r.ok and r.status is not Status.GAP]
     shown = results if verbose else not_fine[:limit]
     if shown:
@@ -133,10 +132,13 @@ def print_results(
             table.caption = (
                 f"… and {len(not_fine) - len(shown):,} more not verified (use --json for all)"
             )
-        out.print(table)
-    for line in family_lines(((r.name, r.status) for r in results), Status):
-        out.print(line, markup=False)
-    out.print(f"{len(results)} artifacts: {counts_text((s, counts[s]) for s in Status) or 'none'}")
+        _common.out.print(table)  # made on first use: a summary with no table never makes it
+    _common.echo_lines(
+        [
+            *family_lines(((r.name, r.status) for r in results), Status),
+            f"{len(results)} artifacts: {counts_text((s, counts[s]) for s in Status) or 'none'}",
+        ]
+    )
 
 
 def _detail(r: Result) -> str:
