@@ -69,17 +69,23 @@ def by_hand(path: Path, candidate: dict[str, Any]) -> None:
             np.testing.assert_array_max_ulp(candidate[key], npz[key], maxulp=1)
 
 
-def alternate(contenders: dict[str, Callable[[], Any]], repeat: int) -> dict[str, list[float]]:
+def alternate(
+    contenders: dict[str, Callable[[], Any]],
+    repeat: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, list[float]]:
     """Seconds of each contender's runs: one untimed run each (imports, page cache), then
-    ``repeat`` timed rounds taking them in turn, so a noisy moment touches every one alike."""
+    ``repeat`` timed rounds taking them in turn, so a noisy moment touches every one alike.
+    ``clock`` is wall time by default; ``time.process_time`` counts this process's CPU time
+    only, which other work on a shared machine does not inflate."""
     times: dict[str, list[float]] = {k: [] for k in contenders}
     for run in contenders.values():
         run()
     for _ in range(repeat):
         for label, run in contenders.items():
-            start = time.perf_counter()
+            start = clock()
             run()
-            times[label].append(time.perf_counter() - start)
+            times[label].append(clock() - start)
     return times
 
 

@@ -10,8 +10,10 @@ compared element by element.
   array every metric's error (max/mean abs, rms, max/mean rel, ULPs, cosine);
 - by hand: ``np.load`` of the same file and ``np.testing.assert_allclose`` per array.
 
-It prints both medians, their ratio (the hand-rolled time over ``assert_parity``'s: 1.0x or more
-means ``assert_parity`` is at least as fast) and the size of the registry entry per array.
+It prints both medians in wall time and in CPU time (this process's only: what other work on a
+shared machine does not inflate), their ratios (the hand-rolled time over ``assert_parity``'s:
+1.0x or more means ``assert_parity`` is at least as fast), and the registry's size per array:
+the family file as written (the record with its arrays manifest and its one pattern rule).
 
 Usage: ``uv run python bench/parity_many_bench.py [--arrays N] [--repeat R]``
 """
@@ -19,9 +21,9 @@ Usage: ``uv run python bench/parity_many_bench.py [--arrays N] [--repeat R]``
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,7 +65,7 @@ def build(root: Path, count: int) -> tuple[Fixtures, Path, dict[str, Any], int]:
     raw = {**records[NAME].to_json(), "tolerance": TOLERANCE}
     records[NAME] = registry_mod.parse_record(NAME, raw, file="bench")
     write_family(registry, "bench", records.values())
-    entry = len(json.dumps(raw, indent=2, sort_keys=True).encode())
+    entry = sum(f.stat().st_size for f in (root / "provenance").rglob("*") if f.is_file())
     candidate = {k: np.nextafter(v, np.float32(np.inf)) for k, v in reference.items()}
     return Fixtures(store, registry_mod.load(root)), path, candidate, entry
 
@@ -87,14 +89,17 @@ def main() -> None:
             parity: lambda: assert_parity(NAME, candidate, fixtures=view),
             hand: lambda: by_hand(path, candidate),
         }
-        times = alternate(contenders, args.repeat)
-    medians = {k: statistics.median(v) for k, v in times.items()}
+        clocks = {"wall": time.perf_counter, "cpu": time.process_time}
+        times = {c: alternate(contenders, args.repeat, clock) for c, clock in clocks.items()}
     print(f"reference: {args.arrays:,} float32 arrays of {SIZE} elements, one pattern rule")
-    for label, t in medians.items():
-        spread = max(times[label]) - min(times[label])
-        print(f"  {label:42s} {t * 1e3:8.1f} ms (±{spread * 1e3:.1f})")
-    print(f"  ratio (hand-rolled / assert_parity): {medians[hand] / medians[parity]:.2f}x")
-    print(f"  registry entry: {entry:,} bytes, {entry / args.arrays:.1f} bytes per array")
+    for clock, runs in times.items():
+        medians = {k: statistics.median(v) for k, v in runs.items()}
+        for label, t in medians.items():
+            spread = max(runs[label]) - min(runs[label])
+            print(f"  {clock:4s} {label:42s} {t * 1e3:8.1f} ms (±{spread * 1e3:.1f})")
+        ratio = medians[hand] / medians[parity]
+        print(f"  {clock:4s} ratio (hand-rolled / assert_parity): {ratio:.2f}x")
+    print(f"  registry: {entry:,} bytes, {entry / args.arrays:.1f} bytes per array")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from fixture_store.numerics import aggregate, integers, ulp
+from fixture_store.numerics import aggregate, integers, segments, ulp
 from fixture_store.registry.dtypes import DEFAULT_TABLE
 from fixture_store.registry.tolerance import (
     ArrayTolerance,
@@ -250,7 +250,7 @@ class Errors:
         if top == 0.0 or not math.isfinite(top):
             return top
         scaled = self.diff.reshape(-1) / top
-        return top * math.sqrt(float(np.dot(scaled, scaled)) / scaled.size)
+        return top * math.sqrt(segments.total(scaled * scaled) / scaled.size)
 
     @property
     def cosine(self) -> float:
@@ -305,7 +305,7 @@ class Errors:
     @property
     def mean_abs(self) -> float:
         with np.errstate(over="ignore"):  # a sum past float64's range is an infinite mean
-            return float(self.diff.sum()) / self.diff.size if self.diff.size else 0.0
+            return segments.total(self.diff) / self.diff.size if self.diff.size else 0.0
 
     @property
     def max_rel(self) -> float:
@@ -313,10 +313,10 @@ class Errors:
 
     @property
     def mean_rel(self) -> float:
-        finite = self.rel[np.isfinite(self.rel)]
-        count = int(finite.size)
-        if count:
-            return float(finite.sum()) / count
+        finite = np.isfinite(self.rel)
+        count = int(np.count_nonzero(finite))
+        if count:  # the sum with zeros in place of the infinite: as a batch sums it
+            return segments.total(np.where(finite, self.rel, 0.0)) / count
         return self.max_rel if self.rel.size else 0.0
 
     @property
@@ -411,7 +411,7 @@ def _cosine(e: np.ndarray[Any, Any], a: np.ndarray[Any, Any]) -> float:
         return 0.0 if top_e == top_a else 1.0
     if e.dtype.kind != "c" and all(_UNSCALED[0] < t < _UNSCALED[1] for t in (top_e, top_a)):
         # No square can overflow and the largest cannot underflow: no copies scaled.
-        dot, norm_e, norm_a = float(np.dot(e, a)), float(np.dot(e, e)), float(np.dot(a, a))
+        dot, norm_e, norm_a = (segments.total(x * y) for x, y in ((e, a), (e, e), (a, a)))
         return min(2.0, max(0.0, 1.0 - dot / (math.sqrt(norm_e) * math.sqrt(norm_a))))
     es, as_ = e / top_e, a / top_a
     dot = float(np.real(np.vdot(es, as_)))

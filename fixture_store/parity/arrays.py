@@ -12,14 +12,31 @@ similarity, whatever metric judges it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fixture_store.numerics.arrays import WIDENED_RTOL, Outcome, dtype_name, judge_arrays
+import numpy as np
+
+from fixture_store.numerics import batch
+from fixture_store.numerics.arrays import (
+    WIDENED_RTOL,
+    Outcome,
+    dtype_name,
+    judge_arrays,
+    resolved,
+)
 from fixture_store.parity import parts
 from fixture_store.registry.tolerance import ArrayTolerance
 
-__all__ = ["WIDENED_RTOL", "ArrayComparison", "Outcome", "compare_arrays", "dtype_name"]
+__all__ = [
+    "WIDENED_RTOL",
+    "ArrayComparison",
+    "Outcome",
+    "compare_arrays",
+    "compare_many",
+    "dtype_name",
+]
 
 
 @dataclass(frozen=True)
@@ -90,3 +107,96 @@ def compare_arrays(
         rms=errors.rms,
         cosine=errors.cosine,
     )
+
+
+# One array to compare: its name, the expected and actual values, and its tolerance.
+Pair = tuple[str, Any, Any, ArrayTolerance | None]
+
+
+def compare_many(pairs: Iterable[Pair]) -> tuple[ArrayComparison, ...]:
+    """Each pair compared as :func:`compare_arrays` compares it, in order, with the same
+    result: the arrays that can be (:func:`~fixture_store.numerics.batch.batchable`) are judged
+    in batches by (dtype, tolerance), a few numpy calls per batch instead of per array; those a
+    batch leaves undecided (a failure, a special value) and every other pair are judged alone."""
+    items = [(name, np.asarray(e), np.asarray(a), tol) for name, e, a, tol in pairs]
+    out: list[ArrayComparison | None] = [None] * len(items)
+    # Each (tolerance, dtype) is resolved and interned once, by identity first: a record's
+    # arrays share a few rule objects, and equal rules share one batch.
+    seen: dict[tuple[int, int], tuple[ArrayTolerance, list[int]] | None] = {}
+    interned: dict[tuple[np.dtype[Any], ArrayTolerance], tuple[ArrayTolerance, list[int]]] = {}
+    for i, (_name, exp, act, tol) in enumerate(items):
+        key = (id(tol), id(exp.dtype))
+        if key not in seen:
+            rule = resolved(tol or ArrayTolerance(), exp.dtype)
+            seen[key] = (
+                interned.setdefault((exp.dtype, rule), (rule, []))
+                if batch.batchable_dtype(exp.dtype) and batch.batched_tolerance(rule)
+                else None
+            )
+        group = seen[key]
+        if group is not None and batch.batchable_pair(exp, act):
+            group[1].append(i)
+    for rule, members in interned.values():
+        if not members:
+            continue
+        judged = batch.judge_batch(
+            [items[i][1] for i in members], [items[i][2] for i in members], rule
+        )
+        for i, done in zip(
+            members, _from_batch(judged, [items[i] for i in members], rule), strict=True
+        ):
+            out[i] = done
+    return tuple(
+        done if done is not None else compare_arrays(*items[i]) for i, done in enumerate(out)
+    )
+
+
+def _from_batch(
+    judged: batch.Batch, items: list[tuple[str, Any, Any, Any]], rule: ArrayTolerance
+) -> list[ArrayComparison | None]:
+    """The comparisons a batch decided, in its order (``None``: judge that array alone)."""
+    columns = zip(
+        judged.status.tolist(),
+        judged.worst.tolist(),
+        judged.max_abs.tolist(),
+        judged.mean_abs.tolist(),
+        judged.max_rel.tolist(),
+        judged.mean_rel.tolist(),
+        judged.max_ulp.tolist(),
+        judged.rms.tolist(),
+        judged.cosine.tolist(),
+        strict=True,
+    )
+    out: list[ArrayComparison | None] = []
+    for (name, exp, _act, _tol), (status, worst, max_abs, *errors) in zip(
+        items, columns, strict=True
+    ):
+        if status == _IDENTICAL:
+            out.append(ArrayComparison(name, Outcome.IDENTICAL, tolerance=rule))
+        elif status == _WITHIN:
+            mean_abs, max_rel, mean_rel, max_ulp, rms, cosine = errors
+            shape = exp.shape
+            index = (worst,) if len(shape) == 1 else tuple(map(int, np.unravel_index(worst, shape)))
+            out.append(
+                ArrayComparison(
+                    name,
+                    Outcome.WITHIN,
+                    max_abs,
+                    mean_abs,
+                    max_rel,
+                    mean_rel,
+                    index,
+                    "",
+                    rule,
+                    max_ulp,
+                    max_abs_finite=max_abs,
+                    rms=rms,
+                    cosine=cosine,
+                )
+            )
+        else:
+            out.append(None)
+    return out
+
+
+_IDENTICAL, _WITHIN = int(batch.Status.IDENTICAL), int(batch.Status.WITHIN)

@@ -27,7 +27,7 @@ from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
 from fixture_store.parity import oracle, runlog
-from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
+from fixture_store.parity.arrays import ArrayComparison, compare_many, dtype_name
 from fixture_store.parity.oracle import OracleJudgement
 from fixture_store.parity.ordered import Divergence, first_divergence
 from fixture_store.registry import Content, Tolerance
@@ -165,10 +165,8 @@ def compare(
 ) -> ParityReport:
     """Every expected array compared with the actual one of its name, under ``tolerance``."""
     tol = tolerance or Tolerance()
-    comparisons = tuple(
-        compare_arrays(
-            key, expected[key], actual[key], tol.for_array(key, dtype=_dtype(expected[key]))
-        )
+    comparisons = compare_many(
+        (key, expected[key], actual[key], tol.for_array(key, dtype=_dtype(expected[key])))
         for key in sorted(expected)
         if key in actual
     )

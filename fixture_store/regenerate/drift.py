@@ -27,7 +27,7 @@ from fixture_store._extras import require
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.parity import parts
-from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_arrays
+from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_many
 from fixture_store.registry import Tolerance
 
 
@@ -216,14 +216,19 @@ def compare_file(
             candidate=candidate,
             registered=registered,
         )
-    results = []
     tolerance = tolerance or Tolerance()  # none written: the built-in defaults
-    for key in sorted(reg):
-        aname = member + (f":{key}" if key else "")
-        tol = tolerance.for_array(
-            aname, _array_name(member, key, reg_bytes), member, dtype=str(reg[key].dtype)
+    names = {key: member + (f":{key}" if key else "") for key in sorted(reg)}
+    results = compare_many(
+        (
+            aname,
+            reg[key],
+            cand[key],
+            tolerance.for_array(
+                aname, _array_name(member, key, reg_bytes), member, dtype=str(reg[key].dtype)
+            ),
         )
-        results.append(compare_arrays(aname, reg[key], cand[key], tol))
+        for key, aname in names.items()
+    )
     outcomes = {r.outcome for r in results}
     if Outcome.DRIFT in outcomes:
         verdict = Verdict.DRIFT

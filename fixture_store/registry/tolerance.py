@@ -424,17 +424,25 @@ class Tolerance:
         for name in names:
             sub = self.override(name)
             if sub is not None:
-                return _resolve(sub, base)
+                return self._shared(sub, base)
         pattern = self.pattern_for(*names) if names else None
         if pattern is not None:
-            return _resolve(pattern[1], base)
+            return self._shared(pattern[1], base)
         steps = self.intermediates
         if steps is not None and any(steps.holds(n) for n in names):
-            return _resolve(steps.rule, base)
+            return self._shared(steps.rule, base)
         for key, sub in self.per_dtype or ():
             if key == dtype:
-                return _resolve(sub, base)
+                return self._shared(sub, base)
         return base
+
+    def _shared(self, sub: Tolerance, base: ArrayTolerance) -> ArrayTolerance:
+        """One rule per override: the arrays a pattern or a dtype matches share it (a batch of
+        them is then one group)."""
+        rule = self._memo.get(("rule", id(sub)))
+        if rule is None:
+            rule = self._memo[("rule", id(sub))] = _resolve(sub, base)
+        return rule
 
 
 def _resolve(sub: Tolerance, base: ArrayTolerance) -> ArrayTolerance:

@@ -316,6 +316,22 @@ def test_the_precedence_is_name_then_pattern_then_dtype_then_record() -> None:
     assert by_dtype.for_array("x", dtype="bfloat16").metric is Metric.DEFAULT
 
 
+def test_the_arrays_one_override_matches_share_one_resolved_rule() -> None:
+    # Resolved once per record, not once per array: a batch of them is then one group.
+    tol = parse(
+        {
+            "metric": "mean_abs",
+            "max": 1e-3,
+            "per_array": {"coeffs_*": {"metric": "allclose"}, "exact_one": {"max": 1.0}},
+            "per_dtype": {"float16": {"max": 5.0}},
+        }
+    )
+    assert tol.for_array("coeffs_0001") is tol.for_array("coeffs_0002", dtype="float16")
+    assert tol.for_array("h1", dtype="float16") is tol.for_array("h2", dtype="float16")
+    assert tol.for_array("exact_one").bound == 1.0
+    assert tol.for_array("coeffs_0001").metric is Metric.ALLCLOSE
+
+
 @pytest.mark.parametrize(
     ("pattern", "spec"),
     [("*", (-1, 0)), ("coeffs/*", (-1, 7)), ("a?[bc]*", (-3, 1)), ("plain", (0, 5))],
