@@ -13,6 +13,7 @@ from fixture_store.errors import UsageError
 from fixture_store.importers import folders, held, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers import register as register_mod
+from fixture_store.importers import report
 from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
 
 _FORMATS = ", ".join(importers.FORMATS)
@@ -126,7 +127,10 @@ def import_cmd(
     listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is
     recorded); one mismatch and nothing is stored or registered (exit 1). Listed files that are
     absent and unlisted files beside listed ones (orphans) are reported; with --strict they fail
-    the import the same way (absent files declared by --gaps excepted).
+    the import the same way (absent files declared by --gaps excepted). A field the importer
+    does not know is kept verbatim (metadata.unknown_fields) and listed; one it knows under
+    another name is read as that field and listed. --dry-run builds and checks every record
+    as the import does, and stores and registers nothing.
     """
     fmt, manifest = _split_args(args)
     registry = obj.registry()
@@ -143,19 +147,15 @@ def import_cmd(
             origin = _manifest_origin(obj, manifest, root, requirement, dist, dist_digest, scratch)
             plan = importers.plan_import(origin, manifest, fmt)
         _refuse(plan, strict=strict, gaps=gaps, as_json=as_json)
+        # --dry-run or not, every record is built and checked by the same code; only the
+        # commit (storing and registering) is left out.
+        prepared = register_mod.prepare(
+            registry, plan, origin, family=family, kind=Kind(kind), gaps=gaps
+        )
         imported = None
         if not dry_run:
-            imported = register_mod.register(
-                store,
-                registry,
-                plan,
-                origin,
-                family=family,
-                kind=Kind(kind),
-                gaps=gaps,
-                replace=replace,
-            )
-    _report(plan, imported, gaps=gaps, as_json=as_json)
+            imported = register_mod.commit(store, registry, prepared, replace=replace)
+    _report(prepared, imported, gaps=gaps, as_json=as_json)
 
 
 def _manifest_origin(
@@ -195,10 +195,21 @@ def _refuse(plan: plan_mod.Plan, *, strict: bool, gaps: bool, as_json: bool) -> 
 
 
 def _report(
-    plan: plan_mod.Plan, imported: register_mod.Imported | None, *, gaps: bool, as_json: bool
+    prepared: register_mod.Prepared,
+    imported: register_mod.Imported | None,
+    *,
+    gaps: bool,
+    as_json: bool,
 ) -> None:
+    plan = prepared.plan
     if as_json:
-        print_json({**plan.to_json(), "imported": imported.to_json() if imported else None})
+        print_json(
+            {
+                **plan.to_json(),
+                **prepared.to_json(),
+                "imported": imported.to_json() if imported else None,
+            }
+        )
     elif imported is None:
         out.print(
             f"would import {len(plan.accepted)} file(s) from {plan.manifest} ({plan.format}); "
@@ -212,6 +223,8 @@ def _report(
             markup=False,
         )
     if not as_json:
+        for line in report.lines(plan.entries()):
+            out.print(line, markup=False)
         absent = [e.path for e in plan.absent]
         _note(
             "absent",

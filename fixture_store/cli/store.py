@@ -147,9 +147,10 @@ def parse_source(
     "upstreams",
     multiple=True,
     metavar="PIN",
-    help="What the bytes were derived from, pinned, digest optional: hf://REPO@<40-hex>/PATH, "
-    "git+https://HOST/REPO@<40-hex>#PATH, pypi:NAME==VERSION/FILE, https://URL, or the JSON "
-    "object. Repeatable.",
+    help="What the bytes were derived from, pinned, digest optional: OWNER/NAME@<40-hex>:FILE "
+    "or hf://REPO@<40-hex>/PATH (Hub), git+https://HOST/REPO@<40-hex>[#PATH] or "
+    "https://github.com/OWNER/REPO/tree/<40-hex> (git; no PATH: the repository at that commit), "
+    "pypi:NAME==VERSION/FILE, https://URL, or the JSON object. Repeatable.",
 )
 @click.option("--upstream-license", help="License of the upstreams given (SPDX id).")
 @click.option("--seed", type=int, help="The generator's random seed.")

@@ -22,10 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from fixture_store.errors import UsageError
+from fixture_store.errors import RegistryError, UsageError
+from fixture_store.importers.fields import Mapped
 from fixture_store.objects.trees import TreePathError, check_member_path
 from fixture_store.registry import nesting
+from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import freeze, thaw
+from fixture_store.registry.where import Where
 
 # A manifest lists files, a line or an entry each: 64 MiB lists hundreds of thousands. More is
 # not a manifest, and would be read into memory whole.
@@ -104,36 +107,6 @@ class ExpectedDigest:
 
 
 @dataclass(frozen=True)
-class Upstream:
-    """Where a fixture's reference implementation comes from, as the manifest writes it."""
-
-    repository: str
-    revision: str | None = None
-    checkpoint: str | None = None
-
-    @classmethod
-    def from_json(cls, raw: Any, where: str) -> Self:
-        if not isinstance(raw, Mapping) or not _text(raw.get("repository")):
-            raise ManifestError(where, "upstream must be an object with a 'repository'")
-        unknown = sorted(set(raw) - {"repository", "revision", "checkpoint"})
-        if unknown:
-            raise ManifestError(where, f"upstream has an unknown field {unknown[0]!r}")
-        for key in ("revision", "checkpoint"):
-            if key in raw and not _text(raw[key]):
-                raise ManifestError(where, f"upstream.{key} must be a non-empty string")
-        return cls(raw["repository"], raw.get("revision"), raw.get("checkpoint"))
-
-    def to_json(self) -> dict[str, Any]:
-        out = {"repository": self.repository}
-        out.update(
-            (k, v)
-            for k, v in (("revision", self.revision), ("checkpoint", self.checkpoint))
-            if v is not None
-        )
-        return out
-
-
-@dataclass(frozen=True)
 class ManifestEntry:
     """One file a manifest lists: its path (relative, checked), the digests the bytes must have,
     and what else the manifest says about it. ``where`` is the manifest and line it came from."""
@@ -146,7 +119,10 @@ class ManifestEntry:
     arrays: Mapping[str, Any] | None = None
     # A number (mean absolute error) or a metric object, as written; see register._tolerance.
     tolerance: float | Mapping[str, Any] | None = None
-    upstream: Upstream | None = None
+    # The pinned upstreams (parsed and checked when the manifest is read), and an upstream the
+    # manifest states that is no pin (no revision), kept as written.
+    upstream: tuple[upstream_mod.Upstream, ...] = ()
+    stated_upstream: Any = None
     seed: int | None = None
     input_shape: tuple[int, ...] | None = None
     generator: str | None = None
@@ -154,6 +130,11 @@ class ManifestEntry:
     # Another place that may hold the same bytes (a DVC cache object), read when the file itself
     # is absent and checked against the same digests.
     cached_at: str | None = None
+    # Fields no table of :mod:`.fields` knows (JSON pointer -> value, verbatim) and the ones read
+    # under another name; ``pointer`` is the entry's own (``None``: the format has no objects).
+    unknown: Mapping[str, Any] = field(default_factory=dict)
+    mapped: tuple[Mapped, ...] = ()
+    pointer: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", check_path(self.path, self.where))
@@ -164,6 +145,8 @@ class ManifestEntry:
         object.__setattr__(self, "arrays", freeze(self.arrays))
         object.__setattr__(self, "metadata", freeze(dict(self.metadata)))
         object.__setattr__(self, "tolerance", freeze(self.tolerance))
+        object.__setattr__(self, "unknown", freeze(dict(self.unknown)))
+        object.__setattr__(self, "stated_upstream", freeze(self.stated_upstream))
 
     def _stated(self) -> dict[str, Any]:
         """What the manifest states besides the digests, by field name."""
@@ -172,12 +155,14 @@ class ManifestEntry:
             "url": self.url,
             "arrays": self.arrays,
             "tolerance": self.tolerance,
-            "upstream": self.upstream.to_json() if self.upstream else None,
+            "upstream": [up.to_json() for up in self.upstream] or None,
+            "stated_upstream": self.stated_upstream,
             "seed": self.seed,
             "input_shape": self.input_shape,
             "generator": self.generator,
             "metadata": self.metadata,
             "cached_at": self.cached_at,
+            "unknown": self.unknown,
         }
 
     @property
@@ -195,6 +180,7 @@ class ManifestEntry:
                 for alg, _, hexpart in (str(text).partition(":") for text in raw["digests"])
             )
             upstream = raw.get("upstream")
+            pinned = upstream_mod.parse_list(upstream, Where(where)) if upstream else ()
             shape = raw.get("input_shape")
             return cls(
                 raw["path"],
@@ -204,13 +190,21 @@ class ManifestEntry:
                 url=raw.get("url"),
                 arrays=raw.get("arrays"),
                 tolerance=raw.get("tolerance"),
-                upstream=Upstream.from_json(upstream, where) if upstream is not None else None,
+                upstream=pinned,
+                stated_upstream=raw.get("stated_upstream"),
                 seed=raw.get("seed"),
                 input_shape=tuple(shape) if shape is not None else None,
                 generator=raw.get("generator"),
                 metadata=raw.get("metadata") or {},
                 cached_at=raw.get("cached_at"),
+                unknown=raw.get("unknown") or {},
+                mapped=tuple(
+                    Mapped(m["field"], m["as"], m.get("note")) for m in raw.get("mapped") or ()
+                ),
+                pointer=raw.get("pointer"),
             )
+        except RegistryError as e:
+            raise ManifestError(where, f"not a manifest entry: {e.message}") from e
         except (KeyError, TypeError, ValueError) as e:
             raise ManifestError(where, f"not a manifest entry: {e!r}") from e
 
@@ -225,12 +219,16 @@ class ManifestEntry:
             "url": self.url,
             "arrays": thaw(self.arrays),
             "tolerance": thaw(self.tolerance),
-            "upstream": self.upstream.to_json() if self.upstream else None,
+            "upstream": [up.to_json() for up in self.upstream] or None,
+            "stated_upstream": thaw(self.stated_upstream),
             "seed": self.seed,
             "input_shape": list(self.input_shape) if self.input_shape is not None else None,
             "generator": self.generator,
             "metadata": thaw(self.metadata) or None,
             "cached_at": self.cached_at,
+            "unknown": thaw(self.unknown) or None,
+            "mapped": [m.to_json() for m in self.mapped] or None,
+            "pointer": self.pointer,
         }
         out.update((k, v) for k, v in optional.items() if v is not None)
         return out
@@ -354,7 +352,3 @@ def refuse_duplicates(entries: list[ManifestEntry]) -> tuple[ManifestEntry, ...]
                 entry.where, f"{entry.path!r} is listed twice (first at {first.where})"
             )
     return tuple(entries)
-
-
-def _text(value: object) -> bool:
-    return isinstance(value, str) and bool(value.strip())

@@ -10,9 +10,11 @@
                                   ...}}}
 
 The map of files may have any key (``fixtures``, ``files``, ...): it is the one top-level
-object besides ``locked_environment``. Each file needs its ``sha256``; ``tolerance`` is a number
-(the largest mean absolute error) or a metric object; fields not named here are kept as the
-record's metadata, and so is ``locked_environment``. Duplicate keys are refused.
+object whose entries carry a digest. Each file needs its ``sha256``; ``tolerance`` is a number
+(the largest mean absolute error) or a metric object. Fields are read by the tables of
+:mod:`~fixture_store.importers.fields` under every name they know; a field no table knows, at
+any level, is kept verbatim (by its JSON pointer) and reported, never refused. Duplicate keys
+are refused.
 """
 
 from __future__ import annotations
@@ -21,20 +23,19 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fixture_store.importers import fields as fields_mod
+from fixture_store.importers import upstreams
 from fixture_store.importers.entry import (
     ExpectedDigest,
     ManifestEntry,
     ManifestError,
-    Upstream,
     load_json,
     refuse_duplicates,
 )
 
 FORMAT = "json"
-_TOP = frozenset({"format_version", "locked_environment"})
-_KNOWN = frozenset(
-    {"sha256", "size", "url", "arrays", "tolerance", "upstream", "seed", "input_shape", "generator"}
-)
+_TOP = frozenset(name for row in fields_mod.DOCUMENT for name in row.names)
+_DIGESTS = next(row.names for row in fields_mod.ENTRY if row.name == "sha256")
 
 
 class _Duplicate(Exception):  # not a ValueError: load_json reads those as the parser's
@@ -57,13 +58,19 @@ def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
         raise ManifestError(shown, f"duplicate key {e.args[0]!r}") from e
     if not isinstance(doc, dict) or "format_version" not in doc:
         raise ManifestError(shown, "must be an object with a 'format_version'")
-    environment = doc.get("locked_environment")
+    key = _file_map(doc, shown)
+    top = fields_mod.Fields()
+    known, _ = top.read({k: v for k, v in doc.items() if k != key}, fields_mod.DOCUMENT, "")
+    environment = known.get("locked_environment")
     if environment is not None and not isinstance(environment, dict):
         raise ManifestError(f"{shown}: 'locked_environment'", "must be an object")
-    files = _file_map(doc, shown)
     base = {"locked_environment": environment} if environment is not None else {}
+    at = fields_mod.pointer("", key)
     return refuse_duplicates(
-        [_entry(name, raw, f"{shown}: {name!r}", base) for name, raw in files.items()]
+        [
+            _entry(name, raw, f"{shown}: {name!r}", base, top=top, at=fields_mod.pointer(at, name))
+            for name, raw in doc[key].items()
+        ]
     )
 
 
@@ -71,52 +78,108 @@ def looks_like(text: str, shown: str) -> bool:
     return shown.endswith(".json") and '"format_version"' in text
 
 
-def _file_map(doc: dict[str, Any], shown: str) -> dict[str, Any]:
-    maps = [key for key in doc if key not in _TOP]
-    if len(maps) != 1 or not isinstance(doc[maps[0]], dict):
+def _file_map(doc: dict[str, Any], shown: str) -> str:
+    """The key of the one map of file name -> entry: the one object whose entries all carry a
+    digest, else the one object of objects; every other top-level field is the document's."""
+    others = [key for key in doc if key not in _TOP]
+    maps = [key for key in others if _lists_files(doc[key], digests=True)]
+    if len(maps) != 1:
+        maps = [key for key in others if _lists_files(doc[key], digests=False)]
+    if len(maps) != 1:
         raise ManifestError(
             shown,
             f"needs exactly one map of file name -> entry besides {sorted(_TOP)}; found "
             f"{maps or 'none'}",
         )
-    files: dict[str, Any] = doc[maps[0]]
-    return files
+    return maps[0]
 
 
-def _entry(name: str, raw: Any, where: str, base: Mapping[str, Any]) -> ManifestEntry:
+def _lists_files(value: Any, *, digests: bool) -> bool:
+    if not isinstance(value, dict) or (digests and not value):
+        return False
+    entries = value.values()
+    if digests:
+        return all(isinstance(e, dict) and any(d in e for d in _DIGESTS) for e in entries)
+    return all(isinstance(e, dict) for e in entries)
+
+
+def _entry(
+    name: str,
+    raw: Any,
+    where: str,
+    base: Mapping[str, Any],
+    *,
+    top: fields_mod.Fields,
+    at: str,
+) -> ManifestEntry:
     if not isinstance(raw, dict):
         raise ManifestError(where, "must be an object with a 'sha256'")
-    if not isinstance(raw.get("sha256"), str):
+    found = fields_mod.Fields()
+    known, keys = found.read(raw, fields_mod.ENTRY, at)
+    if not isinstance(known.get("sha256"), str):
         raise ManifestError(where, "missing 'sha256'", fix="sha256sum FILE gives it")
-    digest = ExpectedDigest.parse("sha256", raw["sha256"].removeprefix("sha256:"), where)
+    stated = upstreams.Read((), None)
+    if "upstream" in known:
+        beside = keys.get("upstream_digest")
+        stated = upstreams.read(
+            known["upstream"],
+            fields_mod.pointer(at, keys["upstream"]),
+            where,
+            found,
+            (fields_mod.pointer(at, beside), known[beside]) if beside else None,
+        )
+    elif "upstream_digest" in known:  # a digest beside no upstream: whose it is is unknown
+        key = keys["upstream_digest"]
+        found.mapped = [m for m in found.mapped if m.pointer != fields_mod.pointer(at, key)]
+        found.unknown[fields_mod.pointer(at, key)] = known["upstream_digest"]
+    arrays = _arrays(known.get("arrays"), where, fields_mod.pointer(at, "arrays"), found)
+    named = {"intermediate_tolerance": known.get("intermediate_tolerance")}
+    every = top.merged(found)
     return ManifestEntry(
         name,
-        (digest,),
+        (_digest(known["sha256"], where),),
         where,
-        size=_natural(raw, "size", where),
-        url=_string(raw, "url", where),
-        arrays=_arrays(raw.get("arrays"), where),
-        tolerance=_tolerance(raw.get("tolerance"), where),
-        upstream=Upstream.from_json(raw["upstream"], where) if "upstream" in raw else None,
-        seed=_integer(raw, "seed", where),
-        input_shape=_shape(raw.get("input_shape"), f"{where}: 'input_shape'"),
-        generator=_string(raw, "generator", where),
-        metadata={**base, **{k: v for k, v in raw.items() if k not in _KNOWN}},
+        size=_natural(known, "size", where),
+        url=_string(known, "url", where),
+        arrays=arrays,
+        tolerance=_tolerance(known.get("tolerance"), where),
+        upstream=stated.pinned,
+        stated_upstream=stated.stated,
+        seed=_integer(known, "seed", where),
+        input_shape=_shape(known.get("input_shape"), f"{where}: 'input_shape'"),
+        generator=_string(known, "generator", where),
+        metadata={**base, **{k: v for k, v in named.items() if v is not None}},
+        unknown=every.unknown,
+        mapped=tuple(every.mapped),
+        pointer=at,
     )
 
 
-def _arrays(raw: Any, where: str) -> dict[str, Any] | None:
+def _digest(text: str, where: str) -> ExpectedDigest:
+    """The file's digest, ``ALGORITHM:HEX`` or bare hex (SHA-256)."""
+    algorithm, colon, hexpart = text.partition(":")
+    if not colon:
+        algorithm, hexpart = "sha256", text
+    return ExpectedDigest.parse(algorithm, hexpart, where)
+
+
+def _arrays(raw: Any, where: str, at: str, found: fields_mod.Fields) -> dict[str, Any] | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise ManifestError(where, "'arrays' must be an object of name -> {dtype, shape}")
+    arrays: dict[str, Any] = {}
     for name, spec in raw.items():
-        if not isinstance(spec, dict) or set(spec) != {"dtype", "shape"}:
-            raise ManifestError(where, f"arrays[{name!r}] must be exactly {{dtype, shape}}")
-        if not isinstance(spec["dtype"], str) or not spec["dtype"]:
+        if not isinstance(spec, dict):
+            raise ManifestError(where, f"arrays[{name!r}] must be an object {{dtype, shape}}")
+        known, _ = found.read(spec, fields_mod.ARRAY, fields_mod.pointer(at, name))
+        if set(known) != {"dtype", "shape"}:
+            raise ManifestError(where, f"arrays[{name!r}] must have a dtype and a shape")
+        if not isinstance(known["dtype"], str) or not known["dtype"]:
             raise ManifestError(where, f"arrays[{name!r}].dtype must be a dtype name")
-        _shape(spec["shape"], f"{where}: arrays[{name!r}].shape")
-    return raw
+        _shape(known["shape"], f"{where}: arrays[{name!r}].shape")
+        arrays[name] = known
+    return arrays
 
 
 def _shape(raw: Any, where: str) -> tuple[int, ...] | None:

@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from fixture_store.errors import UsageError
+from fixture_store.importers import report
 from fixture_store.importers.entry import (
     MAX_MANIFEST_BYTES,
     ManifestEntry,
@@ -282,7 +283,12 @@ class Plan:
             "mismatched": [m.to_json() for m in self.mismatched],
             "orphans": list(self.orphans),
             "unverified": [u.to_json() for u in self.unverified],
+            **report.fields_json(self.entries()),
         }
+
+    def entries(self) -> tuple[ManifestEntry, ...]:
+        """The entries an import registers or reports (accepted, then absent)."""
+        return (*(a.entry for a in self.accepted), *self.absent)
 
 
 def make_plan(fmt: str, manifest: str, entries: Iterable[ManifestEntry], origin: Origin) -> Plan:

@@ -20,6 +20,7 @@ from typing import Any
 from fixture_store import ingest
 from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
+from fixture_store.importers.fields import UNKNOWN_FIELDS
 from fixture_store.importers.plan import Accepted, Origin, Plan
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
@@ -35,8 +36,7 @@ from fixture_store.registry import (
     family_of,
 )
 from fixture_store.registry import files as registry_files
-from fixture_store.registry import upstream as upstream_mod
-from fixture_store.registry.upstream import Upstream
+from fixture_store.registry.frozen import thaw
 
 # The metric a bare tolerance number means in a hand-rolled manifest: the largest mean absolute
 # error.
@@ -82,9 +82,11 @@ def _tolerance(entry: ManifestEntry, where: Where) -> Tolerance | None:
 def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotations:
     """Everything the manifest says about a file beyond its identity, as record fields.
 
-    ``arrays``, ``tolerance``, a pinned ``upstream``, ``seed``, ``input_shape`` and
-    ``generator`` (as the command) become the record's fields; url, an upstream that is no pin
-    and the manifest's own extra fields go into metadata, with where they were imported from.
+    ``arrays``, ``tolerance``, the pinned upstreams, ``seed``, ``input_shape`` and
+    ``generator`` (as the command) become the record's fields; url, an upstream that is no pin,
+    the named fields records have no field for yet, and the fields no table knows
+    (``unknown_fields``, by JSON pointer, verbatim) go into metadata, with where they were
+    imported from and which fields were read under another name.
     """
     if IMPORTED_FROM in entry.metadata:
         raise ManifestError(
@@ -92,47 +94,41 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
             f"{IMPORTED_FROM!r} is the field an import records itself in",
             fix="rename that field of the manifest",
         )
-    tolerance = _tolerance(entry, where)
-    pinned = _upstream(entry, where)
     described: dict[str, Any] = {
-        # an upstream without revision and checkpoint cannot be a pin: kept as stated
-        "upstream": entry.upstream.to_json() if entry.upstream and not pinned else None,
+        "upstream": thaw(entry.stated_upstream),
         "url": entry.url,
+        UNKNOWN_FIELDS: thaw(entry.unknown) or None,
     }
+    imported: dict[str, Any] = {
+        "format": plan.format,
+        "manifest": plan.manifest,
+        "digests": [str(d) for d in entry.digests],
+    }
+    if entry.mapped:
+        imported["mapped"] = {m.pointer: m.lands for m in entry.mapped}
     metadata = {
         **entry.metadata,
         **{k: v for k, v in described.items() if v is not None},
-        IMPORTED_FROM: {
-            "format": plan.format,
-            "manifest": plan.manifest,
-            "digests": [str(d) for d in entry.digests],
-        },
+        IMPORTED_FROM: imported,
     }
     arrays = dict(entry.arrays) if entry.arrays is not None else None
     return Annotations(
         arrays=arrays,
-        tolerance=tolerance,
+        tolerance=_tolerance(entry, where),
         metadata=metadata,
-        upstream=pinned,
+        upstream=entry.upstream or None,
         seed=entry.seed,
         input_shape=list(entry.input_shape) if entry.input_shape is not None else None,
         command=tuple(shlex.split(entry.generator)) if entry.generator else None,
     )
 
 
-def _upstream(entry: ManifestEntry, where: Where) -> tuple[Upstream, ...] | None:
-    """The manifest's upstream as a record's pinned upstream, by the pin rules of ``add
-    --upstream``: a repository URL is a git upstream at that commit, anything else a Hub repo at
-    that revision; the checkpoint is the path. ``None`` if it names no revision or checkpoint."""
-    up = entry.upstream
-    if up is None or up.revision is None or up.checkpoint is None:
-        return None
-    if "://" in up.repository:
-        raw = {"type": "git", "url": up.repository, "commit": up.revision, "path": up.checkpoint}
-    else:
-        raw = {"type": "hub", "repo_id": up.repository, "revision": up.revision}
-        raw["path"] = up.checkpoint
-    return (upstream_mod.parse_one(raw, where, "upstream"),)
+def blamed(entry: ManifestEntry, e: RegistryError) -> ManifestError:
+    """A registry refusal of what ``entry`` makes, as the manifest's: it names the manifest and
+    the entry, and its fix never points at the registry file, which is not written."""
+    field = f"field {e.field!r}: " if e.field else ""
+    fix = None if e.file is not None and e.fix == f"edit {e.file}" else e.fix
+    return ManifestError(entry.where, f"{field}{e.reason}", fix=fix)
 
 
 def record_name(family: str, entry: ManifestEntry) -> str:
@@ -190,8 +186,24 @@ def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
         )
 
 
-def register(
-    store: Store,
+@dataclass(frozen=True)
+class Prepared:
+    """An import built and checked to its last record, nothing stored: what ``--dry-run``
+    reports and the real import registers (the same value, by the same code)."""
+
+    plan: Plan
+    registrations: tuple[ingest.Registration, ...]
+    gaps: tuple[ingest.Registration, ...]
+    records: tuple[Record, ...]  # each accepted file's record as far as the manifest makes it
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "records": {r.name: r.to_json() for r in self.records},
+            "gap_records": [g.name for g in self.gaps],
+        }
+
+
+def prepare(
     registry: Registry,
     plan: Plan,
     origin: Origin,
@@ -199,21 +211,29 @@ def register(
     family: str,
     kind: Kind = Kind.FIXTURE,
     gaps: bool = False,
-    replace: bool = False,
-) -> Imported:
-    """Put the plan's accepted files into the store and register them with their gaps:
-    :func:`fixture_store.ingest.register` of their :class:`~fixture_store.ingest.Registration`."""
+) -> Prepared:
+    """Refuse a plan with mismatches, then build every record the import will write (names,
+    manifest fields, pins) and read each back through the registry's reader; nothing is
+    stored. A refusal names the manifest and the entry."""
     refuse_mismatches(plan)
     file = f"provenance/{family}.json"
     absent = plan.absent if gaps else ()
     # Every name is checked (record_name) while the registrations are built, and every record
     # read back as the registry will read it, before any byte is stored.
-    registrations = [
-        _registration(a, plan, family=family, kind=kind, file=file) for a in plan.accepted
-    ]
-    stated_gaps = [_gap(e, plan, origin, family=family, kind=kind, file=file) for e in absent]
-    _read_back(registrations, plan.accepted, registry, file)
-    done = ingest.register(store, registry, registrations, replace=replace, gaps=stated_gaps)
+    registrations = [_registration(a, plan, family=family, kind=kind) for a in plan.accepted]
+    stated_gaps = [_gap(e, plan, origin, family=family, kind=kind) for e in absent]
+    records = _read_back(registrations, plan.accepted, registry, file)
+    return Prepared(plan, tuple(registrations), tuple(stated_gaps), records)
+
+
+def commit(
+    store: Store, registry: Registry, prepared: Prepared, *, replace: bool = False
+) -> Imported:
+    """Put the prepared import's files into the store and register them with their gaps:
+    :func:`fixture_store.ingest.register` of its registrations, in one transaction."""
+    done = ingest.register(
+        store, registry, prepared.registrations, replace=replace, gaps=prepared.gaps
+    )
     written = tuple(
         d.record
         for d in done
@@ -226,17 +246,34 @@ def register(
     return Imported(written, kept, declared)
 
 
+def register(
+    store: Store,
+    registry: Registry,
+    plan: Plan,
+    origin: Origin,
+    *,
+    family: str,
+    kind: Kind = Kind.FIXTURE,
+    gaps: bool = False,
+    replace: bool = False,
+) -> Imported:
+    """:func:`prepare` the plan, then :func:`commit` it."""
+    prepared = prepare(registry, plan, origin, family=family, kind=kind, gaps=gaps)
+    return commit(store, registry, prepared, replace=replace)
+
+
 def _read_back(
     registrations: Sequence[ingest.Registration],
     accepted: Sequence[Accepted],
     registry: Registry,
     file: str,
-) -> None:
+) -> tuple[Record, ...]:
     """The record each accepted file will get, as far as the manifest makes it (its identity
     and what the manifest states; the content manifest comes from its bytes later), written by
     the registry's writer and read back by its reader (:func:`.files.reads_back`), before any
     byte is stored: a refusal names the manifest's entry. The registry write does the same for
     the whole record."""
+    probes = []
     for reg, file_ in zip(registrations, accepted, strict=True):
         try:
             probe = ingest.build_record(
@@ -249,12 +286,13 @@ def _read_back(
             )
             registry_files.reads_back([probe], registry.directory / f"{family_of(reg.name)}.json")
         except RegistryError as e:
-            field = f"field {e.field!r}: " if e.field else ""
-            raise ManifestError(file_.entry.where, f"{field}{e.reason}", fix=e.fix) from e
+            raise blamed(file_.entry, e) from e
+        probes.append(probe)
+    return tuple(probes)
 
 
 def _registration(
-    accepted: Accepted, plan: Plan, *, family: str, kind: Kind, file: str
+    accepted: Accepted, plan: Plan, *, family: str, kind: Kind
 ) -> ingest.Registration:
     """An accepted file as a registration: its bytes checked again against the manifest's
     digest as they are stored, the manifest's fields suggested (a reviewed record with the same
@@ -265,14 +303,14 @@ def _registration(
         kind,
         accepted.located.path,
         accepted.located.source,
-        _record_fields(accepted.entry, plan, Where(file, name)),
+        _fields(accepted.entry, plan, name),
         digest=accepted.digest,
         suggested=True,
     )
 
 
 def _gap(
-    entry: ManifestEntry, plan: Plan, origin: Origin, *, family: str, kind: Kind, file: str
+    entry: ManifestEntry, plan: Plan, origin: Origin, *, family: str, kind: Kind
 ) -> ingest.Registration:
     name = record_name(family, entry)
     reason = f"listed in {plan.manifest} but absent when it was imported"
@@ -285,7 +323,15 @@ def _gap(
         name,
         kind,
         source=origin.source(entry.path),
-        annotations=_record_fields(entry, plan, Where(file, name)),
+        annotations=_fields(entry, plan, name),
         gap=Gap(reason, expected=expected),
         digest=sized,
     )
+
+
+def _fields(entry: ManifestEntry, plan: Plan, name: str) -> Annotations:
+    """:func:`_record_fields` of ``entry``, a refusal blamed on the manifest's entry."""
+    try:
+        return _record_fields(entry, plan, Where(None, name))
+    except RegistryError as e:
+        raise blamed(entry, e) from e

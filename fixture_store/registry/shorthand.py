@@ -16,8 +16,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from fixture_store.registry import nesting
-from fixture_store.registry import upstream as upstream_mod
+from fixture_store.registry import nesting, upstream_notation
 from fixture_store.registry.records import Annotations
 from fixture_store.registry.sources import PackageSource
 from fixture_store.registry.tolerance import Tolerance
@@ -49,7 +48,7 @@ def stated(  # noqa: PLR0913 - one keyword per command-line option
     if pairs or metadata_file is not None:
         base = metadata_file_json(metadata_file, where) if metadata_file is not None else {}
         raw["metadata"] = metadata_json(pairs, base, where)
-    pins = [upstream_mod.parse_uri(text, where).to_json() for text in upstream]
+    pins = [upstream_notation.parse_uri(text, where).to_json() for text in upstream]
     if upstream_license is not None and not pins:
         raise where.fail("upstream", "--upstream-license needs an --upstream to apply to")
     license_of = {"license": upstream_license} if upstream_license is not None else {}

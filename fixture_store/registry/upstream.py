@@ -4,18 +4,19 @@ A reference tensor is made by running ``MIT/ast-finetuned-audioset...`` at a com
 checkpoint ``model.safetensors``; the maintainer knows the pin, rarely the checkpoint's sha256.
 ``lineage`` names parents by digest only, so a record's ``upstream`` list names them by pin: a
 Hub repo at a 40-hex revision and a path, a git repository at a 40-hex commit and a path, a
-package at an exact ``name==version`` and a file in it, or an https URL. The pins follow the
+package at an exact ``name==version`` and a file in it, or an https URL. A git pin may name no
+path: the repository itself, code pinned at a commit. The pins follow the
 rules sources follow (:mod:`fixture_store.registry.pins`); a ``digest`` (``sha256:<hex>``) and
 the upstream's ``license`` are optional.
 
 Each kind is a frozen value that parses itself from JSON (``from_json``), prints itself back
 (``to_json``), for people (``describe``) and as the URI the command line reads (``uri``);
-:func:`parse_uri` reads that short form (or the JSON form) from a command line.
+:func:`fixture_store.registry.upstream_notation.parse_uri` reads that short form (or the JSON
+form) from a command line, with the other notations people write.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar, Literal, Self
@@ -24,17 +25,13 @@ from fixture_store import display
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.pins import check_hub_resolve_url, revision_problem
-from fixture_store.registry.sources import HUB_SCHEME, PIN, REPO_ID, REPO_TYPES, HubSource
+from fixture_store.registry.sources import PIN, REPO_ID, REPO_TYPES, HubSource
 from fixture_store.registry.where import Where, check_no_credential
 
 GIT_SCHEME = "git+"
 PYPI_SCHEME = "pypi:"
 _COMMON = ("digest", "license")
 _NON_EMPTY = "must be a non-empty string"
-_FORMS = (
-    "hf://REPO@<40-hex>/PATH, git+https://HOST/REPO@<40-hex>#PATH, pypi:NAME==VERSION/FILE, "
-    "https://URL, or the JSON object"
-)
 
 
 @dataclass(frozen=True)
@@ -139,31 +136,36 @@ class HubUpstream(_Pinned):
 
 @dataclass(frozen=True)
 class GitUpstream(_Pinned):
-    """A file of a git repository (an https URL) at a full 40-hex commit."""
+    """A git repository (an https URL) at a full 40-hex commit: a file of it (``path``), or
+    the repository itself (code pinned at a commit) when ``path`` is ``None``."""
 
     type: ClassVar[Literal["git"]] = "git"
-    _required: ClassVar[tuple[str, ...]] = ("commit", "path", "url")
-    _optional: ClassVar[tuple[str, ...]] = _COMMON
+    _required: ClassVar[tuple[str, ...]] = ("commit", "url")
+    _optional: ClassVar[tuple[str, ...]] = ("path", *_COMMON)
 
     url: str
     commit: str
-    path: str
+    path: str | None = None
 
     def check(self, where: Where, field: str) -> None:
         _check_https(where, f"{field}.url", self.url)
         _check_revision(where, f"{field}.commit", self.commit)
-        _check_path(where, f"{field}.path", self.path)
+        if self.path is not None:
+            _check_path(where, f"{field}.path", self.path)
         self._check_common(where, field)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"type": self.type, "url": self.url, "commit": self.commit, "path": self.path}
+        out = {"type": self.type, "url": self.url, "commit": self.commit}
+        if self.path is not None:
+            out["path"] = self.path
         return out | self._common_json()
 
     def uri(self) -> str:
-        return f"{GIT_SCHEME}{self.url}@{self.commit}#{self.path}"
+        return f"{GIT_SCHEME}{self.url}@{self.commit}" + (f"#{self.path}" if self.path else "")
 
     def describe(self) -> str:
-        return f"git {display.url(self.url)}@{self.commit[:12]}:{self.path}{self._common_text()}"
+        at = f"{display.url(self.url)}@{self.commit[:12]}"
+        return f"git {at}{':' + self.path if self.path else ''}{self._common_text()}"
 
 
 @dataclass(frozen=True)
@@ -250,41 +252,6 @@ def parse_list(raw: Any, where: Where) -> tuple[Upstream, ...]:
     if len(set(parsed)) != len(parsed):
         raise where.fail("upstream", "lists an upstream twice")
     return parsed
-
-
-def parse_uri(text: str, where: Where, field: str = "upstream") -> Upstream:
-    """An upstream from its command-line form (see :data:`_FORMS`), checked by the pin rules."""
-    up = _from_text(text, where, field)
-    up.check(where, field)
-    return up
-
-
-def _from_text(text: str, where: Where, field: str) -> Upstream:
-    if text.lstrip().startswith("{"):
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise where.fail(field, f"{text!r} is not valid JSON: {e.msg}") from e
-        return parse_one(raw, where, field)
-    if text.startswith(HUB_SCHEME):
-        try:
-            hub = HubSource.from_uri(text)
-        except UsageError as e:
-            raise where.fail(field, e.message) from e
-        repo_type = None if hub.repo_type == "model" else hub.repo_type  # the default
-        return HubUpstream(hub.repo_id, hub.revision, hub.path, repo_type)
-    if text.startswith(GIT_SCHEME):
-        located, _, path = text[len(GIT_SCHEME) :].partition("#")
-        url, at, commit = located.rpartition("@")
-        if not at:
-            raise where.fail(field, f"{text!r} needs @COMMIT: git+https://HOST/REPO@<40-hex>#PATH")
-        return GitUpstream(url, commit, path)
-    if text.startswith(PYPI_SCHEME):
-        requirement, _, path = text[len(PYPI_SCHEME) :].partition("/")
-        return PackageUpstream(requirement, path)
-    if text.startswith("https://") or text.startswith("http://"):
-        return UrlUpstream(text)
-    raise where.fail(field, f"{text!r} is not a pinned upstream; write one of {_FORMS}")
 
 
 def _check_text(where: Where, field: str, value: object, *, optional: bool = False) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fixture_store.importers.entry import ExpectedDigest, ManifestEntry, ManifestError, Upstream
+from fixture_store.importers.entry import ExpectedDigest, ManifestEntry, ManifestError
+from fixture_store.importers.fields import Mapped
+from fixture_store.registry import GitUpstream
 
 SHA = "ab" * 32
 
@@ -18,11 +20,15 @@ def test_an_entry_prints_and_reads_back_the_same_value() -> None:
         url="https://example.org/block0.npz",
         arrays={"x": {"dtype": "float32", "shape": [1, 3]}},
         tolerance={"metric": "exact"},
-        upstream=Upstream("https://github.com/org/model", "a" * 40, "v1"),
+        upstream=(GitUpstream("https://github.com/org/model", "a" * 40, "v1"),),
+        stated_upstream={"repository": "org/other"},
         seed=0,
         input_shape=(1, 3),
         generator="scripts/make.py",
         metadata={"note": ["kept"]},
+        unknown={"/fixtures/block0.npz/notes": {"a": [1]}},
+        mapped=(Mapped("/fixtures/block0.npz/checksum", "the record's digest"),),
+        pointer="/fixtures/block0.npz",
     )
     assert ManifestEntry.from_json(entry.to_json()) == entry
     assert entry.sha256 == SHA

@@ -130,7 +130,8 @@ def test_every_source_type_refuses_a_commit_that_goes_on(revision: str) -> None:
 
 @pytest.mark.parametrize("revision", [f"{REV}-wip", f"{REV}0"])
 def test_every_upstream_type_refuses_a_commit_that_goes_on(revision: str) -> None:
-    from fixture_store.registry.upstream import parse_list, parse_uri
+    from fixture_store.registry.upstream import parse_list
+    from fixture_store.registry.upstream_notation import parse_uri
     from fixture_store.registry.where import Where
 
     where = Where("provenance/fam.json", "fam/a")

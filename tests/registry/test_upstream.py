@@ -15,7 +15,8 @@ from fixture_store.registry import (
     Where,
     parse_record,
 )
-from fixture_store.registry.upstream import parse_list, parse_uri
+from fixture_store.registry.upstream import parse_list
+from fixture_store.registry.upstream_notation import parse_uri
 
 REV = "f826b80d28226b62986cc218e5cec390b1096902"
 WHERE = Where("provenance/f.json", "f/x")
