@@ -80,7 +80,8 @@ def test_nine_references_registered_imported_verified_and_asserted(
                 },
                 "tolerance": 5e-4,
                 "upstream": {
-                    "repository": "MIT/ast-finetuned-audioset-10-10-0.4593",
+                    # a bare OWNER/NAME would be a question (Hub or GitHub?): hf:// says Hub
+                    "repository": "hf://MIT/ast-finetuned-audioset-10-10-0.4593",
                     "revision": REVISION,
                     "checkpoint": "model.safetensors",
                 },
