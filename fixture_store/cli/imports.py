@@ -10,10 +10,9 @@ import click
 from fixture_store import importers
 from fixture_store.cli._common import Context, err, handle_errors, out, print_json
 from fixture_store.errors import UsageError
-from fixture_store.importers import folders, held, wheelrecord
+from fixture_store.importers import folders, held, report, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers import register as register_mod
-from fixture_store.importers import report
 from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
 
 _FORMATS = ", ".join(importers.FORMATS)

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fixture_store.registry import nesting, upstream_notation
+from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.records import Annotations
 from fixture_store.registry.sources import PackageSource
 from fixture_store.registry.tolerance import Tolerance
