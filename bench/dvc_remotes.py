@@ -35,6 +35,12 @@ Cases (``--only``):
   the store already holds them) against ``dvc status`` of copies of the same object files
   tracked by a throwaway DVC project (warm: its first run is untimed), and against the floor:
   ``python -c`` doing one ``os.stat`` per object file.
+- ``packs``: ``fixture-store push`` / ``pull`` in packs (the default: objects under 1 MiB go
+  into pack files with an index, see ``docs/remotes.md``) against ``dvc push`` / ``dvc pull``
+  (dvc-s3), on the node corpus and on ``--small-count`` files of ``--small-kib`` KiB (one tree
+  record, default 10,000 x 4 KiB), timed straight to the server. Then one untimed run of each,
+  and of fixture-store one object per key (``pack_threshold = 0``, as before packs), through a
+  proxy in front of the server that counts every request: a second table prints the counts.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ from typing import Any
 from bench import remotes
 from bench.harness import REPO, Bench, Row, Sample, _rmtree, dvc_repo, project, write_random
 
-CASES = ("s3", "folder", "verify")
+CASES = ("s3", "folder", "verify", "packs")
 NODE = "onnx-node"
 JOBS = "8"
 DVC = (sys.executable, "-m", "dvc")
@@ -96,6 +102,7 @@ class Setup:
         self.bucket = "bench"
         client.create_bucket(Bucket=self.bucket)
         self.sections: list[Versus] = []
+        self.requests: list[tuple[str, dict[str, int]]] = []  # case → contender → requests
         self.large_store = b.work / "large-store"
         self.s3_baseline_kib = statistics.median(
             b.spawn([sys.executable, "-c", S3_BASELINE])[1] for _ in range(3)
@@ -200,6 +207,20 @@ def large_object(s: Setup, work: Path, mib: int) -> Payload:
     add = ["add", str(data), "--name", "bench/large", "--kind", "checkpoint"]
     s.untimed(s.fs(*add, store=s.large_store, registry=proj))
     return Payload("large", s.large_store, proj, data, mib << 20)
+
+
+def many_small(s: Setup, work: Path, count: int, size: int) -> Payload:
+    """A scratch project with one tree record of ``count`` random files of ``size`` bytes, in
+    its own store."""
+    proj = project(work / "small-project")
+    folder = proj / "small"  # a local source lives in its project
+    folder.mkdir()
+    for i in range(count):
+        (folder / f"f{i:06d}.bin").write_bytes(os.urandom(size))
+    store = work / "small-store"
+    add = ["add", str(folder), "--name", "bench/small", "--kind", "tree"]
+    s.untimed(s.fs(*add, store=store, registry=proj))
+    return Payload(f"{count:,} x {size // 1024} KiB", store, proj, folder, count * size)
 
 
 def count_files(path: Path) -> int:
@@ -339,6 +360,85 @@ def case_s3(s: Setup, p: Payload) -> None:
         s.empty(prefix)
 
 
+def case_packs(s: Setup, p: Payload) -> None:
+    """Push then pull of ``p`` in packs (fixture-store's default) against dvc-s3, timed as
+    whole processes straight to the server; then each counted in one untimed run through a
+    proxy in front of it, with fixture-store one object per key (as before packs) beside."""
+    key = p.label.replace(",", "").replace(" ", "")
+    work, fs_prefix, dvc_prefix = s.b.work / f"packs-{key}", f"{key}/packs", f"{key}/pdvc"
+    dvc = DvcProject(s, work / "dvc", p.data)
+    dvc.s3_remote(dvc_prefix)
+    (p.project / "pyproject.toml").write_text(
+        f'[tool.fixture-store.remotes.packs]\nurl = "s3://{s.bucket}/{fs_prefix}"\n\n'
+        f'[tool.fixture-store.remotes.plain]\nurl = "s3://{s.bucket}/{key}/plain"\n'
+        "pack_threshold = 0\n"
+    )
+    store = work / "pull-store"
+
+    def fs(verb: str, remote: str, into: Path) -> list[str]:
+        args = [verb, "--all", "--remote", remote, "--jobs", JOBS]
+        return s.fs(*args, store=into, registry=p.project)
+
+    race(s, f"{p.label} push, packs", p.nbytes, [
+        Contender("fixture-store push (packs)",
+                  then(lambda _i: s.run(fs("push", "packs", p.store)), s.pushed(fs_prefix)),
+                  lambda _i: s.empty(fs_prefix)),
+        Contender("dvc push (dvc-s3)",
+                  then(dvc.timed("push", "-q", "-r", "s3"), s.pushed(dvc_prefix)),
+                  lambda _i: s.empty(dvc_prefix), 5.0),
+    ], s3=True)  # fmt: skip
+    race(s, f"{p.label} pull, packs", p.nbytes, [
+        Contender("fixture-store pull (packs)", lambda _i: s.run(fs("pull", "packs", store)),
+                  fresh(store)),
+        Contender("dvc pull (dvc-s3)", then(dvc.timed("pull", "-q", "-r", "s3"), dvc.pulled),
+                  dvc.forget, 5.0),
+    ], s3=True)  # fmt: skip
+    counts = count_requests(s, p, dvc, fs, store=store, prefixes=(fs_prefix, dvc_prefix))
+    s.requests.append((p.label, counts))
+    for path in (store, dvc.root):
+        _rmtree(path)
+    for prefix in (fs_prefix, dvc_prefix, f"{key}/plain"):
+        s.empty(prefix)
+
+
+def count_requests(
+    s: Setup,
+    p: Payload,
+    dvc: DvcProject,
+    fs: Callable[[str, str, Path], list[str]],
+    *,
+    store: Path,
+    prefixes: tuple[str, str],
+) -> dict[str, int]:
+    """One untimed run of each push and pull (into an empty prefix, an empty store or cache)
+    through a proxy in front of the server that counts every request."""
+    from tests.support.s3server import FaultProxy
+
+    counts: dict[str, int] = {}
+    with FaultProxy(s.endpoint) as proxy:
+        env = {"AWS_ENDPOINT_URL": proxy.url}
+
+        def counted(name: str, cmd: Sequence[str], cwd: Path | None = None) -> None:
+            proxy.faults.requests = 0
+            s.b.spawn(cmd, cwd=cwd, env=env)
+            counts[name] = proxy.faults.requests
+
+        for prefix in prefixes:
+            s.empty(prefix)
+        for remote, name in (("packs", "packs"), ("plain", "one per key")):
+            counted(f"fixture-store push ({name})", fs("push", remote, p.store))
+            fresh(store)(0)
+            counted(f"fixture-store pull ({name})", fs("pull", remote, store))
+        dvc.dvc("remote", "modify", "s3", "endpointurl", proxy.url)
+        try:
+            counted("dvc push (dvc-s3)", [*DVC, "push", "-q", "-r", "s3"], dvc.root)
+            dvc.forget()
+            counted("dvc pull (dvc-s3)", [*DVC, "pull", "-q", "-r", "s3"], dvc.root)
+        finally:
+            dvc.dvc("remote", "modify", "s3", "endpointurl", s.endpoint)
+    return counts
+
+
 def case_folder(s: Setup, p: Payload) -> None:
     """Pull of ``p`` from a shared-folder remote against ``dvc pull`` from a local remote."""
     work = s.b.work / "folder"
@@ -413,6 +513,36 @@ def render(b: Bench, sections: Sequence[Versus]) -> str:
     return "\n".join(lines)
 
 
+# Packs: at most 1/50 of the requests of one object per key; dvc's at least 5x packs' time.
+REQUEST_TARGET = 50
+
+
+def render_requests(cases: Sequence[tuple[str, dict[str, int]]]) -> str:
+    """Each case's requests per contender, and how many times fewer packs make."""
+    head = (
+        f"{'requests (one untimed run each)':48s} {'requests':>9s} {'/ packs':>8s} {'target':>10s}"
+    )
+    lines = [head, "-" * len(head)]
+    for label, counts in cases:
+        lines.append(label)
+        for verb in ("push", "pull"):
+            ours = counts[f"fixture-store {verb} (packs)"]
+            for name, n in counts.items():
+                if verb not in name:
+                    continue
+                ratio = n / max(ours, 1)
+                aim = ""
+                if "one per key" in name:
+                    aim = f">={REQUEST_TARGET}x " + ("ok" if ratio >= REQUEST_TARGET else "NO")
+                lines.append(f"  {name:46s} {n:9,d} {ratio:7.1f}x {aim:>10s}")
+    lines.append(
+        "counted by a proxy in front of the same server; / packs = that contender's requests "
+        "over fixture-store's in packs; one per key = fixture-store with pack_threshold = 0, "
+        "as before packs"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(
         prog="python -m bench.dvc_remotes", description=__doc__.split("\n\n")[0]
@@ -422,6 +552,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--only", action="append", choices=CASES, help="run only these cases")
     ap.add_argument("--node-cases", type=int, help="only the first N node cases (all 1,765)")
     ap.add_argument("--store", type=Path, help="a store holding the corpus (default: fetch one)")
+    ap.add_argument("--small-count", type=int, default=10_000, help="packs: small files (10000)")
+    ap.add_argument("--small-kib", type=int, default=4, help="packs: their size in KiB (4)")
     args = ap.parse_args(argv)
     chosen = args.only or list(CASES)
     work = Path(tempfile.mkdtemp(prefix="fixture-store-bench-dvc-"))
@@ -441,7 +573,12 @@ def main(argv: Sequence[str] | None = None) -> None:
                 case_folder(s, node)
             if "verify" in chosen:
                 case_verify(s, families)
+            if "packs" in chosen:
+                case_packs(s, node)
+                case_packs(s, many_small(s, work, args.small_count, args.small_kib << 10))
         print(render(b, s.sections))
+        if s.requests:
+            print(render_requests(s.requests))
     finally:
         _rmtree(work)
 

@@ -239,7 +239,11 @@ def _read_whole(keys: Keys, key: str, digest: Digest, retry: Retry) -> bytes:
     def attempt() -> bytes:
         stream = keys.open_range(key, digest, 0, digest.size)
         try:
-            return GuardedBody(stream, digest.size, f"remote {keys.label}: {key}").read()
+            body = GuardedBody(stream, digest.size, f"remote {keys.label}: {key}")
+            data = bytearray()
+            while chunk := body.read(digests.CHUNK):  # a read gives what the connection has
+                data += chunk
+            return bytes(data)
         finally:
             stream.close()
 

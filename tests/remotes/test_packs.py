@@ -321,3 +321,15 @@ def test_the_cli_pushes_in_packs_unless_the_remote_sets_no_packs(
     assert len(list((project / "packed" / PACKS).glob("*.pack"))) == 1
     assert not (project / "plain" / PACKS).exists()
     assert len(list((project / "plain" / "objects" / "sha256").rglob("*"))) > COUNT
+
+
+def test_s3_an_index_that_arrives_in_pieces_is_read_whole(
+    project: Path, store: Store, tmp_path: Path, proxy: FaultProxy, bucket: str, s3_endpoint: str
+) -> None:
+    registry, the_plan = _project(project, store)
+    push(store, registry, _s3(s3_endpoint, bucket), the_plan, retry=FAST)
+    proxy.faults.only = ".json"
+    proxy.faults.drip = 0.0005  # the index a byte at a time: many reads of the connection
+    other = _fresh(tmp_path)
+    report = pull(other, registry, _s3(proxy.url, bucket), the_plan, retry=FAST)
+    assert {r.outcome for r in report.results} == {Outcome.PULLED}
