@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -17,6 +18,7 @@ from fixture_store.cli._common import (
     Failure,
     check_selection,
     counts_text,
+    err,
     exit_code,
     handle_errors,
     out,
@@ -30,13 +32,18 @@ from fixture_store.errors import UsageError
 from fixture_store.remotes import config, open_remote, packs, sync
 from fixture_store.remotes.sync import Outcome, SyncReport
 
+if TYPE_CHECKING:
+    from fixture_store.registry import Registry
+    from fixture_store.remotes import Remote
+    from fixture_store.remotes.hub_pin import PinReport
+
 ROWS_SHOWN = 30
 
 
 # The URLs each command takes for --remote: an https mirror only serves bytes.
 _REMOTE_URLS = {
-    "push": "s3://BUCKET/PREFIX, file:///PATH or a path",
-    "pull": "s3://BUCKET/PREFIX, https://HOST/PATH, file:///PATH or a path",
+    "push": "s3://BUCKET/PREFIX, hf://datasets/ORG/NAME, file:///PATH or a path",
+    "pull": "s3://BUCKET/PREFIX, https://HOST/PATH, hf://datasets/ORG/NAME, file:///PATH or a path",
 }
 
 
@@ -70,6 +77,11 @@ def _with_selection(command: Callable[..., None], *, verb: str) -> Callable[...,
 
 @click.command()
 @_selection("push")
+@click.option(
+    "--pin",
+    is_flag=True,
+    help="Hub remotes: write the commit into the pushed records as their pinned Hub source.",
+)
 @click.pass_obj
 @handle_errors
 def push(
@@ -80,16 +92,20 @@ def push(
     remote: str | None,
     jobs: int,
     as_json: bool,
+    pin: bool,
 ) -> None:
     """Upload objects to a remote.
 
     Upload the objects NAMES (glob patterns allowed), a --family or --all reference.
 
     Only objects that verify in the store are sent; objects the remote already holds are
-    skipped. Exit 0 if everything asked for is on the remote, 1 if anything failed, 2 on usage
-    or registry errors.
+    skipped. To a Hub remote, the objects go in commits of at most 100 files, whose 40-hex ids
+    are printed; --pin writes that commit into the pushed records (one object each, from a
+    local or hub source) as their pinned Hub source, a registry change to review and commit,
+    and only if every object landed. Exit 0 if everything asked for is on the remote, 1 if
+    anything failed, 2 on usage or registry errors.
     """
-    _run("push", obj, names, all_, families, remote, jobs, as_json)
+    _run("push", obj, names, all_, families, remote, jobs, as_json, pin=pin)
 
 
 @click.command()
@@ -110,7 +126,8 @@ def pull(
     Bring the objects NAMES, a --family or --all reference from a remote into the store.
 
     Every object is hashed as it is written and published only if it matches its record;
-    objects that already verify are not downloaded. Exit codes as for fetch.
+    objects that already verify are not downloaded. A Hub remote is read at one commit (its
+    branch resolved once). Exit codes as for fetch.
     """
     _run("pull", obj, names, all_, families, remote, jobs, as_json)
 
@@ -124,11 +141,18 @@ def _run(
     remote: str | None,
     jobs: int,
     as_json: bool,
+    *,
+    pin: bool = False,
 ) -> None:
     check_selection(verb, names, families, all_)
     registry = obj.registry()
     spec = config.load(registry.root).resolve(remote)
-    target = open_remote(spec, jobs=jobs)
+    if pin and spec.kind != "hub":
+        raise UsageError(
+            f"--pin writes a Hub commit into records; the remote {spec.name!r} is not a Hub repo",
+            fix="push --pin --remote hf://datasets/ORG/NAME (or a configured Hub remote)",
+        )
+    target = open_remote(spec, jobs=jobs, note=lambda line: err.print(line, markup=False))
     the_plan = sync.plan(registry, registry.select(names, families))
     with progress(len(the_plan.objects), f"{verb}ing", enabled=not as_json) as advance:
         if verb == "push":
@@ -138,16 +162,30 @@ def _run(
             )
         else:
             report = sync.pull(obj.store, registry, target, the_plan, jobs=jobs, on_object=advance)
-    _print(verb, report, as_json=as_json)
+    pinned = _pin(registry, target, the_plan, report) if pin else None
+    _print(verb, report, as_json=as_json, pinned=pinned)
     failures = (Failure(r.outcome, r.name, r.message, r.fix) for r in report.results if not r.ok)
     report_failures(failures, limit=20)
     sys.exit(exit_code((r.outcome for r in report.results), ok=sync.OK))
 
 
-def _print(verb: str, report: SyncReport, *, as_json: bool) -> None:
+def _pin(
+    registry: Registry, target: Remote, the_plan: sync.SyncPlan, report: SyncReport
+) -> PinReport:
+    from fixture_store.remotes.hub import HubRemote
+    from fixture_store.remotes.hub_pin import pin
+
+    assert isinstance(target, HubRemote)  # --pin is refused for any other remote
+    return pin(registry, target, the_plan, report)
+
+
+def _print(
+    verb: str, report: SyncReport, *, as_json: bool, pinned: PinReport | None = None
+) -> None:
     counts = Counter(str(r.outcome) for r in report.results)
     if as_json:
-        print_json({**report.to_json(), "counts": dict(sorted(counts.items()))})
+        extra = {} if pinned is None else {"pin": pinned.to_json()}
+        print_json({**report.to_json(), "counts": dict(sorted(counts.items())), **extra})
         return
     table = Table(title=f"{verb} {report.remote}")
     for col in ("artifact", "outcome", "objects", "bytes"):
@@ -167,6 +205,23 @@ def _print(verb: str, report: SyncReport, *, as_json: bool) -> None:
         f"{report.moved_bytes:,} bytes in {report.moved_objects} objects",
         markup=False,
     )
+    for commit in report.commits:
+        out.print(f"committed {commit}", markup=False)
+    if report.at is not None:
+        checked = "checked at" if verb == "push" else "read at"
+        out.print(f"{checked} commit {report.at}", markup=False)
+    if pinned is not None:
+        _print_pins(pinned)
+
+
+def _print_pins(pinned: PinReport) -> None:
+    out.print(
+        f"pinned {len(pinned.pinned)} record(s) to commit {pinned.commit}"
+        + (": review and commit provenance/" if pinned.pinned else ""),
+        markup=False,
+    )
+    for name, why in pinned.kept[:ROWS_SHOWN]:
+        out.print(f"  not pinned: {name}: {why}", markup=False)
 
 
 # -- fixture-store remote -----------------------------------------------------------------------
@@ -208,7 +263,8 @@ def remote_add(
 ) -> None:
     """Declare a remote.
 
-    Declare the remote NAME at URL (s3://BUCKET/PREFIX, https://HOST/PREFIX, or a folder)."""
+    Declare the remote NAME at URL (s3://BUCKET/PREFIX, https://HOST/PREFIX,
+    hf://datasets/ORG/NAME or hf://ORG/NAME for a Hub repo, optionally @BRANCH, or a folder)."""
     path = _target(obj, project)
     raw = {"url": url, "endpoint_url": endpoint_url, "profile": profile, "region": region}
     spec = config.RemoteSpec.from_json(

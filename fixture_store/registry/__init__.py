@@ -34,6 +34,7 @@ from fixture_store.registry.records import (
 )
 from fixture_store.registry.sources import (
     GeneratorSource,
+    HubRepo,
     HubSource,
     LocalSource,
     NoSource,
@@ -65,6 +66,7 @@ __all__ = [
     "Gap",
     "GeneratorSource",
     "GitUpstream",
+    "HubRepo",
     "HubSource",
     "HubUpstream",
     "Kind",

@@ -35,6 +35,71 @@ _OBJECT = "must be an object"
 _SIZE = "must be a non-negative integer"
 
 
+# hf://<prefix>ORG/NAME: the repo type a URL's first folder names (none: a model repo).
+_TYPE_PREFIXES = {"datasets/": "dataset", "spaces/": "space", "models/": "model"}
+_HUB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def split_repo_type(rest: str) -> tuple[str, str]:
+    """The repo type named by the ``datasets/``, ``spaces/`` or ``models/`` that starts ``rest``
+    (the text after ``hf://``), and the rest; a model repo when none does. The one reading of
+    the Hub's URL prefixes, for sources and remotes alike."""
+    for prefix, kind in _TYPE_PREFIXES.items():
+        if rest.startswith(prefix):
+            return kind, rest[len(prefix) :]
+    return "model", rest
+
+
+@dataclass(frozen=True, slots=True)
+class HubRepo:
+    """A Hub repo a remote names: ``hf://[datasets/|models/]ORG/NAME[@REVISION]``.
+
+    ``revision`` is the branch a push commits to and a pull resolves, once, to the commit it
+    reads at (default ``main``); a full 40-hex commit makes the remote read-only at that commit.
+    """
+
+    repo_type: str
+    repo_id: str
+    revision: str = "main"
+
+    @classmethod
+    def parse(cls, url: str) -> Self:
+        """The repo of a remote URL; a :class:`UsageError` saying the form for any other text."""
+        if not url.startswith(HUB_SCHEME):
+            raise UsageError(f"{display.url(url)!r} is not a Hub URL", fix=HUB_REMOTE_FORM)
+        repo_type, rest = split_repo_type(url[len(HUB_SCHEME) :])
+        head, at, revision = rest.partition("@")
+        parts = head.split("/")
+        if repo_type == "space":
+            raise UsageError(
+                f"{display.url(url)!r} names a Space: a remote is a model or dataset repo",
+                fix=HUB_REMOTE_FORM,
+            )
+        if len(parts) != 2 or not all(_HUB_NAME.fullmatch(p) for p in parts):  # noqa: PLR2004
+            raise UsageError(
+                f"{display.url(url)!r} does not name a Hub repo as ORG/NAME", fix=HUB_REMOTE_FORM
+            )
+        if at and (not revision or any(c.isspace() or c in "?#@" for c in revision)):
+            raise UsageError(
+                f"{display.url(url)!r} has an empty or malformed @REVISION", fix=HUB_REMOTE_FORM
+            )
+        return cls(repo_type, head, revision or "main")
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the remote names a commit (read-only) rather than a branch."""
+        return revision_problem(self.revision) is None
+
+    def url(self) -> str:
+        """The remote URL, in the form :meth:`parse` reads."""
+        prefix = "" if self.repo_type == "model" else f"{self.repo_type}s/"
+        at = "" if self.revision == "main" else f"@{self.revision}"
+        return f"{HUB_SCHEME}{prefix}{self.repo_id}{at}"
+
+
+HUB_REMOTE_FORM = "use hf://datasets/ORG/NAME or hf://ORG/NAME (a model repo), optionally @BRANCH"
+
+
 @dataclass(frozen=True)
 class HubSource:
     """One file of a Hugging Face Hub repo at a full 40-hex commit."""
@@ -66,11 +131,7 @@ class HubSource:
         :meth:`check` the value where it is registered)."""
         if not text.startswith(HUB_SCHEME):
             raise UsageError(f"{text!r} is not a hub source: hf://REPO@<40-hex>/PATH")
-        rest = text[len(HUB_SCHEME) :]
-        repo_type = "model"
-        for prefix, kind in (("datasets/", "dataset"), ("spaces/", "space")):
-            if rest.startswith(prefix):
-                repo_type, rest = kind, rest[len(prefix) :]
+        repo_type, rest = split_repo_type(text[len(HUB_SCHEME) :])
         if "@" not in rest:
             raise UsageError(f"hub source {text!r} needs @REVISION: hf://REPO@<40-hex>/PATH")
         head, _, tail = rest.partition("@")

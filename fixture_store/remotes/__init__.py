@@ -2,25 +2,37 @@
 
 ``base`` (the layout, the interface every kind implements, errors, retries), one module per
 kind (``folder``: a path or ``file://``; ``s3``: S3-compatible object storage through boto3, the
-``s3`` extra; ``https``: a read-only mirror of the same layout), ``config`` (named remotes in
+``s3`` extra; ``https``: a read-only mirror of the same layout; ``hub``: a Hugging Face Hub repo,
+the ``hub`` extra), ``config`` (named remotes in
 ``pyproject.toml`` and the user's file) and ``sync`` (push and pull of the objects records
 reference, and the mirror a fetch tries first).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from fixture_store.remotes.base import Remote
 from fixture_store.remotes.config import RemoteSpec
 
 
-def open_remote(spec: RemoteSpec, *, jobs: int = 8) -> Remote:
-    """The remote ``spec`` describes, ready to use (its client made, nothing sent yet)."""
+def open_remote(
+    spec: RemoteSpec, *, jobs: int = 8, note: Callable[[str], None] | None = None
+) -> Remote:
+    """The remote ``spec`` describes, ready to use (its client made, nothing sent yet);
+    ``note`` hears what a remote says while it works (a Hub commit retried after a 429)."""
     if spec.kind == "s3":
         from fixture_store.remotes.s3 import S3Remote
 
         return S3Remote.connect(spec, jobs=jobs)
+    if spec.kind == "hub":
+        from fixture_store.remotes.hub import HubRemote
+
+        remote = HubRemote(spec.name, spec.hub)
+        if note is not None:
+            remote.note = note
+        return remote
     if spec.kind == "https":
         from fixture_store.remotes.https import HttpsRemote
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar, runtime_checkable
 
 from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects.digests import Digest
@@ -37,6 +37,9 @@ from fixture_store.sources.transfer import (
     current_deadline,
     deadline_in,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
 
 _T = TypeVar("_T")
 OBJECTS_PREFIX = "objects/sha256"
@@ -114,6 +117,36 @@ class Remote(Protocol):
 
     def open(self, digest: Digest) -> BinaryIO:
         """A stream of the object's bytes; :class:`MissingRemoteObject` if it is not there."""
+        ...
+
+
+@dataclass(frozen=True)
+class Landed:
+    """What a push's commits did: the commits made, in order; ``head``, the commit every
+    claimed object was checked at; ``errors``, the objects (by hex) not claimed, and why."""
+
+    commits: tuple[str, ...]
+    head: str
+    errors: Mapping[str, FixtureStoreError]
+
+
+@runtime_checkable
+class CommittingRemote(Remote, Protocol):
+    """A remote whose uploads land together, in commits (the Hub): ``upload`` stages an object,
+    ``land`` commits what was staged and says which objects the remote holds as pushed; reads
+    are at one commit (``at``), resolved once."""
+
+    @property
+    def at(self) -> str | None:
+        """The commit the remote is read at (``None`` until resolved)."""
+        ...
+
+    def prepare(self, digests: Collection[Digest]) -> None:
+        """Learn which of ``digests`` the remote holds, in as few requests as it can."""
+        ...
+
+    def land(self, claimed: Collection[Digest]) -> Landed:
+        """Commit the staged objects, and check ``claimed`` at the last commit."""
         ...
 
 

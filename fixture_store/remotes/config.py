@@ -36,6 +36,7 @@ import platformdirs
 
 from fixture_store import display
 from fixture_store.errors import UsageError
+from fixture_store.registry.sources import HUB_SCHEME, HubRepo
 
 CONFIG_ENV = "FIXTURE_STORE_CONFIG"
 PYPROJECT = "pyproject.toml"
@@ -52,7 +53,8 @@ CHAIN_FIX = (
     "credentials never go in the configuration or a URL: use the AWS chain "
     "(AWS_PROFILE, ~/.aws/credentials, environment variables)"
 )
-_SCHEMES = ("s3://", "file://", "https://")
+_SCHEMES = ("s3://", "file://", "https://", HUB_SCHEME)
+_S3_ONLY_KEYS = ("endpoint_url", "profile", "region")
 ADD_FIX = "fixture-store remote add NAME URL --default"
 
 
@@ -74,7 +76,14 @@ class RemoteSpec:
             return "s3"
         if self.url.startswith("https://"):
             return "https"
+        if self.url.startswith(HUB_SCHEME):
+            return "hub"
         return "folder"
+
+    @property
+    def hub(self) -> HubRepo:
+        """The Hub repo of a ``hub`` remote (its URL was checked when the spec was made)."""
+        return HubRepo.parse(self.url)
 
     @classmethod
     def from_json(cls, name: str, raw: object, origin: str) -> RemoteSpec:
@@ -104,6 +113,14 @@ class RemoteSpec:
         url = check_url(values["url"], setting=f"{where}: url")
         if endpoint is not None:
             check_endpoint(endpoint, setting=f"{where}: endpoint_url")
+        s3_only = [k for k in _S3_ONLY_KEYS if values[k] is not None]
+        if url.startswith(HUB_SCHEME) and s3_only:
+            raise UsageError(
+                f"{where}: {', '.join(s3_only)} {'is' if len(s3_only) == 1 else 'are'} for S3 "
+                "remotes; a Hub remote reaches the Hub its client is set up for",
+                fix=f"remove {', '.join(s3_only)} from {origin} (the Hub's own HF_ENDPOINT and "
+                "HF_TOKEN, or the stored login, apply)",
+            )
         return cls(
             check_name(name),
             url,
@@ -169,8 +186,11 @@ def check_url(url: str, *, setting: str = "remote URL") -> str:
     if "://" in url and not url.startswith(_SCHEMES):
         raise UsageError(
             f"unsupported {setting} {display.url(url)!r}",
-            fix="use s3://BUCKET/PREFIX, https://HOST/PREFIX (read-only), file:///PATH or a path",
+            fix="use s3://BUCKET/PREFIX, https://HOST/PREFIX (read-only), hf://datasets/ORG/NAME, "
+            "file:///PATH or a path",
         )
+    if url.startswith(HUB_SCHEME):
+        HubRepo.parse(url)  # the one reading of a Hub remote's URL: refuses what it cannot read
     if url.startswith("s3://") and not url.removeprefix("s3://").split("/", 1)[0]:
         raise UsageError(
             f"{setting} {display.url(url)!r} names no bucket", fix="use s3://BUCKET/PREFIX"

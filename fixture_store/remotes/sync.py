@@ -19,6 +19,7 @@ bytes than expected, a 4xx, a missing object are not.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -34,6 +35,7 @@ from fixture_store.registry import PackageSource, Record, Registry
 from fixture_store.remotes import packed as packed_part
 from fixture_store.remotes import packs
 from fixture_store.remotes.base import (
+    CommittingRemote,
     GuardedBody,
     MissingRemoteObject,
     ReadOnlyRemote,
@@ -115,14 +117,22 @@ class SyncReport:
     results: list[SyncResult]
     moved_objects: int
     moved_bytes: int
+    # A committing remote (the Hub): the commits a push made, and the commit the objects were
+    # read or checked at.
+    commits: tuple[str, ...] = ()
+    at: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "remote": self.remote,
             "moved_objects": self.moved_objects,
             "moved_bytes": self.moved_bytes,
             "results": [r.to_json() for r in self.results],
         }
+        if self.at is not None:
+            out["commits"] = list(self.commits)
+            out["at"] = self.at
+        return out
 
 
 def referenced_objects(record: Record) -> tuple[Digest, ...]:
@@ -241,8 +251,18 @@ def push(
         claim = policy.run(lambda: remote.stat(digest), deadline=deadline)
         return _already_there(remote, digest, claim)
 
+    if isinstance(remote, CommittingRemote):
+        remote.prepare(list(the_plan.objects.values()))
     moved = dict(_each_object(store, the_plan, send, jobs, on_object))
-    return _report(remote, registry, the_plan, moved, Outcome.PUSHED, push=True)
+    if not isinstance(remote, CommittingRemote):
+        return _report(remote, registry, the_plan, moved, Outcome.PUSHED, push=True)
+    # The staged objects land in commits; only what the remote then holds is claimed.
+    ok = [d for h, d in the_plan.objects.items() if moved[h].error is None]
+    landed = remote.land(ok)
+    for hexpart, error in landed.errors.items():
+        moved[hexpart] = _Moved(error=error)
+    report = _report(remote, registry, the_plan, moved, Outcome.PUSHED, push=True)
+    return dataclasses.replace(report, commits=landed.commits, at=landed.head)
 
 
 def pull(  # noqa: PLR0913 - the pull command's options, each keyword-only
@@ -283,7 +303,10 @@ def pull(  # noqa: PLR0913 - the pull command's options, each keyword-only
             moved[hexpart] = result
             moved.update(batch.add(hexpart, result))
         moved.update(batch.publish())
-    return _report(remote, registry, the_plan, moved, Outcome.PULLED, push=False)
+    report = _report(remote, registry, the_plan, moved, Outcome.PULLED, push=False)
+    if isinstance(remote, CommittingRemote):
+        return dataclasses.replace(report, at=remote.at)
+    return report
 
 
 def pull_object(

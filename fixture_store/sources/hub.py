@@ -70,7 +70,6 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
 
     require("hub", for_what="fetching a hub source")
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url
-    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=endpoint())
     timeout = etag_timeout if etag_timeout is not None else constants.HF_HUB_ETAG_TIMEOUT
@@ -80,29 +79,10 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
         raise SourceError(
             record.name, f"{where}: metadata request failed: {_describe(e)}", fix=_fix(record)
         ) from e
-    if meta.commit_hash != revision:
-        raise SourceError(
-            record.name,
-            f"{where}: the server answered for commit "
-            f"{meta.commit_hash!r}, not the pinned {revision}; nothing was stored",
-        )
-    if meta.size is not None and meta.size != expected.size:
-        raise SourceError(
-            record.name,
-            f"{where}: the server announces {meta.size} bytes, the "
-            f"record expects {expected}; nothing was downloaded",
-        )
-    etag = (meta.etag or "").lower()
-    if _SHA256.fullmatch(etag) and etag != expected.hex:
-        raise SourceError(
-            record.name,
-            f"{where}: the server's LFS sha256 is {etag}, the record "
-            f"expects {expected}; nothing was downloaded",
-        )
-
-    headers = build_hf_headers()
-    if urlsplit(meta.location).netloc != urlsplit(url).netloc:
-        headers.pop("authorization", None)  # a signed CDN url: never send the token elsewhere
+    problem = announced_problem(meta, revision, expected.size, expected.hex)
+    if problem is not None:
+        raise SourceError(record.name, f"{where}: {problem}")
+    headers = download_headers(url, meta.location)
     ctx.store.ensure()
     # The temp file is made from the temp folder's descriptor (the path primitive, DESIGN 13):
     # never through a link planted in tmp/, and read back from the folder's descriptor.
@@ -121,6 +101,39 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
             ctx.count_download(received)
         finally:
             temps.unlink(name)
+
+
+def announced_problem(meta: Any, revision: str, size: int, hexdigest: str) -> str | None:
+    """What the Hub's metadata of a file (``get_hf_file_metadata``) says that cannot be the
+    expected object at the pinned commit, or ``None``: checked before any body is downloaded."""
+    if meta.commit_hash != revision:
+        return (
+            f"the server answered for commit {meta.commit_hash!r}, not the pinned {revision}; "
+            "nothing was stored"
+        )
+    if meta.size is not None and meta.size != size:
+        return (
+            f"the server announces {meta.size} bytes, the record expects {size:,} bytes; "
+            "nothing was downloaded"
+        )
+    etag = (meta.etag or "").lower()
+    if _SHA256.fullmatch(etag) and etag != hexdigest:
+        return (
+            f"the server's LFS sha256 is {etag}, the record expects sha256:{hexdigest}; "
+            "nothing was downloaded"
+        )
+    return None
+
+
+def download_headers(url: str, location: str) -> dict[str, str]:
+    """The client's headers for the body's GET at ``location``: the token only if that is
+    the Hub's own host (a signed CDN URL never gets it)."""
+    from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
+
+    headers: dict[str, str] = build_hf_headers()
+    if urlsplit(location).netloc != urlsplit(url).netloc:
+        headers.pop("authorization", None)
+    return headers
 
 
 # The body is streamed here rather than by the client's http_get: its retries start afresh

@@ -17,6 +17,9 @@ Faults for tests: ``lie`` (announce the registered digest but serve other bytes)
 ``trickle_s`` seconds, each read in time for a per-read timeout); ``answered_commit`` makes
 every answer name another commit than the one requested (a server that resolved the revision
 elsewhere). Every request is recorded.
+
+It also speaks the upload protocol (:mod:`tests.support.hubupload`): a commit makes a new commit
+of the branch, and every commit stays readable at its sha.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support import hubupload
 
 _RESOLVE = re.compile(r"/(?:(datasets|spaces)/)?(.+?)/resolve/([^/]+)/(.+)")
 
@@ -61,6 +66,18 @@ class HubState:
     release: threading.Event = field(default_factory=threading.Event)
     cdn_base: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # The upload protocol: each commit's files, branches, uploaded LFS blobs by oid, the commits
+    # made, the base of the URLs handed out, and whether uploads are checked (a real Hub's are).
+    snapshots: dict[str, dict[tuple[str, str, str], HubFile]] = field(default_factory=dict)
+    branches: dict[str, str] = field(default_factory=dict)
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    commits: list[str] = field(default_factory=list)
+    public_base: str = ""
+    check_uploads: bool = True
+
+    def __post_init__(self) -> None:
+        self.snapshots[self.commit] = self.files
+        self.branches["main"] = self.commit
 
     def add(
         self, repo_id: str, path: str, content: bytes, *, repo_type: str = "model", **kwargs: Any
@@ -85,6 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     state: HubState
     role: str  # "hub" or "cdn"
+    answering: str = ""  # the commit an answer names (X-Repo-Commit)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -93,11 +111,23 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(body=False)
 
     def do_GET(self) -> None:
+        if self.role == "hub" and self.path.startswith("/api/"):
+            self.state.record(self.command, self.path, dict(self.headers.items()))
+            if hubupload.handle(self, self.state):
+                return
         self._serve(body=True)
+
+    def do_POST(self) -> None:
+        self.state.record(self.command, self.path, {k.lower(): v for k, v in self.headers.items()})
+        if not hubupload.handle(self, self.state):
+            self._error(404, "RepoNotFound")
+
+    do_PUT = do_POST
 
     def _serve(self, *, body: bool) -> None:  # noqa: PLR0911 - one answer per route or refusal
         headers = {k.lower(): v for k, v in self.headers.items()}
         self.state.record(self.command, self.path, headers)
+        self.answering = self.state.repo_commit
         if self.role == "cdn":
             f = self.state.by_sha(self.path.rsplit("/", 1)[-1])
             if f is None:
@@ -108,9 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "RepoNotFound")
         prefix, repo_id, revision, path = m.groups()
         repo_type = {"datasets": "dataset", "spaces": "space"}.get(prefix or "", "model")
-        f = self.state.files.get((repo_type, repo_id, path))
-        if revision != self.state.commit:
+        self.answering = self.state.answered_commit or revision
+        files = self.state.snapshots.get(revision)
+        if files is None:
             return self._error(404, "RevisionNotFound")
+        f = files.get((repo_type, repo_id, path))
         if f is None:
             return self._error(404, "EntryNotFound")
         if f.fault == "hang_head":
@@ -119,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         if f.lfs:
             self.send_response(302)
-            self.send_header("X-Repo-Commit", self.state.repo_commit)
+            self.send_header("X-Repo-Commit", self.answering)
             self.send_header("X-Linked-Etag", f'"{f.sha256}"')
             self.send_header("X-Linked-Size", str(f.size))
             self.send_header("ETag", '"0123456789abcdef0123456789abcdef01234567"')
@@ -135,7 +167,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("X-Error-Code", hub_code)
         self.send_header("X-Error-Message", hub_code)
-        self.send_header("X-Repo-Commit", self.state.repo_commit)
+        self.send_header("X-Repo-Commit", self.answering)
         self.send_header("Content-Length", str(len(msg)))
         self.end_headers()
         if self.command != "HEAD":
@@ -153,7 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
                 data = data[start:end]
         self.send_response(206 if rng else 200)
         if hub:
-            self.send_header("X-Repo-Commit", self.state.repo_commit)
+            self.send_header("X-Repo-Commit", self.answering)
             self.send_header("ETag", f'"{git_blob_id(f.content)}"')
         if rng:
             self.send_header(
@@ -208,6 +240,7 @@ def hub_server(commit: str) -> Iterator[tuple[str, HubState]]:
     state = HubState(commit)
     hub, cdn = _server(state, "hub"), _server(state, "cdn")
     state.cdn_base = f"http://127.0.0.1:{cdn.server_address[1]}"
+    state.public_base = f"http://127.0.0.1:{hub.server_address[1]}"
     threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (hub, cdn)]
     for t in threads:
         t.start()

@@ -2,9 +2,10 @@
 
 moto speaks the S3 protocol to the real boto3 client but checks no checksums itself, so the
 failures a remote must survive (a flipped byte, a truncated body, a slow drip of the body or of
-the headers, 5xx answers with huge bodies, a 403, a lying ``Content-Length``, ranges answered
-short or long) are made by :class:`FaultProxy`: it forwards every request to the server and
-spoils the answers to object requests as told. Its upstream may be any HTTP server, and it may
+the headers, 5xx answers with huge bodies, a 403, a 429 with ``Retry-After``, a lying
+``Content-Length``, ranges answered short or long, an upload forwarded short) are made by
+:class:`FaultProxy`: it forwards every request to the server and spoils the answers to object
+requests as told. Its upstream may be any HTTP server, and it may
 speak TLS itself: in front of a plain file server it is a hostile https mirror.
 """
 
@@ -44,8 +45,10 @@ def moto_server() -> Iterator[str]:
 
 @dataclass
 class Faults:
-    """What the proxy does to the answers of object requests (keys with ``/objects/``, and
+    """What the proxy does to the answers of object requests (paths holding ``match``, and
     ``only`` in them when it is set)."""
+
+    match: str = "/objects/"  # what makes a request an object request
 
     flip: bool = False  # flip one byte of every GET body
     truncate: bool = False  # send half of every GET body, then close the connection
@@ -61,6 +64,9 @@ class Faults:
     redirect: bool = False  # answer object GETs with a 302 to the same path (its body: error_size)
     whole: bool = False  # forward object GETs without their Range: the whole object, a 200
     cut: int = 0  # close the connection, unanswered, on this many object PUTs and POSTs
+    throttle: int = 0  # answer this many object requests with 429 first ...
+    retry_after: int = 1  # ... saying Retry-After: this many seconds
+    short_put: int = 0  # forward object PUTs with this many bytes fewer than the client sent
     sent: int = 0  # spoiled bytes (error bodies, filler, dripped bytes) written to clients
     seen: list[tuple[str, str, int]] = field(
         default_factory=list
@@ -122,7 +128,7 @@ class FaultProxy:
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else b""
         path = req.path.split("?", 1)[0]
-        is_object = "/objects/" in path and self.faults.only in path
+        is_object = self.faults.match in path and self.faults.only in path
         faults = self.faults
         status = self._injected(req, is_object)
         if status == _CUT:
@@ -131,10 +137,15 @@ class FaultProxy:
         if status:
             self._error(req, status)
             return
+        shorten = is_object and req.command == "PUT" and faults.short_put
         conn = http.client.HTTPConnection(self.upstream, timeout=30)
         dropped = ("host", "range") if is_object and faults.whole else ("host",)
         headers = {k: v for k, v in req.headers.items() if k.lower() not in dropped}
         headers["Host"] = self.upstream
+        if shorten:  # the upstream receives fewer bytes, and is told so
+            body = body[: max(len(body) - faults.short_put, 0)]
+            headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
+            headers["Content-Length"] = str(len(body))
         conn.request(req.command, req.path, body=body, headers=headers)
         answer = conn.getresponse()
         data = answer.read()
@@ -178,6 +189,9 @@ class FaultProxy:
                 status = _CUT
             elif is_object and faults.forbid:
                 status = 403
+            elif is_object and faults.throttle > 0:
+                faults.throttle -= 1
+                status = 429
             elif is_object and faults.errors > 0:
                 faults.errors -= 1
                 status = 500
@@ -246,13 +260,15 @@ class FaultProxy:
 
     def _error(self, req: BaseHTTPRequestHandler, status: int) -> None:
         """An error answer whose body is a small S3 error, or ``error_size`` bytes of one."""
-        code = {403: "AccessDenied", 500: "InternalError", 302: "Found"}[status]
+        code = {403: "AccessDenied", 500: "InternalError", 302: "Found", 429: "SlowDown"}[status]
         start = f"<Error><Code>{code}</Code><Message>injected ".encode()
         end = b"</Message></Error>"
         size = max(self.faults.error_size, len(start) + len(end))
         headers = [("Content-Type", "application/xml"), ("Content-Length", str(size))]
         if status == 302:
             headers.append(("Location", req.path))
+        if status == 429:
+            headers.append(("Retry-After", str(self.faults.retry_after)))
         self._head(req, status, headers, drip=0.0)
         if req.command == "HEAD":
             return
