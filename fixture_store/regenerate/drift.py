@@ -15,7 +15,7 @@ import io
 import json
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.parity import parts
 from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_many
+from fixture_store.parity.ordered import first_divergence
 from fixture_store.registry import Tolerance
 
 
@@ -168,6 +169,18 @@ READERS: Mapping[str, Callable[[bytes, str], dict[str, Any] | None]] = {
 }
 
 
+def _divergence(
+    tolerance: Tolerance, arrays: Mapping[str, str], results: tuple[ArrayComparison, ...]
+) -> str:
+    """An ordered record's first divergent intermediate, said before the arrays' errors
+    (``""`` for a record with no intermediates); ``arrays`` maps each result to its array."""
+    steps = tolerance.intermediates
+    if steps is None:
+        return ""
+    named = [replace(r, name=arrays.get(r.name, r.name)) for r in results]
+    return " ".join(first_divergence(steps, named, ()).lines()) + "; "
+
+
 def _array_name(member: str, key: str, data: bytes) -> str:
     """The name a record's ``per_array`` uses for an array: its name in an NPZ, an NPY's file
     name without ``.npy`` (as its arrays manifest names it), an ONNX tensor's own name (the
@@ -237,6 +250,8 @@ def compare_file(
             for r in results
             if not r.ok
         )
+        arrays = {aname: _array_name(member, key, reg_bytes) for key, aname in names.items()}
+        reason = _divergence(tolerance, arrays, results) + reason
     elif Outcome.WITHIN in outcomes:
         verdict, reason = Verdict.WITHIN, ""
     else:

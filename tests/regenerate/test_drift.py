@@ -159,3 +159,25 @@ def test_a_hostile_safetensors_candidate_is_drift_not_read(tmp_path: Path) -> No
     hostile.write_bytes(bytes(data) + b"\0" * 4)  # trailing bytes belong to no tensor
     r = compare_file("model.safetensors", hostile, reg, TOL)
     assert r.verdict is Verdict.DRIFT and "do not parse as .safetensors arrays" in r.reason
+
+
+def test_a_regenerated_ordered_record_names_its_first_divergent_intermediate(
+    tmp_path: Path,
+) -> None:
+    acts = {f"blocks.{i}": np.linspace(i, i + 1, 8) for i in range(11)}
+    np.savez(tmp_path / "r.npz", logits=np.ones(3), **acts)  # type: ignore[arg-type]
+    off = {n: a + (0.1 if n in ("blocks.2", "blocks.10") else 0.0) for n, a in acts.items()}
+    np.savez(tmp_path / "c.npz", logits=np.ones(3) + 1, **off)  # type: ignore[arg-type]
+    raw = {
+        "metric": "exact",
+        "intermediates": {"order": ["blocks.*"], "metric": "rms", "max": 1e-3},
+    }
+    tol = Tolerance.from_json(raw, Where())
+    result = compare_file("acts.npz", tmp_path / "c.npz", tmp_path / "r.npz", tol)
+    assert result.verdict is Verdict.DRIFT
+    assert result.reason.startswith(
+        "first divergence: blocks.2 (intermediate 3 of 11 in order); the 2 before it held "
+        "(blocks.0, blocks.1); blocks.10: rms of a-b 0.1"
+    )
+    plain = compare_file("acts.npz", tmp_path / "c.npz", tmp_path / "r.npz", TOL)
+    assert "first divergence" not in plain.reason
