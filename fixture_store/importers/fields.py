@@ -20,6 +20,8 @@ from typing import Any
 
 # The record's metadata key holding every field no table knows, by its JSON pointer.
 UNKNOWN_FIELDS = "unknown_fields"
+# The metric a bare tolerance number means in a manifest: the largest mean absolute error.
+MEAN_ABS = "mean_abs"
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,18 @@ ENTRY: tuple[Field, ...] = (
     Field("url", ("download_url",), "metadata.url"),
     Field("arrays", (), "arrays"),
     Field("tolerance", ("tol",), "tolerance"),
+    # The rule of a record's intermediate activations, and their order (the parity model's
+    # ``tolerance.intermediates``); without the order or the record's tolerance it is kept as
+    # the named field ``metadata.intermediate_tolerance``, and the report says why.
     Field(
         "intermediate_tolerance",
         ("intermediates_tolerance", "tolerance_intermediate", "activation_tolerance"),
-        "metadata.intermediate_tolerance",
-        note="records do not compare intermediate activations yet: kept as a named field",
+        "tolerance.intermediates",
+    ),
+    Field(
+        "intermediates",
+        ("intermediate_order", "intermediate_names", "activations"),
+        "tolerance.intermediates.order",
     ),
     Field("upstream", ("upstreams",), "upstream"),
     # A digest of the upstream written beside it rather than inside it.
@@ -141,6 +150,12 @@ class Fields:
             if key not in claimed:
                 self.unknown[pointer(at, key)] = value
         return known, keys
+
+    def relabel(self, at: str, lands: str, note: str | None) -> None:
+        """Say that the field at ``at`` landed as ``lands`` (and why) after all."""
+        self.mapped = [Mapped(at, lands, note) if m.pointer == at else m for m in self.mapped]
+        if all(m.pointer != at for m in self.mapped):
+            self.mapped.append(Mapped(at, lands, note))
 
     def merged(self, other: Fields) -> Fields:
         return Fields({**self.unknown, **other.unknown}, [*self.mapped, *other.mapped])

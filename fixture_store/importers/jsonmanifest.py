@@ -133,7 +133,8 @@ def _entry(
         found.mapped = [m for m in found.mapped if m.pointer != fields_mod.pointer(at, key)]
         found.unknown[fields_mod.pointer(at, key)] = known["upstream_digest"]
     arrays = _arrays(known.get("arrays"), where, fields_mod.pointer(at, "arrays"), found)
-    named = {"intermediate_tolerance": known.get("intermediate_tolerance")}
+    tolerance = _tolerance(known.get("tolerance"), where)
+    tolerance, named = _intermediates(known, keys, tolerance, where, found=found, at=at)
     every = top.merged(found)
     return ManifestEntry(
         name,
@@ -142,13 +143,13 @@ def _entry(
         size=_natural(known, "size", where),
         url=_string(known, "url", where),
         arrays=arrays,
-        tolerance=_tolerance(known.get("tolerance"), where),
+        tolerance=tolerance,
         upstream=stated.pinned,
         stated_upstream=stated.stated,
         seed=_integer(known, "seed", where),
         input_shape=_shape(known.get("input_shape"), f"{where}: 'input_shape'"),
         generator=_string(known, "generator", where),
-        metadata={**base, **{k: v for k, v in named.items() if v is not None}},
+        metadata={**base, **named},
         unknown=every.unknown,
         mapped=tuple(every.mapped),
         pointer=at,
@@ -192,7 +193,7 @@ def _shape(raw: Any, where: str) -> tuple[int, ...] | None:
     return tuple(raw)
 
 
-def _tolerance(raw: Any, where: str) -> float | dict[str, Any] | None:
+def _tolerance(raw: Any, where: str, key: str = "tolerance") -> float | dict[str, Any] | None:
     if raw is None or isinstance(raw, dict):
         return raw
     if (
@@ -203,9 +204,62 @@ def _tolerance(raw: Any, where: str) -> float | dict[str, Any] | None:
     ):
         raise ManifestError(
             where,
-            "'tolerance' must be a finite non-negative number (mean absolute error) or an object",
+            f"{key!r} must be a finite non-negative number (mean absolute error) or an object",
         )
     return float(raw)
+
+
+_NAMED = "metadata.intermediate_tolerance"
+
+
+def _intermediates(
+    known: Mapping[str, Any],
+    keys: Mapping[str, str],
+    tolerance: float | dict[str, Any] | None,
+    where: str,
+    *,
+    found: fields_mod.Fields,
+    at: str,
+) -> tuple[float | dict[str, Any] | None, dict[str, Any]]:
+    """The record's tolerance with the manifest's intermediate tolerance as its
+    ``intermediates`` rule (a number: the largest mean absolute error), when the manifest
+    gives their order and the record's own tolerance; otherwise the tolerance as it is, the
+    intermediate tolerance kept as the named field ``metadata.intermediate_tolerance`` and an
+    order without a rule kept as an unknown field, the report saying why."""
+    rule_key, order_key = keys.get("intermediate_tolerance"), keys.get("intermediates")
+    rule = _tolerance(known["intermediate_tolerance"], where, rule_key) if rule_key else None
+    order = known.get("intermediates")
+    why = None
+    if order is None:
+        why = "the parity model needs the intermediates' order: list their names in 'intermediates'"
+    elif tolerance is None:
+        why = "the parity model judges intermediates over the record's tolerance: give 'tolerance'"
+    elif rule is None:
+        why = "no intermediate tolerance: the order alone is kept"
+    if why is not None:
+        if order_key is not None:  # an order with nothing to order: kept as written
+            here = fields_mod.pointer(at, order_key)
+            found.mapped = [m for m in found.mapped if m.pointer != here]
+            found.unknown[here] = order
+        if rule_key is None:
+            return tolerance, {}
+        found.relabel(fields_mod.pointer(at, rule_key), _NAMED, why)
+        return tolerance, {"intermediate_tolerance": known["intermediate_tolerance"]}
+    if not isinstance(order, list) or not all(isinstance(n, str) and n for n in order):
+        raise ManifestError(where, f"{order_key!r} must be a list of array names")
+    for key, lands in (
+        (rule_key, "tolerance.intermediates"),
+        (order_key, "tolerance.intermediates.order"),
+    ):
+        found.relabel(fields_mod.pointer(at, str(key)), lands, None)  # reported under any name
+    return {**_rule(tolerance), "intermediates": {"order": order, **_rule(rule)}}, {}
+
+
+def _rule(value: float | dict[str, Any] | None) -> dict[str, Any]:
+    """A manifest's tolerance as a record's rule: a number is the largest mean absolute error."""
+    if isinstance(value, dict):
+        return value
+    return {"metric": fields_mod.MEAN_ABS, "max": value}
 
 
 def _string(raw: Mapping[str, Any], key: str, where: str) -> str | None:

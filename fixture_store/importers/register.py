@@ -20,7 +20,7 @@ from typing import Any
 from fixture_store import ingest
 from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
-from fixture_store.importers.fields import UNKNOWN_FIELDS
+from fixture_store.importers.fields import MEAN_ABS, UNKNOWN_FIELDS
 from fixture_store.importers.plan import Accepted, Origin, Plan
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
@@ -38,9 +38,6 @@ from fixture_store.registry import (
 from fixture_store.registry import files as registry_files
 from fixture_store.registry.frozen import thaw
 
-# The metric a bare tolerance number means in a hand-rolled manifest: the largest mean absolute
-# error.
-MEAN_ABS = "mean_abs"
 IMPORTED_FROM = "imported_from"  # the metadata field saying which manifest a record came from
 
 
@@ -68,7 +65,8 @@ class Imported:
 def tolerance_json(value: float | Mapping[str, Any]) -> dict[str, Any]:
     """A manifest's tolerance as a record's: a number is the largest mean absolute error."""
     if isinstance(value, Mapping):
-        return dict(value)
+        thawed: dict[str, Any] = thaw(value)  # lists inside (checks, an order) as lists again
+        return thawed
     return {"metric": MEAN_ABS, "max": value}
 
 

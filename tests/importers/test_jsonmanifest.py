@@ -16,7 +16,8 @@ from fixture_store.errors import UsageError
 from fixture_store.importers import entry as entry_mod
 from fixture_store.importers import jsonmanifest
 from fixture_store.importers.entry import ManifestError
-from fixture_store.importers.register import MEAN_ABS, tolerance_json
+from fixture_store.importers.fields import MEAN_ABS
+from fixture_store.importers.register import tolerance_json
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from tests.support.importing import family_doc, run_import, write
@@ -250,3 +251,12 @@ def test_a_record_that_would_not_read_back_is_refused_before_anything_is_stored(
     assert "metadata.unknown_fields" in caught.value.message
     assert not (project / "provenance" / "imp.json").exists()
     assert not store.has(digests.of_bytes(BLOCK))
+
+
+def test_a_tolerance_object_holding_lists_becomes_the_record_tolerance(
+    store: Store, project: Path
+) -> None:
+    checks = [{"metric": "rms", "max": 1e-5}, {"metric": "max_abs", "max": 1e-3}]
+    _, done = run_import(store, project, _write(project, _manifest(tolerance={"checks": checks})))
+    tolerance = done.written[0].tolerance
+    assert tolerance is not None and tolerance.to_json()["checks"] == checks

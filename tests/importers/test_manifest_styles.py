@@ -304,3 +304,35 @@ def test_a_branch_as_revision_is_refused_by_the_dry_run_too(project: Path, upstr
     message, fix = _refused(project, upstream)
     assert "'main' is a branch" in message
     assert "full sha" in fix
+
+
+@pytest.mark.usefixtures("store")
+def test_an_intermediate_tolerance_with_its_order_is_the_parity_models_intermediates(
+    project: Path,
+) -> None:
+    files, doc = jax_port()
+    entry = doc["references"]["vit/block0.npz"]
+    entry["activations"] = ["x"]  # the intermediates, in the order the model computes them
+    report = _import(_project(project, files, doc))
+    record = family_doc(project, "refs")["records"]["refs/vit/block0.npz"]
+    assert record["tolerance"] == {
+        "metric": "mean_abs",
+        "max": 1e-5,
+        "intermediates": {"order": ["x"], "metric": "mean_abs", "max": 1e-4},
+    }
+    assert "intermediate_tolerance" not in record["metadata"]
+    mapped = {m["field"]: m["as"] for m in report["mapped_fields"]}
+    at = "/references/vit~1block0.npz"
+    assert mapped[f"{at}/intermediate_tolerance"] == "tolerance.intermediates"
+    assert mapped[f"{at}/activations"] == "tolerance.intermediates.order"
+
+
+@pytest.mark.usefixtures("store")
+def test_an_intermediate_tolerance_without_its_order_is_kept_and_the_report_says_why(
+    project: Path,
+) -> None:
+    files, doc = jax_port()
+    report = _import(_project(project, files, doc))
+    (row,) = [m for m in report["mapped_fields"] if m["field"].endswith("intermediate_tolerance")]
+    assert row["as"] == "metadata.intermediate_tolerance"
+    assert "needs the intermediates' order" in row["note"]
