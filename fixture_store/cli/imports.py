@@ -136,7 +136,13 @@ def import_cmd(
     store = obj.store
     with tempfile.TemporaryDirectory(prefix="import-") as scratch:
         options = held.Options(
-            registry.root, Path(scratch), revision, include, dist=dist, dist_digest=dist_digest
+            registry.root,
+            Path(scratch),
+            revision,
+            include,
+            dist=dist,
+            dist_digest=dist_digest,
+            root=root,
         )
         found = folders.plan_for(fmt, manifest, requirement, options)
         if found is not None:

@@ -24,7 +24,8 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import UsageError
 from fixture_store.importers import installed
-from fixture_store.registry import HubSource, Source, UrlSource, shorthand
+from fixture_store.objects import digests
+from fixture_store.registry import HubSource, PackageSource, Source, UrlSource, shorthand
 from fixture_store.registry import project as project_mod
 from fixture_store.registry.upstream import PYPI_SCHEME
 from fixture_store.rehash import record_blake3
@@ -231,6 +232,8 @@ def add(
     source = parse_source(source_text, obj.registry().root, dist, dist_digest)
     if source is not None and len(names) > 1:
         raise UsageError("--source names one file's source: give it with one PATH and --name")
+    if isinstance(source, PackageSource) and paths:
+        _check_installed_bytes(source, paths[0])
     gap = registry_mod.Gap(gap_reason) if gap_reason is not None else None
     registrations = [
         ingest.Registration(
@@ -246,6 +249,21 @@ def add(
         _print_outcome(d)
     for p, d in zip(paths, done, strict=False):
         _note_copied(obj, p, d.record, link)
+
+
+def _check_installed_bytes(source: PackageSource, path: Path) -> None:
+    """PATH must be the file the installed distribution's RECORD lists at the source's path
+    (when that version is installed): a package source names where its bytes come from."""
+    if not path.is_file():
+        return
+    recorded = installed.recorded_sha256(source.requirement, source.path)
+    actual = digests.of_file(path).hex
+    if recorded is not None and recorded != actual:
+        raise UsageError(
+            f"{path} is not {source.path} of {source.requirement}: its sha256 is {actual}, the "
+            f"installed distribution's RECORD says {recorded}",
+            fix="add the distribution's own file, or give the source the bytes came from",
+        )
 
 
 def _names(

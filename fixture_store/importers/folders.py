@@ -23,6 +23,19 @@ def plan_for(
 ) -> tuple[Plan, Origin] | None:
     """The plan and origin of a folder import; ``None`` when ``manifest`` is a manifest file
     (then ``--revision`` and ``--include`` are refused: they select files of a folder)."""
+    found = _plan_for(fmt, manifest, requirement, options)
+    if found is not None and options.root is not None:
+        raise UsageError(
+            "--root names the folder a manifest's paths are relative to; a folder import "
+            "(a Hugging Face cache, a Git LFS repository, an installed distribution) has none",
+            fix="leave --root out",
+        )
+    return found
+
+
+def _plan_for(
+    fmt: str | None, manifest: str | None, requirement: str | None, options: held.Options
+) -> tuple[Plan, Origin] | None:
     if manifest is None:
         if requirement is None:
             raise UsageError(

@@ -89,12 +89,11 @@ class LfsOrigin:
 
 def claims(path: Path) -> bool:
     """A folder with a ``.gitattributes`` naming ``filter=lfs`` or an LFS object folder."""
-    attributes = path / ".gitattributes"
     if (path / ".git" / "lfs").is_dir():
         return True
     try:
-        return attributes.is_file() and "filter=lfs" in attributes.read_text("utf-8", "replace")
-    except OSError:
+        return "filter=lfs" in _attributes(path / ".gitattributes")
+    except ManifestError:
         return False
 
 
@@ -237,12 +236,18 @@ def _lfs_patterns(root: Path) -> list[tuple[str, str]]:
         if ".gitattributes" not in files:
             continue
         base = Path(folder).relative_to(root).as_posix()
-        text = (Path(folder) / ".gitattributes").read_text("utf-8", "replace")
+        text = _attributes(Path(folder) / ".gitattributes")
         for line in text.splitlines():
             parts = line.split()
             if parts and not parts[0].startswith("#") and "filter=lfs" in parts[1:]:
                 out.append(("" if base == "." else base, parts[0]))
     return out
+
+
+def _attributes(path: Path) -> str:
+    """A ``.gitattributes`` file's text, read as a manifest is (a regular file, bounded: a
+    FIFO or a link to a device there is refused, never waited on)."""
+    return read_manifest(path, str(path)).decode("utf-8", "replace")
 
 
 def _tracked(rel: str, patterns: list[tuple[str, str]]) -> bool:

@@ -36,6 +36,7 @@ class Options:
     include: tuple[str, ...] = ()
     dist: str | None = None
     dist_digest: str | None = None
+    root: str | None = None  # refused: a folder import's paths are the folder's own
 
 
 def refusal(path: str, what: str) -> FixtureStoreError:

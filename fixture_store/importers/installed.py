@@ -174,6 +174,22 @@ def pinned(
     return source
 
 
+def recorded_sha256(requirement: str, path: str) -> str | None:
+    """The SHA-256 hex the installed ``requirement``'s RECORD states for ``path`` (``None``:
+    not installed at that version, or not listed with a hash)."""
+    name, _, version = requirement.partition("==")
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+    text = dist.read_text(wheelrecord.NAME) if dist.version == version else None
+    for number, row in enumerate(csv.reader((text or "").splitlines()), start=1):
+        if row and row[0] == path:
+            entry = wheelrecord.row_entry(row, f"{requirement} RECORD line {number}")
+            return entry.sha256 if entry is not None else None
+    return None
+
+
 def distribution_file(
     requirement: str, project: Path, dist: str | None, dist_digest: str | None
 ) -> tuple[str, str, int | None]:

@@ -344,3 +344,6 @@ def test_add_takes_a_pypi_source_from_the_command_line(project: Path) -> None:
     }
     code, _, err = run("add", "cacert.pem", "--name", "c/x", "--kind", "fixture", "--dist", "x")
     assert code == 2 and "--dist and --dist-digest pin a --source pypi:" in err
+    pem.write_bytes(b"not the distribution's file")
+    code, _, err = run(*args, "--dist-digest", digest, "--replace")
+    assert code == 2 and "is not certifi/cacert.pem of certifi==" in err and "RECORD says" in err

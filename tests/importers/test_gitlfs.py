@@ -197,3 +197,17 @@ def test_a_checked_out_file_is_verified_by_its_object_or_named(repo: Path) -> No
     doc = json.loads(out)
     assert "data/model.bin" in [a["path"] for a in doc["accepted"]]
     assert [u["path"] for u in doc["unverified"]] == ["data/other.bin"]
+
+
+@pytest.mark.usefixtures("store")
+def test_a_gitattributes_that_is_a_fifo_is_refused_not_waited_on(repo: Path) -> None:
+    import os
+
+    (repo / ".gitattributes").unlink()
+    os.mkfifo(repo / ".gitattributes")
+    code, _, err = run("import", "git-lfs", "lfsrepo", "--family", "lfs")
+    assert code == 2 and ".gitattributes" in err and "not a regular file" in err
+    (repo / ".gitattributes").unlink()
+    (repo / ".gitattributes").write_text("*.bin filter=lfs\n")
+    code, _, err = run("import", "lfsrepo", "--family", "lfs", "--root", "lfsrepo")
+    assert code == 2 and "--root" in err
