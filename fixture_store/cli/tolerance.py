@@ -120,7 +120,8 @@ def _print(found: suggest_mod.Suggestion, written: str | None) -> None:
     elif not found.unbounded():
         rules = found.rules()
         for where, rule in rules.items():
-            what = "the record's rule" if not where else f"per_array {where!r}"
+            names = {"": "the record's rule", "intermediates": "the intermediates' rule"}
+            what = names.get(where, f"per_array {where!r}")
             checks = rule.get("checks") or [rule]
             said = " and ".join(f"{c['metric']} <= {c['max']:g}" for c in checks)
             out.print(f"proposed, {what}: {said}", markup=False)

@@ -43,7 +43,7 @@ from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
 from fixture_store.readers import formats
-from fixture_store.registry import Content, Registry, Tolerance, family_of, parse_record
+from fixture_store.registry import Content, Registry, Tolerance, family_of, ordered, parse_record
 from fixture_store.registry import transaction as registry_transaction
 from fixture_store.registry.dtypes import DEFAULT_TABLE
 from fixture_store.registry.tolerance import Metric
@@ -88,15 +88,19 @@ class Suggestion:
     metrics: tuple[Metric, ...]
     observations: tuple[Observation, ...]
     scope: str = "record"
+    intermediates: tuple[str, ...] = ()  # an ordered record's intermediates: a rule of their own
 
     def bounds(self, obs: Observation) -> dict[Metric, float | None]:
         return {m: propose(obs.error(m), m, obs.dtype) for m in self.metrics}
 
-    def record_bounds(self) -> dict[Metric, float | None]:
-        """Each metric's bound for the whole record: the largest of its arrays' proposals."""
+    def record_bounds(self, role: str = "") -> dict[Metric, float | None]:
+        """Each metric's bound for the record's rule (``role`` ``""``: its outputs, every array
+        of a record without intermediates) or its intermediates' (``"intermediates"``): the
+        largest of those arrays' proposals."""
         out: dict[Metric, float | None] = {}
+        group = self._group(role)
         for m in self.metrics:
-            each = [propose(o.error(m), m, o.dtype) for o in self.observations]
+            each = [propose(o.error(m), m, o.dtype) for o in group]
             out[m] = None if any(b is None for b in each) else max(b or 0.0 for b in each)
         return out
 
@@ -107,9 +111,18 @@ class Suggestion:
     def rules(self, why: str | None = None) -> dict[str, dict[str, Any]]:
         """The rules to write: ``{"": rule}`` for the record, else ``{array: rule}``."""
         if self.scope == "record":
-            observed = {m: max(o.error(m) for o in self.observations) for m in self.metrics}
-            return {"": self._rule(self.record_bounds(), observed, why)}
+            rules = {}
+            for role in ("", ordered.KEY):
+                group = self._group(role)
+                if group:
+                    observed = {m: max(o.error(m) for o in group) for m in self.metrics}
+                    rules[role] = self._rule(self.record_bounds(role), observed, why)
+            return rules
         return {o.name: self._rule(self.bounds(o), dict(o.errors), why) for o in self.observations}
+
+    def _group(self, role: str) -> list[Observation]:
+        inner = set(self.intermediates)
+        return [o for o in self.observations if (o.name in inner) == (role == ordered.KEY)]
 
     def _rule(
         self,
@@ -153,15 +166,26 @@ class Suggestion:
             "margin": MARGIN_TEXT,
             "arrays": arrays,
             "proposed": {m.value: b for m, b in self.record_bounds().items()},
+            **(
+                {
+                    "intermediates_proposed": {
+                        m.value: b for m, b in self.record_bounds(ordered.KEY).items()
+                    }
+                }
+                if self.intermediates
+                else {}
+            ),
         }
 
 
 def round_up(value: float) -> float:
     """``value`` rounded up to one significant digit (``2.4e-6`` -> ``3e-6``, ``3e-6`` stays),
-    decided on the decimal text of the float, so that an exact digit is never pushed up."""
+    decided on its decimal text to 12 significant digits: float noise in the last bits
+    (``2.0000000000000018e-3``, twice an error of ``1e-3`` computed in float64) does not push a
+    bound to the next digit."""
     if value <= 0:
         return 0.0
-    exact = Decimal(repr(value))
+    exact = Decimal(format(value, ".12g"))
     quantum = Decimal(1).scaleb(exact.adjusted())
     return float((exact / quantum).to_integral_value(ROUND_CEILING) * quantum)
 
@@ -280,7 +304,9 @@ def suggest(
     read = [(str(p), read_candidate(Path(p), expected)) for p in candidates]
     observations = observe(expected, read, record.tolerance, chosen)
     envs = tuple(dict.fromkeys(environments))
-    return Suggestion(name, len(read), envs, chosen, observations, scope)
+    steps = record.tolerance.intermediates if record.tolerance is not None else None
+    inner = steps.sequence(expected) if steps is not None else ()
+    return Suggestion(name, len(read), envs, chosen, observations, scope, inner)
 
 
 def accept(registry: Registry, suggestion: Suggestion, why: str | None = None) -> str:
@@ -336,13 +362,15 @@ def _written(current: Any, rules: Mapping[str, dict[str, Any]]) -> dict[str, Any
     if "" in rules:
         tolerance = {k: v for k, v in tolerance.items() if k not in _JUDGING}
         tolerance.update(rules[""])
+    if ordered.KEY in rules:  # the intermediates keep their order
+        steps = {k: v for k, v in tolerance[ordered.KEY].items() if k not in _JUDGING}
+        tolerance[ordered.KEY] = {**steps, **rules[ordered.KEY]}
+    arrays = {k: v for k, v in rules.items() if k not in ("", ordered.KEY)}
+    if not arrays:
         return tolerance
     if not tolerance.get("metric") and not tolerance.get("checks"):
         tolerance["metric"] = "exact"  # the record's own rule, for arrays no entry names
-    per_array = dict(tolerance.get("per_array") or {})
-    for array, rule in rules.items():
-        per_array[array] = rule
-    tolerance["per_array"] = per_array
+    tolerance["per_array"] = {**(tolerance.get("per_array") or {}), **arrays}
     return tolerance
 
 

@@ -166,3 +166,41 @@ def test_a_candidate_or_an_option_that_cannot_calibrate_is_refused_naming_it(
     code, _, err = run("tolerance", "suggest", NAME, "--candidate", candidate, *args, "--accept")
     assert code == 2
     assert says in err and "Traceback" not in err
+
+
+def test_an_ordered_record_gets_a_rule_for_its_outputs_and_one_for_its_intermediates(
+    project: Path, store: Store
+) -> None:
+    acts = {f"blocks.{i}": RNG.standard_normal(8) for i in range(3)}
+    np.savez(project / "acts.npz", logits=HIDDEN, **acts)  # type: ignore[arg-type]
+    assert run("add", "acts.npz", "--name", "m/acts.npz", "--kind", "array")[0] == 0
+    registry = registry_mod.load(project)
+    record = registry.get("m/acts.npz")
+    raw = {
+        **record.to_json(),
+        "tolerance": {"metric": "max_abs", "max": 1.0, "intermediates": {"order": ["blocks.*"]}},
+    }
+    registry_mod.write_family(
+        registry, "m", [registry_mod.parse_record("m/acts.npz", raw, file="t")]
+    )
+    np.savez(
+        project / "run.npz",
+        logits=HIDDEN + 1e-3,
+        **{n: a + 0.05 for n, a in acts.items()},  # type: ignore[arg-type]
+    )
+    code, _, err = run("tolerance", "suggest", "m/acts.npz", "--candidate", "run.npz", "--accept")
+    assert code == 0, err
+    written = registry_mod.load(project).get("m/acts.npz").tolerance
+    assert written is not None
+    doc = written.to_json()
+    assert (doc["metric"], doc["max"]) == ("max_abs", 0.002)  # the output: 2 x 1e-3
+    steps = doc["intermediates"]
+    assert steps["order"] == ["blocks.*"]
+    assert (steps["metric"], steps["max"]) == ("max_abs", 0.1)  # the activations: 2 x 0.05
+    assert steps["evidence"]["observed"]["max_abs"] == pytest.approx(0.05)
+    fixtures = Fixtures(store, registry_mod.load(project))
+    assert assert_parity(
+        "m/acts.npz",
+        {"logits": HIDDEN + 1e-3, **{n: a + 0.05 for n, a in acts.items()}},
+        fixtures=fixtures,
+    ).ok
