@@ -12,7 +12,7 @@ per-slice error to take a statistic of).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -76,3 +76,35 @@ def parse(
             f"{field}.{AXIS}", f"must be an integer (an axis of the array), not {axis!r}"
         )
     return Aggregate(Reduce(reduce), axis)
+
+
+def check_axes(tolerance: Any, known: Collection[str], where: Where) -> None:
+    """Refuse an aggregate whose axis an array it judges does not have, by the shapes of the
+    record's arrays manifest (``known``; an ONNX case's output names carry no shape)."""
+    if not isinstance(known, Mapping) or not _has_aggregate(tolerance):
+        return
+    for name, spec in known.items():
+        shape = spec.get("shape") if isinstance(spec, Mapping) else None
+        if shape is None:
+            continue
+        for check in tolerance.for_array(name, dtype=spec.get("dtype")).checks:
+            over = check.over
+            if over is not None and not -len(shape) <= over.axis < len(shape):
+                raise where.fail(
+                    "tolerance",
+                    f"the aggregate's axis {over.axis} is out of range for array {name!r} of "
+                    f"shape {list(shape)} ({check.describe()})",
+                    fix=f"bound an axis the array has (-{len(shape)} to {len(shape) - 1}), or "
+                    f"give {name!r} a rule of its own in per_array",
+                )
+
+
+def _has_aggregate(tolerance: Any) -> bool:
+    """Any rule of ``tolerance`` (its own, its checks, its overrides, its intermediates')
+    bounds an aggregate: the manifest is walked only then."""
+    if tolerance.over is not None or any(c.over is not None for c in tolerance.checks or ()):
+        return True
+    subs = [sub for _, sub in (*(tolerance.per_array or ()), *(tolerance.per_dtype or ()))]
+    if tolerance.intermediates is not None:
+        subs.append(tolerance.intermediates.rule)
+    return any(_has_aggregate(sub) for sub in subs)

@@ -407,6 +407,7 @@ class Tolerance:
                 raise where.fail("tolerance.per_array", tie.reason, fix=tie.fix) from None
         for entry in self.expectations or ():
             entry.tolerance.check_names(known, where, what=what, plural=plural)
+        aggregate.check_axes(self, known, where)
 
     def for_array(self, *names: str, dtype: str | None = None) -> ArrayTolerance:
         """The tolerance of an array: the override of the first of ``names`` that has one by

@@ -78,3 +78,26 @@ def test_a_wrong_aggregate_is_refused_naming_the_field(raw: Any, field: str, say
         parse(raw)
     assert info.value.field == field
     assert says in str(info.value)
+
+
+def test_an_axis_an_array_of_the_manifest_does_not_have_is_refused_when_the_record_is_read() -> (
+    None
+):
+    arrays = {
+        "frames": {"dtype": "float32", "shape": [5, 4, 4]},
+        "score": {"dtype": "float32", "shape": [5]},
+    }
+    tol = parse(
+        {
+            "metric": "max_abs",
+            "max": 1e-3,
+            "per_array": {"frames": {"reduce": "median", "axis": 2}},
+        }
+    )
+    tol.check_names(arrays, WHERE)  # frames has axis 2
+    wrong = parse({"metric": "max_abs", "max": 1e-3, "reduce": "max", "axis": 1})
+    with pytest.raises(RegistryError) as info:
+        wrong.check_names(arrays, WHERE)  # score has one axis
+    assert "axis 1 is out of range for array 'score' of shape [5]" in str(info.value)
+    assert info.value.fix is not None and "per_array" in info.value.fix
+    wrong.check_names(["frames", "score"], WHERE)  # an ONNX case's outputs: no shapes to check
