@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,7 +57,34 @@ def fetch(ctx: FetchContext, record: Record) -> None:
         raise SourceError(record.name, f"local source file {relpath!r} is missing", fix=fix)
     if ctx.needs(record.object):
         with open(path, "rb") as f:
+            _refuse_lfs_pointer(f, relpath, record)
             put_object(ctx, record, f, record.object)
+
+
+# A Git LFS pointer (https://git-lfs.github.com/spec/v1): what a checkout without git-lfs, or
+# before `git lfs pull`, holds in place of the bytes. git-lfs reads none larger than 1024 bytes.
+_LFS_POINTER = re.compile(
+    rb"version https://git-lfs\.github\.com/spec/v1\n(?:.*\n)*?oid sha256:([0-9a-f]{64})\n"
+)
+_LFS_POINTER_MAX = 1024
+
+
+def _refuse_lfs_pointer(f: BinaryIO, relpath: str, record: Record) -> None:
+    """A local source that is a Git LFS pointer names the bytes it stands for, not holds them:
+    refused with the command that brings them (the file is read from its start afterwards)."""
+    head = f.read(_LFS_POINTER_MAX + 1)
+    f.seek(0)
+    match = _LFS_POINTER.match(head) if len(head) <= _LFS_POINTER_MAX else None
+    if match is None or record.object.size == len(head):
+        return
+    oid = match[1].decode()
+    same = "these bytes" if oid == record.object.hex else f"other bytes (sha256:{oid})"
+    raise SourceError(
+        record.name,
+        f"local source {relpath!r} is a Git LFS pointer to {same}, not the bytes themselves",
+        fix=f"git lfs pull --include {relpath!r}  (the bytes replace the pointer), then fetch "
+        "again",
+    )
 
 
 # -- orphans --------------------------------------------------------------------------------------

@@ -211,3 +211,15 @@ def test_a_gitattributes_that_is_a_fifo_is_refused_not_waited_on(repo: Path) -> 
     (repo / ".gitattributes").write_text("*.bin filter=lfs\n")
     code, _, err = run("import", "lfsrepo", "--family", "lfs", "--root", "lfsrepo")
     assert code == 2 and "--root" in err
+
+
+@pytest.mark.usefixtures("repo", "project", "store")
+def test_fetch_from_a_pointer_says_to_pull_the_bytes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A fresh store where the working tree holds pointers: fetch names the LFS command."""
+    assert run("import", "lfsrepo", "--family", "lfs")[0] == 0
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "fresh-store"))
+    code, _, err = run("fetch", "lfs/data/model.bin")
+    assert code == 1, err
+    assert "is a Git LFS pointer to these bytes" in err and "git lfs pull" in err
