@@ -181,3 +181,24 @@ def test_a_regenerated_ordered_record_names_its_first_divergent_intermediate(
     )
     plain = compare_file("acts.npz", tmp_path / "c.npz", tmp_path / "r.npz", TOL)
     assert "first divergence" not in plain.reason
+
+
+def test_a_regenerated_file_is_judged_by_an_aggregate_as_assert_parity_judges_it(
+    tmp_path: Path,
+) -> None:
+    frames = np.linspace(0, 1, 80, dtype=np.float32).reshape(5, 4, 4)
+    one_bad = frames.copy()
+    one_bad[3, 1, 2] += np.float32(0.5)
+    three_bad = one_bad.copy()
+    three_bad[0, 0, 0] += np.float32(0.5)
+    three_bad[1, 0, 0] += np.float32(0.5)
+    np.save(tmp_path / "r.npy", frames)
+    np.save(tmp_path / "one.npy", one_bad)
+    np.save(tmp_path / "three.npy", three_bad)
+    raw = {"metric": "max_abs", "reduce": "median", "axis": 0, "max": 1e-3}
+    tol = Tolerance.from_json(raw, Where())
+    within = compare_file("video.npy", tmp_path / "one.npy", tmp_path / "r.npy", tol)
+    assert within.verdict is Verdict.WITHIN, within.reason
+    drift = compare_file("video.npy", tmp_path / "three.npy", tmp_path / "r.npy", tol)
+    assert drift.verdict is Verdict.DRIFT
+    assert "median over axis 0 of max_abs 0.5 above max=0.001" in drift.reason
