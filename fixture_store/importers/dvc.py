@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store._extras import require
+from fixture_store.importers import fields
 from fixture_store.importers.entry import (
     ExpectedDigest,
     ManifestEntry,
@@ -43,8 +44,8 @@ def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
     cache = _Cache.near(Path(shown))
     outs = _lock_outs(doc, shown) if Path(shown).name == LOCK_NAME else _file_outs(doc, shown)
     entries: list[ManifestEntry] = []
-    for out in outs:
-        entries.extend(_entries(out, shown, cache))
+    for at, out in outs:
+        entries.extend(_entries(out, at, shown, cache))
     return refuse_duplicates(entries)
 
 
@@ -95,34 +96,39 @@ def _load_yaml(text: str, shown: str) -> Any:
     return doc
 
 
-def _file_outs(doc: Any, shown: str) -> list[_Lined]:
+def _file_outs(doc: Any, shown: str) -> list[tuple[str, _Lined]]:
     if not isinstance(doc, Mapping) or not isinstance(doc.get("outs"), list):
         raise ManifestError(shown, "a .dvc file needs an 'outs' list", fix="dvc add PATH")
-    return _checked_outs(doc["outs"], shown)
+    return _checked_outs(doc["outs"], shown, "/outs")
 
 
-def _lock_outs(doc: Any, shown: str) -> list[_Lined]:
+def _lock_outs(doc: Any, shown: str) -> list[tuple[str, _Lined]]:
     stages = doc.get("stages") if isinstance(doc, Mapping) else None
     if not isinstance(stages, Mapping):
         raise ManifestError(shown, "dvc.lock needs a 'stages' mapping", fix="dvc repro")
-    outs: list[_Lined] = []
+    outs: list[tuple[str, _Lined]] = []
     for name, stage in stages.items():
         if not isinstance(stage, Mapping) or not isinstance(stage.get("outs", []), list):
             raise ManifestError(f"{shown} stage {name!r}", "outs must be a list")
-        outs.extend(_checked_outs(stage.get("outs", []), shown))
+        at = fields.pointer(fields.pointer("/stages", str(name)), "outs")
+        outs.extend(_checked_outs(stage.get("outs", []), shown, at))
     return outs
 
 
-def _checked_outs(outs: list[Any], shown: str) -> list[_Lined]:
+def _checked_outs(outs: list[Any], shown: str, at: str) -> list[tuple[str, _Lined]]:
     for out in outs:
         if not isinstance(out, _Lined) or not isinstance(out.get("path"), str):
             raise ManifestError(shown, "every out needs a 'path'")
-    return outs
+    return [(fields.pointer(at, str(i)), out) for i, out in enumerate(outs)]
 
 
-def _entries(out: _Lined, shown: str, cache: _Cache) -> Iterator[ManifestEntry]:
+def _entries(out: _Lined, at: str, shown: str, cache: _Cache) -> Iterator[ManifestEntry]:
     where = f"{shown} line {out.line}"
     path = check_path(out["path"].removesuffix("/"), where)
+    # DVC's own fields are read; any other (desc, meta, labels, remote, ...) is kept verbatim.
+    found = fields.Fields()
+    found.read(out, fields.DVC_OUT, at)
+
     md5 = out.get("md5")
     if not isinstance(md5, str):
         raise ManifestError(where, f"out {path!r} has no md5", fix=f"dvc commit {path}")
@@ -131,16 +137,32 @@ def _entries(out: _Lined, shown: str, cache: _Cache) -> Iterator[ManifestEntry]:
     if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
         raise ManifestError(where, f"out {path!r}: size must be a non-negative integer")
     if md5.endswith(_DIR):
-        yield from _dir_entries(path, md5.removesuffix(_DIR), where, cache, legacy)
+        listing = md5.removesuffix(_DIR)
+        yield from _dir_entries(
+            path, listing, where, cache, legacy=legacy, unknown=found.unknown, at=at
+        )
         return
     digest = ExpectedDigest.parse("md5", md5, where, weak_ok=True)
     yield ManifestEntry(
-        path, (digest,), where, size=size, cached_at=cache.object(digest.hex, legacy)
+        path,
+        (digest,),
+        where,
+        size=size,
+        cached_at=cache.object(digest.hex, legacy),
+        unknown=found.unknown,
+        pointer=at,
     )
 
 
 def _dir_entries(
-    path: str, md5: str, where: str, cache: _Cache, legacy: bool
+    path: str,
+    md5: str,
+    where: str,
+    cache: _Cache,
+    *,
+    legacy: bool,
+    unknown: Mapping[str, Any],
+    at: str,
 ) -> Iterator[ManifestEntry]:
     """The files of a directory out, from its listing in the cache (whose md5 is checked)."""
     listing_digest = ExpectedDigest.parse("md5", md5, where, weak_ok=True)
@@ -171,7 +193,12 @@ def _dir_entries(
         rel = check_path(item["relpath"], f"{where} ({path}{_DIR})")
         digest = ExpectedDigest.parse("md5", str(item.get("md5")), where, weak_ok=True)
         yield ManifestEntry(
-            f"{path}/{rel}", (digest,), where, cached_at=cache.object(digest.hex, legacy)
+            f"{path}/{rel}",
+            (digest,),
+            where,
+            cached_at=cache.object(digest.hex, legacy),
+            unknown=unknown,
+            pointer=at,
         )
 
 

@@ -98,6 +98,16 @@ ARRAY: tuple[Field, ...] = (
 )
 
 
+# One out of a ``.dvc`` file or a ``dvc.lock`` stage: the fields DVC itself reads the bytes by.
+DVC_OUT: tuple[Field, ...] = (
+    Field("path", lands="the record's name and source"),
+    Field("md5", lands="metadata.imported_from.digests (checked against the bytes)"),
+    Field("size", lands="checked against the bytes"),
+    Field("hash", lands="(how DVC hashed: read)"),
+    Field("nfiles", lands="(a directory's file count: read)"),
+)
+
+
 def pointer(base: str, key: str) -> str:
     """The JSON pointer of ``key`` inside the object at ``base`` (RFC 6901 escapes)."""
     return f"{base}/{key.replace('~', '~0').replace('/', '~1')}"

@@ -117,8 +117,22 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
         upstream=entry.upstream or None,
         seed=entry.seed,
         input_shape=list(entry.input_shape) if entry.input_shape is not None else None,
-        command=tuple(shlex.split(entry.generator)) if entry.generator else None,
+        command=_command(entry),
     )
+
+
+def _command(entry: ManifestEntry) -> tuple[str, ...] | None:
+    """The generator's command line as the record's command, split as a shell would."""
+    if not entry.generator:
+        return None
+    try:
+        return tuple(shlex.split(entry.generator))
+    except ValueError as e:  # an unclosed quote
+        raise ManifestError(
+            entry.where,
+            f"field 'generator': {entry.generator!r} is not a command line: {e}",
+            fix="close its quote, or quote it as a shell would",
+        ) from e
 
 
 def blamed(entry: ManifestEntry, e: RegistryError) -> ManifestError:

@@ -169,3 +169,28 @@ def test_a_dvc_file_past_the_registry_bounds_is_refused(text: str, message: str)
     with pytest.raises(ManifestError, match=message) as caught:
         dvc.parse(text, "x.dvc")
     assert caught.value.where.startswith("x.dvc")
+
+
+def test_an_outs_fields_beyond_dvc_s_own_are_kept_verbatim_and_reported(
+    store: Store, repo: Path
+) -> None:
+    """``desc``, ``meta``, ``labels``, ``remote``: what a project writes beside DVC's own fields
+    reaches the record (metadata.unknown_fields, by pointer) and the report, never dropped."""
+    dvc_file = repo / "data" / "ref.bin.dvc"
+    text = dvc_file.read_text().replace(
+        "  path: ref.bin\n",
+        "  path: ref.bin\n  desc: the reference logits\n  meta:\n    owner: vision\n"
+        "  labels: [golden]\n  remote: shared\n",
+    )
+    assert "desc:" in text
+    dvc_file.write_text(text)
+    planned, done = run_import(store, repo, dvc_file)
+    (record,) = done.written
+    assert record.metadata is not None
+    assert record.metadata["unknown_fields"] == {
+        "/outs/0/desc": "the reference logits",
+        "/outs/0/meta": {"owner": "vision"},
+        "/outs/0/labels": ["golden"],
+        "/outs/0/remote": "shared",
+    }
+    assert planned.to_json()["unknown_fields"] == list(record.metadata["unknown_fields"])

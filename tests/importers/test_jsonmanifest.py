@@ -260,3 +260,12 @@ def test_a_tolerance_object_holding_lists_becomes_the_record_tolerance(
     _, done = run_import(store, project, _write(project, _manifest(tolerance={"checks": checks})))
     tolerance = done.written[0].tolerance
     assert tolerance is not None and tolerance.to_json()["checks"] == checks
+
+
+def test_a_generator_that_is_no_command_line_is_refused_naming_the_entry(
+    store: Store, project: Path
+) -> None:
+    with pytest.raises(ManifestError, match="No closing quotation") as caught:
+        run_import(store, project, _write(project, _manifest(generator='python "make.py')))
+    assert "block0.npz" in caught.value.where
+    assert not (project / "provenance" / "imp.json").exists()
