@@ -173,3 +173,21 @@ def test_a_blob_that_is_itself_a_link_is_refused(cache: Path, tmp_path: Path) ->
     blob.symlink_to(elsewhere)
     code, _, err = run("import", str(snapshot(cache)), "--family", "tiny")
     assert code == 2 and "is a symbolic link" in err and "follows no link" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_dry_run_plans_what_the_import_then_registers(cache: Path, project: Path) -> None:
+    args = ["import", str(snapshot(cache)), "--family", "tiny", "--json"]
+    code, out, err = run(*args, "--dry-run")
+    assert code == 0, err
+    dry = json.loads(out)
+    assert dry["imported"] is None and not (project / "provenance" / "tiny.json").exists()
+    code, out, err = run(*args)
+    assert code == 0, err
+    real = json.loads(out)
+    assert {k: v for k, v in real.items() if k != "imported"} == {
+        k: v for k, v in dry.items() if k != "imported"
+    }
+    assert sorted(real["imported"]["written"]) == sorted(
+        f"tiny/{a['path']}" for a in dry["accepted"]
+    )
