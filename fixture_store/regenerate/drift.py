@@ -11,6 +11,7 @@ file, its NPY name or its ONNX tensor name, then by the member path); anything e
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -24,8 +25,10 @@ import numpy as np
 
 from fixture_store import limits
 from fixture_store._extras import require
+from fixture_store.errors import UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
+from fixture_store.parity import oracle as oracle_mod
 from fixture_store.parity import parts
 from fixture_store.parity.arrays import ArrayComparison, Outcome, compare_many
 from fixture_store.parity.ordered import first_divergence
@@ -53,6 +56,18 @@ class Reference:
     digest: Digest
     members: trees.Tree | None
     locate: Callable[[Digest], Path | None]
+    # The arrays of the tolerance's oracle record, read verified (see :func:`with_oracle`).
+    oracle: Mapping[str, Any] | None = None
+
+
+def with_oracle(
+    reference: Reference, tolerance: Tolerance | None, read: Callable[[str], Mapping[str, Any]]
+) -> Reference:
+    """``reference`` with the arrays of its tolerance's oracle record (``read`` reads a record's
+    verified arrays), when the tolerance names an oracle."""
+    if tolerance is None or tolerance.oracle is None:
+        return reference
+    return dataclasses.replace(reference, oracle=read(tolerance.oracle.record))
 
 
 @dataclass(frozen=True)
@@ -198,7 +213,11 @@ def _array_name(member: str, key: str, data: bytes) -> str:
 
 
 def compare_file(
-    member: str, candidate: Path, registered: Path, tolerance: Tolerance | None
+    member: str,
+    candidate: Path,
+    registered: Path,
+    tolerance: Tolerance | None,
+    oracle: Mapping[str, Any] | None = None,
 ) -> MemberComparison:
     """Compare two files that differ in bytes: as arrays if their format allows, else bytes."""
     suffix = Path(member).suffix.lower()
@@ -243,12 +262,16 @@ def compare_file(
         for key, aname in names.items()
     )
     outcomes = {r.outcome for r in results}
-    if Outcome.DRIFT in outcomes:
+    beyond = _beyond_oracle(tolerance, oracle, reg, cand)
+    if Outcome.DRIFT in outcomes or beyond:
         verdict = Verdict.DRIFT
         reason = "; ".join(
-            f"{r.name.removeprefix(member).lstrip(':') or 'values'}: {r.reason}"
-            for r in results
-            if not r.ok
+            [
+                f"{r.name.removeprefix(member).lstrip(':') or 'values'}: {r.reason}"
+                for r in results
+                if not r.ok
+            ]
+            + beyond
         )
         arrays = {aname: _array_name(member, key, reg_bytes) for key, aname in names.items()}
         reason = _divergence(tolerance, arrays, results) + reason
@@ -258,6 +281,24 @@ def compare_file(
         # Same arrays, different bytes: serialisation differs (names, raw_data vs fields).
         verdict, reason = Verdict.WITHIN, "bytes differ, arrays are equal"
     return MemberComparison(member, verdict, tuple(results), reason, candidate, registered)
+
+
+def _beyond_oracle(
+    tolerance: Tolerance,
+    oracle: Mapping[str, Any] | None,
+    registered: Mapping[str, Any],
+    candidate: Mapping[str, Any],
+) -> list[str]:
+    """The oracle judgements the candidate fails (both errors, factor and floor), if any."""
+    if tolerance.oracle is None:
+        return []
+    if oracle is None:  # never judged without it: a pass would skip the oracle silently
+        raise UsageError(
+            f"the tolerance names the oracle {tolerance.oracle.record}, whose arrays were not read",
+            fix="compare through regeneration, which reads the oracle's verified arrays",
+        )
+    judged = oracle_mod.judge(tolerance.oracle, oracle, registered, candidate)
+    return [f"oracle: {j.describe()}" for j in judged if not j.ok]
 
 
 def compare(
@@ -319,7 +360,7 @@ def compare(
             )
             continue
         kept = _keep(inspect_dir / name / label, paths[member], registered)
-        cmp = compare_file(label, kept[0], kept[1], tolerance)
+        cmp = compare_file(label, kept[0], kept[1], tolerance, reference.oracle)
         if cmp.verdict is not Verdict.DRIFT:
             shutil.rmtree(inspect_dir / name / label, ignore_errors=True)
             cmp = MemberComparison(

@@ -31,7 +31,7 @@ from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.parity import parts
 from fixture_store.readers import content, video
-from fixture_store.regenerate import envs, protocol
+from fixture_store.regenerate import drift, envs, protocol
 from fixture_store.regenerate import restore as restore_mod
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
@@ -315,6 +315,7 @@ def _compare_output(
         cand = trees.hash_folder(o.path)[0].digest if o.path.is_dir() else digests.of_file(o.path)
         return ArtifactComparison(o.name, o.kind, Verdict.NEW, cand, None)
     tolerance = (record.tolerance if record else None) or o.annotations.tolerance or stage.tolerance
+    reference = drift.with_oracle(reference, tolerance, Fixtures(store, registry).arrays)
     cmp = compare(o.name, o.kind, o.path, reference, tolerance, inspect_dir=inspect_dir)
     if o.kind is Kind.VIDEO:
         frames_tol = tolerance.for_array("frames") if tolerance else video.DEFAULT_TOLERANCE

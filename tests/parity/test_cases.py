@@ -680,6 +680,23 @@ def test_a_per_array_key_that_names_no_output_refuses_the_case(project: Path, st
     )
 
 
+def test_a_case_judged_against_an_oracle_is_refused_not_passed(project: Path, store: Store) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    registry = registry_mod.load(project)
+    records = dict(registry.families["onnx-node"].records)
+    name = "onnx-node/test_abs"
+    raw = records[name].to_json()
+    oracle = {"record": "onnx-node/test_abs", "metric": "max_abs", "factor": 2}
+    raw["tolerance"] = {"metric": "allclose", "oracle": oracle}
+    records[name] = registry_mod.parse_record(name, raw, file="t")
+    write_family(registry, "onnx-node", records.values())
+    result = by(
+        compare(_reload(fixtures, project), [name], ["reference"], jobs=0), name, "reference"
+    )
+    assert result.outcome is Outcome.REFUSED
+    assert result.detail.startswith("tolerance.oracle: compare does not judge")
+
+
 FLOAT_CASES = ("test_cos", "test_exp", "test_matmul_2d", "test_sigmoid", "test_softmax_axis_0")
 
 

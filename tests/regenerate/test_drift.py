@@ -6,10 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import numpy_helper
 
+from fixture_store.errors import UsageError
 from fixture_store.objects import digests, trees
-from fixture_store.regenerate.drift import Reference, Verdict, compare, compare_file
+from fixture_store.regenerate.drift import Reference, Verdict, compare, compare_file, with_oracle
 from fixture_store.registry import Tolerance, Where
 
 TOL = Tolerance.from_json({"metric": "allclose", "rtol": 1e-3, "atol": 1e-7}, Where())
@@ -202,3 +204,39 @@ def test_a_regenerated_file_is_judged_by_an_aggregate_as_assert_parity_judges_it
     drift = compare_file("video.npy", tmp_path / "three.npy", tmp_path / "r.npy", tol)
     assert drift.verdict is Verdict.DRIFT
     assert "median over axis 0 of max_abs 0.5 above max=0.001" in drift.reason
+
+
+def test_the_oracle_judges_a_regenerated_candidate_by_the_references_own_error(
+    tmp_path: Path,
+) -> None:
+    truth = np.linspace(-1, 1, 64)
+    ref = (truth + 1e-4).astype(np.float32)  # the registered run: 1e-4 from the oracle
+    np.savez(tmp_path / "r.npz", y=ref)
+    rule = {
+        "metric": "max_abs",
+        "max": 0.1,
+        "oracle": {"record": "up/f64.npz", "metric": "max_abs", "factor": 2},
+    }
+    tol = Tolerance.from_json(rule, Where())
+    oracle = {"y": truth}
+    reads: list[str] = []
+    reference = with_oracle(
+        Reference("test", digests.of_file(tmp_path / "r.npz"), None, lambda _d: tmp_path / "r.npz"),
+        tol,
+        lambda name: reads.append(name) or oracle,  # type: ignore[func-returns-value]
+    )
+    assert reads == ["up/f64.npz"] and reference.oracle is oracle
+    np.savez(tmp_path / "near.npz", y=(truth - 1.5e-4).astype(np.float32))
+    np.savez(tmp_path / "far.npz", y=(truth + 3e-4).astype(np.float32))  # within max 0.1
+    near = compare_file("out.npz", tmp_path / "near.npz", tmp_path / "r.npz", tol, oracle)
+    assert near.verdict is Verdict.WITHIN, near.reason
+    far = compare(
+        "up/out.npz", "array", tmp_path / "far.npz", reference, tol, inspect_dir=tmp_path / "i"
+    )
+    assert far.verdict is Verdict.DRIFT
+    assert (
+        "oracle: y: max_abs(candidate, oracle) 0.0003 above 2 x max_abs(reference, oracle) 0.0001"
+        in far.reason
+    )
+    with pytest.raises(UsageError, match=r"oracle up/f64\.npz, whose arrays were not read"):
+        compare_file("out.npz", tmp_path / "far.npz", tmp_path / "r.npz", tol)

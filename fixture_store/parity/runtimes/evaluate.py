@@ -75,9 +75,9 @@ def evaluate(task: Task) -> CaseResult:
         )
     except ArtifactError as e:
         return done(Outcome.REFUSED, e.about(task.name), fix=e.fix)
-    stray = stray_overrides(case)
-    if stray:
-        return done(Outcome.REFUSED, stray, fix="key per_array by the model's output names")
+    refused = unjudgeable(case)
+    if refused is not None:
+        return done(Outcome.REFUSED, refused[0], fix=refused[1])
     ops = case.operators
     try:
         run = resolve(task.runtime)(case)
@@ -94,6 +94,20 @@ def evaluate(task: Task) -> CaseResult:
         if problem:
             return done(Outcome.MISMATCH, f"data set {dataset.index}: {problem}", comparisons, ops)
     return done(Outcome.PASS, arrays=comparisons, operators=ops)
+
+
+def unjudgeable(case: OnnxCase) -> tuple[str, str] | None:
+    """Why the case's tolerance cannot judge it here, and the fix (``None``: it can)."""
+    stray = stray_overrides(case)
+    if stray:
+        return stray, "key per_array by the model's output names"
+    if case.tolerance is not None and case.tolerance.oracle is not None:
+        return (
+            "tolerance.oracle: compare does not judge an ONNX case against an oracle "
+            f"({case.tolerance.oracle.record}); passing it without would skip the oracle",
+            "judge it with assert_parity or regeneration, or remove the oracle",
+        )
+    return None
 
 
 def stray_overrides(case: OnnxCase) -> str:
