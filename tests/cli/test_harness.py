@@ -9,6 +9,7 @@ real entry point in a subprocess.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -60,6 +61,10 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "report": (("report", "--html", "out/site"), ()),
     "show": (("show", "fam/a"), ()),
     "status": (("status",), ()),
+    "tolerance": (
+        ("tolerance", "suggest", "fam/a", "--candidate", "data/out.npz"),
+        ("data/out.npz", "fam/a"),
+    ),
     "verify": (("verify",), ()),
     "verify-attestation": (
         ("verify-attestation", "data/cert.json", "--key", "keys/signer.pub"),
@@ -521,6 +526,7 @@ def test_the_real_entry_point_fails_clearly(tmp_path: Path, command: str, scenar
 # with an error naming the manifest (exit 1 or 2), never a traceback and never a written record.
 # A format registered in fixture_store.importers.FORMATS fails the harness until it has some.
 _SHA = digests.of_bytes(DATA).hex
+_B64 = base64.urlsafe_b64encode(bytes.fromhex(_SHA)).rstrip(b"=").decode()
 _DEEP = "[" * 5000 + "]" * 5000
 
 
@@ -569,6 +575,13 @@ HOSTILE_MANIFESTS: dict[str, dict[str, tuple[str, str | None]]] = {
         "control-character": ("SUMS", f"\\{_SHA}  a\\nb\n"),
         "not-utf8": ("SUMS", None),
         "fifo": ("SUMS", None),
+    },
+    "record": {
+        "traversal": ("RECORD", f"../../etc/passwd,sha256={_B64},1\n"),
+        "bad-digest": ("RECORD", "a.bin,sha256=!!!,1\n"),
+        "not-csv": ("RECORD", 'a.bin,"sha256=x\n'),
+        "not-utf8": ("RECORD", None),
+        "fifo": ("RECORD", None),
     },
     "dvc": {
         "deep-5000": ("a.dvc", _dvc_file("  meta: " + _DEEP)),
