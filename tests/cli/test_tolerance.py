@@ -204,3 +204,13 @@ def test_an_ordered_record_gets_a_rule_for_its_outputs_and_one_for_its_intermedi
         {"logits": HIDDEN + 1e-3, **{n: a + 0.05 for n, a in acts.items()}},
         fixtures=fixtures,
     ).ok
+
+
+def test_a_candidate_is_read_by_its_bytes_as_a_dump_or_a_kept_regeneration_names_it(
+    project: Path, runs: list[str]
+) -> None:
+    (project / "inspect").mkdir()
+    (project / "inspect" / "candidate").write_bytes((project / runs[1]).read_bytes())  # no suffix
+    code, out, err = run("tolerance", "suggest", NAME, "--candidate", "inspect/candidate", "--json")
+    assert code == 0, err
+    assert json.loads(out)["proposed"] == {"rms": 0.0005, "max_abs": 0.0005}  # 2 x 2.4e-4
