@@ -89,6 +89,7 @@ class Suggestion:
     observations: tuple[Observation, ...]
     scope: str = "record"
     intermediates: tuple[str, ...] = ()  # an ordered record's intermediates: a rule of their own
+    digest: str = ""  # the reference observed against: accept writes only over that one
 
     def bounds(self, obs: Observation) -> dict[Metric, float | None]:
         return {m: propose(obs.error(m), m, obs.dtype) for m in self.metrics}
@@ -306,7 +307,8 @@ def suggest(
     envs = tuple(dict.fromkeys(environments))
     steps = record.tolerance.intermediates if record.tolerance is not None else None
     inner = steps.sequence(expected) if steps is not None else ()
-    return Suggestion(name, len(read), envs, chosen, observations, scope, inner)
+    digest = str(record.digest) if record.digest is not None else ""
+    return Suggestion(name, len(read), envs, chosen, observations, scope, inner, digest)
 
 
 def accept(registry: Registry, suggestion: Suggestion, why: str | None = None) -> str:
@@ -328,6 +330,13 @@ def accept(registry: Registry, suggestion: Suggestion, why: str | None = None) -
         if current is None or name not in current.records:
             raise UsageError(f"{name} is no longer in the registry; nothing was written")
         records = dict(current.records)
+        now = records[name].digest
+        if suggestion.digest and str(now) != suggestion.digest:
+            raise UsageError(
+                f"{name} changed since the candidates were compared with it (its reference is "
+                f"now {now}); nothing was written",
+                fix="run tolerance suggest again against the reference registered now",
+            )
         before = records[name].to_json()
         tolerance = _written(before.get("tolerance"), suggestion.rules(why))
         after = {**before, "tolerance": tolerance}

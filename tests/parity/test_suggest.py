@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from decimal import Decimal
+from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fixture_store.parity.suggest import dtype_floor, propose, round_up
+from fixture_store import ingest
+from fixture_store import registry as registry_mod
+from fixture_store.access import Fixtures
+from fixture_store.errors import UsageError
+from fixture_store.objects.store import Store
+from fixture_store.parity.suggest import accept, dtype_floor, propose, round_up, suggest
 from fixture_store.registry.tolerance import Metric
 
 
@@ -46,3 +54,22 @@ def test_propose_is_twice_the_observed_never_below_the_dtype_floor() -> None:
     assert propose(2.5, Metric.ULP, "float32") == 5.0 and propose(0.0, Metric.ULP, "float32") == 1
     assert propose(math.inf, Metric.RMS, "float32") is None
     assert dtype_floor(Metric.COSINE, "float32") == 9e-13  # (1.3e-6)**2 / 2, rounded up
+
+
+def test_accept_writes_nothing_over_a_reference_that_changed_since_it_was_observed(
+    project: Path, store: Store
+) -> None:
+    np.savez(project / "ref.npz", x=np.ones(4))
+    np.savez(project / "run.npz", x=np.ones(4) + 1e-3)
+    ingest.add(
+        store, registry_mod.load(project), project / "ref.npz", name="m/ref.npz", kind="array"
+    )
+    registry = registry_mod.load(project)
+    found = suggest(Fixtures(store, registry), "m/ref.npz", [project / "run.npz"])
+    before = (project / "provenance" / "m.json").read_text()
+    moved = dataclasses.replace(found, digest="sha256:" + "0" * 64)
+    with pytest.raises(UsageError) as info:
+        accept(registry, moved)
+    assert "changed since the candidates were compared with it" in str(info.value)
+    assert (project / "provenance" / "m.json").read_text() == before
+    assert "m/ref.npz (after)" in accept(registry, found)
