@@ -28,8 +28,10 @@ from fixture_store.registry import (
     Annotations,
     Gap,
     Kind,
+    NoSource,
     Record,
     Registry,
+    Source,
     Tolerance,
     Where,
     check_name,
@@ -235,6 +237,8 @@ def prepare(
     registrations = [_registration(a, plan, family=family, kind=kind) for a in plan.accepted]
     stated_gaps = [_gap(e, plan, origin, family=family, kind=kind) for e in absent]
     records = _read_back(registrations, plan.accepted, registry, file)
+    for reg, entry in zip(stated_gaps, absent, strict=True):  # a declared gap's record too
+        _probe(reg, entry, registry, file, digest=reg.digest, source=reg.source or NoSource())
     return Prepared(plan, tuple(registrations), tuple(stated_gaps), records)
 
 
@@ -285,22 +289,31 @@ def _read_back(
     the registry's writer and read back by its reader (:func:`.files.reads_back`), before any
     byte is stored: a refusal names the manifest's entry. The registry write does the same for
     the whole record."""
-    probes = []
-    for reg, file_ in zip(registrations, accepted, strict=True):
-        try:
-            probe = ingest.build_record(
-                reg.name,
-                reg.kind,
-                file_.digest,
-                file_.located.source,
-                annotations=reg.annotations,
-                file=file,
-            )
-            registry_files.reads_back([probe], registry.directory / f"{family_of(reg.name)}.json")
-        except RegistryError as e:
-            raise blamed(file_.entry, e) from e
-        probes.append(probe)
-    return tuple(probes)
+    return tuple(
+        _probe(reg, file_.entry, registry, file, digest=file_.digest, source=file_.located.source)
+        for reg, file_ in zip(registrations, accepted, strict=True)
+    )
+
+
+def _probe(
+    reg: ingest.Registration,
+    entry: ManifestEntry,
+    registry: Registry,
+    file: str,
+    *,
+    digest: Digest | None,
+    source: Source,
+) -> Record:
+    """The record ``reg`` makes, read back as the registry reads it; a refusal blamed on the
+    manifest's ``entry``."""
+    try:
+        probe = ingest.build_record(
+            reg.name, reg.kind, digest, source, annotations=reg.annotations, gap=reg.gap, file=file
+        )
+        registry_files.reads_back([probe], registry.directory / f"{family_of(reg.name)}.json")
+    except RegistryError as e:
+        raise blamed(entry, e) from e
+    return probe
 
 
 def _registration(

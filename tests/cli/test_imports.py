@@ -162,3 +162,27 @@ def test_orphans_ignore_and_the_imported_manifest_are_never_orphans(project: Pat
     code, _, err = run("status")
     assert code == 2 and "orphans-ignore must be a list of glob patterns" in err
     assert "pyproject.toml" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_dry_run_builds_the_records_of_declared_gaps_too(project: Path) -> None:
+    """A gap's record is built and read back by --dry-run as by the import: a tolerance that
+    names no array of the entry is refused by both, naming the manifest and the entry."""
+    entry = {
+        "sha256": "ab" * 32,
+        "arrays": {"x": {"dtype": "float32", "shape": [2]}},
+        "tolerance": {"metric": "max_abs", "max": 1e-6, "per_array": {"nope": {"max": 1e-3}}},
+    }
+    (project / "data").mkdir()
+    (project / "data" / "manifest.json").write_text(
+        json.dumps({"format_version": 1, "files": {"gone.npz": entry}})
+    )
+    seen = set()
+    for extra in (("--dry-run",), ()):
+        code, _, err = run("import", "data/manifest.json", "--family", "imp", "--gaps", *extra)
+        assert code == 2, err
+        seen.add(err)
+    (err,) = seen
+    assert "data/manifest.json: 'gone.npz'" in err and "nope" in err
+    assert "provenance/" not in err
+    assert family_doc(project) == {}
