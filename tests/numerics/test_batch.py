@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fixture_store.numerics import batch
 from fixture_store.parity.arrays import Outcome, compare_arrays, compare_many
 from fixture_store.registry import ArrayTolerance, Metric
+from fixture_store.registry.aggregate import Aggregate, Reduce
 from fixture_store.registry.tolerance import Check
 
 # Floats (batched) and dtypes a batch leaves to the per-array path.
@@ -165,3 +166,17 @@ def test_dtypes_a_batch_cannot_judge_go_alone() -> None:
     assert not batch.batchable(x, x.astype(np.float64), tol)
     assert not batch.batchable(x, x.reshape(3, 1), tol)
     assert not batch.batchable(x[:0], x[:0], tol)
+
+
+def test_a_rule_with_a_field_a_batch_does_not_know_goes_alone() -> None:
+    # An aggregate bounds a statistic over an axis: a batch does not judge it, the array alone
+    # does (any field a batch does not know, set, sends the array there).
+    over = Aggregate(Reduce.MEDIAN, 0)
+    tol = ArrayTolerance(Metric.MAX_ABS, bound=0.5, over=over)
+    x = np.zeros((4, 3), np.float32)
+    y = x.copy()
+    y[0] = 1.0  # one slice of four past the bound: the median holds
+    assert not batch.batchable(x, y, tol)
+    assert batch.batchable(x, y, ArrayTolerance(Metric.MAX_ABS, bound=0.5))
+    assert repr(compare_many([("x", x, y, tol)])) == repr((compare_arrays("x", x, y, tol),))
+    assert compare_many([("x", x, y, tol)])[0].outcome is Outcome.WITHIN
