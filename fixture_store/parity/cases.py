@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from fixture_store.access import Fixtures, checkout_tree
-from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
+from fixture_store.errors import EXIT_FAILED, EXIT_OK, RegistryError, UsageError
 from fixture_store.parity import parts
 from fixture_store.parity.results import CaseResult, KnownError, Outcome, Task
-from fixture_store.parity.runtimes import check_runtime
+from fixture_store.parity.runtimes import check_runtime, environment
 from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT, WorkerPool, default_jobs
-from fixture_store.registry import Kind
+from fixture_store.registry import Kind, Tolerance
 from fixture_store.registry.files import DIRNAME
 from fixture_store.registry.known_failures import KnownFailure, check_counts, suggest_bound
 from fixture_store.verify import Status, verify_names
@@ -282,7 +282,34 @@ def _verified_tasks(
         record = fixtures.registry.get(check.name)
         folder = checkout_tree(fixtures.store, record)
         members = tuple(record.members.members) if record.members is not None else None
-        tasks.extend(
-            Task(check.name, rt, str(folder), record.tolerance, members) for rt in runtimes
-        )
+        for rt in runtimes:
+            tolerance, refusal = _in_environment(record.tolerance, rt)
+            if refusal is None:
+                tasks.append(Task(check.name, rt, str(folder), tolerance, members))
+                continue
+            refused = CaseResult(check.name, rt, Outcome.REFUSED, refusal[0], fix=refusal[1])
+            by_name[check.name].append(refused)
+            if on_result is not None:
+                on_result(refused)
     return tasks, by_name
+
+
+def _in_environment(
+    tolerance: Tolerance | None, runtime: str
+) -> tuple[Tolerance | None, tuple[str, str] | None]:
+    """The tolerance a runtime's run is judged by (its expectation's, where one holds for the
+    runtime's environment), or why the case cannot be judged there and the fix."""
+    if tolerance is None:
+        return None, None
+    where = environment(runtime)
+    try:
+        entry = tolerance.expectation(where)
+    except RegistryError as e:
+        return None, (f"{where}: {e.reason}", e.fix or "")
+    if entry is not None and entry.reference is not None:
+        return None, (
+            f"tolerance.expectations.{entry.key}: names the reference {entry.reference}; an "
+            "ONNX case is judged against its own expected outputs",
+            "remove 'reference' from the expectation, or register the case it names",
+        )
+    return tolerance.in_environment(where), None

@@ -697,6 +697,32 @@ def test_a_case_judged_against_an_oracle_is_refused_not_passed(project: Path, st
     assert result.detail.startswith("tolerance.oracle: compare does not judge")
 
 
+def test_each_runtime_is_judged_by_the_expectation_of_its_environment(
+    project: Path, store: Store
+) -> None:
+    fixtures = make_project(project, store, ("test_abs",))
+    registry = registry_mod.load(project)
+    records = dict(registry.families["onnx-node"].records)
+    name = "onnx-node/test_abs"
+    raw = records[name].to_json()
+    raw["tolerance"] = {
+        "metric": "exact",
+        "expectations": {
+            "runtime:onnxruntime,provider:CPUExecutionProvider": {"metric": "max_abs", "max": 0.5},
+            "runtime:onnx-reference": {"reference": "onnx-node/other"},
+        },
+    }
+    records[name] = registry_mod.parse_record(name, raw, file="t")
+    write_family(registry, "onnx-node", records.values())
+    report = compare(_reload(fixtures, project), [name], ["ort", "reference"], jobs=0)
+    ort = by(report, name, "ort")
+    assert ort.outcome is Outcome.PASS
+    assert {a.tolerance.metric for a in ort.arrays if a.tolerance} == {"max_abs"}
+    reference = by(report, name, "reference")
+    assert reference.outcome is Outcome.REFUSED
+    assert "names the reference onnx-node/other" in reference.detail
+
+
 FLOAT_CASES = ("test_cos", "test_exp", "test_matmul_2d", "test_sigmoid", "test_softmax_axis_0")
 
 

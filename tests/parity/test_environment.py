@@ -155,3 +155,12 @@ def test_the_facts_given_win_over_those_detected(monkeypatch: pytest.MonkeyPatch
         device="cpu", runtime="torch", dtype="bfloat16", platform=sys.platform
     )
     assert environment.resolve("dtype:float32").device == "cuda"
+
+
+def test_compare_runtimes_say_where_they_compute() -> None:
+    from fixture_store.parity.runtimes import environment as runtime_environment
+
+    assert str(runtime_environment("ort")) == (
+        f"device:cpu,runtime:onnxruntime,provider:CPUExecutionProvider,platform:{sys.platform}"
+    )
+    assert runtime_environment("my_pkg.runner:prepare").runtime == "my_pkg.runner"

@@ -8,12 +8,15 @@ runtime is named ``package.module:attribute`` and imported in the worker.
 from __future__ import annotations
 
 import importlib
+import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from fixture_store._extras import require
 from fixture_store.errors import UsageError
 from fixture_store.readers.onnxcase import OnnxCase
+from fixture_store.registry.environment import Environment
 
 BUILTIN = {
     "ort": "fixture_store.parity.runtimes.ort:prepare",
@@ -22,6 +25,11 @@ BUILTIN = {
 # What each built-in runtime imports (from the 'onnx' extra): checked before any case is verified
 # or a worker started, so a missing package is one usage error rather than an error per case.
 NEEDS = {"ort": ("onnx", "onnxruntime"), "reference": ("onnx",)}
+# Where each built-in runtime computes, the facts a tolerance's expectations are keyed by.
+ENVIRONMENTS = {
+    "ort": Environment(device="cpu", runtime="onnxruntime", provider="CPUExecutionProvider"),
+    "reference": Environment(device="cpu", runtime="onnx-reference"),
+}
 
 RunFn = Callable[[Mapping[str, Any]], Sequence[Any]]
 
@@ -53,4 +61,14 @@ def resolve(name: str) -> Prepare:
     return found
 
 
-__all__ = ["BUILTIN", "NEEDS", "Prepare", "check_runtime", "resolve"]
+def environment(name: str) -> Environment:
+    """Where runtime ``name`` computes: a built-in's facts, a ``module:attribute`` runtime's
+    module as its runtime, and this machine's platform."""
+    known = ENVIRONMENTS.get(name)
+    if known is None:
+        module = re.sub(r"[^A-Za-z0-9._-]", "_", name.partition(":")[0]).lstrip("._-")
+        known = Environment(runtime=module or None)
+    return Environment(platform=sys.platform).over(known)
+
+
+__all__ = ["BUILTIN", "ENVIRONMENTS", "NEEDS", "Prepare", "check_runtime", "environment", "resolve"]
