@@ -149,6 +149,9 @@ def test_detection_never_imports_a_framework() -> None:
 
 
 def test_the_facts_given_win_over_those_detected(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only torch is loaded, whatever earlier tests of this process imported (jax, onnxruntime).
+    for name in environment._ASKED:
+        monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.setitem(sys.modules, "torch", _torch(True))
     monkeypatch.setenv(environment.ENV_VAR, "device:cpu,dtype:bfloat16")
     assert environment.resolve() == Environment(
