@@ -152,7 +152,7 @@ def apply_known_failures(result: CaseResult, known: Sequence[KnownFailure]) -> C
 
 def _apply(result: CaseResult, entry: KnownFailure) -> CaseResult:
     """What the known failure that matches a result makes of it."""
-    if not entry.active():
+    if not entry.active(environment(result.runtime)):
         note = (
             f"the known failure {entry.pattern!r} ({entry.runtime}) applies only where "
             f"{entry.condition} holds, which it does not here"

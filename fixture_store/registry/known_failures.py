@@ -27,6 +27,7 @@ from typing import Any
 
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.registry import conditions
+from fixture_store.registry.environment import Environment
 
 GLOB_CHARS = "*?["
 MISMATCH = "mismatch"
@@ -81,8 +82,10 @@ class KnownFailure:
     def expected_count(self) -> int:
         return self.expect if self.expect is not None else 1
 
-    def active(self) -> bool:
-        return self.condition is None or conditions.holds(self.condition)
+    def active(self, where: Environment | None = None) -> bool:
+        """Whether the entry applies: its condition holds on this machine, and (an environment
+        condition such as ``provider:CUDAExecutionProvider``) in ``where`` the case ran."""
+        return self.condition is None or conditions.holds(self.condition, where)
 
     def matches(self, runtime: str, name: str) -> bool:
         return self.runtime in (runtime, "*") and fnmatch.fnmatchcase(name, self.pattern)

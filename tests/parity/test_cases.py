@@ -452,6 +452,23 @@ def test_a_known_failure_whose_condition_does_not_hold_is_reported_and_excuses_n
     assert by(tracked, name, "ort").arrays == () and inactive.arrays
 
 
+def test_a_known_failures_environment_condition_holds_where_the_runtime_computes(
+    project: Path, store: Store
+) -> None:
+    ort_only = "provider:CPUExecutionProvider"
+    fixtures, name = _perturbed_abs(
+        project,
+        store,
+        lambda name: [
+            KnownFailure("*", name, "the CPU provider's rounding", "mismatch", ort_only, max_abs=2)
+        ],
+    )
+    failing = compare(fixtures, [name], ["ort", "reference"], jobs=0)
+    assert by(failing, name, "ort").outcome is Outcome.KNOWN_FAILURE
+    reference = by(failing, name, "reference")
+    assert reference.outcome is Outcome.MISMATCH and reference.inactive_condition == ort_only
+
+
 @pytest.mark.slow
 def test_the_string_normalizer_entry_gives_the_same_exit_code_with_and_without_the_locale(
     project: Path, store: Store, tmp_path: Path
