@@ -382,15 +382,18 @@ class VerifiedFixtures:
         return self._state.registry().get(name)
 
     def tolerance(self, name: str, array: str | None = None) -> ArrayTolerance:
-        """The tolerance ``assert_parity`` judges array ``array`` of ``name`` by (``None``: the
-        record's default), resolved over the record's default and the built-in defaults: an
+        """The tolerance ``assert_parity`` judges array ``array`` of ``name`` by in this
+        session's environment (``None``: the record's default), resolved over the record's
+        default and the built-in defaults: an
         :class:`~fixture_store.registry.tolerance.ArrayTolerance` with ``.metric``, ``.atol``
         and ``.rtol`` (``allclose``), ``.bound`` (the JSON ``max`` of ``mean_abs``, ``max_abs``
         and ``ulp``), ``.dtype``, ``.shape`` and ``.describe()`` (``mean_abs <= 0.0005``)."""
+        from fixture_store.parity.environment import resolve
         from fixture_store.registry.tolerance import Tolerance
 
         written = self.record(name).tolerance or Tolerance()
-        return written.for_array(*(() if array is None else (array,)))
+        where = resolve(self._state.config.getoption("fixture_store_env"))
+        return written.in_environment(where).for_array(*(() if array is None else (array,)))
 
     def check(self, name: str) -> Result:
         return self.fixtures.check(name)

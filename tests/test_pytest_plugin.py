@@ -756,11 +756,14 @@ def test_assert_parity_judges_in_the_environment_given_and_logs_the_run(
         def test_near(fixture_store):
             outputs = {"a": np.ones((2, 3), np.float32) + np.float32(0.25), "b": np.arange(4)}
             fixture_store.assert_parity("misc/ref-npz", outputs)
+
+        def test_the_tolerance_is_the_environments(fixture_store):
+            assert fixture_store.tolerance("misc/ref-npz", "a").bound == 0.5
     """
     )
     monkeypatch.setenv("FIXTURE_STORE_ENV", "device:cpu")
-    inner.runpytest().assert_outcomes(failed=1)
-    inner.runpytest("--fixture-store-env", "device:cuda").assert_outcomes(passed=1)
+    inner.runpytest().assert_outcomes(failed=2)
+    inner.runpytest("--fixture-store-env", "device:cuda").assert_outcomes(passed=2)
     runs, _ = runlog.read(Store.at(inner.path / "store"))
     assert [(r.environment.split(",platform:")[0], r.rule, r.ok) for r in runs] == [
         ("device:cpu", "", False),
