@@ -190,7 +190,10 @@ def check_url(url: str, *, setting: str = "remote URL") -> str:
             "file:///PATH or a path",
         )
     if url.startswith(HUB_SCHEME):
-        HubRepo.parse(url)  # the one reading of a Hub remote's URL: refuses what it cannot read
+        try:
+            HubRepo.parse(url)  # the one reading of a Hub remote's URL
+        except UsageError as e:
+            raise UsageError(f"{setting}: {e.message}", fix=e.fix) from e
     if url.startswith("s3://") and not url.removeprefix("s3://").split("/", 1)[0]:
         raise UsageError(
             f"{setting} {display.url(url)!r} names no bucket", fix="use s3://BUCKET/PREFIX"

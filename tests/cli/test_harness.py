@@ -369,6 +369,18 @@ def secret_in_the_user_file(case: Case) -> Case:
     return _configured(case, _user_config(case), text)
 
 
+def hub_url_not_a_repo(case: Case) -> Case:
+    return _pyproject(case, _team('url = "hf://spaces/org/space"\n'))
+
+
+def hub_url_with_a_token(case: Case) -> Case:
+    return _pyproject(case, _team(f'url = "hf://datasets/org/x?token={HARNESS_SECRET}"\n'))
+
+
+def hub_with_s3_settings(case: Case) -> Case:
+    return _pyproject(case, _team(f'url = "hf://datasets/org/x"\nprofile = "{HARNESS_SECRET}"\n'))
+
+
 REMOTE_SCENARIOS: dict[str, Callable[[Case], Case]] = {
     f.__name__.replace("_", "-"): f
     for f in (
@@ -382,6 +394,9 @@ REMOTE_SCENARIOS: dict[str, Callable[[Case], Case]] = {
         unsupported_scheme,
         pyproject_not_toml,
         secret_in_the_user_file,
+        hub_url_not_a_repo,
+        hub_url_with_a_token,
+        hub_with_s3_settings,
     )
 }
 
@@ -467,6 +482,47 @@ def test_a_command_over_a_broken_remote_configuration_fails_clearly(
     for path in tmp_path.rglob("*"):  # and nothing written holds the secret but where it was
         if path.is_file() and str(path) != case.names[-1]:
             assert HARNESS_SECRET.encode() not in path.read_bytes(), path
+
+
+# -- the Hub remote: a Hub that is not there, refuses, or answers garbage -------------------------
+HUB_COMMANDS = {
+    "push": ("push", "--all", "--remote", "hub"),
+    "push-pin": ("push", "--all", "--pin", "--remote", "hub"),
+    "pull": ("pull", "--all", "--remote", "hub"),
+    "fetch": ("fetch", "--all", "--remote", "hub"),
+}
+
+
+@pytest.mark.parametrize("hub", ["unreachable", "no-such-repo", "garbage", "failing"])
+@pytest.mark.parametrize("command", sorted(HUB_COMMANDS))
+def test_the_hub_remote_fails_clearly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, hub: str
+) -> None:
+    """push, push --pin, pull and fetch through a Hub remote whose Hub is down, lacks the repo,
+    answers what is not JSON, or fails every request: no traceback, the remote named with a
+    fix, the token never printed, and no record changed."""
+    from tests.support.hubserver import hub_server
+
+    case = object_missing(_base(tmp_path))  # so that pull and fetch ask the Hub for it
+    (case.project / "pyproject.toml").write_text(
+        '[tool.fixture-store.remotes.hub]\nurl = "hf://datasets/org/x"\n'
+    )
+    monkeypatch.setenv("HF_TOKEN", HARNESS_SECRET)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    family = (case.project / "provenance" / "fam.json").read_bytes()
+    with hub_server("0" * 40) as (endpoint, state):
+        state.branches.clear() if hub == "no-such-repo" else None
+        state.garbage = hub == "garbage"
+        state.failing = hub == "failing"
+        url = "http://127.0.0.1:9" if hub == "unreachable" else endpoint
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        code, output = _run(case, HUB_COMMANDS[command], monkeypatch)
+    names = ("hf://datasets/org/x",)
+    _check(Case(case.project, case.store, names), HUB_COMMANDS[command][0], code, output)
+    if command != "fetch":  # fetch goes on to the pinned sources (here: local files)
+        assert code == 1, output
+    assert (case.project / "provenance" / "fam.json").read_bytes() == family
 
 
 @pytest.mark.parametrize("command", sorted(INVOKE))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -274,3 +275,35 @@ def test_a_commit_holding_other_bytes_than_pushed_is_not_claimed_or_pinned(
     assert "fam/w" in stderr and "Traceback" not in stderr
     assert "pinned 0 record(s)" in stdout
     assert registry_mod.load(project).get("fam/w").source.type == "local"
+
+
+def test_pull_refuses_a_hub_answering_for_another_commit(
+    project: Path, store: Store, tmp_path: Path, hub: tuple[HubState, FaultProxy]
+) -> None:
+    state, _ = hub
+    registry = _project(project)
+    the_plan = plan(registry, ["fam/w"])
+    push(store, registry, _remote(), the_plan)
+    state.answered_commit = "e" * 40  # the resolve answers name another commit than asked
+    other = Store.at(tmp_path / "other").ensure()
+    (result,) = pull(other, registry, _remote(), the_plan).results
+    assert result.outcome is Outcome.FAILED, result
+    assert f"answered for commit '{'e' * 40}'" in result.message
+    assert not list(other.iter_objects())
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.usefixtures("hub")
+def test_pin_writes_nothing_when_any_artifact_of_the_push_failed(project: Path) -> None:
+    registry = _project(project)
+    code, _, _ = run("push", "fam/a", "--remote", REPO)  # fam/a is on the Hub already
+    assert code == 0
+    w = registry.get("fam/w").object
+    Store.at(Path(os.environ["FIXTURE_STORE_DIR"])).object_path(w).unlink()
+    code, stdout, stderr = run("push", "fam/a", "fam/w", "--pin", "--remote", REPO)
+    assert code == 1, stdout + stderr
+    assert "missing: fam/w" in stderr or "fam/w" in stderr
+    assert (
+        "pinned 0 record(s)" in stdout and "not pinned: fam/w: the push did not complete" in stdout
+    )
+    assert registry_mod.load(project).get("fam/a").source.type == "local"

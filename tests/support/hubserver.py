@@ -74,6 +74,8 @@ class HubState:
     commits: list[str] = field(default_factory=list)
     public_base: str = ""
     check_uploads: bool = True
+    garbage: bool = False  # the API answers what is not JSON
+    failing: bool = False  # the API answers every request 503
 
     def __post_init__(self) -> None:
         self.snapshots[self.commit] = self.files

@@ -76,6 +76,27 @@ def handle(req: BaseHTTPRequestHandler, state: HubState) -> bool:
     m = _API.fullmatch(path)
     if m is None:
         return False
+    if not _broken(req, state):
+        _api(req, state, m)
+    return True
+
+
+def _broken(req: BaseHTTPRequestHandler, state: HubState) -> bool:
+    """Answer as a broken Hub does, if ``state`` says it is one (503s, or what is not JSON)."""
+    if state.failing:
+        _error(req, 503, "ServiceUnavailable", "the Hub is down")
+        return True
+    if state.garbage:
+        req.send_response(200)
+        req.send_header("Content-Type", "application/json")
+        req.send_header("Content-Length", "21")
+        req.end_headers()
+        req.wfile.write(b"<html>not json</html>")
+        return True
+    return False
+
+
+def _api(req: BaseHTTPRequestHandler, state: HubState, m: re.Match[str]) -> None:
     kind, repo_id, route, revision = m.groups()
     repo_type = _TYPES[kind]
     revision = urllib.parse.unquote(revision)
@@ -87,7 +108,6 @@ def handle(req: BaseHTTPRequestHandler, state: HubState) -> bool:
         _preupload(req)
     else:
         _commit(req, state, (repo_type, repo_id), revision)
-    return True
 
 
 def send_json(req: BaseHTTPRequestHandler, status: int, body: Any, **headers: str) -> None:
