@@ -17,8 +17,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
 from fixture_store.objects.store import Store
+from fixture_store.registry.environment import Environment
 
 LOG = "parity-runs.jsonl"
 _FIELDS = ("record", "digest", "environment", "rule", "ok", "arrays", "at")
@@ -47,7 +49,13 @@ class Run:
         text = (run.record, run.digest, run.environment, run.rule, run.at)
         if not all(isinstance(v, str) for v in text) or not isinstance(run.ok, bool):
             return None
-        return run if isinstance(run.arrays, int) else None
+        if not isinstance(run.arrays, int):
+            return None
+        try:  # a hand-edited environment that does not parse is not evidence
+            Environment.parse(run.environment)
+        except UsageError:
+            return None
+        return run
 
 
 def append(store: Store, run: Run) -> None:

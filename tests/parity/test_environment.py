@@ -86,9 +86,19 @@ def test_every_run_given_an_environment_is_logged_in_the_store_state(
     assert_parity(NAME, {"y": OUT}, fixtures=fixtures, environment="device:cuda,platform:linux")
     with pytest.raises(ParityError):
         assert_parity(NAME, {"y": OUT + 1}, fixtures=fixtures, environment="device:cpu")
-    (store.state_dir / runlog.LOG).open("a").write("not json\n")
+    with (store.state_dir / runlog.LOG).open("a") as log:
+        log.write("not json\n")
+        log.write(
+            json.dumps(
+                {
+                    **json.loads(runlog.Run(NAME, "d", "device:gpu", "", True, 1, "t").to_line()),
+                    "environment": "device:gpu",
+                }
+            )
+            + "\n"
+        )
     runs, bad = runlog.read(store)
-    assert bad == 1
+    assert bad == 2
     assert [(r.record, r.environment, r.rule, r.ok) for r in runs] == [
         (NAME, "device:cuda,platform:linux", "device:cuda", True),
         (NAME, "device:cpu", "", False),
