@@ -9,11 +9,15 @@ manifest, so the top size holds ``size * (members + 1)`` objects. The family is 
 A folder remote holds all of them but the last 1% (hard links, so building it is cheap).
 Then, each timed ``--repeat`` times (median, in this process, imports excluded):
 
-- ``load``: ``registry.load`` of the project;
+- ``parse``: ``registry.load`` of the project without the parsed-registry cache (every record
+  parsed and checked, as ``verify --full`` loads it);
+- ``load``: ``registry.load`` of the project as every command loads it, its parsed-registry cache
+  warm (the records of unchanged files built without checking them again);
 - ``write1``: ``registry.write_family`` of the family with one record added (what ``add``
   writes once it has loaded the registry), the registry files put back between runs;
 - ``verify``: a warm verify of every record as the command runs it (``snapshot.verify_project``:
   a cold one runs first, untimed, to fill the verified-state cache and save the snapshot);
+- ``verify$``: the same as a whole ``fixture-store verify --json`` process, start to exit;
 - ``parse+v``: the same warm verify without a snapshot: the registry parsed and validated, then
   ``verify_names`` against the verified-state cache, its Verifier opened inside the timing;
 - ``floor``: one ``os.lstat`` per object, the least any warm verify must do;
@@ -25,7 +29,12 @@ Then, each timed ``--repeat`` times (median, in this process, imports excluded):
   over the family, less the same child collecting one plain test (pytest's start-up);
 - ``pytest``: the same for one test that ``@pytest.mark.parametrize`` parametrizes over the
   same names from a list in the test file (what a user would otherwise write): the cost of
-  pytest's items, which the plugin cannot go below.
+  pytest's items, which the plugin cannot go below;
+- ``collect2``: ``collect`` under pytest-xdist with two workers (``-n 2``): the controller
+  collects nothing, each worker collects what one process does.
+
+The rows with a target (at the top size) say whether it is met: ``load`` under 1 s, ``verify$``
+under 0.6 s, ``collect`` within 1.3x ``pytest``, ``collect2`` no slower than ``collect``.
 
 The table prints each median and its cost per record in microseconds; the last columns give
 the per-record cost at the top size over the one at the smallest (the target is at most 2).
@@ -65,9 +74,16 @@ def test_case(artifact):
     pass
 """
 STEPS = (
-    *("load", "write1", "verify", "parse+v", "floor", "fetch", "push", "pull", "gc"),
-    *("collect", "pytest"),
+    *("parse", "load", "write1", "verify", "verify$", "parse+v", "floor", "fetch", "push"),
+    *("pull", "gc", "collect", "pytest", "collect2"),
 )
+# Each target: what it says, and whether a row of medians meets it.
+TARGETS: dict[str, tuple[str, Callable[[dict[str, float]], bool]]] = {
+    "load": ("< 1 s", lambda r: r["load"] < 1.0),
+    "verify$": ("< 0.6 s", lambda r: r["verify$"] < 0.6),  # noqa: PLR2004
+    "collect": ("<= 1.3x pytest", lambda r: r["collect"] <= 1.3 * r["pytest"]),
+    "collect2": ("<= collect", lambda r: r["collect2"] <= r["collect"]),
+}
 
 
 def _put(store: Store, data: bytes) -> digests.Digest:
@@ -183,10 +199,36 @@ def _floor(paths: list[str]) -> None:
         lstat(path)
 
 
-def _collect(project: Path, store: Store, size: int, path: str = "tests/test_syn.py") -> None:
+def _verify_process(project: Path, store: Store) -> None:
+    """A whole ``fixture-store verify --json`` process in the project."""
     env = {**os.environ, "FIXTURE_STORE_DIR": str(store.root)}
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", path],
+        [sys.executable, "-m", "fixture_store.cli", "verify", "--json"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"verify failed:\n{out.stderr.decode()[-2000:]}")
+
+
+def _collect(
+    project: Path, store: Store, size: int, path: str = "tests/test_syn.py", *extra: str
+) -> None:
+    env = {**os.environ, "FIXTURE_STORE_DIR": str(store.root)}
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *extra,
+            path,
+        ],
         cwd=project,
         env=env,
         capture_output=True,
@@ -224,9 +266,11 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
     restore = _restorer(project, work / "provenance.saved")
     files, largest = layout(project)
     out = {
+        "parse": timed(lambda: registry.load(project, cached=False), repeat),
         "load": timed(lambda: registry.load(project), repeat),
         "write1": timed_after(restore, _write_one(reg), repeat),
         "verify": timed(lambda: _snapshot_verify(store, project), repeat),
+        "verify$": timed(lambda: _verify_process(project, store), repeat),
         "parse+v": timed(lambda: _warm_verify(store, project), repeat),
         "floor": timed(lambda: _floor(paths), repeat),
         "fetch": timed(lambda: fetch_names(store, reg, names, offline=True), repeat),
@@ -237,11 +281,15 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
         "pytest": timed(
             lambda: _collect(project, store, size, "tests/test_parametrized.py"), repeat
         ),
+        "collect2": timed(
+            lambda: _collect(project, store, size, "tests/test_syn.py", "-p", "xdist", "-n", "2"),
+            repeat,
+        ),
     }
     # pytest's own start-up, the same child collecting one plain test, is not the plugin's cost
     start_up = timed(lambda: _collect(project, store, 1, "tests/test_plain.py"), repeat)
-    out["collect"] -= start_up
-    out["pytest"] -= start_up
+    for child in ("collect", "pytest", "collect2"):
+        out[child] -= start_up
     out["files"], out["largest"] = files, largest
     shutil.rmtree(work)
     return out
@@ -258,6 +306,11 @@ def table(rows: dict[int, dict[str, float]]) -> str:
         first, last = sizes[0], sizes[-1]
         growth = (rows[last][step] / last) / (rows[first][step] / first)
         lines.append(line + f"{growth:>7.2f}x")
+    lines.append("")
+    top = rows[sizes[-1]]
+    for step, (target, met) in TARGETS.items():
+        verdict = "met" if met(top) else "NOT met"
+        lines.append(f"target at {sizes[-1]:,}: {step} {target}: {top[step]:.3f} s, {verdict}")
     lines.append("")
     for n in sizes:
         files, largest = int(rows[n]["files"]), rows[n]["largest"] / 1024

@@ -44,12 +44,13 @@ import platformdirs
 from fixture_store._version import __version__
 from fixture_store.errors import RegistryError
 from fixture_store.objects.digests import Algorithm
+from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.objects.statecache import Entry
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.registry.files import DIRNAME, family_digests
 from fixture_store.registry.records import family_of
-from fixture_store.verify import Result, Status, Verifier, VerifyPlan, cyclic_gc_paused
+from fixture_store.verify import Result, Status, Verifier, VerifyPlan
 
 # 2: objects and stats packed (one string of digests, base64 of native int64s): at 3 x 10^5
 # objects, format 1's lists of strings and integers took 0.28 s to parse against 0.18 s.

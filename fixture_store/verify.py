@@ -7,7 +7,6 @@ artifact, expected vs actual digest, and the command that fixes it.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import stat
 import threading
@@ -30,6 +29,7 @@ from fixture_store.errors import (
 )
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Algorithm, Digest
+from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.objects.statecache import VerifiedCache
 from fixture_store.objects.store import ObjectFiles, Store
 from fixture_store.readers import content
@@ -526,20 +526,6 @@ def _hash_quiet(store: Store, hexpart: str) -> Digest | None:
             return digests.of_file(f.fileno())
     except FileNotFoundError:
         return None
-
-
-@contextlib.contextmanager
-def cyclic_gc_paused() -> Iterator[None]:
-    """Verification makes many small objects and no reference cycles, and a cyclic-GC pass over
-    a heap holding a loaded registry cost 10 ms of a 60 ms warm verify of the node corpus. Only
-    re-enables what it disabled, so concurrent callers leave the collector on."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @cyclic_gc_paused()

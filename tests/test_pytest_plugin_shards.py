@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from fixture_store import pytest_plugin
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
-from fixture_store.pytest_plugin import MAX_SHARDS, shard_of
+from fixture_store.pytest_plugin import MAX_SHARDS, options, shard_of, sharding
+from fixture_store.registry import reading
 from fixture_store.verify import Verifier
 from tests.test_pytest_plugin import inner
 
@@ -137,14 +138,58 @@ def test_the_shard_report_places_each_test_once_whatever_n(
     """The report's work is the collection's: each test's shard is computed once, however many
     shards there are (counted, not timed)."""
     calls: list[str] = []
-    real = pytest_plugin.shard_of
+    real = shard_of
 
     def counting(nodeid: str, count: int) -> int:
         calls.append(nodeid)
         return real(nodeid, count)
 
-    monkeypatch.setattr(pytest_plugin, "shard_of", counting)
+    for module in (sharding, options):  # the report places a test, its shard asks
+        monkeypatch.setattr(module, "shard_of", counting)
     inner.makepyfile(test_inner=MANY)
     result = inner.runpytest("--collect-only", "-q", f"--fixture-store-shards={MAX_SHARDS}")
     result.stdout.fnmatch_lines([f"fixture-store shards: 25 tests in {MAX_SHARDS} shards"])
     assert len(calls) == 2 * 25  # placed once, and its shard asked once whether it holds it
+
+
+FAMILY = """
+import pytest
+
+@pytest.mark.fixture_store(family="onnx-node")
+def test_case(artifact):
+    pass
+"""
+
+
+def test_collection_reads_only_the_family_a_test_parametrizes_over(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Collecting a test parametrized over one family parses that family's files and no
+    other's (a large registry's other families cost nothing until a test's setup needs them)."""
+    read: list[str] = []
+    real = reading.read_text
+
+    def counted(path: Path) -> str:
+        read.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(reading, "read_text", counted)
+    inner.makepyfile(test_inner=FAMILY)
+    result = inner.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*2 tests collected*"])
+    assert read == ["onnx-node.json"]
+
+
+def test_a_broken_family_no_test_collects_from_is_reported_at_setup_not_collection(
+    inner: pytest.Pytester,
+) -> None:
+    """Collection does not read an unrelated family; the tests that use the registry still
+    report it, each as an error naming the file (the refusal is unchanged, only deferred)."""
+    (inner.path / "provenance" / "other.json").write_text('{"format_version": 1, "records": ')
+    inner.makepyfile(test_inner=FAMILY)
+    collected = inner.runpytest("--collect-only", "-q")
+    assert collected.ret == 0
+    collected.stdout.fnmatch_lines(["*2 tests collected*"])
+    ran = inner.runpytest("-q")
+    ran.assert_outcomes(errors=2)
+    ran.stdout.fnmatch_lines(["*other.json: not valid JSON*"])

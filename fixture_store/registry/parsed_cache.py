@@ -250,6 +250,8 @@ def _source(name: str, raw: Mapping[str, Any], file: str) -> Source:
     if plain is not None and plain[1].keys() >= raw.keys() - {"type"}:
         cls, defaults = plain
         source: Source = object.__new__(cls)
-        source.__dict__.update({k: raw.get(k, d) for k, d in defaults.items()})
+        fields = {**defaults, **raw}
+        del fields["type"]  # a class variable, not a field
+        object.__setattr__(source, "__dict__", fields)
         return source
     return parse_source(raw, Where(file, name))

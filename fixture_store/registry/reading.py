@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from fixture_store.errors import RegistryError, UsageError
+from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.registry import shards
 from fixture_store.registry.documents import (
     DIRNAME,
@@ -265,6 +266,7 @@ def project_root(root: str | os.PathLike[str] | None = None) -> Path:
     return base.parent if base.name == DIRNAME else base
 
 
+@cyclic_gc_paused()
 def load(root: str | os.PathLike[str] | None = None, *, cached: bool = True) -> Registry:
     """Load every ``provenance/*.json`` under the project root; ``cached``: with this user's
     parsed-registry cache (see :mod:`.parsed_cache`; ``verify --full`` loads without it)."""
@@ -283,6 +285,32 @@ def load(root: str | os.PathLike[str] | None = None, *, cached: bool = True) -> 
         if cache is not None:
             cache.close()
     return Registry(base, families)
+
+
+@cyclic_gc_paused()
+def load_family(root: str | os.PathLike[str] | None, family: str) -> FamilyFile | None:
+    """One family's file (and shards) of the project at ``root``, with the parsed-registry
+    cache, without reading any other family's; ``None`` if the project has no such family.
+    The checks :func:`load` makes of the folder come first (shards without their family's
+    file are refused), so a family that loads alone loads the same in the whole registry."""
+    directory = project_root(root) / DIRNAME
+    if not directory.is_dir():
+        raise UsageError(f"{directory} does not exist", fix="fixture-store init")
+    refuse_orphans(directory)
+    head = directory / f"{family}.json"
+    if "/" in family or head not in shards.family_files(directory):
+        return None
+    cache = Cache.open()
+    try:
+        return load_file(head, cache)
+    finally:
+        if cache is not None:
+            cache.close()
+
+
+def family_names(root: str | os.PathLike[str] | None) -> list[str]:
+    """The families of the project at ``root``, from its folder's listing (nothing parsed)."""
+    return [p.stem for p in shards.family_files(project_root(root) / DIRNAME)]
 
 
 def family_digests(directory: Path) -> list[tuple[str, str]]:

@@ -1,0 +1,182 @@
+"""The plugin's command-line and ini options, and the values they take: the require switch
+(``--fixture-store-require``, ``$FIXTURE_STORE_REQUIRE``) and test shards (``I/N``)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    pass
+
+
+REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
+REQUIRE_VALUES = {"1": True, "0": False, "": False}
+
+
+# -- shards and shard-aware fetch -----------------------------------------------------------------
+# The most shards a suite may be split into: far above any CI matrix (GitHub Actions runs at most
+# 256 jobs of one matrix, GitLab 200 of one parallel job), low enough that the shard report's one
+# line per shard stays readable and its work stays that of the collection.
+MAX_SHARDS = 1024
+_DIGITS = re.compile(r"[0-9]{1,12}")  # ASCII digits: int() would take '²' or 5,000 of them badly
+_SHOWN = 40  # a refused value longer than this is described, not repeated
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fixture-store", "verified fixtures (fixture-store)")
+    group.addoption(
+        "--fixture-store-dir",
+        metavar="DIR",
+        default=None,
+        help="Object store (default: $FIXTURE_STORE_DIR, else the per-user cache).",
+    )
+    group.addoption(
+        "--fixture-store-registry",
+        metavar="DIR",
+        default=None,
+        help="Project folder holding provenance/ (default: "
+        "$FIXTURE_STORE_REGISTRY, else the rootdir's provenance/).",
+    )
+    group.addoption(
+        "--fixture-store-require",
+        action="store_true",
+        default=False,
+        help="A missing object fails the test instead of skipping it (also "
+        f"{REQUIRE_ENV}=1; 0 or empty mean off, other values are refused).",
+    )
+    group.addoption(
+        "--fixture-store-complete",
+        action="store_true",
+        default=False,
+        help="Check that every registry family is consumed by a collected test or "
+        "declared a gap, and that no gap is stale.",
+    )
+    group.addoption(
+        "--fixture-store-parity-dump",
+        metavar="DIR",
+        default=None,
+        help="Write a failing parity assertion's candidate (and a copy of its reference) "
+        "under DIR, outside the store (also $FIXTURE_STORE_PARITY_DUMP).",
+    )
+    group.addoption(
+        "--fixture-store-env",
+        metavar="FACTS",
+        default=None,
+        help="Where parity assertions run, as conditions (device:cuda,dtype:bfloat16; also "
+        "$FIXTURE_STORE_ENV), over what the frameworks already imported say.",
+    )
+    group.addoption(
+        "--fixture-store-attest",
+        metavar="DIR",
+        default=None,
+        help="Write a signed parity certificate (and the outputs it is about) under DIR for "
+        "every parity assertion, passing or failing (fixture-store verify-attestation checks "
+        "it); needs --fixture-store-attest-key.",
+    )
+    group.addoption(
+        "--fixture-store-attest-key",
+        metavar="PEM",
+        default=None,
+        help="The private key the certificates are signed with (also "
+        "$FIXTURE_STORE_ATTEST_KEY); never one inside the store or the registry.",
+    )
+    group.addoption(
+        "--fixture-store-shard",
+        metavar="I/N",
+        default=None,
+        type=Shard.parse,
+        help="Run only shard I of N (1 <= I <= N): each test belongs to one shard, decided "
+        "by its node id alone, so adding tests never moves the others.",
+    )
+    group.addoption(
+        "--fixture-store-shards",
+        metavar="N",
+        default=None,
+        type=shard_count,
+        help="Print how the collected tests split into N shards (tests and artifacts per "
+        f"shard, 1 <= N <= {MAX_SHARDS}) and fail unless every test falls in exactly one; use "
+        "with --collect-only.",
+    )
+    group.addoption(
+        "--fixture-store-fetch",
+        action="store_true",
+        default=False,
+        help="Before the tests run, fetch exactly the artifacts the selected tests (after "
+        "-k, -m and --fixture-store-shard) name, from their pinned sources.",
+    )
+    parser.addini(
+        "fixture_store_gaps",
+        type="linelist",
+        default=[],
+        help="Families declared as gaps, one 'family: reason' per line.",
+    )
+
+
+def require_from_env() -> bool:
+    """``$FIXTURE_STORE_REQUIRE`` as a bool; a value that is neither 1, 0 nor empty is refused,
+    since a CI job that sets ``true`` means require mode and would silently not get it."""
+    value = os.environ.get(REQUIRE_ENV, "")
+    if value not in REQUIRE_VALUES:
+        raise pytest.UsageError(
+            f"{REQUIRE_ENV}={shown_value(value)} is not one of the allowed values: "
+            "'1' (a missing object fails the test), '0' or empty (it skips); "
+            f"set {REQUIRE_ENV}=1 for require mode, or unset it"
+        )
+    return REQUIRE_VALUES[value]
+
+
+def shard_count(text: str, *, option: str = "--fixture-store-shards") -> int:
+    """N of ``--fixture-store-shards N`` or of ``--fixture-store-shard I/N``: 1 to MAX_SHARDS,
+    refused as a usage error naming the option otherwise."""
+    if not _DIGITS.fullmatch(text) or not 1 <= int(text) <= MAX_SHARDS:
+        raise pytest.UsageError(
+            f"{option}: N {shown_value(text)} is not a whole number from 1 to {MAX_SHARDS} (the "
+            "number of shards the suite is split into, e.g. the size of the CI matrix)"
+        )
+    return int(text)
+
+
+def shown_value(text: str) -> str:
+    """An option's refused value: quoted if short, else described (never repeated at length)."""
+    return repr(text) if len(text) <= _SHOWN else f"(a value of {len(text)} characters)"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (1-based), as ``--fixture-store-shard I/N`` writes it."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        index, sep, count = text.partition("/")
+        if not (sep and _DIGITS.fullmatch(index) and _DIGITS.fullmatch(count)):
+            raise pytest.UsageError(
+                f"--fixture-store-shard {shown_value(text)} is not I/N (e.g. 2/4)"
+            )
+        shard = cls(int(index), shard_count(count, option="--fixture-store-shard"))
+        if not 1 <= shard.index <= shard.count:
+            raise pytest.UsageError(
+                f"--fixture-store-shard {text}: I must be between 1 and N ({shard.count})"
+            )
+        return shard
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, item: pytest.Item) -> bool:
+        return shard_of(item.nodeid, self.count) == self.index
+
+
+def shard_of(nodeid: str, count: int) -> int:
+    """The shard (1..count) of a test: a hash of its node id alone, the same in every process
+    and on every machine, unmoved when other tests are added or removed."""
+    digest = hashlib.sha256(nodeid.encode()).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1

@@ -1,0 +1,189 @@
+"""One session's store and registry, loaded on first use, and the refusal semantics of a
+verified artifact (:meth:`PluginState.enforce`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from fixture_store import registry as registry_mod
+from fixture_store.display import text as shown
+from fixture_store.errors import FixtureStoreError, UsageError
+from fixture_store.objects import digests
+from fixture_store.objects.store import Store
+from fixture_store.registry import FamilyFile, Registry, files
+from fixture_store.verify import Result, Status
+
+if TYPE_CHECKING:
+    from fixture_store.access import Fixtures
+    from fixture_store.parity.assertion import ParityReport
+from fixture_store.pytest_plugin.options import REQUIRE_ENV, require_from_env
+
+MARKER = "fixture_store"
+STATE_KEY = pytest.StashKey["PluginState"]()
+REQUIRED_MISSING = pytest.StashKey[list[str]]()
+# The state of the running session, for fixture_store_cases() used at import time.
+_current: PluginState | None = None
+
+
+@dataclass
+class PluginState:
+    """Store and registry of one session, loaded on first use (a project without them pays
+    nothing)."""
+
+    config: pytest.Config
+    _registry: Registry | None = None
+    _families: dict[str, FamilyFile | None] = field(default_factory=dict)
+    _fixtures: Fixtures | None = None
+    current_test: str | None = None
+    _certificates: set[str] = field(default_factory=set)
+
+    @property
+    def require(self) -> bool:
+        return bool(self.config.getoption("fixture_store_require")) or require_from_env()
+
+    def store(self) -> Store:
+        return Store.at(self.config.getoption("fixture_store_dir"))
+
+    def root(self) -> Path:
+        """The project whose registry the session uses."""
+        flag = self.config.getoption("fixture_store_registry")
+        if flag:
+            return registry_mod.project_root(flag)
+        if os.environ.get(registry_mod.files.ENV_VAR):
+            return registry_mod.project_root()
+        if (self.config.rootpath / registry_mod.files.DIRNAME).is_dir():
+            return self.config.rootpath
+        return registry_mod.find_root(self.config.rootpath)
+
+    def registry(self) -> Registry:
+        if self._registry is None:
+            self._registry = registry_mod.load(self.root())
+        return self._registry
+
+    def family(self, family: str) -> FamilyFile:
+        """One family, from the registry if it is loaded, else read alone (collection reads
+        only the families its tests parametrize over; a test's setup loads the rest)."""
+        if self._registry is not None:
+            found = self._registry.families.get(family)
+        elif family in self._families:
+            found = self._families[family]
+        else:
+            found = self._families[family] = files.load_family(self.root(), family)
+        if found is None:
+            reg = self._registry
+            every = sorted(reg.families) if reg else files.family_names(self.root())
+            raise UsageError(
+                f"no family {family!r} in {self.root() / registry_mod.files.DIRNAME}",
+                fix=f"one of: {', '.join(every) or '(none yet)'}",
+            )
+        return found
+
+    def fixtures(self) -> Fixtures:
+        if self._fixtures is None:
+            from fixture_store.access import Fixtures
+
+            self._fixtures = Fixtures(self.store(), self.registry(), batch_cache_writes=True)
+        return self._fixtures
+
+    def names_of(self, family: str, kind: str | None = None) -> list[str]:
+        """Record names of a family, from the registry text only (no object is touched)."""
+        fam = self.family(family)
+        names = sorted((*fam.records, *fam.invalid))
+        if kind is not None:
+            names = [n for n in names if n in fam.invalid or fam.records[n].kind == kind]
+        return names
+
+    def enforce(self, name: str, item: pytest.Item | None = None) -> Result:
+        """Verify ``name`` and apply the refusal semantics; returns the verified result.
+
+        In require mode a missing object must be a test *failure*, not a setup error, so when
+        checked at setup it is remembered on ``item`` and raised when the test would run.
+        """
+        result = self.fixtures().check(name)
+        if result.ok:
+            return result
+        if result.status is Status.GAP:
+            pytest.xfail(shown(f"{name}: declared gap: {result.message}", keep="\n"))
+        if result.status is Status.MISSING:
+            how = f"{result.message}; fetch it: {result.fix}"
+            if self.require:
+                message = shown(
+                    f"{name}: missing object (required by --fixture-store-require or "
+                    f"{REQUIRE_ENV}=1): {how}",
+                    keep="\n",
+                )
+                if item is None:
+                    pytest.fail(message, pytrace=False)
+                item.stash.setdefault(REQUIRED_MISSING, []).append(message)
+                return result
+            pytest.skip(shown(f"{name}: missing object: {how}", keep="\n"))
+        raise result.error()
+
+    def attest_key(self) -> Path:
+        """The private key certificates are signed with, checked once at session start: a
+        missing, misplaced or unreadable key (or a missing ``attest`` extra) is a usage error
+        before any test runs, not a failure in each."""
+        from fixture_store import attest as attest_mod
+
+        try:
+            key = attest_mod.key_path(
+                self.config.getoption("fixture_store_attest_key"),
+                forbidden=(self.store().root, self.registry().directory),
+                option="--fixture-store-attest-key",
+            )
+            attest_mod.signer(key)
+        except FixtureStoreError as e:
+            raise pytest.UsageError(f"--fixture-store-attest: {e}") from None
+        return key
+
+    def attest(self, name: str, actual: Mapping[str, Any] | Any, report: ParityReport) -> None:
+        """Sign the certificate of one parity assertion under ``--fixture-store-attest``: its
+        subject the outputs compared (written beside it as an NPZ), its predicate the report."""
+        from fixture_store import attest as attest_mod
+
+        folder = Path(self.config.getoption("fixture_store_attest"))
+        store, registry = self.store(), self.registry()
+        key = self.attest_key()
+        keys = [c.name for c in report.comparisons] + list(report.missing)
+        arrays = dict(actual) if isinstance(actual, Mapping) else {keys[0]: actual}
+        test = self.current_test or "parity"
+        stem = base = attest_mod.file_stem(test, name)
+        n = 1
+        while stem in self._certificates:  # a test asserting the same reference twice
+            n += 1
+            stem = f"{base}-{n}"
+        self._certificates.add(stem)
+        data = attest_mod.outputs_npz(arrays)
+        subject = attest_mod.Subject(f"{stem}.outputs.npz", digests.of_bytes(data))
+        doc = attest_mod.statement(
+            [subject],
+            [registry.get(name)],
+            [c.to_json() for c in report.comparisons],
+            ok=report.ok,
+            missing=report.missing,
+            extra=report.extra,
+            test=test,
+        )
+        envelope = attest_mod.dumps(attest_mod.sign(doc, key))
+        files = {f"{stem}.outputs.npz": data, f"{stem}.intoto.json": envelope}
+        attest_mod.write_files(folder, files, store=store.root)
+
+
+def state_of(config: pytest.Config) -> PluginState:
+    return config.stash[STATE_KEY]
+
+
+def current() -> PluginState | None:
+    """The running session's state, for ``fixture_store_cases()`` at import time."""
+    return _current
+
+
+def set_current(state: PluginState | None) -> None:
+    global _current  # noqa: PLW0603 - fixture_store_cases() runs at import time, before any fixture
+    _current = state
