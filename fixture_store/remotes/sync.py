@@ -222,6 +222,11 @@ def push(
     """Send the plan's objects that the remote lacks; only objects that verify in the store go.
     Those under ``packing``'s threshold go in packs (see :mod:`~fixture_store.remotes.packs`),
     the others one per key."""
+    if not remote.writable and isinstance(remote, CommittingRemote):
+        raise ReadOnlyRemote(
+            f"the remote {remote.label} names a commit: it is read at that commit, never pushed to",
+            fix="push to the repo's branch: hf://datasets/ORG/NAME (main) or @BRANCH",
+        )
     if not remote.writable:
         raise ReadOnlyRemote(
             f"the remote {remote.label} is read-only (an https mirror serves bytes, it does "

@@ -307,3 +307,37 @@ def test_pin_writes_nothing_when_any_artifact_of_the_push_failed(project: Path) 
         "pinned 0 record(s)" in stdout and "not pinned: fam/w: the push did not complete" in stdout
     )
     assert registry_mod.load(project).get("fam/a").source.type == "local"
+
+
+def test_a_remote_naming_a_commit_is_read_there_and_never_pushed_to(
+    project: Path, store: Store, tmp_path: Path, hub: tuple[HubState, FaultProxy]
+) -> None:
+    state, _ = hub
+    registry = _project(project)
+    the_plan = plan(registry, ["fam/w"])
+    push(store, registry, _remote(), the_plan)
+    (commit,) = state.commits
+    code, _, stderr = run("push", "fam/w", "--remote", f"{REPO}@{commit}")
+    assert code == 2 and "names a commit: it is read at that commit" in stderr, stderr
+    assert "fix: push to the repo's branch" in stderr and "Traceback" not in stderr
+    state.branches["main"] = "f" * 40  # the branch moved: a remote at the commit does not care
+    pinned = HubRemote("at", HubRepo.parse(f"{REPO}@{commit}"), retry=FAST)
+    other = Store.at(tmp_path / "other").ensure()
+    state.requests.clear()
+    (result,) = pull(other, registry, pinned, the_plan).results
+    assert result.outcome is Outcome.PULLED
+    assert not any("/revision/" in p for _, p, _ in state.requests)  # nothing to resolve
+
+
+@pytest.mark.usefixtures("store", "hub")
+def test_fetch_takes_a_hub_remote_as_its_mirror(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(project)
+    assert run("remote", "add", "hubby", REPO, "--default")[0] == 0
+    assert run("push", "fam/w")[0] == 0
+    (project / "data" / "w.bin").unlink()  # the local source is gone: only the Hub has the bytes
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "colleague-store"))
+    code, stdout, stderr = run("fetch", "fam/w")
+    assert code == 0, stdout + stderr
+    assert run("verify", "fam/w")[0] == 0
