@@ -42,26 +42,62 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import io
 import itertools
 import os
 import stat
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Concatenate, ParamSpec, TypeVar
+from typing import BinaryIO
 
-import platformdirs
-
-from fixture_store.errors import FixtureStoreError, IntegrityError, StoreError
-from fixture_store.objects import anchored, digests, fsutil, statecache
+from fixture_store.errors import StoreError
+from fixture_store.objects import anchored, digests, fsutil, statecache, writer_lock
 from fixture_store.objects.digests import HEX_LEN, Digest
+from fixture_store.objects.hashcopy import (
+    Stored,
+    _check,
+    _copy_hashing,
+    _hash_copy,
+    _intact_size,
+    _make_read_only,
+    _open_source,
+    io_error,
+)
+from fixture_store.objects.layout import (
+    ENV_VAR,
+    FOLDERS,
+    HEX_DIGITS,
+    READ_ONLY,
+    SHARD_LEN,
+    WRITER_LOCK,
+    WRITER_PREFIX,
+    default_root,
+)
+from fixture_store.objects.object_files import ObjectFiles
+from fixture_store.objects.staging import Staged, Staging
+from fixture_store.objects.writer_lock import STALE_TMP_SECONDS, holding_writer_lock
 
-ENV_VAR = "FIXTURE_STORE_DIR"
-READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+# What callers import from here, wherever it lives now.
+__all__ = [
+    "ENV_VAR",
+    "KERNEL_COPY_MIN",
+    "PROVE_BY_CACHE_MIN",
+    "READ_ONLY",
+    "SHARD_LEN",
+    "STALE_TMP_SECONDS",
+    "WRITER_LOCK",
+    "WRITER_PREFIX",
+    "ObjectFiles",
+    "Staged",
+    "Staging",
+    "Store",
+    "Stored",
+    "default_root",
+    "holding_writer_lock",
+    "io_error",
+]
+
 # From this size a file is copied by the kernel (copy_file_range: no trip through user space;
 # 1 GiB in 0.26-0.5 s here) and then hashed from the copy while the fsync runs: `add` of 1 GiB
 # went from 1.77 s to 1.33 s with the page cache warm.
@@ -73,33 +109,8 @@ PROVE_BY_CACHE_MIN = 1 << 20
 # A hard link is impossible here (another filesystem, or none supported): copy instead.
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP}
 _link_names = itertools.count()
-# A loose temp entry (of a caller holding no lock) untouched this long belongs to a writer that
-# died, not to one still writing.
-STALE_TMP_SECONDS = 3600.0
-WRITER_LOCK = "gc.lock"
-WRITER_PREFIX = "writer-"
 # The temp files of copies (made read-only by the copy itself) and of hard links.
 _COPY_PREFIX = "put-"
-# An object's shard folder is named by the first hex characters of its digest.
-SHARD_LEN = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """An object now in the store: its identity and the BLAKE3 of the same checked bytes."""
-
-    digest: Digest
-    blake3: str
-
-
-def default_root(flag: str | os.PathLike[str] | None = None) -> Path:
-    """Where the store lives: the flag, then ``$FIXTURE_STORE_DIR``, then a per-user cache dir."""
-    if flag:
-        return Path(flag).expanduser()
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    return Path(platformdirs.user_cache_dir("fixture-store", appauthor=False))
 
 
 @dataclass(frozen=True)
@@ -154,14 +165,9 @@ class Store:
         """The temp folder ``where``, opened through the path primitive: this process's writer
         folder stays open while its :meth:`writing` block runs (one open for all its writes),
         any other is opened for the block."""
-        held = _writing.get(self.root)
-        if (
-            held is not None
-            and held.temps is not None
-            and held.pid == os.getpid()
-            and held.folder == where
-        ):
-            yield held.temps
+        held = writer_lock.held_temps(self.root, where)
+        if held is not None:
+            yield held
             return
         with self.folder_of(where) as temps:
             yield temps
@@ -169,7 +175,7 @@ class Store:
     def check_plain(self) -> None:
         """Refuse the store if any of its folders that exist (``objects/sha256`` and its shards,
         ``tmp/``, ``locks/``, ``state/``, ``trees/``, ``extracted/``, ``envs/``) is a link."""
-        for parts in _FOLDERS:
+        for parts in FOLDERS:
             self.plain(*parts)
         self.shards()
 
@@ -181,7 +187,7 @@ class Store:
         found = []
         with os.scandir(self.objects_dir) as it:
             for entry in it:
-                if len(entry.name) != SHARD_LEN or not all(c in _HEX for c in entry.name):
+                if len(entry.name) != SHARD_LEN or not all(c in HEX_DIGITS for c in entry.name):
                     continue
                 if not entry.is_dir(follow_symlinks=False):  # a link, or not a folder
                     fsutil.plain_folder(self.objects_dir, entry.name)  # raises, naming it
@@ -208,63 +214,26 @@ class Store:
         ):
             yield
 
-    @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
+    def writing(self) -> contextlib.AbstractContextManager[None]:
         """Hold the writer lock shared for the block (see the module docstring): gc collects
         nothing while the block runs, so objects written here are safe until their records
         land. Temp files of the block's writes go in this process's ``tmp/writer-*`` folder.
         Re-entrant, and shared by the threads of a process: the lock is taken once, when the
         first block starts, and released when the last one ends. Waits while gc runs."""
-        key = self.root
-        held_here = _held_by_thread()
-        with _writing_guard:
-            held = _writing.get(key)
-            if held is None or held.pid != os.getpid():  # none yet, or the parent's (forked)
-                held = _writing[key] = _Writing.start(self)
-            held.holders += 1
-        held_here[key] = held_here.get(key, 0) + 1
-        try:
-            yield
-        finally:
-            held_here[key] -= 1
-            with _writing_guard:
-                held.holders -= 1
-                if held.holders == 0:
-                    if _writing.get(key) is held:
-                        del _writing[key]
-                    held.stop()
+        return writer_lock.hold_shared(self)
 
-    @contextlib.contextmanager
-    def collecting(self, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    def collecting(
+        self, on_wait: Callable[[], None] | None = None
+    ) -> contextlib.AbstractContextManager[None]:
         """Hold the writer lock exclusively for the block: no writer is publishing while it runs
         (see the module docstring). Waits for the writers in flight, calling ``on_wait`` first
         if there are any."""
-        if _held_by_thread().get(self.root):
-            raise StoreError(
-                "cannot collect garbage while this thread holds the store's writer lock: "
-                "it would wait for itself"
-            )
-        if self.root in _collecting_here():
-            yield
-            return
-        self.ensure()
-        with (
-            self.folder("locks") as locks,
-            fsutil.flocked(Path(locks.child(WRITER_LOCK)), on_wait=on_wait, folder=locks),
-        ):
-            _collecting_here().add(self.root)
-            try:
-                yield
-            finally:
-                _collecting_here().discard(self.root)
+        return writer_lock.hold_exclusive(self, on_wait)
 
     def temp_folder(self) -> Path:
         """Where a write puts its temp files: this process's writer folder while this thread
         holds :meth:`writing`, else ``tmp/``."""
-        held = _writing.get(self.root)
-        if held is not None and held.pid == os.getpid() and _held_by_thread().get(self.root):
-            return held.folder
-        return self.tmp_dir
+        return writer_lock.temp_folder(self)
 
     # -- reading --------------------------------------------------------------------------------
     def has(self, digest: Digest) -> bool:
@@ -303,7 +272,7 @@ class Store:
                 entries = sorted(it, key=lambda e: e.name)
             for entry in entries:
                 hexpart = shard + entry.name
-                if len(hexpart) == HEX_LEN and all(c in _HEX for c in hexpart):
+                if len(hexpart) == HEX_LEN and all(c in HEX_DIGITS for c in hexpart):
                     yield hexpart, entry
 
     # -- writing --------------------------------------------------------------------------------
@@ -595,346 +564,7 @@ class Store:
         fresh. A loose entry (a caller that held no lock) goes only when untouched for
         ``older_than`` seconds: it may still be being written.
         """
-        if not self.plain("tmp"):  # a tmp/ that is a link is refused: never cleaned through
-            return 0
-        with self.collecting(), self.folder("tmp") as temps:
-            count = 0
-            cutoff = time.time() - older_than
-            for entry in list(temps.scandir()):
-                try:
-                    owned = entry.name.startswith(WRITER_PREFIX) and entry.is_dir(
-                        follow_symlinks=False
-                    )
-                    if not owned and _newest_mtime(temps, entry.name) > cutoff:
-                        continue
-                    temps.remove_tree(entry.name)  # a link: only the link goes
-                    count += 1
-                except FileNotFoundError:
-                    continue
-            return count
-
-
-@dataclass(frozen=True, slots=True)
-class Staged:
-    """Checked bytes in a temp file of the store, not visible yet (see :class:`Staging`)."""
-
-    tmp: Path
-    stored: Stored
-
-
-class Staging:
-    """Writes checked temp files now and publishes them later, a batch at a time.
-
-    Each staged file is hashed while it is copied and checked against its expected digest, as a
-    single put is, but not synced: :meth:`publish` makes a whole batch durable with one
-    filesystem sync (or an fsync each for a few files, see :class:`fsutil.SyncBatch`), then
-    renames it into place, one lock per shard, and makes the renames durable together. Small
-    objects are bound by creates and syncs, not by hashing, so this is what makes many of them
-    cheap. Until its batch is published a staged file is invisible: a crash at any instant
-    leaves at most orphan temp files (in the writer folder that was current when the staging
-    opened), never a partial object, and every object published before it stays.
-
-    Staging from several threads at once is safe; open it with :meth:`Store.staging`.
-    """
-
-    def __init__(
-        self, store: Store, batch: fsutil.SyncBatch, folder: Path, *, replace: bool
-    ) -> None:
-        self.store = store
-        self._batch = batch
-        self._folder = folder
-        self._replace = replace
-        self._pending: set[Path] = set()
-        self._lock = threading.Lock()
-
-    def stream(self, source: BinaryIO, expected: Digest | None = None) -> Staged:
-        """Stage a stream (see :meth:`Store.write_stream`: read at most ``expected.size + 1``
-        bytes, :class:`IntegrityError` and nothing staged unless they match)."""
-        try:
-            tmp, stored = self.store._write_temp(source, expected, sync=False, folder=self._folder)
-        except OSError as e:  # the temp file could not even be created
-            raise io_error(e, self.store.root) from e
-        return self._keep(tmp, stored)
-
-    def file(
-        self, path: str | os.PathLike[str], expected: Digest | None = None, *, link: bool = False
-    ) -> Staged:
-        """Stage a file (see :meth:`Store.write_file`), hard-linked where ``link`` allows."""
-        if link:
-            linked = self.store._link_temp(path, expected, sync=False, folder=self._folder)
-            if linked is not None:
-                return self._keep(*linked)
-        with _open_source(path) as f:
-            return self.stream(f, expected)
-
-    def publish(self, staged: Sequence[Staged]) -> None:
-        """Make these staged files durable, then visible. Their temp files are gone afterwards,
-        published or not; on an error the store's error is raised and those not yet renamed are
-        not published (an object already renamed is complete and stays)."""
-        try:
-            self._batch.settle([s.tmp for s in staged])
-            self.store._commit_many(
-                [(s.tmp, s.stored) for s in staged], replace=self._replace, batch=self._batch
-            )
-        except BaseException as e:
-            self._remove(s.tmp for s in staged)
-            if isinstance(e, OSError):
-                raise io_error(e, self.store.root) from e
-            raise
-        with self._lock:  # renamed into place, or removed as a copy already present
-            self._pending.difference_update(s.tmp for s in staged)
-
-    def discard(self) -> None:
-        """Remove every staged file not published yet."""
-        with self._lock:
-            pending = list(self._pending)
-        self._remove(pending)
-
-    def _keep(self, tmp: Path, stored: Stored) -> Staged:
-        with self._lock:
-            self._pending.add(tmp)
-        return Staged(tmp, stored)
-
-    def _remove(self, temps: Iterable[Path]) -> None:
-        for tmp in temps:
-            self.store._unlink_temp(tmp)
-            with self._lock:
-                self._pending.discard(tmp)
-
-
-@dataclass
-class _Writing:
-    """This process's hold on one store's writer lock, shared by its threads."""
-
-    pid: int
-    folder: Path
-    exit: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
-    holders: int = 0
-    # The writer folder, open while the lock is held (see Store._temps).
-    temps: anchored.Folder | None = None
-
-    @classmethod
-    def start(cls, store: Store) -> _Writing:
-        store.ensure()
-        stack = contextlib.ExitStack()
-        try:
-            with store.folder("locks") as locks:
-                lock = Path(locks.child(WRITER_LOCK))
-                stack.enter_context(fsutil.flocked(lock, shared=True, folder=locks))
-            with store.folder("tmp") as temps:
-                made, name = temps.mkdtemp(f"{WRITER_PREFIX}{os.getpid()}-")
-            folder = store.tmp_dir / name
-        except OSError as e:
-            stack.close()
-            if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-                # A store we cannot write to: nothing can be published, so there is nothing to
-                # guard (a fetch that finds everything present still works); a write fails
-                # with the store's own "not writable" error.
-                return cls(os.getpid(), store.tmp_dir, stack)
-            raise io_error(e, store.root) from e
-        except BaseException:
-            stack.close()
-            raise
-        stack.callback(_remove_folder, store, name)  # before the lock goes: gc never sees it live
-        stack.callback(made.close)  # first of all: the folder is removed by name
-        return cls(os.getpid(), folder, stack, temps=made)
-
-    def stop(self) -> None:
-        self.exit.close()
-
-
-class ObjectFiles:
-    """The store's object files, each opened through the path primitive (DESIGN 13): the
-    folder ``objects/sha256`` is opened once, each shard folder once, and each object from its
-    shard's descriptor with ``O_NOFOLLOW`` and checked to be a regular file. What verify and
-    the readers of verified objects read: one open per object, as a path would cost, and a
-    link, FIFO or folder at an object's name or its shard's is the store's refusal. Open for
-    one run (shard folders removed meanwhile are not seen again); not shared across threads."""
-
-    __slots__ = ("_base", "_root", "_shards")
-
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._base: anchored.Folder | None = None
-        self._shards: dict[str, anchored.Folder] = {}
-
-    def _shard(self, shard: str) -> anchored.Folder:
-        folder = self._shards.get(shard)
-        if folder is None:
-            if self._base is None:
-                with anchored.Folder.root(self._root) as root:
-                    self._base = root.folder("objects", "sha256")
-            folder = self._shards[shard] = self._base.folder(shard)
-        return folder
-
-    def open_fd(self, hexpart: str) -> int:
-        """A read descriptor on the object ``hexpart`` (see :meth:`Store.open_object`)."""
-        return self._shard(hexpart[:SHARD_LEN]).open_fd(hexpart[SHARD_LEN:])
-
-    def open(self, hexpart: str) -> BinaryIO:
-        return self._shard(hexpart[:SHARD_LEN]).open(hexpart[SHARD_LEN:])
-
-    def close(self) -> None:
-        for folder in self._shards.values():
-            folder.close()
-        self._shards.clear()
-        if self._base is not None:
-            self._base.close()
-            self._base = None
-
-    def __enter__(self) -> ObjectFiles:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-def _remove_folder(store: Store, name: str) -> None:
-    """Remove a writer folder of ``tmp/`` (never through a link)."""
-    with contextlib.suppress(FileNotFoundError), store.folder("tmp") as temps:
-        try:
-            temps.rmdir(name)  # the usual case: every write renamed or removed its temp file
-        except FileNotFoundError:
-            pass
-        except OSError:
-            temps.remove_tree(name)
-
-
-_writing: dict[Path, _Writing] = {}
-_writing_guard = threading.Lock()
-_thread_state = threading.local()
-
-
-def _held_by_thread() -> dict[Path, int]:
-    """How many :meth:`Store.writing` blocks this thread is in, per store root."""
-    held: dict[Path, int] | None = getattr(_thread_state, "writing", None)
-    if held is None:
-        held = _thread_state.writing = {}
-    return held
-
-
-def _collecting_here() -> set[Path]:
-    """The store roots whose writer lock this thread holds exclusively."""
-    roots: set[Path] | None = getattr(_thread_state, "collecting", None)
-    if roots is None:
-        roots = _thread_state.collecting = set()
-    return roots
-
-
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def holding_writer_lock(
-    fn: Callable[Concatenate[Store, _P], _R],
-) -> Callable[Concatenate[Store, _P], _R]:
-    """``fn``, taking its store first, run inside that store's :meth:`Store.writing` block."""
-
-    @functools.wraps(fn)
-    def held(store: Store, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with store.writing():
-            return fn(store, *args, **kwargs)
-
-    return held
-
-
-_HEX = frozenset("0123456789abcdef")
-# Every folder of the store's layout, as parts under the root (see the module docstring).
-_FOLDERS = (
-    ("objects", "sha256"),
-    ("tmp",),
-    ("locks",),
-    ("state",),
-    ("trees",),
-    ("extracted",),
-    ("envs",),
-)
-
-
-def _newest_mtime(folder: anchored.Folder, name: str) -> float:
-    """The newest mtime in the temp entry ``name``; a folder is walked without following any
-    link."""
-    st = folder.lstat(name)
-    newest = st.st_mtime
-    if stat.S_ISDIR(st.st_mode):
-        try:
-            sub = folder.folder(name)
-        except FixtureStoreError:  # replaced by a link meanwhile: its own mtime
-            return newest
-        with sub:
-            for entry in list(sub.scandir()):
-                with contextlib.suppress(FileNotFoundError):
-                    newest = max(newest, _newest_mtime(sub, entry.name))
-    return newest
-
-
-def _check(stored: Stored, expected: Digest | None, what: str) -> None:
-    if expected is not None and stored.digest != expected:
-        actual = stored.digest
-        raise IntegrityError(
-            f"{what} do not match the expected digest: expected {expected}, "
-            f"got {actual}{' or more' if actual.size > expected.size else ''}; "
-            "nothing was stored"
-        )
-
-
-def _copy_hashing(source: BinaryIO, out: BinaryIO, limit: int | None) -> Stored:
-    """Read ``source`` (at most ``limit`` bytes), hashing SHA-256 and BLAKE3 while writing."""
-    hasher = digests.Hasher(with_blake3=True)
-    view = digests.read_buffer()
-    while True:
-        want = len(view) if limit is None else min(len(view), limit - hasher.size)
-        if want <= 0:
-            break
-        n = source.readinto(view[:want])  # type: ignore[attr-defined]
-        if not n:
-            break
-        chunk = view[:n]
-        hasher.update(chunk)
-        out.write(chunk)
-    b3 = hasher.blake3_hex()
-    assert b3 is not None
-    return Stored(hasher.digest(), b3)
-
-
-def _hash_copy(tmp: Path, sync_fd: int | None, size: int) -> Stored:
-    """Hash the bytes a kernel copy or a link put in ``tmp`` (the bytes that will be published,
-    not the source, which could change meanwhile); SHA-256 and BLAKE3 run on two threads, and
-    the fsync of ``sync_fd`` on a third, since all three wait on different things. A file of
-    ``size`` under one chunk is read whole and hashed from memory."""
-    data = digests.read_small(tmp) if size < digests.CHUNK else None
-    if data is not None:
-        if sync_fd is not None:
-            os.fsync(sync_fd)
-        return Stored(digests.of_bytes(data), digests.blake3_of_bytes(data))
-    if sync_fd is None:
-        digest, b3 = digests.of_file_both(tmp)
-        return Stored(digest, b3)
-    from concurrent.futures import ThreadPoolExecutor  # only when pooling: start-up
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        synced = pool.submit(os.fsync, sync_fd)
-        digest, b3 = digests.of_file_both(tmp)
-        synced.result()
-    return Stored(digest, b3)
-
-
-def _open_source(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a file to ingest; a file that cannot be read is the caller's error, not the store's."""
-    try:
-        return open(path, "rb", buffering=0)
-    except OSError as e:
-        raise StoreError(f"cannot read {os.fspath(path)}: {e.strerror}") from e
-
-
-def _intact_size(shard: anchored.Folder, name: str, digest: Digest) -> bool:
-    """Whether the entry ``name`` of a shard folder is a regular file of the digest's size (a
-    link is not an object)."""
-    try:
-        st = shard.lstat(name)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    return stat.S_ISREG(st.st_mode) and st.st_size == digest.size
+        return writer_lock.clean_tmp(self, older_than)
 
 
 @contextlib.contextmanager
@@ -945,33 +575,3 @@ def _or_none(folder: anchored.Folder | None) -> Iterator[anchored.Folder | None]
     finally:
         if folder is not None:
             folder.close()
-
-
-def _make_read_only(folder: anchored.Folder, name: str) -> None:
-    """Make a temp file read-only before it is published (its descriptor, not its name: a link
-    put there meanwhile is refused, never followed)."""
-    fd = folder.open_fd(name)
-    try:
-        os.fchmod(fd, READ_ONLY)
-    finally:
-        os.close(fd)
-
-
-def io_error(e: OSError, root: Path) -> StoreError:
-    """The store error for an OS error while writing under ``root``: full disk, no permission."""
-    if e.errno == errno.ENOSPC:
-        return StoreError(
-            f"no space left on the device holding the store {root}; nothing was stored",
-            fix=f"free space, or point --store / ${ENV_VAR} at a larger disk",
-        )
-    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return StoreError(
-            f"the store {root} is not writable: {e.strerror}",
-            fix=f"choose a writable location with --store or ${ENV_VAR}",
-        )
-    # A failed rename names its temp file first, and that is gone by now: name what is in the way.
-    where = e.filename2 or e.filename or root
-    return StoreError(
-        f"I/O error in the store {root}: {e}",
-        fix=f"check {where}: the store holds only files fixture-store wrote",
-    )
