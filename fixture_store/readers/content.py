@@ -39,6 +39,7 @@ from fixture_store.registry import (
     Kind,
     Record,
 )
+from fixture_store.registry.frozen import thaw
 
 _ARCHIVE_FORMATS = ("zip", "tar", "tar.lz4", "tar.zst")
 # The leading bytes each media type's format begins with: an NPZ is a zip.
@@ -85,10 +86,7 @@ def profile_for(record: Record, tighten: Mapping[str, int] | None = None) -> lim
 
 def _key(record: Record, profile: limits.Limits) -> str:
     manifest = trees.to_json(record.members) if record.members is not None else None
-    arrays_ = {
-        k: {"dtype": v["dtype"], "shape": list(v["shape"])}
-        for k, v in (record.arrays or {}).items()
-    }
+    arrays_ = {k: thaw(v) for k, v in (record.arrays or {}).items()}  # ranges too
     doc = {
         "digest": record.object.text,
         "content": record.content,
@@ -119,7 +117,7 @@ def check(
     if not full and statecache.has_marker(marker, store.root):
         return None
     try:
-        _check(store, record, profile)
+        _check(store, record, profile, full=full)
     except UnsafeContentError as e:
         return e
     except FixtureStoreError as e:
@@ -134,7 +132,7 @@ def _rewrite_fix(record: Record) -> str:
     return f"fixture-store add FILE --name {record.name} --kind {record.kind} --replace"
 
 
-def _check(store: Store, record: Record, profile: limits.Limits) -> None:
+def _check(store: Store, record: Record, profile: limits.Limits, *, full: bool = False) -> None:
     with store.open_object(record.object) as f:  # never through a link (DESIGN 13)
         fmt = sniff(f.fileno())
     declared = MEDIA_TYPE_FORMATS.get(record.media_type or "")
@@ -146,21 +144,27 @@ def _check(store: Store, record: Record, profile: limits.Limits) -> None:
             fix=f"{_rewrite_fix(record)}  (records the media type the bytes have)",
         )
     if record.content is Content.ARRAYS:
-        _check_arrays(store, fmt, record, profile)
+        _check_arrays(store, fmt, record, profile, full=full)
     else:
         _check_archive(store, fmt, record, profile)
 
 
-def _check_arrays(store: Store, fmt: Sniffed, record: Record, profile: limits.Limits) -> None:
+def _check_arrays(
+    store: Store, fmt: Sniffed, record: Record, profile: limits.Limits, *, full: bool
+) -> None:
     # The readers pull in numpy, lz4 and zstandard: imported here, when content is checked,
     # so a verify of plain objects (and every CLI start) does not pay for them.
     from fixture_store.readers import npy as arrays
     from fixture_store.readers import safetensors
     from fixture_store.readers.pinned import pin_object
+    from fixture_store.readers.tensor_ranges import check_ranges
 
     if fmt == "safetensors":
-        pinned = pin_object(store, record.object, record.name)  # never through a link
-        safetensors.check(pinned, profile, record.arrays, artifact=record.name)
+        with pin_object(store, record.object, record.name) as pinned:  # never through a link
+            header = safetensors.parse_header(pinned.file, pinned.size, profile, record.name)
+            if record.arrays is not None:
+                safetensors.check_manifest(header, record.arrays, artifact=record.name)
+                check_ranges(header, record.arrays, pinned, artifact=record.name, full=full)
     elif fmt == "npy":
         spec = None
         if record.arrays is not None:
@@ -275,8 +279,14 @@ def describe(
     label = artifact or str(p)
     fmt = sniff(p)
     if fmt == "safetensors" and kind is not Kind.ARCHIVE:
-        header = safetensors.check(p, profile, artifact=label)
-        return Described(FORMAT_MEDIA_TYPES["safetensors"], arrays=header.manifest())
+        from fixture_store.readers.pinned import pin
+        from fixture_store.readers.tensor_ranges import ranged_manifest
+
+        with pin(p, label) as pinned:
+            header = safetensors.parse_header(pinned.file, pinned.size, profile, label)
+            return Described(
+                FORMAT_MEDIA_TYPES["safetensors"], arrays=ranged_manifest(header, pinned)
+            )
     if fmt == "npy" and kind is not Kind.ARCHIVE:
         npy = arrays.check_npy(p, profile, artifact=label)
         return Described(FORMAT_MEDIA_TYPES["npy"], arrays={array_name: _spec(npy)})

@@ -25,6 +25,7 @@ from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import freeze, thaw
 from fixture_store.registry.nesting import check_value
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
+from fixture_store.registry.tensor_ranges import check_entry_keys
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.upstream import Upstream
 from fixture_store.registry.video import Description
@@ -593,8 +594,9 @@ def _parse_arrays(raw: Any, where: Where) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
         raise where.fail("arrays", "must be an object of name -> {dtype, shape}")
     for name, spec in raw.items():
-        if not isinstance(spec, Mapping) or set(spec) != {"dtype", "shape"}:
+        if not isinstance(spec, Mapping):
             raise where.fail(f"arrays.{name}", "must be exactly {dtype, shape}")
+        check_entry_keys(spec, name, where)
         if not isinstance(spec["dtype"], str) or not spec["dtype"]:
             raise where.fail(f"arrays.{name}.dtype", "must be a dtype name such as 'float32'")
         shape = spec["shape"]
