@@ -10,6 +10,7 @@ import click
 from fixture_store import gc as gc_mod
 from fixture_store import ingest
 from fixture_store import registry as registry_mod
+from fixture_store.cli import typed
 from fixture_store.cli._common import (
     Context,
     Failure,
@@ -74,7 +75,7 @@ def parse_source(
     if text.startswith("hf://"):
         return HubSource.from_uri(text)
     if text.startswith(PYPI_SCHEME):
-        where = registry_mod.Where("the command line", None)
+        where = registry_mod.Where(typed.COMMAND_LINE, None)
         requirement = text[len(PYPI_SCHEME) :].partition("/")[0]
         file, digest, size = installed.distribution_file(
             requirement, project or Path.cwd(), dist, dist_digest
@@ -215,21 +216,36 @@ def add(
     refused with the differences unless --replace. Exit 2 on a refusal.
     """
     names = _names(paths, name, family, gap=gap_reason is not None)
-    where = registry_mod.Where("the command line", names[0] if names else None)
-    stated = shorthand.stated(
-        where,
-        license=license_,
-        description=description,
-        tolerance=tolerance_text,
-        metadata=metadata_pairs,
-        metadata_file=metadata_file.read_text() if metadata_file is not None else None,
-        upstream=upstreams,
-        upstream_license=upstream_license,
-        seed=seed,
-        input_shape=input_shape,
-        command=command_text,
+    where = registry_mod.Where(typed.COMMAND_LINE, names[0] if names else None)
+    blame = typed.of(
+        ("tolerance", "--tolerance", [tolerance_text]),
+        ("metadata", "--metadata", metadata_pairs),
+        ("metadata", "--metadata-file", [metadata_file]),
+        ("upstream", "--upstream", upstreams),
+        ("upstream", "--upstream-license", [upstream_license]),
+        ("license", "--license", [license_]),
+        ("description", "--description", [description]),
+        ("seed", "--seed", [seed]),
+        ("input_shape", "--input-shape", [input_shape]),
+        ("command", "--command", [command_text]),
+        ("source", "--source", [source_text]),
     )
-    source = parse_source(source_text, obj.registry().root, dist, dist_digest)
+    with blame.blaming():
+        stated = shorthand.stated(
+            where,
+            license=license_,
+            description=description,
+            tolerance=tolerance_text,
+            metadata=metadata_pairs,
+            metadata_file=metadata_file.read_text() if metadata_file is not None else None,
+            upstream=upstreams,
+            upstream_license=upstream_license,
+            seed=seed,
+            input_shape=input_shape,
+            command=command_text,
+        )
+    with blame.parsing("--source", source_text or ""):
+        source = parse_source(source_text, obj.registry().root, dist, dist_digest)
     if source is not None and len(names) > 1:
         raise UsageError("--source names one file's source: give it with one PATH and --name")
     if isinstance(source, PackageSource) and paths:
@@ -241,7 +257,8 @@ def add(
         )
         for n, p in zip(names, paths or (None,), strict=True)
     ]
-    done = ingest.register(obj.store, obj.registry(), registrations, replace=replace, link=link)
+    with blame.blaming():
+        done = ingest.register(obj.store, obj.registry(), registrations, replace=replace, link=link)
     if as_json:
         print_json([_outcome_json(d) for d in done])
         return

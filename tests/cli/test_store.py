@@ -220,7 +220,49 @@ def test_a_value_typed_on_the_command_line_is_blamed_on_the_command_line(project
         "add", "data/a.npz", "--name", "fam/a", "--kind", "fixture", "--tolerance", per_array
     )
     assert code == 2 and "field 'tolerance.per_array.nope'" in err
-    assert err.startswith("error: the command line: ") and "provenance/fam.json" not in err
+    assert err.startswith("error: --tolerance ") and "provenance/fam.json" not in err
+    assert not (project / "provenance" / "fam.json").exists()
+
+
+_HEX = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize(
+    ("option", "value", "extra"),
+    [
+        ("--tolerance", "mean_abs:x", ()),
+        ("--tolerance", '{"metric": "bogus"}', ()),
+        ("--tolerance", '{"metric": "exact", "per_array": {"nope": {"metric": "exact"}}}', ()),
+        ("--upstream", "owner/name", ()),
+        ("--upstream", "hf://o/n@abc/f", ()),
+        ("--upstream", f"hf://o/n@{_HEX}/a\\b", ()),
+        ("--upstream-license", "MIT", ()),
+        ("--source", "ftp://x", ()),
+        ("--source", "hf://o/n/f", ()),
+        ("--source", "hf://o/n@main/f", ()),
+        ("--metadata", "novalue", ()),
+        ("--metadata", "k:={bad", ()),
+        ("--metadata-file", "bad.json", ()),
+        ("--input-shape", "1,x", ()),
+        ("--command", "", ()),
+        ("--metadata", "ok=1", ("--upstream", "owner/name")),
+    ],
+)
+def test_every_parsed_option_of_add_is_blamed_for_its_bad_value(
+    project: Path, option: str, value: str, extra: tuple[str, ...]
+) -> None:
+    """A bad value of any option ``add`` parses: the error starts with the option that carried
+    it (the last option when another is the bad one), its fix names the option or the form,
+    never a registry file, and nothing is written."""
+    _npz(project / "data/a.npz", x=np.arange(2))
+    (project / "bad.json").write_text("[1,")
+    args = ("add", "data/a.npz", "--name", "fam/a", "--kind", "fixture", option, value, *extra)
+    code, _, err = run(*args)
+    blamed = extra[0] if extra else option
+    assert code == 2 and err.startswith(f"error: {blamed} "), err
+    assert "provenance/" not in err and "Traceback" not in err
+    assert "edit the command line" not in err
     assert not (project / "provenance" / "fam.json").exists()
 
 
