@@ -3,8 +3,9 @@
 Validation is done in code first, so that each rule gives a message naming the field and what is
 wrong with it; the shipped JSON Schema then runs as a backstop for structure. A record is parsed
 field by field into typed values (its :mod:`source <fixture_store.registry.sources>`, its
-:mod:`tolerance <fixture_store.registry.tolerance>`, its :class:`Kind`, a declared :class:`Gap`)
-and prints itself back to the same JSON.
+:mod:`tolerance <fixture_store.registry.tolerance>`, its :class:`Kind`, a declared :class:`Gap`;
+each field's own parser is in :mod:`fixture_store.registry.record_fields`, the rules between
+fields are here) and prints itself back to the same JSON.
 """
 
 from __future__ import annotations
@@ -17,15 +18,13 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from fixture_store import limits
-from fixture_store.errors import DigestFormatError, GapError, UsageError
-from fixture_store.objects import digests, trees
+from fixture_store.errors import GapError, UsageError
+from fixture_store.objects import trees
 from fixture_store.objects.digests import Digest
+from fixture_store.registry import record_fields
 from fixture_store.registry import upstream as upstream_mod
-from fixture_store.registry.frozen import freeze, thaw
-from fixture_store.registry.nesting import check_value
+from fixture_store.registry.frozen import thaw
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
-from fixture_store.registry.tensor_ranges import check_entry_keys
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.upstream import Upstream
 from fixture_store.registry.video import Description
@@ -97,7 +96,6 @@ def content_of(kind: Kind, media_type: str | None, arrays: object = None) -> Con
 NAME_PATTERN = r"[a-z0-9][a-z0-9_-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)+"
 _NAME = re.compile(NAME_PATTERN)
 _FAMILY = re.compile(r"[a-z0-9][a-z0-9_-]*")
-_BLAKE3 = re.compile(r"[0-9a-f]{64}")
 
 
 def check_name(name: object) -> str:
@@ -139,7 +137,7 @@ class Gap:
 
     @classmethod
     def from_json(cls, raw: Any, where: Where) -> Gap:
-        if not isinstance(raw, Mapping) or not _is_text(raw.get("reason")):
+        if not isinstance(raw, Mapping) or not record_fields.is_text(raw.get("reason")):
             raise where.fail("gap.reason", "a declared gap needs a non-empty reason")
         return cls(raw["reason"], raw.get("issue"))
 
@@ -324,20 +322,20 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     """Validate one record's mapping and return the Record; raise RegistryError otherwise."""
     where = Where(file, name)
     _check_name(name, where)
-    raw = _mapping(raw, where)
+    raw = record_fields.mapping(raw, where)
     gap = Gap.from_json(raw["gap"], where) if "gap" in raw else None
     kind, source = _parse_head(raw, where, gap is not None)
     digest = None
     if gap is not None and "size" not in raw and "digest" in raw:
-        gap = dataclasses.replace(gap, expected=_parse_expected(raw["digest"], where))
+        gap = dataclasses.replace(gap, expected=record_fields.parse_expected(raw["digest"], where))
     elif gap is not None and "digest" not in raw and "size" in raw:
         raise where.fail("size", "a declared gap gives a size only with its digest")
     elif gap is None or "digest" in raw or "size" in raw:
-        digest = _parse_digest(raw, where)
-    blake3 = _parse_blake3(raw.get("blake3"), where)
-    lineage = _parse_lineage(raw.get("lineage", []), where)
+        digest = record_fields.parse_digest(raw, where)
+    blake3 = record_fields.parse_blake3(raw.get("blake3"), where)
+    lineage = record_fields.parse_lineage(raw.get("lineage", []), where)
     members, member_blake3 = (
-        _parse_members(raw["members"], where) if "members" in raw else (None, {})
+        record_fields.parse_members(raw["members"], where) if "members" in raw else (None, {})
     )
     given = _parse_annotations(raw, where)
     content = content_of(kind, given.media_type, given.arrays)
@@ -412,9 +410,9 @@ def _check_stated(record: Record, where: Where) -> None:
     their JSON is parsed by."""
     if record.upstream:
         upstream_mod.parse_list([u.to_json() for u in record.upstream], where)
-    _parse_seed(record.seed, where)
-    _parse_input_shape(thaw(record.input_shape), where)
-    _parse_command(list(record.command) if record.command is not None else None, where)
+    record_fields.parse_seed(record.seed, where)
+    record_fields.parse_input_shape(thaw(record.input_shape), where)
+    record_fields.parse_command(list(record.command) if record.command is not None else None, where)
 
 
 def _check_name(name: str, where: Where) -> None:
@@ -422,12 +420,6 @@ def _check_name(name: str, where: Where) -> None:
         check_name(name)
     except UsageError as e:
         raise where.fail("name", e.message) from e
-
-
-def _mapping(raw: Any, where: Where) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise where.fail("record", "must be an object")
-    return raw
 
 
 def _parse_head(raw: Mapping[str, Any], where: Where, is_gap: bool) -> tuple[Kind, Source]:
@@ -439,67 +431,6 @@ def _parse_head(raw: Mapping[str, Any], where: Where, is_gap: bool) -> tuple[Kin
             raise where.fail("source", "missing required field (only a declared gap may omit it)")
         return parse_kind(raw["kind"], where), NoSource()
     return parse_kind(raw["kind"], where), parse_source(raw["source"], where)
-
-
-def _parse_expected(raw: Any, where: Where) -> str:
-    """The digest a gap declares without a size: the bytes it awaits."""
-    try:
-        digests.parse_hex(raw)
-    except DigestFormatError as e:
-        raise where.fail("digest", e.message) from e
-    text: str = raw
-    return text
-
-
-def _parse_digest(raw: Mapping[str, Any], where: Where) -> Digest:
-    for key in ("digest", "size"):
-        if key not in raw:
-            raise where.fail(key, "missing required field (only a declared gap may omit it)")
-    try:
-        digests.parse_hex(raw["digest"])
-    except DigestFormatError as e:
-        raise where.fail("digest", e.message) from e
-    try:
-        return digests.parse(raw["digest"], raw["size"])
-    except DigestFormatError as e:
-        raise where.fail("size", e.message) from e
-
-
-def _parse_blake3(raw: Any, where: Where) -> str | None:
-    if raw is not None and (not isinstance(raw, str) or _BLAKE3.fullmatch(raw) is None):
-        raise where.fail("blake3", "must be 64 lower-case hex characters")
-    return raw
-
-
-def _parse_lineage(raw: Any, where: Where) -> tuple[str, ...]:
-    if not isinstance(raw, list):
-        raise where.fail("lineage", "must be a list of parent digests")
-    for i, parent in enumerate(raw):
-        try:
-            digests.parse_hex(parent)
-        except DigestFormatError as e:
-            raise where.fail(f"lineage[{i}]", e.message) from e
-    if len(set(raw)) != len(raw):
-        raise where.fail("lineage", "lists a parent twice")
-    return tuple(raw)
-
-
-def _parse_members(raw: Any, where: Where) -> tuple[trees.Tree, dict[str, str]]:
-    if not isinstance(raw, Mapping):
-        raise where.fail("members", "must be an object of path -> {digest, size}")
-    try:
-        members = trees.from_json(raw)
-    except (UsageError, DigestFormatError) as e:
-        raise where.fail("members", e.message) from e
-    member_blake3: dict[str, str] = {}
-    for path, entry in raw.items():
-        b3 = entry.get("blake3") if isinstance(entry, Mapping) else None
-        if b3 is not None:
-            try:
-                member_blake3[path] = digests.check_blake3(b3)
-            except DigestFormatError as e:
-                raise where.fail(f"members.{path}.blake3", e.message) from e
-    return members, member_blake3
 
 
 def _check_shape(
@@ -533,12 +464,12 @@ def _check_shape(
 def _parse_annotations(raw: Mapping[str, Any], where: Where) -> Annotations:
     arrays, tolerance, metadata = raw.get("arrays"), raw.get("tolerance"), raw.get("metadata")
     upstream = raw.get("upstream")
-    parsed_arrays = _parse_arrays(arrays, where) if arrays is not None else None
+    parsed_arrays = record_fields.parse_arrays(arrays, where) if arrays is not None else None
     parsed_tolerance = Tolerance.from_json(tolerance, where) if tolerance is not None else None
-    strings = [_parse_string(raw, key, where) for key in _STRING_KEYS]
+    strings = [record_fields.parse_string(raw, key, where) for key in _STRING_KEYS]
     media_type, license_, profile, description = strings
     if profile is not None:
-        _check_profile(profile, where)
+        record_fields.check_profile(profile, where)
     return Annotations(
         media_type,
         license_,
@@ -546,87 +477,9 @@ def _parse_annotations(raw: Mapping[str, Any], where: Where) -> Annotations:
         description,
         parsed_arrays,
         parsed_tolerance,
-        _parse_metadata(metadata, where) if metadata is not None else None,
+        record_fields.parse_metadata(metadata, where) if metadata is not None else None,
         upstream_mod.parse_list(upstream, where) if upstream is not None else None,
-        _parse_seed(raw.get("seed"), where),
-        _parse_input_shape(raw.get("input_shape"), where),
-        _parse_command(raw.get("command"), where),
+        record_fields.parse_seed(raw.get("seed"), where),
+        record_fields.parse_input_shape(raw.get("input_shape"), where),
+        record_fields.parse_command(raw.get("command"), where),
     )
-
-
-def _is_dims(value: Any) -> bool:
-    return isinstance(value, list | tuple) and all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in value
-    )
-
-
-def _parse_seed(raw: Any, where: Where) -> int | None:
-    if raw is not None and (not isinstance(raw, int) or isinstance(raw, bool)):
-        raise where.fail("seed", "must be an integer")
-    return raw
-
-
-def _parse_input_shape(raw: Any, where: Where) -> Any:
-    if raw is None:
-        return None
-    named = raw.values() if isinstance(raw, Mapping) else [raw]
-    if not named or not all(_is_dims(dims) for dims in named):
-        raise where.fail(
-            "input_shape",
-            "must be a list of non-negative integers, or an object of input name -> such a list",
-        )
-    return freeze(raw)
-
-
-def _parse_command(raw: Any, where: Where) -> tuple[str, ...] | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, list | tuple) or not raw or not all(_is_text(a) for a in raw):
-        raise where.fail("command", "must be a non-empty list of arguments (strings)")
-    return tuple(raw)
-
-
-def _is_text(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
-
-
-def _parse_arrays(raw: Any, where: Where) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise where.fail("arrays", "must be an object of name -> {dtype, shape}")
-    for name, spec in raw.items():
-        if not isinstance(spec, Mapping):
-            raise where.fail(f"arrays.{name}", "must be exactly {dtype, shape}")
-        check_entry_keys(spec, name, where)
-        if not isinstance(spec["dtype"], str) or not spec["dtype"]:
-            raise where.fail(f"arrays.{name}.dtype", "must be a dtype name such as 'float32'")
-        shape = spec["shape"]
-        if not isinstance(shape, list) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
-        ):
-            raise where.fail(f"arrays.{name}.shape", "must be a list of non-negative integers")
-    frozen: Mapping[str, Any] = freeze(raw)
-    return frozen
-
-
-def _parse_string(raw: Mapping[str, Any], key: str, where: Where) -> str | None:
-    if key not in raw:
-        return None
-    value = raw[key]
-    if not isinstance(value, str) or not value:
-        raise where.fail(key, "must be a non-empty string")
-    return value
-
-
-def _check_profile(name: str, where: Where) -> None:
-    try:
-        limits.profile(name)
-    except UsageError as e:
-        raise where.fail("profile", e.message, fix=e.fix) from e
-
-
-def _parse_metadata(raw: Any, where: Where) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise where.fail("metadata", "must be an object")
-    check_value(raw, where, "metadata")
-    frozen: Mapping[str, Any] = freeze(raw)
-    return frozen
