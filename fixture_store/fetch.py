@@ -24,7 +24,7 @@ from fixture_store.errors import ArtifactError, FixtureStoreError
 from fixture_store.objects.store import Store, holding_writer_lock
 from fixture_store.registry import Record, Registry, family_of
 from fixture_store.remotes.base import Remote
-from fixture_store.remotes.sync import Mirrors
+from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.sources import FetchContext, fetch_record, offline_from_env
 
 

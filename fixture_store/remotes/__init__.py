@@ -5,7 +5,7 @@ kind (``folder``: a path or ``file://``; ``s3``: S3-compatible object storage th
 ``s3`` extra; ``https``: a read-only mirror of the same layout; ``hub``: a Hugging Face Hub repo,
 the ``hub`` extra), ``config`` (named remotes in
 ``pyproject.toml`` and the user's file) and ``sync`` (push and pull of the objects records
-reference, and the mirror a fetch tries first).
+reference) and ``mirrors`` (the remotes a fetch tries first).
 """
 
 from __future__ import annotations

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -299,7 +298,7 @@ def pull(  # noqa: PLR0913 - the pull command's options, each keyword-only
             if isinstance(got, Staged):
                 return _Moved(staged=got)
             return _Moved(
-                staged=_pull_one(staging, remote, digest, retry=policy, rate=rate, from_packs=got)
+                staged=pull_one(staging, remote, digest, retry=policy, rate=rate, from_packs=got)
             )
 
         batch = _Batch(staging, batching or Batching())
@@ -347,7 +346,7 @@ def pull_object(
     return retry.run(attempt, deadline=retry.deadline(digest.size, policy))
 
 
-def _pull_one(
+def pull_one(
     staging: Staging,
     remote: Remote,
     digest: Digest,
@@ -531,86 +530,3 @@ def _failure(
 
 def _remote_arg(remote: Remote) -> str:
     return remote.label.split(" ", 1)[0]
-
-
-# A mirror is a shortcut: it gives up sooner than a push or a pull, so the pinned source is
-# reached quickly when the mirror is down.
-MIRROR_RETRY = Retry(attempts=2, backoff=0.25, total=30.0)
-
-
-@dataclass
-class Mirrors:
-    """The remotes a fetch tries, in order, before a record's pinned source.
-
-    A remote that fails with a transient error (unreachable, 5xx after retries) is not tried
-    again in the same run; one that lacks an object is, for the next record.
-    """
-
-    store: Store
-    remotes: Sequence[Remote]
-    retry: Retry = MIRROR_RETRY
-    down: dict[str, str] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _indexes: dict[str, packs.PackIndex] = field(default_factory=dict)
-
-    def pull(
-        self,
-        record: Record,
-        needs: Callable[[Digest], bool],
-        count: Callable[[int], None],
-    ) -> tuple[Remote | None, list[str]]:
-        """Pull the record's missing objects from the first remote that has them all; returns
-        it (or ``None``) and what the others answered."""
-        tried: list[str] = []
-        for remote in self.remotes:
-            with self._lock:
-                down = self.down.get(remote.label)
-            if down is not None:
-                tried.append(f"{remote.label}: skipped, failed earlier in this run: {down}")
-                continue
-            try:
-                with self.store.staging(replace=True) as staging:
-                    wanted = [r.digest for r in record.objects() if needs(r.digest)]
-                    packed = self._from_packs(staging, remote, wanted)
-                    for digest in wanted:
-                        got = packed.get(digest.hex)
-                        staged = (
-                            got
-                            if isinstance(got, Staged)
-                            else _pull_one(
-                                staging, remote, digest, retry=self.retry, rate=None, from_packs=got
-                            )
-                        )
-                        staging.publish([staged])
-                        count(digest.size)
-            except TransientRemoteError as e:
-                with self._lock:
-                    self.down[remote.label] = e.message
-                tried.append(e.message)
-                continue
-            except FixtureStoreError as e:
-                tried.append(e.message)
-                continue
-            except Exception as e:  # a mirror is a shortcut: any failure of it
-                # (a bug, a file system error) leaves the record's pinned source to try
-                tried.append(f"remote {remote.label}: {type(e).__name__}: {e}")
-                continue
-            return remote, tried
-        return None, tried
-
-    def _from_packs(
-        self, staging: Staging, remote: Remote, wanted: Sequence[Digest]
-    ) -> dict[str, packs.Got]:
-        """The wanted objects a pack index of ``remote`` places, staged from their packs (the
-        remote's indexes are read once a run)."""
-        with self._lock:
-            index = self._indexes.get(remote.label)
-        if index is None:
-            index = packed_part.index_of(remote, self.retry, DEFAULT_JOBS)
-            with self._lock:
-                self._indexes[remote.label] = index
-        rate = DownloadPolicy.from_env()
-        objects = {d.hex: d for d in wanted}
-        return packed_part.pull(
-            None, staging, remote, objects, retry=self.retry, rate=rate, jobs=1, index=index
-        )

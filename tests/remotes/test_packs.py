@@ -18,6 +18,7 @@ from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.remotes.packs import (
     INDEXES,
     ONE_PER_KEY,
@@ -28,7 +29,7 @@ from fixture_store.remotes.packs import (
     parse_index,
 )
 from fixture_store.remotes.s3 import S3Remote
-from fixture_store.remotes.sync import Mirrors, Outcome, SyncPlan, plan, pull, push
+from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
 from fixture_store.verify import verify_names
 from tests.remotes.conftest import s3_client
 from tests.support.records import local_record

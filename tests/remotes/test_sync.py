@@ -18,8 +18,9 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.remotes.packs import ONE_PER_KEY
-from fixture_store.remotes.sync import Batching, Mirrors, Outcome, plan, pull, push
+from fixture_store.remotes.sync import Batching, Outcome, plan, pull, push
 from fixture_store.verify import verify_names
 from tests.support.cli import add_file_and_case, run
 
