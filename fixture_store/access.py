@@ -161,7 +161,19 @@ class Fixtures:
         )
 
     def tensor(self, name: str, key: str) -> np.ndarray[Any, Any]:
-        """One tensor of a verified safetensors artifact (see :meth:`tensors`)."""
+        """One tensor of a verified safetensors artifact (see :meth:`tensors`).
+
+        When the object is not in the store and the record carries the tensor's byte range and
+        digest (a large reference), only that range is read from the record's source and
+        verified against the tensor's digest (:mod:`fixture_store.sources.ranges`); nothing is
+        stored. Every reader of the whole object still needs the whole object."""
+        from fixture_store.sources import FetchContext, offline_from_env
+        from fixture_store.sources.ranges import ranged, read_tensor
+
+        record = self.registry.get(name)
+        if ranged(record, key) is not None and not self.store.has(record.object):
+            ctx = FetchContext(self.store, self.registry.root, offline=offline_from_env())
+            return read_tensor(ctx, record, key)
         tensors = self.tensors(name)
         if key not in tensors:
             raise UsageError(

@@ -13,7 +13,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, BinaryIO
@@ -56,8 +56,11 @@ class SourceFailure(Exception):
         self.fix = fix
 
 
-def default_opener(url: str, deadline: Deadline) -> BinaryIO:
-    """Open ``url`` (https only) with the system trust store (honours ``$SSL_CERT_FILE``).
+def default_opener(
+    url: str, deadline: Deadline, headers: Mapping[str, str] | None = None
+) -> BinaryIO:
+    """Open ``url`` (https only) with the system trust store (honours ``$SSL_CERT_FILE``),
+    sending ``headers`` besides ``Accept-Encoding: identity`` (a ``Range``, for partial fetch).
 
     Every read of the connection, from the TLS handshake to the last body byte, waits at most
     until ``deadline``.
@@ -66,7 +69,8 @@ def default_opener(url: str, deadline: Deadline) -> BinaryIO:
         raise SourceFailure("only https URLs are fetched")
     context = ssl.create_default_context()
     context.sslsocket_class = _DeadlineSocket
-    request = urllib.request.Request(url, headers={"Accept-Encoding": "identity"})
+    sent = {**(headers or {}), "Accept-Encoding": "identity"}
+    request = urllib.request.Request(url, headers=sent)
     handler = _DeadlineHTTPSHandler(context, deadline)
     opener = urllib.request.build_opener(handler, _NoPlainRedirect())
     try:
