@@ -56,9 +56,12 @@ PACK_SIZE = 64 * MiB
 # Pull reads the wanted objects of a pack as runs of ranges: neighbours less than RUN_GAP apart
 # share one request (reading a few unwanted bytes costs less than a request), and a run stops
 # at RUN_SIZE (runs go in parallel, and a cut run is read again from its first object not
-# yet received).
+# yet received). A run also stops at RUN_OBJECTS objects: each run's objects are staged in
+# order by the thread that reads it, so many small objects of one pack are spread over several
+# runs read in parallel (30,000 objects of a few bytes: 59 requests, staged by 8 threads).
 RUN_GAP = 256 * KiB
 RUN_SIZE = 16 * MiB
+RUN_OBJECTS = 512
 INDEX_CAP = 256 * MiB  # an index longer than this is not read (~2.5 million objects)
 INDEX_FORMAT = "fixture-store/pack-index/1"
 PACKS = "objects/packs"
@@ -402,7 +405,8 @@ class _Run:
 
 def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[_Run]:
     """The reads that bring these objects: by pack, in offset order, neighbours closer than
-    :data:`RUN_GAP` together, each at most :data:`RUN_SIZE` long (or one object)."""
+    :data:`RUN_GAP` together, each at most :data:`RUN_SIZE` long (or one object) and of at
+    most :data:`RUN_OBJECTS` objects."""
     by_pack: dict[str, list[tuple[Slot, Digest]]] = collections.defaultdict(list)
     for slot, d in slots:
         by_pack[slot.pack.hex].append((slot, d))
@@ -417,6 +421,7 @@ def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[_Run]:
                 if (
                     slot.offset - end > RUN_GAP
                     or slot.offset + slot.length - start.offset > RUN_SIZE
+                    or len(current) >= RUN_OBJECTS
                 ):
                     found.append(_Run(slot.pack, tuple(current)))
                     current = []

@@ -334,3 +334,13 @@ def test_s3_an_index_that_arrives_in_pieces_is_read_whole(
     other = _fresh(tmp_path)
     report = pull(other, registry, _s3(proxy.url, bucket), the_plan, retry=FAST)
     assert {r.outcome for r in report.results} == {Outcome.PULLED}
+
+
+def test_many_small_objects_of_one_pack_are_read_as_several_runs() -> None:
+    from fixture_store.remotes.packs import RUN_OBJECTS, Slot, runs
+
+    pack = Digest("a" * 64, 10 * RUN_OBJECTS * 3)
+    objects = [Digest(f"{i:064x}", 10) for i in range(RUN_OBJECTS * 3 - 1)]
+    found = runs((Slot(pack, i * 10, 10), d) for i, d in enumerate(objects))
+    assert [len(r.items) for r in found] == [RUN_OBJECTS, RUN_OBJECTS, RUN_OBJECTS - 1]
+    assert [d for r in found for _, d in r.items] == objects  # each once, in pack order
