@@ -153,14 +153,14 @@ def test_rehash_keeps_a_record_another_writer_added_meanwhile(
 def test_regenerate_accept_refuses_when_a_record_changed_since_it_was_compared(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fixture_store.regenerate import regenerate, run
+    from fixture_store.regenerate import accepting, regenerate
     from tests.support.regen_project import PYTHON, make_project, set_scale
 
     project = make_project(tmp_path / "proj")
     store = Store.at(tmp_path / "store").ensure()
     regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True, python=PYTHON)
     set_scale(project, 2.0)
-    real_put = run._put
+    real_put = accepting._put
 
     def put_then_edit(store: Store, o: Any) -> Any:
         digest = real_put(store, o)
@@ -170,7 +170,7 @@ def test_regenerate_accept_refuses_when_a_record_changed_since_it_was_compared(
         registry_mod.write_family(now, "toy", [*others, case])
         return digest
 
-    monkeypatch.setattr(run, "_put", put_then_edit)
+    monkeypatch.setattr(accepting, "_put", put_then_edit)
     before = registry_mod.load(project)
     with pytest.raises(UsageError, match=r"toy/case changed in provenance/toy\.json"):
         regenerate(project, store, "toy", scratch=tmp_path / "s1", accept=True, python=PYTHON)

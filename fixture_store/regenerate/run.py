@@ -10,7 +10,6 @@ meanwhile (see :mod:`fixture_store.objects.store` and :mod:`fixture_store.regist
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import json
 import shutil
@@ -22,47 +21,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fixture_store import ingest, limits
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
-from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
+from fixture_store.errors import UnknownArtifactError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.parity import parts
-from fixture_store.readers import content, video
-from fixture_store.regenerate import drift, envs, protocol
+from fixture_store.readers import video
+from fixture_store.regenerate import accepting, drift, envs, protocol
 from fixture_store.regenerate import restore as restore_mod
 from fixture_store.regenerate import stages as stages_mod
 from fixture_store.regenerate.drift import ArtifactComparison, Reference, Verdict, compare
 from fixture_store.regenerate.frames import compare_frames
+from fixture_store.regenerate.outputs import Output, read_details, read_outputs
 from fixture_store.registry import (
-    Annotations,
-    GeneratorSource,
     Kind,
     Record,
     Registry,
-    Where,
     family_of,
-    parse_kind,
 )
-from fixture_store.registry.frozen import thaw
 from fixture_store.verify import Status, Verifier
-
-# What a generator may add to its report beyond the comparisons (JSON, carried verbatim).
-DETAILS_FILE = "details.json"
-
-
-@dataclass(frozen=True)
-class Output:
-    """One artifact a generator produced, as it declares it in ``outputs.json``."""
-
-    name: str
-    kind: Kind
-    path: Path
-    parents: tuple[str, ...] = ()
-    # What the generator says about the artifact (tolerance, arrays, metadata, ...).
-    annotations: Annotations = field(default_factory=Annotations)
 
 
 @dataclass(frozen=True)
@@ -186,10 +165,10 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
     accepted: list[str] = []
     if fetch or accept:
         with store.writing():  # from the first candidate put until the records are written
-            fetched = _put_identical(store, outputs, comparisons)
+            fetched = accepting.put_identical(store, outputs, comparisons)
             if accept:
                 input_digests = {n: d for n, _p, d in inputs}
-                accepted = _accept(
+                accepted = accepting.accept_outputs(
                     store,
                     registry,
                     stage,
@@ -347,75 +326,6 @@ def _no_longer_produced(
     return missing
 
 
-def _put_identical(
-    store: Store, outputs: list[Output], comparisons: list[ArtifactComparison]
-) -> list[str]:
-    """Put every bit-identical candidate into the store: how a generated artifact is fetched."""
-    by_name = {o.name: o for o in outputs}
-    fetched = []
-    for c in comparisons:
-        if c.verdict is Verdict.IDENTICAL:
-            _put(store, by_name[c.name])
-            fetched.append(c.name)
-    return fetched
-
-
-def read_details(out: Path) -> dict[str, Any]:
-    """What the generator wrote to ``details.json`` (nothing when it wrote none)."""
-    path = out / DETAILS_FILE
-    if not path.is_file():
-        return {}
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"generator wrote an unreadable {path}: {e}") from e
-    if not isinstance(doc, dict):
-        raise UsageError(f"generator wrote {path} holding no JSON object")
-    return doc
-
-
-def read_outputs(out: Path, *, stage: str) -> list[Output]:
-    """The outputs the generator declares in ``outputs.json``, checked against the protocol's
-    schema, then each name, path and descriptive field as its record will have it."""
-    path = out / protocol.OUTPUTS_FILE
-    rows = protocol.load(out, protocol.OUTPUTS_FILE, stage=stage)["outputs"]
-    outs = []
-    for i, row in enumerate(rows):
-        try:
-            outs.append(_output(out, path, row))
-        except RegistryError as e:
-            field = f"outputs[{i}].{e.field}" if e.field else f"outputs[{i}]"
-            raise protocol.ProtocolError(e.reason, stage=stage, file=path, field=field) from e
-        except UsageError as e:
-            field = f"outputs[{i}]"
-            raise protocol.ProtocolError(e.message, stage=stage, file=path, field=field) from e
-    return sorted(outs, key=lambda o: o.name)
-
-
-def _output(out: Path, path: Path, row: Mapping[str, Any]) -> Output:
-    where = Where(str(path), row["name"])
-    try:
-        registry_mod.check_name(row["name"])
-        rel = trees.check_member_path(row["path"])
-    except UsageError as e:
-        raise where.fail("path" if isinstance(e, trees.TreePathError) else "name", e.message) from e
-    p = out / rel
-    if not p.exists():
-        raise where.fail("path", f"the generator declared {rel!r} but wrote nothing there")
-    given = {
-        k: v
-        for k, v in row.items()
-        if k not in ("name", "kind", "path", "parents") and v is not None
-    }
-    return Output(
-        row["name"],
-        parse_kind(row["kind"], where),
-        p,
-        tuple(row.get("parents") or ()),
-        Annotations.from_json(given, where),
-    )
-
-
 def _expand(registry: Registry, patterns: Iterable[str]) -> list[str]:
     names: list[str] = []
     for p in patterns:
@@ -445,186 +355,3 @@ def _reference(
         return store.object_path(d) if verifier.check_object(d).status is Status.VERIFIED else None
 
     return Reference("registry", record.object, record.tree, locate), record
-
-
-def _put(store: Store, o: Output) -> Digest:
-    if o.path.is_dir():
-        return ingest.ingest_folder(store, o.path).digest
-    return store.write_file(o.path).digest
-
-
-def _accept(
-    store: Store,
-    registry: Registry,
-    stage: stages_mod.Stage,
-    outputs: list[Output],
-    comparisons: list[ArtifactComparison],
-    *,
-    environment: Mapping[str, Any],
-    input_digests: Mapping[str, Digest],
-) -> list[str]:
-    by_name = {o.name: o for o in outputs}
-    verdicts = {c.name: c.verdict for c in comparisons}
-    changed: dict[str, Record] = {}
-    compared: dict[str, Record | None] = {}
-    produced: dict[str, Digest] = {}
-    described = {o.name: _describe(registry, o) for o in outputs}  # refuses hostile ones first
-    for o in outputs:
-        produced[o.name] = _put(store, o)
-    source = GeneratorSource(stage.name, stage.generator, dict(environment), stage.params_json())
-    for name, o in by_name.items():
-        redescribed = _redescribed(registry, o, produced[name])
-        if redescribed is not None:
-            changed[name], compared[name] = redescribed
-            continue
-        lineage = _lineage(o, input_digests, produced)
-        if verdicts[name] is Verdict.IDENTICAL:
-            registered = registry.get(name)
-            updated = _identical_updated(
-                registered, described[name], o.annotations, lineage=lineage, source=source
-            )
-            if updated is not None:
-                changed[name], compared[name] = updated, registered
-            continue
-        digest = produced[name]
-        about = described[name]
-        if o.path.is_dir():
-            members: trees.Tree | None = trees.hash_folder(o.path)[0]
-            media = None
-        else:
-            members, media = about.members, about.media_type or ingest.media_type_by_name(o.path)
-        record = Record(
-            name, o.kind, source, digest, media_type=media, members=members, arrays=about.arrays
-        )
-        try:
-            old: Record | None = registry.get(name)
-        except UnknownArtifactError:
-            old = None
-        compared[name] = old
-        if old is not None:
-            record = _reviewed_from(old, record)
-        record = o.annotations.apply(record)
-        if lineage:
-            record = dataclasses.replace(record, lineage=lineage)
-        changed[name] = registry_mod.check_record(record, file=f"provenance/{family_of(name)}.json")
-    _write_accepted(registry, changed, compared)
-    return sorted(changed)
-
-
-def _lineage(
-    o: Output, input_digests: Mapping[str, Digest], produced: Mapping[str, Digest]
-) -> tuple[str, ...]:
-    """The digests of the parents an output names: inputs or other outputs of the stage."""
-    lineage = []
-    for parent in o.parents:
-        d = input_digests.get(parent) or produced.get(parent)
-        if d is None:
-            raise UsageError(
-                f"{o.name} names parent {parent!r}, which is neither an input "
-                "nor an output of the stage"
-            )
-        lineage.append(d.text)
-    return tuple(lineage)
-
-
-def _redescribed(registry: Registry, o: Output, digest: Digest) -> tuple[Record, Record] | None:
-    """A video whose container is its record's but whose decoded description (its metadata,
-    which the generator writes) differs, say under a new decoder pin: the record with the new
-    description, source and identity kept, and the record it replaces."""
-    if o.kind is not Kind.VIDEO or o.annotations.metadata is None:
-        return None
-    try:
-        old = registry.get(o.name)
-    except UnknownArtifactError:
-        return None
-    if old.object != digest or thaw(old.metadata) == thaw(o.annotations.metadata):
-        return None
-    new = dataclasses.replace(old, metadata=o.annotations.metadata)
-    return registry_mod.check_record(new, file=f"provenance/{family_of(o.name)}.json"), old
-
-
-def _describe(registry: Registry, o: Output) -> content.Described:
-    """The content manifest of a file output (a folder's members are objects of their own),
-    read under the profile its record will name; a hostile output is refused."""
-    if o.path.is_dir():
-        return content.PLAIN
-    try:
-        registered = registry.get(o.name).profile
-    except UnknownArtifactError:
-        registered = None
-    profile = limits.profile(o.annotations.profile or registered)
-    return content.describe(
-        o.path,
-        kind=o.kind,
-        array_name=o.path.name.removesuffix(".npy"),
-        profile=profile,
-        artifact=o.name,
-    )
-
-
-def _identical_updated(
-    record: Record,
-    described: content.Described,
-    declared: Annotations,
-    *,
-    lineage: tuple[str, ...],
-    source: GeneratorSource,
-) -> Record | None:
-    """The registered record of bytes regenerated bit-identical, with the content manifest it
-    lacked and what the generator declares of them now (a tolerance, metadata, ...: accepting
-    is how such a change reaches the registry); ``None`` when that changes nothing. Bytes now
-    derived from other parents (a stage that reads a new upstream, making the same bytes) get
-    the new lineage and the source of the run that derived them: the record says how they are
-    made now."""
-    updated = declared.apply(ingest.with_content(record, described))
-    if lineage and lineage != record.lineage:
-        updated = dataclasses.replace(updated, lineage=lineage, source=source)
-    if updated == record:
-        return None
-    return registry_mod.check_record(updated, file=f"provenance/{record.family}.json")
-
-
-def _write_accepted(
-    registry: Registry, changed: Mapping[str, Record], compared: Mapping[str, Record | None]
-) -> None:
-    """Write the accepted records in one registry transaction; refuse them all if a record
-    compared against changed meanwhile (another writer rewrote it): the verdict no longer says
-    how the two differ."""
-    with registry_mod.transaction(registry.root) as tx:
-        rewritten: dict[str, dict[str, Record]] = {}
-        for name, record in sorted(changed.items()):
-            family = family_of(name)
-            if family not in rewritten:
-                existing = tx.family(family, known=registry.families.get(family))
-                rewritten[family] = dict(existing.records) if existing else {}
-            if rewritten[family].get(name) != compared[name]:
-                raise UsageError(
-                    f"{name} changed in provenance/{family}.json while it was being "
-                    "regenerated; nothing was accepted",
-                    fix="run the regeneration again, to compare against the record as it is now",
-                )
-            rewritten[family][name] = record
-        for family, records in rewritten.items():
-            tx.write(family, records.values())
-
-
-def _reviewed_from(old: Record, new: Record) -> Record:
-    """``new`` with what the registered record says beyond its bytes (lineage, arrays,
-    tolerance, license, profile, description, metadata, a declared gap, upstreams, seed, input
-    shape, command); identity, source and
-    manifest are the candidate's (its arrays too when the registered record lists none)."""
-    return dataclasses.replace(
-        new,
-        lineage=old.lineage,
-        arrays=old.arrays if old.arrays is not None else new.arrays,
-        tolerance=old.tolerance,
-        license=old.license,
-        profile=old.profile,
-        description=old.description,
-        metadata=old.metadata,
-        gap=old.gap,
-        upstream=old.upstream,
-        seed=old.seed,
-        input_shape=old.input_shape,
-        command=old.command,
-    )
