@@ -135,6 +135,14 @@ class Fixtures:
         pinned = pin_object(self.store, record.object, name)  # never through a link
         return {key: arrays_mod.read_npy(pinned, profile, spec, artifact=name)}
 
+    def inputs(self, name: str) -> dict[str, np.ndarray[Any, Any]]:
+        """The arrays of :meth:`arrays` the record's tolerance names as ``inputs`` (what a parity
+        test gives the model; :mod:`~fixture_store.registry.roles`); ``{}`` when it names none."""
+        role = self.verified(name).tolerance
+        found = role.inputs if role is not None else None
+        arrays = self.arrays(name)
+        return {k: v for k, v in arrays.items() if found is not None and found.holds(k)}
+
     def tensors(self, name: str) -> Tensors:
         """The tensors of a verified safetensors artifact: a read-only mapping of tensor name ->
         array over a read-only memory map of the object, each mapped when it is first asked for.

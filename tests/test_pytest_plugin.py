@@ -434,6 +434,29 @@ def test_verified_arrays_are_read_safely_and_checked_against_the_manifest(
     )
 
 
+def test_the_fixture_hands_a_records_inputs_to_the_test_and_parity_needs_only_outputs(
+    inner: pytest.Pytester,
+) -> None:
+    _add_ref_npz(inner.path)
+    registry = registry_mod.load(inner.path)
+    records = dict(registry.families["misc"].records)
+    raw = {**records["misc/ref-npz"].to_json(), "tolerance": {"metric": "exact", "inputs": ["b"]}}
+    records["misc/ref-npz"] = registry_mod.parse_record("misc/ref-npz", raw, file="t")
+    write_family(registry, "misc", records.values())
+    inner.makepyfile(
+        test_inner="""
+        import numpy as np
+
+        def test_inputs(fixture_store):
+            given = fixture_store.inputs("misc/ref-npz")
+            assert list(given) == ["b"]
+            out = np.ones((2, 3), np.float32) * given["b"].size // 4
+            assert fixture_store.assert_parity("misc/ref-npz", {"a": out}).ok
+    """
+    )
+    inner.runpytest().assert_outcomes(passed=1)
+
+
 def _damage(inner: pytest.Pytester, name: str) -> None:
     """Flip the last byte of a single-object artifact's object in place (same size)."""
     fixtures = Fixtures(Store.at(inner.path / "store"), registry_mod.load(inner.path))

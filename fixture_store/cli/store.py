@@ -125,6 +125,15 @@ def parse_source(
     "METRIC:KEY=VALUE,... (allclose:atol=1e-6,rtol=1e-4).",
 )
 @click.option(
+    "--inputs",
+    "inputs",
+    multiple=True,
+    metavar="PATTERN",
+    help="An array of an NPZ that is a model input, not an output (name or glob pattern; "
+    "with --tolerance): not required from a parity candidate, compared exactly if given. "
+    "Repeatable.",
+)
+@click.option(
     "--metadata",
     "metadata_pairs",
     multiple=True,
@@ -192,6 +201,7 @@ def add(
     license_: str | None,
     description: str | None,
     tolerance_text: str | None,
+    inputs: tuple[str, ...],
     metadata_pairs: tuple[str, ...],
     metadata_file: Path | None,
     unset_metadata: tuple[str, ...],
@@ -219,6 +229,7 @@ def add(
     where = registry_mod.Where(typed.COMMAND_LINE, names[0] if names else None)
     blame = typed.of(
         ("tolerance", "--tolerance", [tolerance_text]),
+        ("tolerance.inputs", "--inputs", inputs),
         ("metadata", "--metadata", metadata_pairs),
         ("metadata", "--metadata-file", [metadata_file]),
         ("upstream", "--upstream", upstreams),
@@ -243,6 +254,7 @@ def add(
             seed=seed,
             input_shape=input_shape,
             command=command_text,
+            inputs=inputs,
         )
     with blame.parsing("--source", source_text or ""):
         source = parse_source(source_text, obj.registry().root, dist, dist_digest)

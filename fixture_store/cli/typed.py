@@ -37,8 +37,9 @@ class Typed:
         registry file, or about a field no option states)."""
         if error.file != COMMAND_LINE:
             return error
-        head = (error.field or "").split(".", 1)[0].split("[", 1)[0]
-        typed = self.options.get(head)
+        parts = (error.field or "").split("[", 1)[0].split(".")
+        prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+        typed = next((self.options[p] for p in prefixes if p in self.options), None)
         if not typed:
             return error
         fix = error.fix if error.fix != f"edit {COMMAND_LINE}" else None

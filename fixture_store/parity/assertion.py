@@ -32,8 +32,16 @@ from fixture_store.parity.oracle import OracleJudgement
 from fixture_store.parity.ordered import Divergence, first_divergence
 from fixture_store.registry import Content, Tolerance
 from fixture_store.registry.environment import Environment
+from fixture_store.registry.metrics import Metric
+from fixture_store.registry.patterns import is_pattern, matches
+from fixture_store.registry.roles import Inputs
+from fixture_store.registry.tolerance import ArrayTolerance
 
 DUMP_ENV = "FIXTURE_STORE_PARITY_DUMP"
+# An input the candidate gives back: bit for bit (registry/roles.py says why).
+_INPUT = ArrayTolerance(
+    Metric.EXACT, why="an input given back must be the reference's own (registry/roles.py)"
+)
 _OTHERS_SHOWN = 8
 
 
@@ -88,9 +96,13 @@ def assert_parity(
     """Assert that ``actual`` (array name -> array; a bare array for a one-array reference)
     is at parity with the verified reference ``name`` under its record's tolerance.
 
-    ``only`` names the arrays of the reference to compare (the others, such as the inputs an
-    NPZ stores beside the outputs, are neither required from ``actual`` nor compared); a name
-    the reference does not hold is a usage error.
+    ``only`` names the arrays of the reference to compare, by name or glob pattern (the
+    others are neither required from ``actual`` nor compared); a name the reference does not
+    hold, or a pattern matching none of its arrays, is a usage error naming its arrays.
+
+    The arrays the record's tolerance names as ``inputs`` (:mod:`~fixture_store.registry.roles`)
+    are not required from ``actual`` and not judged by the record's rule; an input ``actual``
+    does give is compared exactly (outputs computed from other inputs mean nothing).
 
     ``environment`` is where the comparison runs (an :class:`Environment`, or its text
     ``device:cuda,runtime:torch``): the record's ``expectations`` entry that holds there judges,
@@ -113,7 +125,7 @@ def assert_parity(
     expected = _only(view.arrays(reference), only, name)
     given = _named(actual, expected, name)
     tolerance = written.in_environment(where)
-    report = compare(name, expected, given, tolerance)
+    report = compare(name, expected, given, tolerance, inputs=written.inputs)
     if tolerance.oracle is not None:
         _arrays_record(view, tolerance.oracle.record)  # verified, and arrays
         truth = view.arrays(tolerance.oracle.record)
@@ -143,18 +155,27 @@ def _arrays_record(view: Fixtures, name: str) -> Any:
 
 
 def _only(expected: Mapping[str, Any], only: Iterable[str] | None, name: str) -> Mapping[str, Any]:
-    """The arrays of the reference ``only`` names (all of them when ``None``)."""
+    """The arrays of the reference ``only`` names or its patterns match (all when ``None``)."""
     if only is None:
         return expected
     wanted = [only] if isinstance(only, str) else list(only)
-    unknown = [n for n in wanted if n not in expected]
+    unknown = [w for w in wanted if not any(_selects(w, n) for n in expected)]
     if unknown or not wanted:
         raise UsageError(
             f"assert_parity(only=...) for {name}: "
-            + (f"no array {', '.join(map(repr, unknown))}" if unknown else "names no array"),
-            fix=f"name arrays of the reference: {', '.join(sorted(expected))}",
+            + (
+                f"no array {', '.join(map(repr, unknown))} (a pattern matches none)"
+                if unknown
+                else "names no array"
+            ),
+            fix=f"name arrays of the reference (or glob patterns over them): "
+            f"{', '.join(sorted(expected))}",
         )
-    return {n: expected[n] for n in wanted}
+    return {n: v for n, v in expected.items() if any(_selects(w, n) for w in wanted)}
+
+
+def _selects(entry: str, name: str) -> bool:
+    return entry == name or (is_pattern(entry) and matches(entry, name))
 
 
 def compare(
@@ -162,15 +183,24 @@ def compare(
     expected: Mapping[str, Any],
     actual: Mapping[str, Any],
     tolerance: Tolerance | None,
+    *,
+    inputs: Inputs | None = None,
 ) -> ParityReport:
-    """Every expected array compared with the actual one of its name, under ``tolerance``."""
+    """Every expected array compared with the actual one of its name, under ``tolerance``; an
+    array ``inputs`` holds is compared exactly when given and is not missing when not."""
     tol = tolerance or Tolerance()
+    role = inputs.holds if inputs is not None else lambda _key: False
     comparisons = compare_many(
-        (key, expected[key], actual[key], tol.for_array(key, dtype=_dtype(expected[key])))
+        (
+            key,
+            expected[key],
+            actual[key],
+            _INPUT if role(key) else tol.for_array(key, dtype=_dtype(expected[key])),
+        )
         for key in sorted(expected)
         if key in actual
     )
-    missing = tuple(sorted(set(expected) - set(actual)))
+    missing = tuple(sorted(k for k in set(expected) - set(actual) if not role(k)))
     steps = tol.intermediates
     divergence = first_divergence(steps, comparisons, missing) if steps is not None else None
     extra = tuple(sorted(set(actual) - set(expected)))

@@ -112,6 +112,12 @@ class VerifiedFixtures:
         self._state.enforce(name)
         return self.fixtures.arrays(name)
 
+    def inputs(self, name: str) -> dict[str, Any]:
+        """The arrays of :meth:`arrays` the record names as ``inputs``, what the test gives the
+        model (see :meth:`fixture_store.access.Fixtures.inputs`)."""
+        self._state.enforce(name)
+        return self.fixtures.inputs(name)
+
     def assert_parity(
         self,
         name: str,

@@ -39,12 +39,15 @@ def stated(  # noqa: PLR0913 - one keyword per command-line option
     seed: int | None = None,
     input_shape: str | None = None,
     command: str | None = None,
+    inputs: Iterable[str] = (),
 ) -> Annotations:
     """The fields a record states, from their command-line forms (``None``/empty: not given),
     checked by the rules a record's JSON is checked by."""
     raw: dict[str, Any] = {"license": license, "description": description, "seed": seed}
     if tolerance is not None:
         raw["tolerance"] = tolerance_json(tolerance, where)
+    if inputs:
+        raw["tolerance"] = with_inputs(raw.get("tolerance"), list(inputs), where)
     pairs = list(metadata)
     if pairs or metadata_file is not None:
         base = metadata_file_json(metadata_file, where) if metadata_file is not None else {}
@@ -76,6 +79,20 @@ def package_source(
     source = PackageSource(requirement, file, file_digest, path, file_size)
     source.check(where)
     return source
+
+
+def with_inputs(tolerance: Any, inputs: list[str], where: Where) -> Any:
+    """The tolerance JSON with ``--inputs`` as its ``inputs`` (registry/roles.py)."""
+    if not isinstance(tolerance, Mapping):
+        raise where.fail(
+            "tolerance.inputs",
+            "--inputs names the arrays no rule judges: it needs the --tolerance that judges the "
+            "others",
+            fix="give --tolerance too (mean_abs:5e-4, or the JSON object)",
+        )
+    if "inputs" in tolerance:
+        raise where.fail("tolerance.inputs", "given twice: in the --tolerance JSON and as --inputs")
+    return {**tolerance, "inputs": inputs}
 
 
 def tolerance(text: str, where: Where) -> Tolerance:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fixture_store.errors import RegistryError
-from fixture_store.registry import aggregate, evidence, oracle, ordered
+from fixture_store.registry import aggregate, evidence, oracle, ordered, roles
 from fixture_store.registry import expectations as by_env
 from fixture_store.registry.aggregate import Aggregate
 from fixture_store.registry.dtypes import DTYPES
@@ -89,7 +89,7 @@ __all__ = [
 
 _CHECK_KEYS = frozenset({"metric", *ALL_BOUNDS, *aggregate.KEYS})
 _OVERRIDE_KEYS = frozenset({*_CHECK_KEYS, *RULES, "equal_nan", "why", "checks", evidence.KEY})
-_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY, ordered.KEY, oracle.KEY}
+_KEYS = _OVERRIDE_KEYS | {"per_array", "per_dtype", by_env.KEY, ordered.KEY, oracle.KEY, roles.KEY}
 
 
 @dataclass(frozen=True)
@@ -227,6 +227,7 @@ class Tolerance:
     intermediates: Intermediates | None = None  # registry/ordered.py
     evidence: evidence.Evidence | None = None  # what a calibration observed (judges nothing)
     oracle: Oracle | None = None  # registry/oracle.py: judged by the upstream's own error
+    inputs: roles.Inputs | None = None  # registry/roles.py: arrays no rule judges
     # Lookups built once per value (not part of it: equality, hashing and the JSON ignore it):
     # the overrides by exact name, the pattern keys, and each array's resolved tolerance. A
     # record with thousands of per-array entries is resolved in one pass, not one per array.
@@ -286,7 +287,7 @@ class Tolerance:
             parse_why(raw, where, field),
             checks,
             _overrides(raw, "per_dtype", where, field, child, need_metric=need_metric),
-            by_env.parse(raw, where, field, cls.from_json, _KEYS - {by_env.KEY})
+            by_env.parse(raw, where, field, cls.from_json, _KEYS - {by_env.KEY, roles.KEY})
             if need_metric
             else None,
             over,
@@ -300,6 +301,7 @@ class Tolerance:
             else None,
             evidence.parse(raw, where, field),
             Oracle.from_json(raw[oracle.KEY], where, field) if oracle.KEY in raw else None,
+            roles.parse(raw, where, field) if need_metric else None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -323,7 +325,7 @@ class Tolerance:
         if self.over is not None:
             out.update(self.over.to_json())
         parts = ((ordered.KEY, self.intermediates), (evidence.KEY, self.evidence))
-        for key, part in (*parts, (oracle.KEY, self.oracle)):
+        for key, part in (*parts, (oracle.KEY, self.oracle), (roles.KEY, self.inputs)):
             if part is not None:
                 out[key] = part.to_json()
         return out
@@ -400,6 +402,8 @@ class Tolerance:
                 )
         if self.intermediates is not None:
             self.intermediates.check_names(known, where, "tolerance")
+        if self.inputs is not None:
+            self.inputs.check_names(known, where, "tolerance", self)
         for array in known:
             try:
                 self.pattern_for(array)

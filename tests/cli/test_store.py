@@ -247,6 +247,8 @@ _HEX = "0123456789abcdef0123456789abcdef01234567"
         ("--input-shape", "1,x", ()),
         ("--command", "", ()),
         ("--metadata", "ok=1", ("--upstream", "owner/name")),
+        ("--inputs", "x", ()),
+        ("--tolerance", "exact", ("--inputs", "nope*")),
     ],
 )
 def test_every_parsed_option_of_add_is_blamed_for_its_bad_value(
@@ -389,3 +391,13 @@ def test_add_takes_a_pypi_source_from_the_command_line(project: Path) -> None:
     pem.write_bytes(b"not the distribution's file")
     code, _, err = run(*args, "--dist-digest", digest, "--replace")
     assert code == 2 and "is not certifi/cacert.pem of certifi==" in err and "RECORD says" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_add_inputs_names_the_arrays_no_rule_judges(project: Path) -> None:
+    _npz(project / "data/a.npz", x=np.arange(2), mask_a=np.arange(2), y=np.arange(2))
+    args = ("add", "data/a.npz", "--name", "fam/a.npz", "--kind", "fixture")
+    code, _, err = run(*args, "--tolerance", "max_abs:1e-4", "--inputs", "x", "--inputs", "mask_*")
+    assert code == 0, err
+    saved = json.loads((project / "provenance" / "fam.json").read_text())
+    assert saved["records"]["fam/a.npz"]["tolerance"]["inputs"] == ["x", "mask_*"]

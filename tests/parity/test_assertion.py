@@ -97,6 +97,37 @@ def test_only_compares_the_named_arrays_and_requires_no_other(fixtures: Fixtures
     assert info.value.fix is not None and "cls_token, patch_tokens" in info.value.fix
 
 
+def test_inputs_are_not_required_and_an_input_given_back_is_compared_exactly(
+    project: Path, store: Store
+) -> None:
+    """The record names ``cls_token`` an input: the candidate need not give it, and one it gives
+    must be the reference's own bits (within the outputs' tolerance is not enough)."""
+    rule = {"metric": "mean_abs", "max": 5e-4, "inputs": ["cls_*"]}
+    fixtures = _register(project, store, rule)
+    assert sorted(fixtures.inputs(NAME)) == ["cls_token"]
+    assert sorted(fixtures.arrays(NAME)) == ["cls_token", "patch_tokens"]
+    report = assert_parity(NAME, {"patch_tokens": PATCH + np.float32(1e-4)}, fixtures=fixtures)
+    assert report.ok and [c.name for c in report.comparisons] == ["patch_tokens"]
+    report = assert_parity(NAME, {"cls_token": CLS, "patch_tokens": PATCH}, fixtures=fixtures)
+    assert report.ok and len(report.comparisons) == 2
+    near = CLS + np.float32(1e-6)  # within the outputs' mean_abs, but not the input given
+    with pytest.raises(ParityError) as info:
+        assert_parity(NAME, {"cls_token": near, "patch_tokens": PATCH}, fixtures=fixtures)
+    assert "cls_token" in str(info.value) and "exact" in str(info.value)
+    with pytest.raises(ParityError, match="missing: \\['patch_tokens'\\]"):
+        assert_parity(NAME, {"cls_token": CLS}, fixtures=fixtures)
+
+
+def test_only_takes_glob_patterns_and_a_pattern_matching_none_is_refused(
+    fixtures: Fixtures,
+) -> None:
+    report = assert_parity(NAME, {"patch_tokens": PATCH}, fixtures=fixtures, only=["patch_*"])
+    assert report.ok and [c.name for c in report.comparisons] == ["patch_tokens"]
+    with pytest.raises(UsageError, match="no array 'logit\\*'") as info:
+        assert_parity(NAME, {"patch_tokens": PATCH}, fixtures=fixtures, only=["logit*"])
+    assert info.value.fix is not None and "cls_token, patch_tokens" in info.value.fix
+
+
 def test_dtype_and_shape_are_exact_unless_the_record_says_otherwise(
     project: Path, store: Store
 ) -> None:
