@@ -68,6 +68,19 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
     help="Bring back generator-made artifacts the store lacks by running their stages again "
     "(as `regenerate STAGE --fetch`: only bit-identical outputs are put).",
 )
+@click.option(
+    "--tensor",
+    "tensor",
+    metavar="KEY",
+    help="Read and verify only this tensor of one safetensors artifact: from the store if its "
+    "object is there, else only the tensor's byte range from its source (checked against the "
+    "tensor's digest in the record; nothing stored).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --tensor: write the verified tensor to this .npy file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @verbose_option
 @click.option(
@@ -89,6 +102,8 @@ def fetch(
     remote: str | None,
     no_remote: bool,
     regenerate_missing: bool,
+    tensor: str | None,
+    output: Path | None,
     as_json: bool,
     verbose: bool,
     report_path: Path | None,
@@ -118,6 +133,13 @@ def fetch(
         raise UsageError("--remote cannot be combined with --no-remote")
     registry = obj.registry()
     chosen = registry.select(names, families)
+    if tensor is not None or output is not None:
+        _tensor_only(remote, no_remote, regenerate_missing, report_path, tensor)
+        from fixture_store.cli.fetch_tensor import fetch_tensor
+
+        assert tensor is not None
+        fetch_tensor(obj, registry, list(chosen), tensor, output, as_json=as_json)
+        return
     offline = offline or offline_from_env()
     mirrors = () if no_remote or offline else _mirrors(registry.root, remote)
     started = time.perf_counter()
@@ -173,6 +195,23 @@ def fetch(
             err.print(f"warning: {r.name}: {r.message}", markup=False)
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
+
+
+def _tensor_only(
+    remote: str | None,
+    no_remote: bool,
+    regenerate_missing: bool,
+    report_path: Path | None,
+    tensor: str | None,
+) -> None:
+    if tensor is None:
+        raise UsageError("--output writes a tensor: give --tensor KEY too")
+    if remote is not None or no_remote or regenerate_missing or report_path is not None:
+        raise UsageError(
+            "--tensor reads one tensor from the store or its source's range; it takes no "
+            "--remote, --no-remote, --regenerate or --report",
+            fix="fixture-store fetch NAME --tensor KEY [--output FILE.npy]",
+        )
 
 
 def _mirrors(project: Path, remote: str | None) -> tuple[Remote, ...]:

@@ -1,0 +1,62 @@
+"""``fixture-store fetch NAME --tensor KEY``: one verified tensor, by range or from the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from click.testing import CliRunner, Result
+
+from fixture_store.cli import main
+from tests.sources.test_ranges import WEIGHTS, Server, _project, https  # noqa: F401 - fixture
+from tests.support.fetchutil import online_env  # noqa: F401 - autouse
+
+
+def run(tmp_path: Path, *args: str) -> Result:
+    return CliRunner().invoke(
+        main, ["--store", str(tmp_path / "store"), "--registry", str(tmp_path / "p"), *args]
+    )
+
+
+def test_fetch_tensor_reads_the_range_verifies_and_writes_the_npy(
+    https: tuple[str, Server],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    base, server = https
+    _fixtures, data = _project(tmp_path, {"type": "url", "url": f"{base}/model.safetensors"})
+    server.body = data
+    npy = tmp_path / "small.npy"
+    result = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--output", str(npy))
+    assert result.exit_code == 0, result.output
+    assert "ckpt/big: tensor 'small'" in result.stdout and "nothing stored" in result.stdout
+    np.testing.assert_array_equal(np.load(npy), WEIGHTS["small"])
+    assert server.sent == [WEIGHTS["small"].nbytes]
+    as_json = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--json")
+    assert json.loads(as_json.stdout)["from"] == "source-range"
+
+
+def test_fetch_tensor_from_a_lying_server_is_an_error_on_stderr(
+    https: tuple[str, Server],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    base, server = https
+    _fixtures, data = _project(tmp_path, {"type": "url", "url": f"{base}/model.safetensors"})
+    server.body, server.mode = data, "lying"
+    npy = tmp_path / "small.npy"
+    result = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--output", str(npy))
+    assert result.exit_code == 1
+    assert (
+        "ckpt/big: tensor 'small'" in result.stderr and "fix: fixture-store fetch" in result.stderr
+    )
+    assert "Traceback" not in result.output and not npy.exists()
+
+
+def test_fetch_tensor_takes_one_artifact_and_no_mirror_options(tmp_path: Path) -> None:
+    _project(tmp_path, {"type": "local", "path": "model.safetensors"})
+    both = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--no-remote")
+    assert both.exit_code == 2 and "--tensor" in both.stderr
+    alone = run(tmp_path, "fetch", "ckpt/big", "--output", str(tmp_path / "x.npy"))
+    assert alone.exit_code == 2 and "--tensor KEY" in alone.stderr
+    local = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small")
+    assert local.exit_code == 0, local.output
