@@ -300,9 +300,11 @@ def suggest(
             f"{name} is not an NPY/NPZ/safetensors reference: calibration compares arrays",
             fix="calibrate a record of an .npy, .npz or .safetensors file",
         )
-    expected = view.arrays(name)
+    expected, given = _outputs(view.arrays(name), record.tolerance)
     chosen = tuple(metrics) or _metrics_of(record.tolerance, expected)
-    read = [(str(p), read_candidate(Path(p), expected)) for p in candidates]
+    read = [
+        (str(p), _without(given, read_candidate(Path(p), expected), str(p))) for p in candidates
+    ]
     observations = observe(expected, read, record.tolerance, chosen)
     envs = tuple(dict.fromkeys(environments))
     steps = record.tolerance.intermediates if record.tolerance is not None else None
@@ -381,6 +383,32 @@ def _written(current: Any, rules: Mapping[str, dict[str, Any]]) -> dict[str, Any
         tolerance["metric"] = "exact"  # the record's own rule, for arrays no entry names
     tolerance["per_array"] = {**(tolerance.get("per_array") or {}), **arrays}
     return tolerance
+
+
+def _outputs(
+    arrays: Mapping[str, Any], tolerance: Tolerance | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arrays a calibration measures (the outputs) and the record's inputs
+    (registry/roles.py), which no rule judges and a candidate need not carry."""
+    role = tolerance.inputs if tolerance is not None else None
+    inputs = {k: v for k, v in arrays.items() if role is not None and role.holds(k)}
+    return {k: v for k, v in arrays.items() if k not in inputs}, inputs
+
+
+def _without(inputs: Mapping[str, Any], candidate: dict[str, Any], label: str) -> dict[str, Any]:
+    """``candidate`` without the inputs it carries, each the reference's own bits (a
+    candidate computed from other inputs says nothing of the outputs' error)."""
+    for key in set(inputs) & set(candidate):
+        exp, got = np.asarray(inputs[key]), np.asarray(candidate.pop(key))
+        same = exp.dtype == got.dtype and exp.shape == got.shape
+        if not same or exp.tobytes() != got.tobytes():
+            raise UsageError(
+                f"candidate {label} carries input {key!r} with other values than the "
+                "reference's: its outputs were computed from other inputs",
+                fix="calibrate on candidates computed from the reference's inputs "
+                "(fixture_store.inputs(name)), or leave the inputs out of the candidate",
+            )
+    return candidate
 
 
 def _metrics_of(tolerance: Tolerance | None, expected: Mapping[str, Any]) -> tuple[Metric, ...]:

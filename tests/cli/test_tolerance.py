@@ -214,3 +214,30 @@ def test_a_candidate_is_read_by_its_bytes_as_a_dump_or_a_kept_regeneration_names
     code, out, err = run("tolerance", "suggest", NAME, "--candidate", "inspect/candidate", "--json")
     assert code == 0, err
     assert json.loads(out)["proposed"] == {"rms": 0.0005, "max_abs": 0.0005}  # 2 x 2.4e-4
+
+
+@pytest.mark.usefixtures("store")
+def test_calibration_measures_the_outputs_and_needs_no_input_from_the_candidates(
+    project: Path,
+) -> None:
+    """A record naming ``hidden`` an input: candidates without it calibrate, ``--scope array``
+    proposes no rule for it (one would be refused), and a candidate carrying other input values
+    is refused, nothing written."""
+    np.savez(project / "ref.npz", logits=LOGITS, hidden=HIDDEN)
+    args = ("add", "ref.npz", "--name", NAME, "--kind", "array")
+    assert run(*args, "--tolerance", "max_abs:1", "--inputs", "hidden")[0] == 0
+    np.savez(project / "run1.npz", logits=LOGITS + np.float32(1e-4))
+    np.savez(project / "run2.npz", logits=LOGITS, hidden=HIDDEN)
+    code, _, err = run(
+        "tolerance", "suggest", NAME, "--candidate", "run1.npz", "--candidate", "run2.npz",
+        "--scope", "array", "--accept",
+    )  # fmt: skip
+    assert code == 0, err
+    written = registry_mod.load(project).get(NAME).tolerance
+    assert written is not None and written.inputs is not None
+    assert sorted(written.to_json()["per_array"]) == ["logits"]
+    before = (project / "provenance" / "m.json").read_text()
+    np.savez(project / "run3.npz", logits=LOGITS, hidden=HIDDEN + 1)
+    code, _, err = run("tolerance", "suggest", NAME, "--candidate", "run3.npz", "--accept")
+    assert code == 2 and "carries input 'hidden' with other values" in err
+    assert (project / "provenance" / "m.json").read_text() == before
