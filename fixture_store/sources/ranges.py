@@ -10,6 +10,9 @@ record's source and verify them alone:
   server that ignores ``Range`` (``200`` with the whole body) is refused before its body is read:
   reading gigabytes to keep a few megabytes is what partial fetch exists to avoid, and the fix
   (``fixture-store fetch NAME``) fetches the whole object verified;
+- a ``hub`` source: the Hub's metadata first, checked as a whole fetch checks it
+  (:func:`~fixture_store.sources.hub.announced_problem`: the pinned commit, the size, the LFS
+  sha256), then one ``GET`` of the range on the client's session, under the same rules;
 - a ``local`` source: a ``pread`` of the range from the project's file.
 
 The bytes must then hash to the tensor's sha256 (an :class:`~fixture_store.errors.IntegrityError`
@@ -29,10 +32,18 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from fixture_store._extras import require
 from fixture_store.errors import IntegrityError, UsageError
-from fixture_store.registry import LocalSource, Record, UrlSource
+from fixture_store.registry import HubSource, LocalSource, Record, UrlSource
+from fixture_store.registry.pins import revision_problem
 from fixture_store.sources import FetchContext, SourceError
-from fixture_store.sources.transfer import BelowMinimumRate, BodyCut, BoundedBody, DeadlineExceeded
+from fixture_store.sources.transfer import (
+    BelowMinimumRate,
+    BodyCut,
+    BoundedBody,
+    Chunks,
+    DeadlineExceeded,
+)
 from fixture_store.sources.url import TIMEOUT_S, SourceFailure, TransientError, default_opener
 
 if TYPE_CHECKING:
@@ -93,8 +104,11 @@ def _source_bytes(ctx: FetchContext, record: Record, key: str, offset: int, leng
     if isinstance(source, UrlSource):
         ctx.require_online(record, f"tensor {key!r}")
         return _http(ctx, record, source.url, offset, length)
+    if isinstance(source, HubSource):
+        ctx.require_online(record, f"tensor {key!r}")
+        return _hub(ctx, record, source, offset, length)
     raise UsageError(
-        f"{record.name}: partial fetch reads url and local sources; this record's source is "
+        f"{record.name}: partial fetch reads url, hub and local sources; this record's source is "
         f"{source.describe()}",
         fix=f"fixture-store fetch {record.name}  (the whole object)",
     )
@@ -135,7 +149,9 @@ def _http(ctx: FetchContext, record: Record, url: str, offset: int, length: int)
             record.name, f"{url}: {e}", fix=f"fixture-store fetch {record.name}"
         ) from e
     try:
-        _check_answer(record, url, response, offset, last)
+        answer: Any = response  # an http.client response
+        got_range = str(answer.headers.get("Content-Range") or "")
+        _check_answer(record, url, getattr(answer, "status", None), got_range, offset, last)
         errors = (TimeoutError, OSError, http.client.HTTPException)
         meter = ctx.policy.meter()
         # not exact: a short body is read to its end and refused below as a short range
@@ -146,22 +162,73 @@ def _http(ctx: FetchContext, record: Record, url: str, offset: int, length: int)
             raise SourceError(record.name, f"{url}: the range's body: {e}") from e
     finally:
         response.close()
+    return _counted(ctx, record, url, data, length)
+
+
+def _counted(ctx: FetchContext, record: Record, where: str, data: bytes, length: int) -> bytes:
     if len(data) != length:  # a short range, or a longer body cut at one byte more
         raise IntegrityError(
-            f"{record.name}: {url} sent {len(data)} bytes for a range of {length}",
+            f"{record.name}: {where} sent {len(data)} bytes for a range of {length}",
             fix=f"fixture-store fetch {record.name}  (the whole object)",
         )
     ctx.count_download(len(data))
     return data
 
 
+def _hub(ctx: FetchContext, record: Record, source: HubSource, offset: int, length: int) -> bytes:
+    """The range from the Hub: its metadata first (the pinned commit, the record's size and LFS
+    sha256, as a whole fetch checks them), then one GET of the range on the client's session."""
+    require("hub", for_what="reading a tensor of a hub source")
+    import httpx2 as httpx  # the HTTP client huggingface_hub is built on
+    from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub_url
+
+    from fixture_store.sources.hub import announced_problem, download_headers, endpoint
+
+    where = source.describe()
+    if (problem := revision_problem(source.revision)) is not None:
+        raise SourceError(record.name, f"{where}: revision is not a full commit ({problem})")
+    url = hf_hub_url(
+        source.repo_id,
+        source.path,
+        repo_type=source.resolved_repo_type,
+        revision=source.revision,
+        endpoint=endpoint(),
+    )
+    fix = f"fixture-store fetch {record.name}"
+    try:
+        meta = get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT, endpoint=endpoint())
+    except Exception as e:
+        raise SourceError(record.name, f"{where}: metadata request failed: {e}", fix=fix) from e
+    problem = announced_problem(meta, source.revision, record.object.size, record.object.hex)
+    if problem is not None:
+        raise SourceError(record.name, f"{where}: {problem}", fix=fix)
+    last = offset + length - 1
+    headers = {**download_headers(url, meta.location), "Range": f"bytes={offset}-{last}"}
+    deadline = ctx.policy.start(length, read_timeout=float(constants.HF_HUB_DOWNLOAD_TIMEOUT))
+    try:
+        with get_session().stream(
+            "GET", meta.location, headers=headers, timeout=deadline.next_read_timeout()
+        ) as response:
+            response.raise_for_status()
+            got_range = str(response.headers.get("Content-Range") or "")
+            _check_answer(record, where, response.status_code, got_range, offset, last)
+            chunks = Chunks(iter(response.iter_bytes()))
+            meter = ctx.policy.meter()
+            body = BoundedBody(chunks.read1, length, deadline, meter, errors=(), exact=False)
+            data = body.read_all()
+    except (httpx.HTTPError, BelowMinimumRate, DeadlineExceeded) as e:
+        raise SourceError(record.name, f"{where}: the range request failed: {e}", fix=fix) from e
+    return _counted(ctx, record, where, data, length)
+
+
 def _read1(response: BinaryIO) -> Any:
     return getattr(response, "read1", None) or response.read
 
 
-def _check_answer(record: Record, url: str, response: Any, first: int, last: int) -> None:
+def _check_answer(  # noqa: PLR0917 - the answer's two headers and the range asked
+    record: Record, url: str, status: int | None, got: str, first: int, last: int
+) -> None:
     """A 206 whose Content-Range is exactly ``first-last`` of a file of the record's size."""
-    status = getattr(response, "status", None)
     asked = f"bytes {first}-{last}/{record.object.size}"
     if status != 206:  # noqa: PLR2004 - Partial Content
         raise IntegrityError(
@@ -170,7 +237,7 @@ def _check_answer(record: Record, url: str, response: Any, first: int, last: int
             "nothing was read",
             fix=f"fixture-store fetch {record.name}  (the whole object, verified by its digest)",
         )
-    got = str(response.headers.get("Content-Range") or "").strip()
+    got = got.strip()
     m = _CONTENT_RANGE.fullmatch(got)
     if m is None or (int(m[1]), int(m[2]), m[3]) != (first, last, str(record.object.size)):
         raise IntegrityError(
