@@ -32,16 +32,9 @@ from fixture_store.parity.oracle import OracleJudgement
 from fixture_store.parity.ordered import Divergence, first_divergence
 from fixture_store.registry import Content, Tolerance
 from fixture_store.registry.environment import Environment
-from fixture_store.registry.metrics import Metric
 from fixture_store.registry.patterns import is_pattern, matches
-from fixture_store.registry.roles import Inputs
-from fixture_store.registry.tolerance import ArrayTolerance
 
 DUMP_ENV = "FIXTURE_STORE_PARITY_DUMP"
-# An input the candidate gives back: bit for bit (registry/roles.py says why).
-_INPUT = ArrayTolerance(
-    Metric.EXACT, why="an input given back must be the reference's own (registry/roles.py)"
-)
 _OTHERS_SHOWN = 8
 
 
@@ -125,7 +118,7 @@ def assert_parity(
     expected = _only(view.arrays(reference), only, name)
     given = _named(actual, expected, name)
     tolerance = written.in_environment(where)
-    report = compare(name, expected, given, tolerance, inputs=written.inputs)
+    report = compare(name, expected, given, tolerance)
     if tolerance.oracle is not None:
         _arrays_record(view, tolerance.oracle.record)  # verified, and arrays
         truth = view.arrays(tolerance.oracle.record)
@@ -183,20 +176,14 @@ def compare(
     expected: Mapping[str, Any],
     actual: Mapping[str, Any],
     tolerance: Tolerance | None,
-    *,
-    inputs: Inputs | None = None,
 ) -> ParityReport:
-    """Every expected array compared with the actual one of its name, under ``tolerance``; an
-    array ``inputs`` holds is compared exactly when given and is not missing when not."""
+    """Every expected array compared with the actual one of its name, under ``tolerance`` (an
+    input exactly: :meth:`Tolerance.for_array`); an input of its ``inputs`` is not missing when
+    not given."""
     tol = tolerance or Tolerance()
-    role = inputs.holds if inputs is not None else lambda _key: False
+    role = tol.inputs.holds if tol.inputs is not None else lambda _key: False
     comparisons = compare_many(
-        (
-            key,
-            expected[key],
-            actual[key],
-            _INPUT if role(key) else tol.for_array(key, dtype=_dtype(expected[key])),
-        )
+        (key, expected[key], actual[key], tol.for_array(key, dtype=_dtype(expected[key])))
         for key in sorted(expected)
         if key in actual
     )

@@ -9,6 +9,7 @@ import pytest
 from fixture_store.errors import RegistryError
 from fixture_store.registry import Tolerance, Where
 from fixture_store.registry.environment import Environment
+from fixture_store.registry.metrics import Metric
 
 WHERE = Where("provenance/fam.json", "fam/x")
 ARRAYS = ["pixel_values", "mask/a", "mask/b", "logits", "hidden"]
@@ -69,3 +70,24 @@ def test_an_expectation_cannot_state_inputs() -> None:
     with pytest.raises(RegistryError, match="unknown field") as info:
         parse(raw)
     assert info.value.field == "tolerance.expectations.device:cuda.inputs"
+
+
+def test_an_input_is_judged_exactly_by_every_comparison_whatever_rule_matches_it() -> None:
+    """The role before any rule: ``for_array`` (the one lookup the parity assertion,
+    regeneration, the runtime comparators and calibration use) gives an input the exact rule,
+    even where a pattern, the dtype rule or an environment's rule would match it."""
+    tol = parse(
+        {
+            "metric": "max_abs",
+            "max": 1e-4,
+            "inputs": ["mask/*"],
+            "per_array": {"*": {"max": 1e-2}},
+            "per_dtype": {"float32": {"max": 1}},
+            "expectations": {"device:cuda": {"max": 1e-3}},
+        }
+    )
+    there = tol.in_environment(Environment.parse("device:cuda"))
+    for rules in (tol, there):
+        exact = rules.for_array("mask/a", dtype="float32")
+        assert exact.metric is Metric.EXACT and "input" in exact.why
+        assert rules.for_array("logits", dtype="float32").metric is Metric.MAX_ABS
