@@ -17,7 +17,8 @@ import pytest
 from safetensors.numpy import save
 
 from fixture_store.access import Fixtures
-from fixture_store.errors import IntegrityError
+from fixture_store.errors import IntegrityError, MissingObjectError
+from fixture_store.fetch import fetch_names
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
 from fixture_store.registry import Kind
@@ -132,6 +133,17 @@ def test_one_tensor_is_read_by_its_range_alone_and_nothing_is_stored(
     record = fixtures.record("ckpt/big")
     assert not fixtures.store.has(record.object)  # partial bytes are never an object
     np.testing.assert_array_equal(fixtures.tensor("ckpt/big", "big"), WEIGHTS["big"])
+    # every reader of the whole object still needs the whole object
+    with pytest.raises(MissingObjectError):
+        fixtures.tensors("ckpt/big")
+    with pytest.raises(MissingObjectError):
+        fixtures.path("ckpt/big")
+    # once the object is fetched (whole, by its digest), a tensor comes from the store
+    assert fetch_names(fixtures.store, fixtures.registry, ["ckpt/big"]).results[0].ok
+    server.sent.clear()
+    again = Fixtures(fixtures.store, fixtures.registry).tensor("ckpt/big", "small")
+    np.testing.assert_array_equal(again, WEIGHTS["small"])
+    assert server.sent == []
 
 
 @pytest.mark.parametrize(
