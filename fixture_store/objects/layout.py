@@ -13,6 +13,8 @@ ENV_VAR = "FIXTURE_STORE_DIR"
 READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 WRITER_LOCK = "gc.lock"
 WRITER_PREFIX = "writer-"
+# The temp files of copies (made read-only by the copy itself) and of hard links.
+COPY_PREFIX = "put-"
 # An object's shard folder is named by the first hex characters of its digest.
 SHARD_LEN = 2
 HEX_DIGITS = frozenset("0123456789abcdef")

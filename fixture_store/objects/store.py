@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from fixture_store.errors import StoreError
-from fixture_store.objects import anchored, digests, fsutil, statecache, writer_lock
+from fixture_store.objects import anchored, fsutil, publishing, writer_lock
 from fixture_store.objects.digests import HEX_LEN, Digest
 from fixture_store.objects.hashcopy import (
     Stored,
@@ -60,11 +60,11 @@ from fixture_store.objects.hashcopy import (
     _copy_hashing,
     _hash_copy,
     _intact_size,
-    _make_read_only,
     _open_source,
     io_error,
 )
 from fixture_store.objects.layout import (
+    COPY_PREFIX,
     ENV_VAR,
     FOLDERS,
     HEX_DIGITS,
@@ -75,6 +75,7 @@ from fixture_store.objects.layout import (
     default_root,
 )
 from fixture_store.objects.object_files import ObjectFiles
+from fixture_store.objects.publishing import PROVE_BY_CACHE_MIN
 from fixture_store.objects.staging import Staged, Staging
 from fixture_store.objects.writer_lock import STALE_TMP_SECONDS, holding_writer_lock
 
@@ -102,15 +103,9 @@ __all__ = [
 # 1 GiB in 0.26-0.5 s here) and then hashed from the copy while the fsync runs: `add` of 1 GiB
 # went from 1.77 s to 1.33 s with the page cache warm.
 KERNEL_COPY_MIN = 4 << 20
-# An object already present of at least this size is proved by the verified-state cache where it
-# can be; a smaller one is hashed. Measured on a busy 2-core machine: reading one row of a cache
-# of 20,000 costs 0.6 ms and saving a proof 3 ms, hashing 1 MiB about 2 ms.
-PROVE_BY_CACHE_MIN = 1 << 20
 # A hard link is impossible here (another filesystem, or none supported): copy instead.
 _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP}
 _link_names = itertools.count()
-# The temp files of copies (made read-only by the copy itself) and of hard links.
-_COPY_PREFIX = "put-"
 
 
 @dataclass(frozen=True)
@@ -316,7 +311,7 @@ class Store:
         """
         where = folder or self.temp_folder()
         with self._temps(where) as temps:  # never through a link: see anchored
-            fd, name = temps.create_temp(_COPY_PREFIX)
+            fd, name = temps.create_temp(COPY_PREFIX)
         tmp = where / name
         with self._removed_on_error(tmp):
             limit = None if expected is None else expected.size + 1
@@ -460,85 +455,7 @@ class Store:
         renames durable: with a ``batch`` that syncs whole filesystems, one sync after all the
         renames; otherwise one folder fsync per shard, shards in parallel so that their fsyncs
         share journal commits."""
-        shards: dict[str, list[tuple[Path, Stored]]] = {}
-        for tmp, stored in items:
-            shards.setdefault(stored.digest.hex[:2], []).append((tmp, stored))
-        if not shards:
-            return
-        if batch is not None and batch.syncs_filesystem(len(shards)):
-            for entries in shards.values():
-                self._commit_shard(entries, replace, sync=False)
-            batch.sync_all()
-            return
-        if len(shards) == 1:
-            created = [self._commit_shard(entries, replace) for entries in shards.values()]
-        else:
-            from concurrent.futures import ThreadPoolExecutor  # only when pooling: start-up
-
-            with ThreadPoolExecutor(max_workers=min(fsutil.FSYNC_WORKERS, len(shards))) as pool:
-                created = list(pool.map(lambda e: self._commit_shard(e, replace), shards.values()))
-        if any(created):
-            with self.folder("objects", "sha256") as objects:
-                objects.fsync()
-
-    def _commit_shard(
-        self, entries: list[tuple[Path, Stored]], replace: bool, *, sync: bool = True
-    ) -> bool:
-        """Commit one shard's objects; True if the shard folder had to be created. Without
-        ``sync`` the caller makes the renames durable. Every rename is made between descriptors
-        of folders opened through the path primitive: a link at ``tmp/``, a writer folder,
-        ``objects/``, ``sha256/`` or the shard is refused, never written through.
-
-        An object already there is kept only once it is proved to hold these bytes (see
-        :meth:`_holds`); a damaged one is replaced by them, atomically, under the shard lock."""
-        created = False
-        hexes = entries[0][1].digest.hex[:SHARD_LEN]
-        with contextlib.ExitStack() as stack, self.lock(entries[0][1].digest):
-            objects = stack.enter_context(self.folder("objects", "sha256"))
-            shard = stack.enter_context(_or_none(objects.find(hexes)))
-            temps: dict[Path, anchored.Folder] = {}
-            renamed = False
-            for tmp, stored in entries:
-                name = stored.digest.hex[SHARD_LEN:]
-                if tmp.parent not in temps:
-                    temps[tmp.parent] = stack.enter_context(self._temps(tmp.parent))
-                if not replace and shard is not None and self._holds(shard, name, stored):
-                    temps[tmp.parent].unlink(tmp.name)
-                    continue  # another writer got there first: one copy of each object
-                if shard is None:
-                    shard = stack.enter_context(objects.folder(hexes, create=True))
-                    created = True
-                if not tmp.name.startswith(_COPY_PREFIX):  # a copy was made read-only already
-                    _make_read_only(temps[tmp.parent], tmp.name)
-                temps[tmp.parent].replace(tmp.name, shard, name)
-                renamed = True
-            if renamed and sync and shard is not None:
-                shard.fsync()
-        return created
-
-    def _holds(self, shard: anchored.Folder, name: str, stored: Stored) -> bool:
-        """Whether the object ``name`` of ``shard`` holds the bytes of ``stored``: a regular
-        file of their size, proved by the verified-state cache (its stat is the one an earlier
-        run hashed and found to match, the warm verify's rule, one row read by its key) or else
-        hashed here. An object is never trusted because it exists: a damaged one would stay,
-        and the next verify would blame the record that was just written for it."""
-        if not _intact_size(shard, name, stored.digest):
-            return False
-        # A small object is hashed: cheaper than asking the cache (see PROVE_BY_CACHE_MIN).
-        by_cache = stored.digest.size >= PROVE_BY_CACHE_MIN
-        fd = shard.open_fd(name)
-        try:
-            st = os.fstat(fd)
-            hexdigest = stored.digest.hex
-            if by_cache and statecache.proves(self.state_dir, hexdigest, st, stored.blake3):
-                return True
-            with open(fd, "rb", buffering=0, closefd=False) as f:
-                intact = digests.of_stream(f) == stored.digest
-        finally:
-            os.close(fd)
-        if intact and by_cache:
-            statecache.remember_one(self.state_dir, hexdigest, st)
-        return intact
+        publishing.commit_many(self, items, replace=replace, batch=batch)
 
     def remove(self, digest: Digest | str) -> None:
         """Remove an object entry (a link loses only the link); a shard that is a link is
@@ -565,13 +482,3 @@ class Store:
         ``older_than`` seconds: it may still be being written.
         """
         return writer_lock.clean_tmp(self, older_than)
-
-
-@contextlib.contextmanager
-def _or_none(folder: anchored.Folder | None) -> Iterator[anchored.Folder | None]:
-    """A folder that may be missing, closed at the end of the block if it is not."""
-    try:
-        yield folder
-    finally:
-        if folder is not None:
-            folder.close()

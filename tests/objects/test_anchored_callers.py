@@ -57,6 +57,7 @@ ROOT_OWNERS = frozenset(
         "objects/store.py",
         "objects/hashcopy.py",
         "objects/object_files.py",
+        "objects/publishing.py",
         "objects/staging.py",
         "objects/writer_lock.py",
         "readers/archives/extract.py",
@@ -94,7 +95,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("objects/statecache.py", "mark_passed"): "creates a cache marker O_NOFOLLOW",
     ("objects/store.py", "Store._link_temp"): "links and hashes the user's source file (not "
     "under a root) into a temp name made from the temp folder's descriptor",
-    ("objects/store.py", "Store._holds"): "wraps the descriptor the primitive opened "
+    ("objects/publishing.py", "_holds"): "wraps the descriptor the primitive opened "
     "(open(fd)): no path is opened",
     ("objects/store.py", "Store.remove"): "unlinks relative to the shard's descriptor",
     ("objects/hashcopy.py", "_open_source"): f"{_NOT_A_ROOT} the user's file to add",
