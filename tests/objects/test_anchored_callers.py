@@ -115,6 +115,14 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("remotes/config.py", "_write_checked"): f"{_NOT_A_ROOT} the user's configuration file",
     ("remotes/s3.py", "S3Remote._upload_parts"): "reads the store's object the push names",
     ("remotes/s3.py", "S3Remote.upload"): "reads the store's object the push names",
+    ("remotes/hub.py", "HubRemote._commit"): "reads the store's objects the push names, handed "
+    "to the Hub client as open files",
+    ("sources/ranges.py", "_local"): f"{_NOT_A_ROOT} reads a tensor's range of the project's "
+    "source file, opened O_NOFOLLOW",
+    ("importers/held.py", "_temp"): "makes a file O_EXCL in the import's own private scratch "
+    "folder (mkstemp)",
+    ("importers/hfcache.py", "_git_blob_id"): "hashes the scratch copy held.copy_in made from "
+    "the cache's blob without following a link",
     ("snapshot.py", "_Folders.fd"): "opens shard folders O_NOFOLLOW | O_DIRECTORY",
     ("snapshot.py", "_read"): f"{_NOT_A_ROOT} the user's private snapshot cache, O_NOFOLLOW",
     ("snapshot.py", "_write"): f"{_NOT_A_ROOT} the user's private snapshot cache",
