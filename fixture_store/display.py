@@ -124,6 +124,11 @@ def type_name(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
+# Schemes whose '@' names a revision, never user information: ``hf://gpt2@<sha>/file`` is a
+# repository without an owner at a commit (the Hub's token comes from HF_TOKEN, never a URL).
+_REVISION_AT = ("hf://",)
+
+
 def _userinfo_end(text: str) -> int:
     """Where the user information of the URL ``text`` ends (just past its '@'), 0 if it has
     none. An authority whose "port" is not a number (``me:pa`` of ``https://me:pa/ss@host``, a
@@ -131,7 +136,7 @@ def _userinfo_end(text: str) -> int:
     a password is never shown in part, and an '@' in a path (``https://host/@scope/x``) is not
     taken for one."""
     m = _AUTHORITY.match(text)
-    if m is None:
+    if m is None or text[:8].lower().startswith(_REVISION_AT):
         return 0
     authority = m[1]
     if "@" in authority:

@@ -70,6 +70,10 @@ def test_an_error_renders_escaped_wherever_it_is_printed() -> None:
         ("https://h/x?a=1&sig=s;api_key=k", "https://h/x?a=1&sig=***;api_key=***", "'api_key'"),
         ("https://h/x#access_token=t", "https://h/x#access_token=***", "'access_token'"),
         ("https://h/x?download=true", "https://h/x?download=true", None),
+        # The Hub's notation: '@' names a revision (a repository without an owner), never a user.
+        (f"hf://gpt2@{'a' * 40}/model.bin", f"hf://gpt2@{'a' * 40}/model.bin", None),
+        ("HF://gpt2@main/f", "HF://gpt2@main/f", None),
+        ("hf://datasets/org/name@v1/f?token=t", "hf://datasets/org/name@v1/f?token=***", "'token'"),
     ],
 )
 def test_the_formatter_redacts_credentials(url: str, shown: str, what: str | None) -> None:

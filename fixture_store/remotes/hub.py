@@ -81,8 +81,8 @@ class HubRemote:
 
     @property
     def label(self) -> str:
-        url = self.repo.url()
-        return f"{self.name} ({url})" if self.name != url else url
+        shown = display.url(self.repo.url())
+        return f"{self.name} ({shown})" if self.name != shown else shown
 
     @property
     def writable(self) -> bool:

@@ -32,6 +32,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from fixture_store import display
 from fixture_store._extras import require
 from fixture_store.errors import IntegrityError, UsageError
 from fixture_store.registry import HubSource, LocalSource, Record, UrlSource
@@ -146,7 +147,7 @@ def _http(ctx: FetchContext, record: Record, url: str, offset: int, length: int)
         response = default_opener(url, deadline, headers={"Range": f"bytes={offset}-{last}"})
     except (SourceFailure, TransientError, DeadlineExceeded) as e:
         raise SourceError(
-            record.name, f"{url}: {e}", fix=f"fixture-store fetch {record.name}"
+            record.name, f"{display.url(url)}: {e}", fix=f"fixture-store fetch {record.name}"
         ) from e
     try:
         answer: Any = response  # an http.client response
@@ -159,7 +160,7 @@ def _http(ctx: FetchContext, record: Record, url: str, offset: int, length: int)
         try:
             data = body.read_all()
         except (BodyCut, BelowMinimumRate, DeadlineExceeded) as e:
-            raise SourceError(record.name, f"{url}: the range's body: {e}") from e
+            raise SourceError(record.name, f"{display.url(url)}: the range's body: {e}") from e
     finally:
         response.close()
     return _counted(ctx, record, url, data, length)
@@ -232,16 +233,16 @@ def _check_answer(  # noqa: PLR0917 - the answer's two headers and the range ask
     asked = f"bytes {first}-{last}/{record.object.size}"
     if status != 206:  # noqa: PLR2004 - Partial Content
         raise IntegrityError(
-            f"{record.name}: {url} answered {status} to a range request for {asked}, not 206 "
-            "Partial Content (a server that ignores Range would send the whole file); "
-            "nothing was read",
+            f"{record.name}: {display.url(url)} answered {status} to a range request for "
+            f"{asked}, not 206 Partial Content (a server that ignores Range would send the whole "
+            "file); nothing was read",
             fix=f"fixture-store fetch {record.name}  (the whole object, verified by its digest)",
         )
     got = got.strip()
     m = _CONTENT_RANGE.fullmatch(got)
     if m is None or (int(m[1]), int(m[2]), m[3]) != (first, last, str(record.object.size)):
         raise IntegrityError(
-            f"{record.name}: {url} answered the range request for {asked} with "
+            f"{record.name}: {display.url(url)} answered the range request for {asked} with "
             f"Content-Range {got or '(none)'!r}",
             fix=f"fixture-store fetch {record.name}  (the whole object, verified by its digest)",
         )
