@@ -273,9 +273,17 @@ def push_packed(
     results: dict[str, Sent] = {d.hex: False for d in objects if held.get(d.hex) == d.size}
     groups = _groups([d for d in objects if d.hex not in results], packing.pack_size)
     written: list[tuple[Digest, list[tuple[Digest, int]]]] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool:
+    # Packs and the index are made in a folder only this process can enter (mkdtemp: 0700), so
+    # no other user of a shared temp folder can replace or read a file between its writing and
+    # its upload.
+    with (
+        tempfile.TemporaryDirectory(prefix="fixture-store-push-") as scratch,
+        ThreadPoolExecutor(max_workers=max(1, min(jobs, len(groups)))) as pool,
+    ):
         for group, got in zip(
-            groups, pool.map(lambda g: _write_pack(store, keys, g, retry), groups), strict=True
+            groups,
+            pool.map(lambda g: _write_pack(store, keys, g, retry, Path(scratch)), groups),
+            strict=True,
         ):
             if isinstance(got, FixtureStoreError):
                 results.update(dict.fromkeys((d.hex for d in group), got))
@@ -284,9 +292,9 @@ def push_packed(
             results.update(failed)
             if members:
                 written.append((pack, members))
-    if written:
-        sent = _write_index(keys, written, retry)
-        results.update({d.hex: sent for _, members in written for d, _ in members})
+        if written:
+            sent = _write_index(keys, written, retry, Path(scratch))
+            results.update({d.hex: sent for _, members in written for d, _ in members})
     return results
 
 
@@ -305,18 +313,18 @@ def _groups(objects: Sequence[Digest], pack_size: int) -> list[list[Digest]]:
 
 
 def _write_pack(
-    store: Store, keys: Keys, group: Sequence[Digest], retry: Retry
+    store: Store, keys: Keys, group: Sequence[Digest], retry: Retry, scratch: Path
 ) -> tuple[Digest, list[tuple[Digest, int]], dict[str, Sent]] | FixtureStoreError:
-    """Copy the group's objects into a temp pack (each hashed as it is copied: one that
-    changed in the store is left out), then upload it write-once."""
-    fd, tmp = tempfile.mkstemp(prefix="fixture-store-pack-")
+    """Copy the group's objects into a temp pack in ``scratch`` (each hashed as it is copied:
+    one that changed in the store is left out), then upload it write-once."""
+    fd, tmp = tempfile.mkstemp(prefix="pack-", dir=scratch)
     try:
         members: list[tuple[Digest, int]] = []
         failed: dict[str, Sent] = {}
         with os.fdopen(fd, "wb") as out:
             for d in group:
                 offset = out.tell()
-                if _copy_checked(store.object_path(d), out) != d:
+                if _copy_checked(store, d, out) != d:
                     out.seek(offset)
                     out.truncate()
                     failed[d.hex] = RemoteError(
@@ -343,10 +351,12 @@ def _write_pack(
         os.unlink(tmp)
 
 
-def _copy_checked(path: Path, out: BinaryIO) -> Digest | None:
+def _copy_checked(store: Store, digest: Digest, out: BinaryIO) -> Digest | None:
+    """Copy the store's object into ``out``, opened through the path primitive (a link or a
+    FIFO at its name is refused, never followed); its digest as read, ``None`` if unreadable."""
     hasher = digests.Hasher()
     try:
-        with open(path, "rb") as src:
+        with store.open_object(digest) as src:
             while chunk := src.read(digests.CHUNK):
                 hasher.update(chunk)
                 out.write(chunk)
@@ -359,11 +369,12 @@ def _write_index(
     keys: Keys,
     written: Sequence[tuple[Digest, Sequence[tuple[Digest, int]]]],
     retry: Retry,
+    scratch: Path,
 ) -> Sent:
     """Upload the index of the packs written (last: it names only packs that are whole)."""
     data = index_bytes(written)
     digest = digests.of_bytes(data)
-    fd, tmp = tempfile.mkstemp(prefix="fixture-store-index-")
+    fd, tmp = tempfile.mkstemp(prefix="index-", dir=scratch)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)

@@ -115,6 +115,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("remotes/config.py", "_write_checked"): f"{_NOT_A_ROOT} the user's configuration file",
     ("remotes/s3.py", "S3Remote._upload_parts"): "reads the store's object the push names",
     ("remotes/s3.py", "S3Remote.upload"): "reads the store's object the push names",
+    ("remotes/packs.py", "push_packed"): f"{_NOT_A_ROOT} makes the push's private scratch "
+    "folder (mkdtemp: 0700)",
+    ("remotes/packs.py", "_write_pack"): "makes, reads back and removes a pack in the push's "
+    "own scratch folder (mkdtemp: 0700), no root of ours",
+    ("remotes/packs.py", "_write_index"): "makes and removes the index in the push's own "
+    "scratch folder (mkdtemp: 0700), no root of ours",
     ("remotes/hub.py", "HubRemote._commit"): "reads the store's objects the push names, handed "
     "to the Hub client as open files",
     ("sources/ranges.py", "_local"): f"{_NOT_A_ROOT} reads a tensor's range of the project's "
