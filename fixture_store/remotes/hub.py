@@ -240,6 +240,7 @@ class HubRemote:
 
     def _commit(self, batch: list[tuple[Path, Digest]], number: int, total: int) -> str:
         """One commit of ``batch``, retried on a 429 (after its Retry-After) or a 5xx."""
+        require("hub", for_what="a Hub remote")
         from huggingface_hub import CommitOperationAdd
 
         started = time.monotonic()
@@ -358,6 +359,7 @@ class HubRemote:
             raise self._translated(e, doing, digest) from e
 
     def _translated(self, e: Exception, doing: str, digest: Digest | None) -> FixtureStoreError:
+        require("hub", for_what="a Hub remote")
         import httpx2 as httpx
 
         name = type(e).__name__
@@ -393,6 +395,7 @@ class _DropXetFallback(logging.Filter):
 def _quiet_client() -> Iterator[None]:
     """The client without its progress bars (the push has its own) and without its warning that
     open files go by LFS."""
+    require("hub", for_what="a Hub remote")
     from huggingface_hub.utils import (  # type: ignore[attr-defined]
         are_progress_bars_disabled,
         disable_progress_bars,
@@ -414,6 +417,7 @@ def _quiet_client() -> Iterator[None]:
 
 
 def _blank_token(text: str) -> str:
+    require("hub", for_what="a Hub remote")
     from huggingface_hub import get_token
 
     token = get_token()

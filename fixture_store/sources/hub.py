@@ -128,6 +128,7 @@ def announced_problem(meta: Any, revision: str, size: int, hexdigest: str) -> st
 def download_headers(url: str, location: str) -> dict[str, str]:
     """The client's headers for the body's GET at ``location``: the token only if that is
     the Hub's own host (a signed CDN URL never gets it)."""
+    require("hub", for_what="fetching a hub source")
     from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]
 
     headers: dict[str, str] = build_hf_headers()

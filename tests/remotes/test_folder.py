@@ -111,6 +111,9 @@ def test_several_processes_pushing_and_pulling_at_once_leave_no_partial_object(
     digests = _objects(source, 60, seed=7)
     hexes = [(d.hex, d.size) for d in digests]
     remote_root = tmp_path / "remote"
+    # The remote exists before anyone starts (a pull from a folder that does not exist is an
+    # error, not an empty remote): the pullers wait for objects, not for the folder.
+    remote_root.mkdir()
     ctx = multiprocessing.get_context("spawn")
     pullers = [str(tmp_path / f"puller-{i}") for i in range(2)]
     procs = [
