@@ -19,9 +19,7 @@ Medians of ``--repeat`` rounds after one untimed round; the bytes the server sen
 from __future__ import annotations
 
 import argparse
-import datetime
 import hashlib
-import ipaddress
 import json
 import os
 import re
@@ -37,11 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from bench.harness import make_cert
 from fixture_store import limits
 from fixture_store.access import Fixtures
 from fixture_store.fetch import fetch_names
@@ -82,37 +77,6 @@ def write_file(path: Path, size_mib: int) -> bytes:
 
 def _chunks(total: int, most: int) -> list[int]:
     return [min(most, total - i) for i in range(0, total, most)]
-
-
-def make_cert(folder: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=2))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
 
 
 def serve(file: Path, folder: Path) -> tuple[ThreadingHTTPServer, str, list[int]]:

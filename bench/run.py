@@ -36,6 +36,7 @@ from bench.harness import (
     dvc_repo,
     finish,
     free_port,
+    make_cert,
     project,
     table,
     write_random,
@@ -241,46 +242,6 @@ server.serve_forever()
 """
 
 
-def make_cert(folder: Path) -> Path:
-    """A self-signed certificate for 127.0.0.1 (``cert.pem``, with ``key.pem`` beside it)."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path = folder / "cert.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path
-
-
 def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
     """``fixture-store fetch`` of a url record (https, then verified) against pooch.retrieve,
     both as whole processes from the same loopback https mirror, round-robin, fresh store or
@@ -290,7 +251,7 @@ def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
 
     root = b.work / case / "fetch"
     root.mkdir()
-    cert = make_cert(root)
+    cert, _ = make_cert(root)
     digest = digests.of_file(data)
     port = free_port()
     server = subprocess.Popen(
