@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fixture_store.registry.patterns import is_pattern, matches
+from fixture_store.registry.patterns import is_pattern, matches, selects, unmatched
 from fixture_store.registry.where import Where
 
 KEY = "intermediates"
@@ -42,9 +42,7 @@ class Intermediates:
 
     def holds(self, name: str) -> bool:
         """``name`` is an intermediate (listed, or matched by a pattern of the order)."""
-        return any(
-            entry == name or (is_pattern(entry) and matches(entry, name)) for entry in self.order
-        )
+        return any(selects(entry, name) for entry in self.order)
 
     def sequence(self, names: Iterable[str]) -> tuple[str, ...]:
         """The intermediates among ``names``, in the order the model computes them."""
@@ -62,14 +60,11 @@ class Intermediates:
 
     def check_names(self, known: Collection[str], where: Where, field: str) -> None:
         """Refuse an entry that names no known array and, as a pattern, matches none."""
-        for entry in self.order:
-            if entry in known or (is_pattern(entry) and any(matches(entry, n) for n in known)):
-                continue
+        found = unmatched(self.order, known)
+        if found is not None:
             raise where.fail(
                 f"{field}.{KEY}.{ORDER}",
-                f"{entry!r} names no array of the record's arrays manifest"
-                + (" (a pattern matching none)" if is_pattern(entry) else "")
-                + f" (its arrays: {sorted(known)})",
+                found[1],
                 fix="list the intermediates by their names in the arrays manifest, or by glob "
                 "patterns over those names",
             )

@@ -8,6 +8,7 @@ fewest wildcards, then the most literal characters (:func:`specificity`).
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 
 from fixture_store.errors import RegistryError
 
@@ -56,6 +57,25 @@ def _compiled(pattern: str) -> re.Pattern[str]:
         parts.append(re.escape(pattern[pos:]))
         found = _PATTERNS[pattern] = re.compile("".join(parts), re.DOTALL)
     return found
+
+
+def selects(entry: str, name: str) -> bool:
+    """Whether a list entry (an array's exact name, or a glob pattern) selects ``name``."""
+    return entry == name or (is_pattern(entry) and matches(entry, name))
+
+
+def unmatched(entries: Iterable[str], known: Collection[str]) -> tuple[str, str] | None:
+    """The first of ``entries`` that selects no array of ``known``, with the words that say
+    so (naming the known arrays); ``None`` when each selects one."""
+    for entry in entries:
+        if entry in known or (is_pattern(entry) and any(matches(entry, n) for n in known)):
+            continue
+        return entry, (
+            f"{entry!r} names no array of the record's arrays manifest"
+            + (" (a pattern matching none)" if is_pattern(entry) else "")
+            + f" (its arrays: {sorted(known)})"
+        )
+    return None
 
 
 def tie(first: str, second: str, name: str) -> RegistryError:

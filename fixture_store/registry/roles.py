@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fixture_store.registry.patterns import is_pattern, matches
+from fixture_store.registry.patterns import is_pattern, selects, unmatched
 from fixture_store.registry.where import Where
 
 KEY = "inputs"
@@ -39,20 +39,17 @@ class Inputs:
 
     def holds(self, name: str) -> bool:
         """``name`` is an input (listed, or matched by a pattern)."""
-        return any(e == name or (is_pattern(e) and matches(e, name)) for e in self.entries)
+        return any(selects(e, name) for e in self.entries)
 
     def check_names(self, known: Collection[str], where: Where, field: str, rules: Any) -> None:
         """Refuse an entry that names no known array (a pattern matching none), inputs that
         leave no array to judge, and a rule of ``rules`` (the record's Tolerance) keyed by an
         input's exact name."""
-        for entry in self.entries:
-            if entry in known or (is_pattern(entry) and any(matches(entry, n) for n in known)):
-                continue
+        found = unmatched(self.entries, known)
+        if found is not None:
             raise where.fail(
                 f"{field}.{KEY}",
-                f"{entry!r} names no array of the record's arrays manifest"
-                + (" (a pattern matching none)" if is_pattern(entry) else "")
-                + f" (its arrays: {sorted(known)})",
+                found[1],
                 fix="name the inputs as the arrays manifest names them, or by glob patterns "
                 "over those names",
             )
