@@ -145,6 +145,26 @@ def test_the_projects_pipeline_fetches_what_it_reads_and_verifies_last() -> None
     assert json_outs <= set(verify["deps"]), "verify must run after every other stage"
 
 
+def test_every_stage_that_judges_depends_on_the_code_that_judges() -> None:
+    """A stage whose tracked report holds outcomes (regeneration's bit-identical / within /
+    drift, compare's pass / known failure) reruns when the code deciding them changes: the
+    tolerance value and its parts (registry/), the metrics (numerics/) and the comparison
+    (parity/). A change to one of them that no dependency named kept a stale report."""
+    pipeline = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    judging = [
+        n for n, s in pipeline.items() if " regenerate " in f" {s['cmd']} " or n == "compare"
+    ]
+    assert len(judging) >= 6
+    for name in judging:
+        deps = set(pipeline[name]["deps"])
+        missing = {
+            "fixture_store/parity",
+            "fixture_store/numerics",
+            "fixture_store/registry",
+        } - deps
+        assert not missing, f"{name} does not depend on {sorted(missing)}"
+
+
 def _network_urls(page: str) -> list[str]:
     """Every address the page would load: its elements' src and href attributes and CSS url()s
     that name a network scheme (a link's href in a library's menu is not loaded)."""
