@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import hmac
 import json
@@ -38,7 +39,7 @@ from typing import Any
 
 import platformdirs
 
-from fixture_store._version import __version__
+from fixture_store._version import __version__, files_state
 from fixture_store.errors import FixtureStoreError, RegistryError
 from fixture_store.objects import anchored, trees
 from fixture_store.objects.digests import PREFIX, Digest
@@ -67,12 +68,8 @@ def code_state() -> str:
     """fixture-store's version and the size and mtime of each of its modules and data files:
     a changed parser or schema (an upgrade, an edited checkout) makes every entry a miss."""
     h = hashlib.sha256(f"format {FORMAT}\0fixture-store {__version__}\0".encode())
-    base = str(_PACKAGE)
-    for path in sorted(
-        os.path.join(d, f) for d, _, fs in os.walk(base) for f in fs if f.endswith((".py", ".json"))
-    ):
-        st = os.stat(path)
-        h.update(f"{os.path.relpath(path, base)} {st.st_size} {st.st_mtime_ns}\0".encode())
+    for line in files_state(str(_PACKAGE), (".py", ".json")):
+        h.update(f"{line}\0".encode())
     return h.hexdigest()
 
 
@@ -112,8 +109,13 @@ class Cache:
             self._folder.close()
             self._folder = None
 
+    @functools.cached_property
+    def _code(self) -> str:
+        """:func:`code_state`, walked once per opened cache, not once per file it names."""
+        return code_state()
+
     def _name(self, role: str, digest: str) -> str:
-        key = f"{FORMAT}\0{code_state()}\0{role}\0{digest}".encode()
+        key = f"{FORMAT}\0{self._code}\0{role}\0{digest}".encode()
         return hmac.new(self._secret, key, hashlib.sha256).hexdigest() + ".json"
 
     def holds(self, role: str, digest: str) -> bool:
