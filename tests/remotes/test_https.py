@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bench.harness import make_cert
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
@@ -22,7 +23,6 @@ from fixture_store.remotes.folder import FolderRemote
 from fixture_store.remotes.https import HttpsRemote
 from fixture_store.remotes.packs import ONE_PER_KEY
 from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
-from tests.sources.test_url import make_cert
 from tests.support.cli import add_file_and_case
 from tests.support.s3server import FaultProxy
 

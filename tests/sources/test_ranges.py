@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
+from bench.harness import make_cert
 from fixture_store.access import Fixtures
 from fixture_store.errors import IntegrityError, MissingObjectError
 from fixture_store.fetch import fetch_names
@@ -23,7 +24,6 @@ from fixture_store.objects.store import Store
 from fixture_store.readers import content
 from fixture_store.registry import Kind
 from fixture_store.sources import OfflineError
-from tests.sources.test_url import make_cert
 from tests.support.fetchutil import make_registry, online_env  # noqa: F401 - autouse
 
 WEIGHTS: dict[str, np.ndarray[Any, Any]] = {

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import gzip
-import ipaddress
 import re
 import ssl
 import threading
@@ -17,11 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from bench.harness import make_cert
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects.store import Store
 from fixture_store.registry import UrlSource
@@ -33,37 +28,6 @@ from tests.support.fetchutil import file_record, make_registry, online_env  # no
 DATA = b"clip-bytes-" * 1000
 BIG = bytes(range(256)) * 1024  # 256 KiB: takes a while at a trickle
 TRICKLE_FOR_S = 8.0  # a trickling server gives up after this; every test must end well before
-
-
-def make_cert(folder: Path) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_path, key_path
 
 
 @dataclass
