@@ -13,15 +13,10 @@ files, the remote's ``profile``); the endpoint from the remote's ``endpoint_url`
 ``$AWS_ENDPOINT_URL``. Retries are this package's (:class:`~fixture_store.remotes.base.Retry`),
 not botocore's, so one bound covers each object.
 
-Every answer is read through the one bounded reader (DESIGN 14), by botocore's own hooks: a
-``before-send`` handler sends each request on the client's session with the body left unread,
-then reads an error answer's body (:func:`~fixture_store.sources.transfer.error_body`: its
-first few KiB, which is all botocore parses a message from) and a small answer's (HEAD, PUT,
-the multipart calls: at most :data:`ANSWER_CAP`) itself; an object's body is read by this
-module through :class:`~fixture_store.sources.transfer.BoundedBody`, at most the size asked
-for and one byte. The client's connections register their sockets with the current deadline
-(:func:`~fixture_store.sources.transfer.watch`), so a server dripping its headers is cut when
-the object's deadline passes.
+Every answer is read through the one bounded reader (DESIGN 14): the answers that are not an
+object's body by :mod:`~fixture_store.remotes.s3_answers` (botocore's hooks), an object's body
+by this module through :class:`~fixture_store.sources.transfer.BoundedBody`, at most the size
+asked for and one byte.
 """
 
 from __future__ import annotations
@@ -29,10 +24,8 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
-import functools
 import hashlib
 import os
-from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,16 +46,14 @@ from fixture_store.remotes.base import (
     object_key,
 )
 from fixture_store.remotes.config import RemoteSpec
+from fixture_store.remotes.s3_answers import AnswerTooLong, bound_answers
 from fixture_store.sources.transfer import (
-    ERROR_BODY_CAP,
     BelowMinimumRate,
     BodyCut,
     BoundedBody,
     Deadline,
     DeadlineExceeded,
     current_deadline,
-    read_answer,
-    watch,
 )
 
 MULTIPART_THRESHOLD = 16 * MiB
@@ -75,9 +66,6 @@ RANGE_JOBS = 6
 # Parts in flight for one upload: each is read from the store's file as it is sent, so memory
 # does not grow with them.
 UPLOAD_JOBS = 8
-# The most an answer that is not an object's body may hold (a HEAD, a PUT's or a multipart
-# call's XML: a few hundred bytes from any real server).
-ANSWER_CAP = 1 * MiB
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 60.0
 METADATA_KEY = "sha256"
@@ -143,7 +131,7 @@ class S3Remote:
             ) from e
         except botocore.exceptions.BotoCoreError as e:
             raise UsageError(f"remote {spec.name}: cannot make an S3 client: {e}") from e
-        _bound_answers(client)
+        bound_answers(client)
         endpoint = spec.endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
         return cls(spec.name, bucket, f"{prefix}/" if prefix else "", client, endpoint, **kwargs)
 
@@ -379,7 +367,7 @@ def _bounds_error(e: BaseException, where: str) -> RemoteError | None:
     """The error for a bound of the bounded reader that an answer broke, if it is one."""
     if isinstance(e, BodyCut | DeadlineExceeded | BelowMinimumRate):
         return TransientRemoteError(f"{where}: {e}")
-    if isinstance(e, _AnswerTooLong):
+    if isinstance(e, AnswerTooLong):
         return RemoteError(
             f"{where}: {e}", fix="check the remote's endpoint_url: it is not an S3 server"
         )
@@ -523,104 +511,3 @@ class _Window:
             h.update(chunk)
         self.seek(0)
         return h.digest()
-
-
-class _AnswerTooLong(Exception):
-    """An answer that is not an object's body was longer than :data:`ANSWER_CAP`."""
-
-
-def _bound_answers(client: Any) -> None:
-    """Make every answer of ``client`` go through the bounded reader (see the module's doc).
-
-    botocore's session reads a body it does not stream, and the body of every error answer,
-    whole into memory (a 300 MiB error body was 300 MiB and more); here each request is sent by
-    a ``before-send`` handler that leaves the body unread and reads what is needed, bounded.
-    The session's pools make connections that register their sockets with the current deadline.
-    """
-    require("s3", for_what="an S3 remote", modules=("botocore",))
-    import botocore.awsrequest as aws
-
-    session = client._endpoint.http_session  # the client's own: its proxies, TLS, pool size
-    pool, tls = _pools()
-    session._pool_classes_by_scheme.update(http=pool, https=tls)
-
-    def send(request: Any, **_: Any) -> Any:
-        streamed = request.stream_output
-        request.stream_output = True  # the session hands the body over unread
-        response = session.send(request)
-        status = response.status_code
-        if streamed and status < _HTTP_REDIRECT:
-            return response  # an object's body: read by this module, bounded (_Body)
-        raw = response.raw
-        deadline = current_deadline()
-        ended = False
-        try:
-            if status >= _HTTP_REDIRECT:  # botocore parses its message from the first bytes
-                data, ended = read_answer(
-                    raw.read1, ERROR_BODY_CAP, deadline=deadline, lenient=True
-                )
-            else:
-                data, ended = read_answer(raw.read1, ANSWER_CAP, deadline=deadline)
-                if not ended:
-                    raise _AnswerTooLong(
-                        f"the server answered {request.method} with more than {ANSWER_CAP:,} bytes"
-                    )
-        finally:
-            if ended:
-                raw.release_conn()  # read to its end: the connection is reused
-            else:
-                raw.close()  # the rest is never read: the connection goes
-        return aws.AWSResponse(response.url, status, response.headers, _Read(data))
-
-    client.meta.events.register("before-send.s3", send)
-
-
-_HTTP_REDIRECT = 300
-
-
-@dataclass
-class _Read:
-    """An answer's body already read (bounded), as botocore's response reads it."""
-
-    data: bytes
-
-    def stream(self, *_: Any, **__: Any) -> Iterator[bytes]:
-        yield self.data
-
-    def close(self) -> None:
-        pass
-
-
-def _watched(base: type) -> type:
-    """``base`` (a connection class of botocore) whose socket is watched by the current
-    deadline while it connects, sends and reads an answer's headers."""
-
-    class Watched(base):  # type: ignore[misc]
-        def connect(self) -> None:
-            super().connect()
-            watch(self.sock)
-
-        def request(self, *args: Any, **kwargs: Any) -> None:
-            watch(self.sock)
-            super().request(*args, **kwargs)
-
-        def getresponse(self, *args: Any, **kwargs: Any) -> Any:
-            watch(self.sock)
-            return super().getresponse(*args, **kwargs)
-
-    Watched.__name__ = Watched.__qualname__ = f"Watched{base.__name__}"
-    return Watched
-
-
-@functools.cache
-def _pools() -> tuple[type, type]:
-    require("s3", for_what="an S3 remote", modules=("botocore",))
-    import botocore.awsrequest as aws
-
-    class Pool(aws.AWSHTTPConnectionPool):
-        ConnectionCls = _watched(aws.AWSHTTPConnection)
-
-    class TLSPool(aws.AWSHTTPSConnectionPool):
-        ConnectionCls = _watched(aws.AWSHTTPSConnection)
-
-    return Pool, TLSPool

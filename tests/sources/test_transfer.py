@@ -224,7 +224,7 @@ _ALLOWED_READS = {
     ("fixture_store/remotes/s3.py", "S3Remote.get_range.once", "body.readinto"): _BOUNDED,
     ("fixture_store/remotes/s3.py", "S3Remote.get_range.once", "raw.read1"): _TRANSPORT,
     ("fixture_store/remotes/s3.py", "_Body.read1", "self.raw._raw_stream.read1"): _TRANSPORT,
-    ("fixture_store/remotes/s3.py", "_bound_answers.send", "raw.read1"): _TRANSPORT,
+    ("fixture_store/remotes/s3_answers.py", "bound_answers.send", "raw.read1"): _TRANSPORT,
     ("fixture_store/remotes/s3.py", "_RangedBody.read1", "self.read"): "ranges read bounded",
     ("fixture_store/remotes/s3.py", "_Window.sha256", "self.read"): "the store's file, sent",
     ("fixture_store/sources/hub.py", "_attempt", "body.read"): _BOUNDED,
