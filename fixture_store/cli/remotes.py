@@ -28,6 +28,7 @@ from fixture_store.cli._common import (
     selection_options,
     styled,
 )
+from fixture_store.cli.remote_gc import remote_gc_cmd
 from fixture_store.errors import UsageError
 from fixture_store.remotes import config, open_remote, packs, sync
 from fixture_store.remotes.sync import Outcome, SyncReport
@@ -321,3 +322,6 @@ def remote_list(obj: Context, as_json: bool) -> None:
         shown = s.shown()
         table.add_row(s.name + mark, s.kind, shown["url"], shown.get("endpoint_url", ""), s.origin)
     out.print(table)
+
+
+remote.add_command(remote_gc_cmd)

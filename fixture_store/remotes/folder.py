@@ -162,6 +162,10 @@ class FolderRemote:
     def files(self, *parts: str, folders: bool = False) -> dict[str, int]:
         """The regular files directly in ``<root>/<parts>`` and their sizes (none if there is no
         such folder; with ``folders``, its folders instead); links there are neither."""
+        return {name: st.st_size for name, st in self.entries(*parts, folders=folders).items()}
+
+    def entries(self, *parts: str, folders: bool = False) -> dict[str, os.stat_result]:
+        """:meth:`files`, each with its ``lstat``."""
         try:
             with self._root() as root:
                 found = root.find(*parts)
@@ -169,7 +173,7 @@ class FolderRemote:
                     return {}
                 with found:
                     return {
-                        entry.name: entry.stat(follow_symlinks=False).st_size
+                        entry.name: entry.stat(follow_symlinks=False)
                         for entry in found.scandir()
                         if (entry.is_dir if folders else entry.is_file)(follow_symlinks=False)
                     }
@@ -177,6 +181,20 @@ class FolderRemote:
             return {}
         except OSError as e:
             raise self._error(e, f"cannot list {self.root.joinpath(*parts)}") from e
+
+    def remove(self, parts: tuple[str, ...], name: str) -> None:
+        """Remove the file ``<root>/<parts>/<name>`` (gc of the remote); gone already is fine."""
+        try:
+            with self._root() as root:
+                found = root.find(*parts)
+                if found is None:
+                    return
+                with found:
+                    found.unlink(name)
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except OSError as e:
+            raise self._error(e, f"cannot remove {self.root.joinpath(*parts, name)}") from e
 
     def read_range(self, parts: tuple[str, ...], name: str, start: int, length: int) -> BinaryIO:
         """Bytes ``start`` to ``start + length`` of ``<root>/<parts>/<name>``, read with

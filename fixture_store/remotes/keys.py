@@ -5,16 +5,32 @@ digest of their own bytes too, under ``objects/packs/`` (see ``packs``). Packs n
 of a remote that objects do not: a listing of a folder of keys (which pack indexes exist, which
 objects the remote holds one per key), a write-once upload under a given key, and a read of a
 byte range of a key. :func:`keys_of` gives them for the kinds that have them (a folder, S3); an
-https mirror has no listing, so it is read one object per key, as before.
+https mirror has no listing, so it is read one object per key, as before. A remote's gc
+(``remotes.gc``) needs two more: a listing that says when each key was written, and a delete.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+from fixture_store.errors import FixtureStoreError
 from fixture_store.objects.digests import Digest
-from fixture_store.remotes.base import OBJECTS_PREFIX, Remote
+from fixture_store.remotes.base import OBJECTS_PREFIX, Remote, RemoteError
+
+# S3 deletes at most 1,000 keys a request.
+DELETE_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A key as a listing shows it: its size, and when it was written (seconds since the epoch:
+    a folder's mtime, S3's LastModified)."""
+
+    size: int
+    written: float
 
 
 class Keys(Protocol):
@@ -41,6 +57,19 @@ class Keys(Protocol):
         the caller reads it through a bounded reader and closes it."""
         ...
 
+    def stamped(self, folder: str) -> dict[str, Entry]:
+        """:meth:`listing`, each key with when it was written."""
+        ...
+
+    def stamped_objects(self) -> dict[str, Entry]:
+        """:meth:`objects`, each with when it was written."""
+        ...
+
+    def delete(self, keys: Sequence[str]) -> dict[str, FixtureStoreError]:
+        """Remove ``keys`` (at most :data:`DELETE_BATCH`; one gone already is removed): the
+        ones that could not be, and why. A transient failure of the whole request raises."""
+        ...
+
 
 def keys_of(remote: Remote) -> Keys | None:
     """The named files of ``remote``, or ``None`` for a kind without them (an https mirror)."""
@@ -65,13 +94,29 @@ class _FolderKeys:
         return dict(self.remote.files(*folder.split("/")))
 
     def objects(self) -> dict[str, int]:
-        found: dict[str, int] = {}
-        parts = OBJECTS_PREFIX.split("/")
-        for shard in self.remote.files(*parts, folders=True):
+        return {k: v.size for k, v in self.stamped_objects().items()}
+
+    def stamped(self, folder: str) -> dict[str, Entry]:
+        found = self.remote.entries(*folder.split("/"))
+        return {k: Entry(st.st_size, st.st_mtime) for k, st in found.items()}
+
+    def stamped_objects(self) -> dict[str, Entry]:
+        found: dict[str, Entry] = {}
+        for shard in self.remote.files(*OBJECTS_PREFIX.split("/"), folders=True):
             if len(shard) == 2:  # noqa: PLR2004 - a shard is two hex digits
-                for name, size in self.remote.files(*parts, shard).items():
-                    found[shard + name] = size
+                for name, entry in self.stamped(f"{OBJECTS_PREFIX}/{shard}").items():
+                    found[shard + name] = entry
         return found
+
+    def delete(self, keys: Sequence[str]) -> dict[str, FixtureStoreError]:
+        failed: dict[str, FixtureStoreError] = {}
+        for key in keys:
+            *parts, name = key.split("/")
+            try:
+                self.remote.remove(tuple(parts), name)
+            except RemoteError as e:
+                failed[key] = e
+        return failed
 
     def put(self, key: str, path: Path, digest: Digest) -> bool:
         *parts, name = key.split("/")
@@ -91,9 +136,9 @@ class _S3Keys:
     def label(self) -> str:
         return str(self.remote.label)
 
-    def _list(self, prefix: str) -> dict[str, int]:
+    def _list(self, prefix: str) -> dict[str, Entry]:
         remote = self.remote
-        found: dict[str, int] = {}
+        found: dict[str, Entry] = {}
         token: dict[str, str] = {}
         while True:
             try:
@@ -103,20 +148,50 @@ class _S3Keys:
             except Exception as e:
                 raise remote._error(e, _NO_DIGEST, remote.prefix + prefix) from e
             for item in page.get("Contents", ()):
-                found[str(item["Key"])[len(remote.prefix + prefix) :]] = int(item["Size"])
+                written = item["LastModified"].timestamp()
+                found[str(item["Key"])[len(remote.prefix + prefix) :]] = Entry(
+                    int(item["Size"]), written
+                )
             if not page.get("IsTruncated") or not page.get("NextContinuationToken"):
                 return found
             token = {"ContinuationToken": str(page["NextContinuationToken"])}
 
     def listing(self, folder: str) -> dict[str, int]:
-        return {k: v for k, v in self._list(folder + "/").items() if "/" not in k}
+        return {k: v.size for k, v in self.stamped(folder).items()}
 
     def objects(self) -> dict[str, int]:
+        return {k: v.size for k, v in self.stamped_objects().items()}
+
+    def stamped(self, folder: str) -> dict[str, Entry]:
+        return {k: v for k, v in self._list(folder + "/").items() if "/" not in k}
+
+    def stamped_objects(self) -> dict[str, Entry]:
         return {
             k.replace("/", ""): v
             for k, v in self._list(OBJECTS_PREFIX + "/").items()
             if len(k) == 65 and k[2] == "/"  # noqa: PLR2004 - "ab/<62 hex>"
         }
+
+    def delete(self, keys: Sequence[str]) -> dict[str, FixtureStoreError]:
+        remote = self.remote
+        if not keys:
+            return {}
+        try:
+            got = remote.client.delete_objects(
+                Bucket=remote.bucket,
+                Delete={"Objects": [{"Key": remote.prefix + k} for k in keys], "Quiet": True},
+            )
+        except Exception as e:
+            raise remote._error(e, _NO_DIGEST, remote.prefix + keys[0]) from e
+        failed: dict[str, FixtureStoreError] = {}
+        for error in got.get("Errors", ()):
+            key = str(error.get("Key", ""))[len(remote.prefix) :]
+            failed[key] = RemoteError(
+                f"remote {remote.label}: cannot remove {remote.prefix + key}: "
+                f"{error.get('Code')}: {error.get('Message')}",
+                fix="check that the credentials may delete in this bucket and prefix",
+            )
+        return failed
 
     def put(self, key: str, path: Path, digest: Digest) -> bool:
         return bool(self.remote.upload(path, digest, key=key))

@@ -67,6 +67,8 @@ INDEX_FORMAT = "fixture-store/pack-index/1"
 PACKS = "objects/packs"
 INDEXES = f"{PACKS}/index"
 _NAME = re.compile(r"([0-9a-f]{64})\.json")
+PACK_NAME = re.compile(r"([0-9a-f]{64})\.pack")
+INDEX_NAME = _NAME
 _HEX = re.compile(r"[0-9a-f]{64}")
 
 
@@ -156,7 +158,7 @@ def load_index(keys: Keys, retry: Retry, jobs: int) -> PackIndex:
         if size > INDEX_CAP:
             return f"{index_key(hexpart)}: {size:,} bytes, more than the {INDEX_CAP:,} read"
         try:
-            data = _read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry)
+            data = read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry)
             return parse_index(data, hexpart)
         except (FixtureStoreError, ValueError) as e:
             return f"{index_key(hexpart)}: {e}"
@@ -238,7 +240,10 @@ def index_bytes(packs: Sequence[tuple[Digest, Sequence[tuple[Digest, int]]]]) ->
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def _read_whole(keys: Keys, key: str, digest: Digest, retry: Retry) -> bytes:
+def read_whole(keys: Keys, key: str, digest: Digest, retry: Retry) -> bytes:
+    """The ``digest.size`` bytes at ``key``, read bounded and retried (not checked: the caller
+    hashes them)."""
+
     def attempt() -> bytes:
         stream = keys.open_range(key, digest, 0, digest.size)
         try:
@@ -402,7 +407,7 @@ Got = Staged | FixtureStoreError
 
 
 @dataclass(frozen=True)
-class _Run:
+class Run:
     """Objects of one pack read with one range: ``items`` in offset order."""
 
     pack: Digest
@@ -414,14 +419,14 @@ class _Run:
         return slot.offset + slot.length
 
 
-def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[_Run]:
+def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[Run]:
     """The reads that bring these objects: by pack, in offset order, neighbours closer than
     :data:`RUN_GAP` together, each at most :data:`RUN_SIZE` long (or one object) and of at
     most :data:`RUN_OBJECTS` objects."""
     by_pack: dict[str, list[tuple[Slot, Digest]]] = collections.defaultdict(list)
     for slot, d in slots:
         by_pack[slot.pack.hex].append((slot, d))
-    found: list[_Run] = []
+    found: list[Run] = []
     for items in by_pack.values():
         items.sort(key=lambda item: item[0].offset)
         current: list[tuple[Slot, Digest]] = []
@@ -434,10 +439,10 @@ def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[_Run]:
                     or slot.offset + slot.length - start.offset > RUN_SIZE
                     or len(current) >= RUN_OBJECTS
                 ):
-                    found.append(_Run(slot.pack, tuple(current)))
+                    found.append(Run(slot.pack, tuple(current)))
                     current = []
             current.append((slot, d))
-        found.append(_Run(items[0][0].pack, tuple(current)))
+        found.append(Run(items[0][0].pack, tuple(current)))
     return found
 
 
@@ -461,7 +466,7 @@ def pull_packed(
 
 
 def _pull_run(
-    staging: Staging, keys: Keys, run: _Run, retry: Retry, rate: DownloadPolicy
+    staging: Staging, keys: Keys, run: Run, retry: Retry, rate: DownloadPolicy
 ) -> dict[str, Got]:
     results: dict[str, Got] = {}
     pending = collections.deque(run.items)

@@ -36,7 +36,8 @@ GOOD_MEMBERS = {"data/a.bin": b"alpha" * 10, "b.txt": b"bravo\n"}
 
 # How to call each command minimally, against the project a scenario builds (run from its
 # root), and what else its own failures may name (a file it reads besides the registry). A new
-# command in app.COMMANDS needs an entry here: the harness fails until it has one.
+# command in app.COMMANDS needs an entry here: the harness fails until it has one; a subcommand
+# that reads the registry or a remote gets its own ("remote gc").
 INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "add": (("add", "data/new.bin", "--name", "fam/new", "--kind", "fixture"), ("fam/new",)),
     "attest": (("attest", "fam/a", "data/out.npz", "-o", "out/cert.json"), ("--key",)),
@@ -53,6 +54,7 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "push": (("push", "--all", "--remote", "remote"), ("remote",)),
     "regenerate": (("regenerate", "fam/a"), ("params.yaml",)),
     "remote": (("remote", "list"), ()),
+    "remote gc": (("remote", "gc", "remote", "--yes", "--min-age", "0"), ("remote",)),
     "regenerate-summary": (
         ("regenerate-summary", "--metrics", "out/metrics.json", "report.json"),
         ("report.json",),
@@ -407,7 +409,8 @@ def test_every_registered_command_has_an_invocation() -> None:
         f"commands {missing} are registered in fixture_store/cli/app.py but the harness does "
         "not know how to call them: add an entry to INVOKE in tests/cli/test_harness.py"
     )
-    assert not set(INVOKE) - set(COMMANDS), "INVOKE names commands that are not registered"
+    called = {command.split()[0] for command in INVOKE}
+    assert not called - set(COMMANDS), "INVOKE names commands that are not registered"
 
 
 def _run(case: Case, args: tuple[str, ...], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
@@ -476,7 +479,7 @@ def test_a_command_over_a_broken_remote_configuration_fails_clearly(
     case = REMOTE_SCENARIOS[scenario](_base(tmp_path))
     code, output = _run(case, INVOKE[command][0], monkeypatch)
     _check(case, command, code, output)
-    if command in ("push", "pull", "remote"):
+    if command in ("push", "pull", "remote", "remote gc"):
         assert code == 2, output
         assert case.names[-1] in output, output
     for path in tmp_path.rglob("*"):  # and nothing written holds the secret but where it was
