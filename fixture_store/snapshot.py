@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
@@ -45,12 +45,16 @@ from fixture_store._version import __version__, files_state
 from fixture_store.errors import RegistryError
 from fixture_store.objects.digests import Algorithm
 from fixture_store.objects.gcpause import cyclic_gc_paused
-from fixture_store.objects.statecache import Entry
 from fixture_store.objects.store import Store
-from fixture_store.registry import Registry
-from fixture_store.registry.files import DIRNAME, family_digests
-from fixture_store.registry.records import family_of
-from fixture_store.verify import Result, Status, Verifier, VerifyPlan
+from fixture_store.registry.raw_files import DIRNAME, family_digests, family_of
+from fixture_store.verifying.results import Result, Status
+
+# What only a full verify needs (parsing the registry, hashing, the verified-state cache) is
+# imported when one runs: a warm verify answered by its snapshot reads no record.
+if TYPE_CHECKING:
+    from fixture_store.objects.statecache import Entry
+    from fixture_store.registry import Registry
+    from fixture_store.verify import Verifier, VerifyPlan
 
 # 2: objects and stats packed (one string of digests, base64 of native int64s): at 3 x 10^5
 # objects, format 1's lists of strings and integers took 0.28 s to parse against 0.18 s.
@@ -387,6 +391,8 @@ def verify_project(  # noqa: PLR0913 - the verify command's options, each keywor
         cached = lookup(store, project, algorithm, families)
         if cached is not None:
             return cached
+    from fixture_store.verify import Verifier, VerifyPlan
+
     registry = load()
     chosen = registry.select(names, families)
     verifier = Verifier(store, full=full, algorithm=algorithm)

@@ -10,7 +10,7 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
 from fixture_store.pytest_plugin import MAX_SHARDS, options, shard_of, sharding
-from fixture_store.registry import reading
+from fixture_store.registry import raw_files, reading
 from fixture_store.verify import Verifier
 from tests.test_pytest_plugin import inner
 
@@ -167,7 +167,7 @@ def test_collection_reads_only_the_family_a_test_parametrizes_over(
     """Collecting a test parametrized over one family parses that family's files and no
     other's (a large registry's other families cost nothing until a test's setup needs them)."""
     read: list[str] = []
-    real = reading.read_text
+    real = raw_files.read_text
 
     def counted(path: Path) -> str:
         read.append(path.name)

@@ -24,12 +24,13 @@ from fixture_store import display
 from fixture_store import registry as registry_mod
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
 from fixture_store.objects.store import Store
-from fixture_store.registry import Registry
-from fixture_store.verify import Status
+from fixture_store.verifying.results import Status
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
+
+    from fixture_store.registry import Registry
 
 F = TypeVar("F", bound=Callable[..., Any])
 

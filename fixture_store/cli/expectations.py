@@ -11,7 +11,7 @@ from fixture_store.display import escape
 from fixture_store.errors import UsageError
 from fixture_store.parity import matrix, runlog
 from fixture_store.registry import transaction
-from fixture_store.registry.records import family_of
+from fixture_store.registry.raw_files import family_of
 
 _STYLE = {matrix.VERIFIED: "verified", matrix.FAILING: "failed", matrix.NEVER: "missing"}
 

@@ -25,7 +25,7 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.objects.digests import Algorithm
-from fixture_store.verify import Result, Status
+from fixture_store.verifying.results import Result, Status
 
 ROWS_SHOWN = 50
 FAILURES_SHOWN = 20

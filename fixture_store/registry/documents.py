@@ -22,11 +22,10 @@ from typing import Any
 from fixture_store.errors import RegistryError
 from fixture_store.objects import statecache
 from fixture_store.registry import nesting, shards
-from fixture_store.registry.records import Record, family_of, parse_record
+from fixture_store.registry.raw_files import DIRNAME, family_of
+from fixture_store.registry.records import Record, parse_record
 
 FORMAT_VERSION = 1
-DIRNAME = "provenance"
-ENV_VAR = "FIXTURE_STORE_REGISTRY"
 LOCKS_DIRNAME = ".locks"
 LOCK_NAME = "registry.lock"
 # Deeper JSON than this is refused (metadata is the only free-form field; real ones nest a few

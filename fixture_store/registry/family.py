@@ -12,9 +12,9 @@ from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
 from fixture_store.registry import shards
-from fixture_store.registry.documents import DIRNAME
 from fixture_store.registry.known_failures import KnownFailure
-from fixture_store.registry.records import Record, family_of
+from fixture_store.registry.raw_files import DIRNAME, family_of
+from fixture_store.registry.records import Record
 
 
 @dataclass(frozen=True)

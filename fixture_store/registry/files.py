@@ -14,8 +14,6 @@ This module is the registry files' public face; the work is split by job:
 from __future__ import annotations
 
 from fixture_store.registry.documents import (
-    DIRNAME,
-    ENV_VAR,
     FORMAT_VERSION,
     LOCK_NAME,
     LOCKS_DIRNAME,
@@ -25,18 +23,22 @@ from fixture_store.registry.documents import (
     schema,
 )
 from fixture_store.registry.family import FamilyFile, Registry
-from fixture_store.registry.reading import (
+from fixture_store.registry.raw_files import (
+    DIRNAME,
+    ENV_VAR,
     create_directory,
     family_digest,
     family_digests,
-    family_names,
     find_root,
-    load,
-    load_family,
-    load_file,
     project_root,
     read_bytes,
     read_text,
+)
+from fixture_store.registry.reading import (
+    family_names,
+    load,
+    load_family,
+    load_file,
 )
 from fixture_store.registry.transactions import Transaction, transaction, write_family
 from fixture_store.registry.writing import reads_back

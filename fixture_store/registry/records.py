@@ -24,6 +24,7 @@ from fixture_store.objects.digests import Digest
 from fixture_store.registry import record_fields
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import thaw
+from fixture_store.registry.raw_files import family_of
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.upstream import Upstream
@@ -113,10 +114,6 @@ def check_family(family: object) -> str:
     if not isinstance(family, str) or _FAMILY.fullmatch(family) is None:
         raise UsageError(f"invalid family name {family!r}")
     return family
-
-
-def family_of(name: str) -> str:
-    return name.split("/", 1)[0]
 
 
 def parse_kind(value: object, where: Where) -> Kind:

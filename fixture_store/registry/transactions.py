@@ -18,15 +18,14 @@ from pathlib import Path
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects import anchored, fsutil
 from fixture_store.registry import shards
-from fixture_store.registry.documents import DIRNAME, LOCK_NAME, LOCKS_DIRNAME
+from fixture_store.registry.documents import LOCK_NAME, LOCKS_DIRNAME
 from fixture_store.registry.family import FamilyFile, Registry
 from fixture_store.registry.known_failures import KnownFailure
+from fixture_store.registry.raw_files import DIRNAME, family_digest, project_root
 from fixture_store.registry.reading import (
-    family_digest,
     load,
     load_file,
     orphan_error,
-    project_root,
     refuse_orphans,
 )
 from fixture_store.registry.records import Record, check_family

@@ -26,8 +26,9 @@ from fixture_store.registry.documents import (
 )
 from fixture_store.registry.family import FamilyFile
 from fixture_store.registry.known_failures import KnownFailure
+from fixture_store.registry.raw_files import family_of
 from fixture_store.registry.reading import load_file, text_digest
-from fixture_store.registry.records import Record, check_family, family_of
+from fixture_store.registry.records import Record, check_family
 
 
 def replace_family(
