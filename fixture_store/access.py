@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -168,27 +169,46 @@ class Fixtures:
             artifact=name,
         )
 
-    def tensor(self, name: str, key: str) -> np.ndarray[Any, Any]:
-        """One tensor of a verified safetensors artifact (see :meth:`tensors`).
+    def tensor(
+        self, name: str, key: str, *, rows: tuple[int, int] | None = None
+    ) -> np.ndarray[Any, Any]:
+        """One tensor of a verified safetensors, NPY or NPZ artifact (see :meth:`tensors` and
+        :meth:`arrays`; an NPY's one array is named as :meth:`arrays` names it), or ``rows``
+        ``[start, stop)`` of its first axis.
 
         When the object is not in the store and the record carries the tensor's byte range and
-        digest (a large reference), only that range is read from the record's source and
-        verified against the tensor's digest (:mod:`fixture_store.sources.ranges`); nothing is
+        digests (a large reference), only that range is read from the record's source and
+        verified against the tensor's digest, or, for rows of an NPY, only the chunks that cover
+        them, each against its own digest (:mod:`fixture_store.sources.ranges`); nothing is
         stored. Every reader of the whole object still needs the whole object."""
+        from fixture_store.readers.tensor_ranges import row_span
         from fixture_store.sources import FetchContext, offline_from_env
         from fixture_store.sources.ranges import ranged, read_tensor
 
         record = self.registry.get(name)
         if ranged(record, key) is not None and not self.store.has(record.object):
             ctx = FetchContext(self.store, self.registry.root, offline=offline_from_env())
-            return read_tensor(ctx, record, key)
-        tensors = self.tensors(name)
+            return read_tensor(ctx, record, key, rows)
+        verified = self.verified(name)
+        if verified.content is not registry_mod.Content.ARRAYS:
+            raise UsageError(
+                f"{name} holds no tensors (its record declares no safetensors, NPY or NPZ arrays)",
+                fix=f"use path({name!r}) for its bytes",
+            )
+        if verified.media_type == SAFETENSORS_MEDIA_TYPE:
+            tensors: Mapping[str, np.ndarray[Any, Any]] = self.tensors(name)
+        else:
+            tensors = self.arrays(name)
         if key not in tensors:
             raise UsageError(
                 f"{name} has no tensor {key!r}",
                 fix=f"one of: {', '.join(sorted(tensors)) or '(none)'}",
             )
-        return tensors[key]
+        array = tensors[key]
+        if rows is None:
+            return array
+        row_span(name, key, tuple(array.shape), array.dtype.itemsize, rows)  # within the array
+        return array[rows[0] : rows[1]]
 
     def onnx_case(self, name: str) -> OnnxCase:
         """A verified onnx-case tree, loaded: its model and test data sets, with the record's

@@ -72,9 +72,15 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
     "--tensor",
     "tensor",
     metavar="KEY",
-    help="Read and verify only this tensor of one safetensors artifact: from the store if its "
-    "object is there, else only the tensor's byte range from its source (checked against the "
-    "tensor's digest in the record; nothing stored).",
+    help="Read and verify only this tensor of one safetensors, NPY or NPZ artifact: from the "
+    "store if its object is there, else only the tensor's byte range from its source (checked "
+    "against the tensor's digest in the record; nothing stored).",
+)
+@click.option(
+    "--rows",
+    metavar="START:STOP",
+    help="With --tensor: only rows [START, STOP) of its first axis (of a large NPY, only the "
+    "chunks that cover them are read and verified).",
 )
 @click.option(
     "--output",
@@ -103,6 +109,7 @@ def fetch(
     no_remote: bool,
     regenerate_missing: bool,
     tensor: str | None,
+    rows: str | None,
     output: Path | None,
     as_json: bool,
     verbose: bool,
@@ -133,12 +140,13 @@ def fetch(
         raise UsageError("--remote cannot be combined with --no-remote")
     registry = obj.registry()
     chosen = registry.select(names, families)
-    if tensor is not None or output is not None:
+    if tensor is not None or output is not None or rows is not None:
         _tensor_only(remote, no_remote, regenerate_missing, report_path, tensor)
-        from fixture_store.cli.fetch_tensor import fetch_tensor
+        from fixture_store.cli.fetch_tensor import fetch_tensor, parse_rows
 
         assert tensor is not None
-        fetch_tensor(obj, registry, list(chosen), tensor, output, as_json=as_json)
+        span = parse_rows(rows) if rows is not None else None
+        fetch_tensor(obj, registry, list(chosen), tensor, output, as_json=as_json, rows=span)
         return
     offline = offline or offline_from_env()
     mirrors = () if no_remote or offline else _mirrors(registry.root, remote)
@@ -205,7 +213,7 @@ def _tensor_only(
     tensor: str | None,
 ) -> None:
     if tensor is None:
-        raise UsageError("--output writes a tensor: give --tensor KEY too")
+        raise UsageError("--output and --rows read a tensor: give --tensor KEY too")
     if remote is not None or no_remote or regenerate_missing or report_path is not None:
         raise UsageError(
             "--tensor reads one tensor from the store or its source's range; it takes no "

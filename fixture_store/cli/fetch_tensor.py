@@ -1,8 +1,10 @@
-"""``fixture-store fetch NAME --tensor KEY``: one tensor of a safetensors reference, verified.
+"""``fixture-store fetch NAME --tensor KEY [--rows START:STOP]``: one tensor of a safetensors,
+NPY or NPZ reference (or rows of it), verified.
 
 The object in the store if it is there (verified by its digest); otherwise, for a record that
-carries the tensor's byte range and digest, only that range from the record's source, verified
-against the tensor's digest (:mod:`fixture_store.sources.ranges`). Nothing partial is stored;
+carries the tensor's byte range and digests, only that range (for rows of an NPY, the chunks
+that cover them) from the record's source, verified against the recorded digests
+(:mod:`fixture_store.sources.ranges`). Nothing partial is stored;
 ``--output`` writes the verified tensor to an ``.npy`` file.
 """
 
@@ -25,6 +27,7 @@ def fetch_tensor(
     output: Path | None,
     *,
     as_json: bool,
+    rows: tuple[int, int] | None = None,
 ) -> None:
     """Read and verify tensor ``key`` of the one selected record; print what was read."""
     if len(chosen) != 1:
@@ -38,7 +41,7 @@ def fetch_tensor(
     started = time.perf_counter()
     fixtures = Fixtures(obj.store, registry)
     try:
-        array = fixtures.tensor(name, key)
+        array = fixtures.tensor(name, key, rows=rows)
     finally:
         fixtures.close()
     elapsed = time.perf_counter() - started
@@ -52,6 +55,7 @@ def fetch_tensor(
         doc = {
             "name": name,
             "tensor": key,
+            "rows": list(rows) if rows is not None else None,
             "dtype": str(array.dtype),
             "shape": list(array.shape),
             "bytes": int(array.nbytes),
@@ -62,9 +66,24 @@ def fetch_tensor(
         print_json(doc)
         return
     out.print(
-        f"{name}: tensor {key!r} ({array.dtype}, shape {list(array.shape)}, {array.nbytes:,} "
-        f"bytes) read {how} and verified in {elapsed:.2f}s"
+        f"{name}: tensor {key!r}{_rows_text(rows)} ({array.dtype}, shape {list(array.shape)}, "
+        f"{array.nbytes:,} bytes) read {how} and verified in {elapsed:.2f}s"
         + ("; nothing stored" if not in_store else "")
         + (f"; written to {output}" if output is not None else ""),
         markup=False,
+    )
+
+
+def _rows_text(rows: tuple[int, int] | None) -> str:
+    return "" if rows is None else f" rows [{rows[0]}, {rows[1]})"
+
+
+def parse_rows(text: str) -> tuple[int, int]:
+    """``START:STOP`` as two non-negative integers, START <= STOP."""
+    start, sep, stop = text.partition(":")
+    if sep and start.strip().isdigit() and stop.strip().isdigit() and int(start) <= int(stop):
+        return int(start), int(stop)
+    raise UsageError(
+        f"--rows {text!r} is not START:STOP (two non-negative integers, START <= STOP)",
+        fix="fixture-store fetch NAME --tensor KEY --rows 0:128",
     )

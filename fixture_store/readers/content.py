@@ -156,6 +156,7 @@ def _check_arrays(
     # so a verify of plain objects (and every CLI start) does not pay for them.
     from fixture_store.readers import npy as arrays
     from fixture_store.readers import safetensors
+    from fixture_store.readers.array_ranges import check_npy_ranges, check_npz_ranges
     from fixture_store.readers.pinned import pin_object
     from fixture_store.readers.tensor_ranges import check_ranges
 
@@ -176,10 +177,21 @@ def _check_arrays(
                 )
             spec = next(iter(record.arrays.values()))
         pinned = pin_object(store, record.object, record.name)  # never through a link
-        arrays.check_npy(pinned, profile, spec, artifact=record.name)
+        npy_header = arrays.check_npy(pinned, profile, spec, artifact=record.name)
+        if record.arrays is not None:
+            with pin_object(store, record.object, record.name) as pinned:
+                check_npy_ranges(npy_header, record.arrays, pinned, artifact=record.name, full=full)
     elif fmt == "zip":
         pinned = pin_object(store, record.object, record.name)  # never through a link
         arrays.read_npz(pinned, profile, record.arrays, artifact=record.name)
+        if record.arrays is not None:
+            check_npz_ranges(
+                lambda: pin_object(store, record.object, record.name),
+                record.arrays,
+                profile,
+                artifact=record.name,
+                full=full,
+            )
     else:
         raise UnsafeContentError(
             record.name,
@@ -274,6 +286,7 @@ def describe(
     """
     from fixture_store.readers import archives, safetensors
     from fixture_store.readers import npy as arrays
+    from fixture_store.readers.array_ranges import describe_npy, describe_npz
 
     p = Path(path)
     label = artifact or str(p)
@@ -289,13 +302,14 @@ def describe(
             )
     if fmt == "npy" and kind is not Kind.ARCHIVE:
         npy = arrays.check_npy(p, profile, artifact=label)
-        return Described(FORMAT_MEDIA_TYPES["npy"], arrays={array_name: _spec(npy)})
+        return Described(FORMAT_MEDIA_TYPES["npy"], arrays=describe_npy(p, npy, array_name, label))
     if fmt in _ARCHIVE_FORMATS:
         members = archives.scan(p, profile, artifact=label, fmt=fmt)  # type: ignore[arg-type]
         if fmt == "zip" and kind is not Kind.ARCHIVE and (kind is Kind.ARRAY or _is_npz(members)):
             read = arrays.read_npz(p, profile, artifact=label)
+            manifest = {n: _spec(a) for n, a in read.items()}
             return Described(
-                FORMAT_MEDIA_TYPES["npz"], arrays={n: _spec(a) for n, a in read.items()}
+                FORMAT_MEDIA_TYPES["npz"], arrays=describe_npz(p, manifest, profile, label)
             )
         if kind is not Kind.ARRAY:
             return Described(FORMAT_MEDIA_TYPES[fmt], members=members)

@@ -154,6 +154,11 @@ def _check_dtype(descr: object, artifact: str) -> np.dtype[Any]:
     return dtype
 
 
+def plain_dtype(name: str, *, artifact: str) -> np.dtype[Any]:
+    """The dtype a manifest names, held to the rule an NPY header's is (plain values only)."""
+    return _check_dtype(name, artifact)
+
+
 def _check_shape(shape: object, limits: Limits, artifact: str) -> tuple[int, ...]:
     if not isinstance(shape, tuple) or not all(
         isinstance(d, int) and not isinstance(d, bool) for d in shape
@@ -428,6 +433,7 @@ __all__ = [
     "NpyHeader",
     "check_manifest",
     "check_npy",
+    "plain_dtype",
     "read_header",
     "read_metadata",
     "read_npy",

@@ -1,7 +1,9 @@
-"""Verified partial fetch: one tensor of a large safetensors reference, without the rest.
+"""Verified partial fetch: one tensor of a large safetensors, NPY or NPZ reference, or rows of
+it, without the rest.
 
-A record whose ``arrays`` manifest carries a tensor's ``offset``, ``length`` and ``sha256`` (see
-:mod:`fixture_store.readers.tensor_ranges`) lets a reader fetch exactly those bytes from the
+A record whose ``arrays`` manifest carries a tensor's ``offset``, ``length`` and ``sha256`` (or
+the sha256 of each fixed ``chunk`` of it: an NPY; see :mod:`fixture_store.readers.tensor_ranges`)
+lets a reader fetch exactly those bytes (the chunks that cover the rows asked for) from the
 record's source and verify them alone:
 
 - a ``url`` source: one HTTPS ``GET`` with ``Range: bytes=A-B``. Only a ``206 Partial Content``
@@ -15,11 +17,12 @@ record's source and verify them alone:
   sha256), then one ``GET`` of the range on the client's session, under the same rules;
 - a ``local`` source: a ``pread`` of the range from the project's file.
 
-The bytes must then hash to the tensor's sha256 (an :class:`~fixture_store.errors.IntegrityError`
-naming the record and the tensor otherwise) before the array is made, and nothing is written to
-the store: partial bytes are never an object, and the whole-object digest still governs every
-reader of the whole object. The tensor's dtype and shape are the record's (held to the object's
-header by verification when the record was made); the header is not fetched.
+The bytes must then hash to the tensor's sha256, or each chunk to its own (an
+:class:`~fixture_store.errors.IntegrityError` naming the record, the tensor and the chunk
+otherwise) before the array is made, and nothing is written to the store: partial bytes are
+never an object, and the whole-object digest still governs every reader of the whole object.
+The tensor's dtype and shape are the record's (held to the object's header by verification when
+the record was made); the header is not fetched.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from fixture_store import display
 from fixture_store._extras import require
 from fixture_store.errors import IntegrityError, UsageError
-from fixture_store.registry import HubSource, LocalSource, Record, UrlSource
+from fixture_store.registry import FORMAT_MEDIA_TYPES, HubSource, LocalSource, Record, UrlSource
 from fixture_store.registry.pins import revision_problem
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources.transfer import (
@@ -50,21 +53,28 @@ from fixture_store.sources.url import TIMEOUT_S, SourceFailure, TransientError, 
 if TYPE_CHECKING:
     import numpy as np
 
+    from fixture_store.readers.tensor_ranges import Plan
+
+SAFETENSORS_MEDIA_TYPE = FORMAT_MEDIA_TYPES["safetensors"]
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
 def ranged(record: Record, key: str) -> Mapping[str, Any] | None:
-    """The manifest entry of tensor ``key`` if it carries a range and digest, else None."""
+    """The manifest entry of tensor ``key`` if it carries a range and digests, else None."""
     spec = (record.arrays or {}).get(key)
-    return spec if spec is not None and "sha256" in spec else None
+    return spec if spec is not None and "offset" in spec else None
 
 
-def read_tensor(ctx: FetchContext, record: Record, key: str) -> np.ndarray[Any, Any]:
-    """Tensor ``key`` of ``record``, from its source's bytes of that tensor alone, verified
-    against the tensor's digest; a read-only array. Nothing is stored."""
+def read_tensor(
+    ctx: FetchContext, record: Record, key: str, rows: tuple[int, int] | None = None
+) -> np.ndarray[Any, Any]:
+    """Tensor ``key`` of ``record`` (or ``rows`` ``[start, stop)`` of its first axis), from its
+    source's bytes of that tensor alone (of the chunks that cover those rows, where the record
+    has chunk digests), each verified against its recorded digest; a read-only array. Nothing
+    is stored."""
     import numpy as np
 
-    from fixture_store.readers.safetensors import DTYPES, numpy_dtype
+    from fixture_store.readers.tensor_ranges import plan_read, row_span
 
     spec = ranged(record, key)
     if spec is None:
@@ -72,26 +82,50 @@ def read_tensor(ctx: FetchContext, record: Record, key: str) -> np.ndarray[Any, 
             f"{record.name}: tensor {key!r} has no byte range and digest in its record",
             fix=f"fixture-store fetch {record.name}  (the whole object)",
         )
-    dtype = numpy_dtype(spec["dtype"], artifact=record.name, tensor=key)
+    dtype = _dtype(record, key, spec)
     shape = tuple(spec["shape"])
-    offset, length = int(spec["offset"]), int(spec["length"])
-    if dtype.itemsize * math.prod(shape) != length or not _known(spec["dtype"], DTYPES):
+    length = int(spec["length"])
+    if dtype is None or dtype.itemsize * math.prod(shape) != length:
         raise IntegrityError(
             f"{record.name}: tensor {key!r}: the record's range of {length} bytes is not "
             f"shape {list(shape)} of {spec['dtype']}",
             fix=f"re-record {record.name} from its source (add --replace), then fetch again",
         )
-    data = _source_bytes(ctx, record, key, offset, length)
-    if hashlib.sha256(data).hexdigest() != spec["sha256"]:
-        raise IntegrityError(
-            f"{record.name}: tensor {key!r}: the {length} bytes at {offset} from "
-            f"{record.source.describe()} do not have the tensor's sha256 {spec['sha256']}; "
-            "nothing was kept",
-            fix=f"fixture-store fetch {record.name}  (the whole object, verified by its digest)",
-        )
-    array = np.frombuffer(data, dtype).reshape(shape)
+    first, stop, out_shape = row_span(record.name, key, shape, dtype.itemsize, rows)
+    data = b""
+    if first < stop:
+        plan = plan_read(spec, key, first, stop)
+        data = _verified(record, plan, _source_bytes(ctx, record, key, plan.offset, plan.length))
+    array = np.frombuffer(data, dtype).reshape(out_shape)
     array.flags.writeable = False
     return array
+
+
+def _verified(record: Record, plan: Plan, fetched: bytes) -> bytes:
+    """The bytes asked for, once every recorded digest the fetched range covers holds."""
+    for piece in plan.pieces:
+        part = fetched[piece.start : piece.start + piece.length]
+        if hashlib.sha256(part).hexdigest() != piece.sha256:
+            its = "chunk" if "chunk " in piece.what else "tensor"
+            raise IntegrityError(
+                f"{record.name}: {piece.what}: the {piece.length} bytes at "
+                f"{plan.offset + piece.start} from {record.source.describe()} do not have the "
+                f"{its}'s sha256 {piece.sha256}; nothing was kept",
+                fix=f"fixture-store fetch {record.name}  (the whole object, verified by its "
+                "digest)",
+            )
+    return fetched[plan.begin : plan.end]
+
+
+def _dtype(record: Record, key: str, spec: Mapping[str, Any]) -> np.dtype[Any] | None:
+    """The dtype of a manifest entry: a safetensors name, or an NPY/NPZ plain dtype."""
+    from fixture_store.readers.npy import plain_dtype
+    from fixture_store.readers.safetensors import DTYPES, numpy_dtype
+
+    if record.media_type != SAFETENSORS_MEDIA_TYPE:
+        return plain_dtype(spec["dtype"], artifact=record.name)
+    dtype = numpy_dtype(spec["dtype"], artifact=record.name, tensor=key)
+    return dtype if _known(spec["dtype"], DTYPES) else None
 
 
 def _known(dtype: str, dtypes: Mapping[str, tuple[str, int]]) -> bool:

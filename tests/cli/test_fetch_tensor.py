@@ -60,3 +60,32 @@ def test_fetch_tensor_takes_one_artifact_and_no_mirror_options(tmp_path: Path) -
     assert alone.exit_code == 2 and "--tensor KEY" in alone.stderr
     local = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small")
     assert local.exit_code == 0, local.output
+
+
+def test_fetch_rows_of_a_large_npy_reads_only_their_chunks(
+    https: tuple[str, Server],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    from tests.sources.test_ranges_arrays import BIG
+    from tests.sources.test_ranges_arrays import _project as npy_project
+
+    base, server = https
+    _fixtures, data = npy_project(
+        tmp_path, "npy", {"type": "url", "url": f"{base}/big.npy"}, {"big": BIG}
+    )
+    server.body = data
+    npy = tmp_path / "rows.npy"
+    args = ("fetch", "ref/big.npy", "--tensor", "big", "--rows", "100:164", "--output", str(npy))
+    result = run(tmp_path, *args)
+    assert result.exit_code == 0, result.output
+    assert "ref/big.npy: tensor 'big' rows [100, 164)" in result.stdout
+    np.testing.assert_array_equal(np.load(npy), BIG[100:164])
+    assert server.sent == [4 * 1024 * 1024]  # the one chunk that covers them
+    for bad in ("5", "9:2", "a:b"):
+        refused = run(tmp_path, "fetch", "ref/big.npy", "--tensor", "big", "--rows", bad)
+        assert refused.exit_code == 2 and "--rows" in refused.stderr, bad
+    beyond = run(tmp_path, "fetch", "ref/big.npy", "--tensor", "big", "--rows", "0:99999")
+    assert beyond.exit_code == 2 and "9216 rows" in beyond.stderr
+    alone = run(tmp_path, "fetch", "ref/big.npy", "--rows", "0:1")
+    assert alone.exit_code == 2 and "--tensor KEY" in alone.stderr
+    assert "Traceback" not in beyond.output + alone.output
