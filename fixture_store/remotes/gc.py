@@ -367,12 +367,11 @@ def execute(
                 keys, the_plan.replaced, gone, new, retry=retry, scratch=Path(scratch)
             )
             old = [packs.index_key(h) for h in the_plan.replaced]
-            _remove(keys, old, swept, retry=retry, jobs=jobs)
-            if any(key in swept.failed for key in old):
-                return swept  # an old index may still name what would go: nothing more
+            _remove(keys, old, swept, retry=retry, jobs=jobs)  # one left stays read below
     # Every pack an index names as deletion starts is spared: one written since the plan (a
-    # push), and the one written above (a repack may write a pack the plan found unnamed, left
-    # by a gc cut before its index). The indexes the plan read and kept name none that goes.
+    # push), the one written above (a repack may write a pack the plan found unnamed, left by
+    # a gc cut before its index), a replaced one that could not be removed. The indexes the
+    # plan read and kept name none that goes.
     spared = _named_since(keys, set(the_plan.indexes) - set(the_plan.replaced), retry, jobs)
     swept.spared = sorted(gone & spared)
     doomed = [packs.pack_key(h) for h in sorted(gone - spared)]

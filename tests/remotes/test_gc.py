@@ -20,7 +20,7 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 from fixture_store.remotes import gc as remote_gc
 from fixture_store.remotes import open_remote
-from fixture_store.remotes.base import Retry, object_key
+from fixture_store.remotes.base import RemoteError, Retry, object_key
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.folder import FolderRemote
 from fixture_store.remotes.keys import Keys, keys_of
@@ -350,3 +350,49 @@ def test_s3_gc_removes_garbage_and_repacks_and_every_referenced_object_pulls(
     assert f"fixtures/{object_key(plan(now, ['big/b0']).wants['big/b0'][0])}" in after
     _pulls(tmp_path, now, remote, "fresh")
     assert not _collect(keys, now, repack_below=0.5).removed  # nothing more to do
+
+
+class _KeepsIndexes(_Dying):
+    """A remote's keys that refuse to delete an index (a permission, a lock of the bucket)."""
+
+    def __init__(self, keys: Keys) -> None:
+        super().__init__(keys, 0)
+
+    def delete(self, keys: Sequence[str]) -> dict[str, FixtureStoreError]:
+        refused = [k for k in keys if k.startswith(INDEXES + "/")]
+        failed = self.keys.delete([k for k in keys if k not in refused])
+        return failed | {k: RemoteError(f"cannot remove {k}") for k in refused}
+
+
+def test_no_pack_goes_while_an_index_naming_it_could_not_be_removed(
+    tmp_path: Path, store: Store
+) -> None:
+    remote = FolderRemote("shared", tmp_path / "remote")
+    _, now = _pushed(tmp_path, store, remote)
+    packs_before = sorted((tmp_path / "remote" / PACKS).glob("*.pack"))
+    swept = _collect(_KeepsIndexes(keys_of(remote)), now, repack_below=1.0)  # type: ignore[arg-type]
+    assert not swept.ok and all(k.startswith(INDEXES) for k in swept.failed)
+    assert set(packs_before) <= set((tmp_path / "remote" / PACKS).glob("*.pack"))
+    _pulls(tmp_path, now, remote, "fresh")
+
+
+def test_a_damaged_object_is_never_repacked_and_its_pack_is_kept_whole(
+    tmp_path: Path, store: Store
+) -> None:
+    remote = FolderRemote("shared", tmp_path / "remote")
+    _, now = _pushed(tmp_path, store, remote)
+    keys = keys_of(remote)
+    assert keys is not None
+    the_plan = remote_gc.plan(keys, remote_gc.referenced([now]), min_age=0, repack_below=0.5)
+    (repack,) = the_plan.fated(remote_gc.Fate.REPACK)
+    (victim, offset), *_ = repack.live
+    path = tmp_path / "remote" / repack.key
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 1
+    path.chmod(0o644)
+    path.write_bytes(bytes(data))
+    swept = remote_gc.execute(keys, the_plan, retry=FAST)
+    assert list(swept.failed) == [repack.key]
+    assert victim.text in swept.failed[repack.key].message
+    assert not swept.repacked and path.exists()
+    assert victim.hex in _slots(keys)  # still named where it is: nothing was lost
