@@ -195,6 +195,8 @@ class Fixtures:
                 f"{name} holds no tensors (its record declares no safetensors, NPY or NPZ arrays)",
                 fix=f"use path({name!r}) for its bytes",
             )
+        if rows is not None and _is_npy(verified) and key == npy_name(verified):
+            return self._npy_rows(verified, key, rows)
         if verified.media_type == SAFETENSORS_MEDIA_TYPE:
             tensors: Mapping[str, np.ndarray[Any, Any]] = self.tensors(name)
         else:
@@ -209,6 +211,21 @@ class Fixtures:
             return array
         row_span(name, key, tuple(array.shape), array.dtype.itemsize, rows)  # within the array
         return array[rows[0] : rows[1]]
+
+    def _npy_rows(self, record: Record, key: str, rows: tuple[int, int]) -> np.ndarray[Any, Any]:
+        """Rows of the verified NPY object of ``record``: only their bytes are read."""
+        from fixture_store import limits
+        from fixture_store.readers import npy
+        from fixture_store.readers.pinned import pin_object
+        from fixture_store.readers.tensor_ranges import row_span
+
+        spec = (record.arrays or {}).get(key)
+        profile = limits.profile(record.profile)
+        pinned = pin_object(self.store, record.object, record.name)  # never through a link
+        header = npy.check_npy(pinned, profile, spec, artifact=record.name)
+        row_span(record.name, key, header.shape, header.dtype.itemsize, rows)  # within it
+        pinned = pin_object(self.store, record.object, record.name)
+        return npy.read_npy_rows(pinned, profile, spec, rows, artifact=record.name)
 
     def onnx_case(self, name: str) -> OnnxCase:
         """A verified onnx-case tree, loaded: its model and test data sets, with the record's
@@ -233,6 +250,10 @@ class Fixtures:
         folder = checkout_tree(self.store, record)
         assert record.tree is not None
         return {m: folder.joinpath(*m.split("/")) for m in record.tree.members}
+
+
+def _is_npy(record: Record) -> bool:
+    return record.media_type == registry_mod.FORMAT_MEDIA_TYPES["npy"]
 
 
 def is_npz(record: Record) -> bool:

@@ -246,3 +246,42 @@ def test_a_reader_refuses_an_entry_planted_after_verification(
     assert str(planted_at[0]) in info.value.message
     assert planted.WHAT[kind] in info.value.message
     assert "fixture-store verify" in str(info.value.fix)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_tensor_rows_of_a_stored_npy_read_only_those_rows(
+    project: Path, store: Store, order: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = np.arange(600, dtype=np.int32).reshape(50, 12)
+    array = np.asfortranarray(plain) if order == "F" else plain
+    np.save(project / "acts.npy", array)
+    ingest.add(
+        store, registry_mod.load(project), project / "acts.npy", name="ref/acts.npy", kind="array"
+    )
+    fixtures = Fixtures(store, registry_mod.load(project))
+    reads: list[int] = []
+    real = PinnedFile.read
+
+    def counted(self: PinnedFile, offset: int, size: int) -> Any:
+        reads.append(size)
+        return real(self, offset, size)
+
+    monkeypatch.setattr(PinnedFile, "read", counted)
+    got = fixtures.tensor("ref/acts.npy", "acts", rows=(7, 11))
+    np.testing.assert_array_equal(got, array[7:11])
+    assert not got.flags.writeable
+    # C order: the four rows' bytes alone; Fortran order: its rows are not contiguous, all of it
+    assert reads == ([4 * 12 * 4] if order == "C" else [array.nbytes])
+    with pytest.raises(UsageError, match=r"tensor 'acts' has 50 rows; rows \[40, 51\)"):
+        fixtures.tensor("ref/acts.npy", "acts", rows=(40, 51))
+    with pytest.raises(UsageError, match="no tensor 'other'"):
+        fixtures.tensor("ref/acts.npy", "other", rows=(0, 1))
+
+
+def test_tensor_of_plain_bytes_is_a_usage_error(project: Path, store: Store) -> None:
+    (project / "blob.bin").write_bytes(b"plain")
+    ingest.add(
+        store, registry_mod.load(project), project / "blob.bin", name="misc/b", kind="fixture"
+    )
+    with pytest.raises(UsageError, match="holds no tensors"):
+        Fixtures(store, registry_mod.load(project)).tensor("misc/b", "x")

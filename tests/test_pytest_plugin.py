@@ -619,6 +619,7 @@ def test_verified_tensors_of_a_safetensors_artifact(inner: pytest.Pytester) -> N
             tensors = fixture_store.tensors("ckpt/model")
             assert list(tensors) == ["w"] and not tensors["w"].flags.writeable
             np.testing.assert_array_equal(fixture_store.tensor("ckpt/model", "w"), np.ones((2, 3)))
+            assert fixture_store.tensor("ckpt/model", "w", rows=(1, 2)).shape == (1, 3)
             assert fixture_store.arrays("ckpt/model")["w"].shape == (2, 3)
 
         def test_damaged(fixture_store):

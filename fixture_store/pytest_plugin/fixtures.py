@@ -162,10 +162,11 @@ class VerifiedFixtures:
         self._state.enforce(name)
         return self.fixtures.tensors(name)
 
-    def tensor(self, name: str, key: str) -> Any:
-        """One tensor of a verified safetensors artifact."""
+    def tensor(self, name: str, key: str, *, rows: tuple[int, int] | None = None) -> Any:
+        """One tensor of a verified safetensors, NPY or NPZ artifact, or ``rows`` ``[start,
+        stop)`` of its first axis (see ``Fixtures.tensor``)."""
         self._state.enforce(name)
-        return self.fixtures.tensor(name, key)
+        return self.fixtures.tensor(name, key, rows=rows)
 
     def onnx_case(self, name: str) -> OnnxCase:
         self._state.enforce(name)

@@ -236,6 +236,32 @@ def read_npy(
         return _from_buffer(header, pinned.read(header.data_offset, header.nbytes))
 
 
+def read_npy_rows(
+    source: Source,
+    limits: Limits,
+    expected: Mapping[str, Any] | None,
+    rows: tuple[int, int],
+    *,
+    artifact: str | None = None,
+) -> np.ndarray[Any, Any]:
+    """Rows ``[start, stop)`` of the first axis of a checked NPY file (``0 <= start <= stop <=``
+    its first dimension: the caller's to check), read alone (``pread``) when the array is in C
+    order; a Fortran-order array is read whole and sliced. A read-only array."""
+    label = label_of(source, artifact)
+    with pin(source, label) as pinned:
+        header = _checked_header(pinned, limits, expected, label)
+        start, stop = rows
+        if header.fortran_order or not header.shape:
+            whole = _from_buffer(header, pinned.read(header.data_offset, header.nbytes))
+            return whole[start:stop]
+        row = header.nbytes // header.shape[0] if header.shape[0] else 0
+        shape = (stop - start, *header.shape[1:])
+        data = pinned.read(header.data_offset + start * row, (stop - start) * row)
+        out: np.ndarray[Any, Any] = np.frombuffer(data, header.dtype).reshape(shape)
+        out.flags.writeable = False
+        return out
+
+
 def check_npy(
     path: Source,
     limits: Limits = DEFAULT,
@@ -437,6 +463,7 @@ __all__ = [
     "read_header",
     "read_metadata",
     "read_npy",
+    "read_npy_rows",
     "read_npy_stream",
     "read_npz",
 ]
