@@ -53,7 +53,9 @@ from fixture_store.remotes.keys import keys_of
     metavar="SECONDS",
     help="Leave what was written less than this long ago (a push in flight).",
 )
-@click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True)
+@click.option(
+    "--jobs", type=click.IntRange(1, 64), default=8, show_default=True, help="Parallel requests."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @click.pass_obj
 @handle_errors
