@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -28,8 +29,22 @@ if TYPE_CHECKING:
 
     from fixture_store.readers.onnxcase import OnnxCase
     from fixture_store.readers.safetensors import Tensors
+    from fixture_store.remotes.base import Remote
+    from fixture_store.remotes.ranges import SpanRead
 
 SAFETENSORS_MEDIA_TYPE = registry_mod.FORMAT_MEDIA_TYPES["safetensors"]
+
+
+class RemoteRefusedWarning(UserWarning):
+    """A remote sent other bytes than a tensor's range (refused; a later place served it)."""
+
+
+@dataclass(frozen=True)
+class TensorFrom:
+    """A tensor, and how its range was read (``None``: from the store's verified object)."""
+
+    array: np.ndarray[Any, Any]
+    read: SpanRead | None
 
 
 @dataclass
@@ -42,6 +57,9 @@ class Fixtures:
     # Save verified-state cache entries in batches rather than after each artifact; the owner
     # calls close() at the end (a long-lived view, as the pytest plugin keeps for a session).
     batch_cache_writes: bool = False
+    # The remotes a tensor's range is read from before its source (None: the configured ones).
+    remotes: Sequence[Remote] | None = None
+    offline: bool | None = None  # None: the environment's (HF_HUB_OFFLINE=1 is offline)
     _verifier: Verifier = field(init=False, repr=False)
     _results: dict[str, Result] = field(default_factory=dict, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -177,18 +195,33 @@ class Fixtures:
         ``[start, stop)`` of its first axis.
 
         When the object is not in the store and the record carries the tensor's byte range and
-        digests (a large reference), only that range is read from the record's source and
-        verified against the tensor's digest, or, for rows of an NPY, only the chunks that cover
-        them, each against its own digest (:mod:`fixture_store.sources.ranges`); nothing is
-        stored. Every reader of the whole object still needs the whole object."""
+        digests (a large reference), only that range is read (for rows of an NPY, only the
+        chunks that cover them), from the places a fetch tries in its order (the remotes, then
+        the record's source; :mod:`fixture_store.remotes.ranges`), and verified against the
+        recorded digests; nothing is stored. Every reader of the whole object still needs the
+        whole object. A remote that sent other bytes than the tensor's is a
+        :class:`RemoteRefusedWarning` when a later place served it."""
+        got = self.tensor_read(name, key, rows=rows)
+        for refusal in got.read.refused if got.read is not None else ():
+            warnings.warn(RemoteRefusedWarning(str(refusal)), stacklevel=2)
+        return got.array
+
+    def tensor_read(
+        self, name: str, key: str, *, rows: tuple[int, int] | None = None
+    ) -> TensorFrom:
+        """:meth:`tensor`, and where its bytes came from (``read`` is ``None``: the store)."""
         from fixture_store.readers.tensor_ranges import row_span
+        from fixture_store.remotes.ranges import read_tensor
         from fixture_store.sources import FetchContext, offline_from_env
-        from fixture_store.sources.ranges import ranged, read_tensor
+        from fixture_store.sources.ranges import ranged
 
         record = self.registry.get(name)
         if ranged(record, key) is not None and not self.store.has(record.object):
-            ctx = FetchContext(self.store, self.registry.root, offline=offline_from_env())
-            return read_tensor(ctx, record, key, rows)
+            offline = offline_from_env() if self.offline is None else self.offline
+            ctx = FetchContext(self.store, self.registry.root, offline=offline)
+            remotes = () if ctx.offline else self._remotes()  # offline: none, as in a fetch
+            got = read_tensor(ctx, record, key, remotes, rows)
+            return TensorFrom(got.array, got.read)
         verified = self.verified(name)
         if verified.content is not registry_mod.Content.ARRAYS:
             raise UsageError(
@@ -208,9 +241,20 @@ class Fixtures:
             )
         array = tensors[key]
         if rows is None:
-            return array
+            return TensorFrom(array, None)
         row_span(name, key, tuple(array.shape), array.dtype.itemsize, rows)  # within the array
-        return array[rows[0] : rows[1]]
+        return TensorFrom(array[rows[0] : rows[1]], None)
+
+    def _remotes(self) -> Sequence[Remote]:
+        """The remotes a range is read from before the source: those given, else the project's
+        configured ones as fetch tries them (the default first), opened once per view."""
+        from fixture_store.remotes import config, open_remote
+
+        with self._lock:
+            if self.remotes is None:
+                specs = config.load(self.registry.root).mirrors()
+                self.remotes = tuple(open_remote(spec) for spec in specs)
+            return self.remotes
 
     def _npy_rows(self, record: Record, key: str, rows: tuple[int, int]) -> np.ndarray[Any, Any]:
         """Rows of the verified NPY object of ``record``: only their bytes are read."""

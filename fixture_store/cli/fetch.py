@@ -73,8 +73,9 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
     "tensor",
     metavar="KEY",
     help="Read and verify only this tensor of one safetensors, NPY or NPZ artifact: from the "
-    "store if its object is there, else only the tensor's byte range from its source (checked "
-    "against the tensor's digest in the record; nothing stored).",
+    "store if its object is there, else only the tensor's byte range, from the remotes then its "
+    "source as a fetch tries them (checked against the tensor's digests in the record; nothing "
+    "stored).",
 )
 @click.option(
     "--rows",
@@ -140,16 +141,17 @@ def fetch(
         raise UsageError("--remote cannot be combined with --no-remote")
     registry = obj.registry()
     chosen = registry.select(names, families)
+    offline = offline or offline_from_env()
     if tensor is not None or output is not None or rows is not None:
-        _tensor_only(remote, no_remote, regenerate_missing, report_path, tensor)
+        _tensor_only(regenerate_missing, report_path, tensor)
+    mirrors = () if no_remote or offline else _mirrors(registry.root, remote)
+    if tensor is not None:
         from fixture_store.cli.fetch_tensor import fetch_tensor, parse_rows
 
-        assert tensor is not None
         span = parse_rows(rows) if rows is not None else None
-        fetch_tensor(obj, registry, list(chosen), tensor, output, as_json=as_json, rows=span)
+        where = (mirrors, offline)
+        fetch_tensor(obj, registry, list(chosen), tensor, output, where, as_json=as_json, rows=span)
         return
-    offline = offline or offline_from_env()
-    mirrors = () if no_remote or offline else _mirrors(registry.root, remote)
     started = time.perf_counter()
     with progress(len(chosen), "fetching", enabled=not as_json) as advance:
         report = fetch_names(
@@ -205,19 +207,13 @@ def fetch(
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
 
 
-def _tensor_only(
-    remote: str | None,
-    no_remote: bool,
-    regenerate_missing: bool,
-    report_path: Path | None,
-    tensor: str | None,
-) -> None:
+def _tensor_only(regenerate_missing: bool, report_path: Path | None, tensor: str | None) -> None:
     if tensor is None:
         raise UsageError("--output and --rows read a tensor: give --tensor KEY too")
-    if remote is not None or no_remote or regenerate_missing or report_path is not None:
+    if regenerate_missing or report_path is not None:
         raise UsageError(
-            "--tensor reads one tensor from the store or its source's range; it takes no "
-            "--remote, --no-remote, --regenerate or --report",
+            "--tensor reads one tensor from the store, a remote or its source's range; it takes "
+            "no --regenerate or --report",
             fix="fixture-store fetch NAME --tensor KEY [--output FILE.npy]",
         )
 

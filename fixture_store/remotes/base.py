@@ -75,6 +75,11 @@ class MissingRemoteObject(RemoteError):
     """The remote does not hold the object."""
 
 
+class RangeRefused(RemoteError):
+    """A ranged read answered with something else than the range asked (the whole object, a
+    200, another Content-Range): refused before its body is read, never retried."""
+
+
 class ReadOnlyRemote(UsageError):
     """A push to a remote that only serves bytes (an https mirror)."""
 

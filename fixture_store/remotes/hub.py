@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fixture_store import display
 from fixture_store._extras import require
@@ -44,6 +44,10 @@ from fixture_store.remotes.base import (
 )
 from fixture_store.sources import hub as hub_source
 from fixture_store.sources.transfer import Chunks, DownloadPolicy, sooner
+
+if TYPE_CHECKING:
+    from fixture_store.sources import FetchContext
+    from fixture_store.sources.ranges import Span
 
 # The Hub's documented limits ("Repository limitations and recommendations"), and its rate limit.
 FILES_PER_COMMIT = 100  # "commit size: < 100 files": a push of more makes several commits
@@ -195,6 +199,17 @@ class HubRemote:
                 stack.close()
                 raise
         return _Body(Chunks(iter(response.iter_bytes())).read1, stack.close)  # type: ignore[return-value]
+
+    def read_range(self, ctx: FetchContext, span: Span) -> bytes:
+        """The bytes of ``span`` (a range of its record's object) at the commit this run reads
+        at: the object's metadata checked as a hub source's (that commit, the size, the LFS
+        sha256), then one ranged GET, as :func:`~fixture_store.sources.ranges.hub_range` reads
+        every Hub file's range; the caller verifies the bytes."""
+        from fixture_store.sources.ranges import hub_range
+
+        commit = self.commit()
+        file = (self.repo.repo_id, object_key(span.record.object), self.repo.repo_type)
+        return hub_range(ctx, span, f"remote {self.label}", file, commit)
 
     # -- pushing -------------------------------------------------------------------------------
     def upload(self, path: Path, digest: Digest) -> bool:

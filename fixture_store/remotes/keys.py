@@ -18,7 +18,8 @@ from typing import Any, BinaryIO, Protocol
 
 from fixture_store.errors import FixtureStoreError
 from fixture_store.objects.digests import Digest
-from fixture_store.remotes.base import OBJECTS_PREFIX, Remote, RemoteError
+from fixture_store.remotes.base import OBJECTS_PREFIX, RangeRefused, Remote, RemoteError
+from fixture_store.sources.ranges import range_problem
 
 # S3 deletes at most 1,000 keys a request.
 DELETE_BATCH = 1000
@@ -54,7 +55,11 @@ class Keys(Protocol):
 
     def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:
         """A stream of ``length`` bytes of ``key`` (whose whole is ``digest``) from ``start``;
-        the caller reads it through a bounded reader and closes it."""
+        the caller reads it through a bounded reader and closes it. An answer that is not that
+        range of an object of ``digest.size`` bytes (a server that ignores ``Range``, another
+        Content-Range) is :class:`~fixture_store.remotes.base.RangeRefused` before its body is
+        read (:func:`~fixture_store.sources.ranges.range_problem`, the check of every ranged
+        read)."""
         ...
 
     def stamped(self, folder: str) -> dict[str, Entry]:
@@ -208,6 +213,17 @@ class _S3Keys:
             )
         except Exception as e:
             raise remote._error(e, digest, remote.prefix + key) from e
+        status = int(got.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        problem = range_problem(
+            status, str(got.get("ContentRange") or ""), start, start + length - 1, digest.size
+        )
+        if problem is not None:  # the whole object, or another range: its body is never read
+            got["Body"].close()
+            raise RangeRefused(
+                f"remote {remote.label}: {remote.prefix + key} {problem}",
+                fix="check the remote's endpoint_url: the server (or a proxy before it) does "
+                "not answer byte ranges as S3 does",
+            )
         return _Body(got["Body"], remote, digest)  # type: ignore[return-value]
 
 

@@ -33,6 +33,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fixture_store import display
@@ -59,21 +60,56 @@ SAFETENSORS_MEDIA_TYPE = FORMAT_MEDIA_TYPES["safetensors"]
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
+@dataclass(frozen=True)
+class Span:
+    """What a partial fetch reads and verifies, whatever the format calls it: ``plan.length``
+    bytes at ``plan.offset`` of a record's object, and the recorded digests they must satisfy
+    (:class:`~fixture_store.readers.tensor_ranges.Plan`: one sha256 of a safetensors tensor or
+    an NPZ member, the sha256 of each chunk of an NPY that the rows asked for cover).
+
+    ``part`` is how messages name it (``tensor 'w'``). Wherever the bytes come from (the
+    record's source here, a remote in :mod:`fixture_store.remotes.ranges`), they pass the same
+    checks: the answer is the range asked (:func:`range_problem`), exactly ``length`` bytes
+    (:func:`counted`), every recorded digest (:func:`verified`)."""
+
+    record: Record
+    part: str
+    plan: Plan
+
+    @property
+    def offset(self) -> int:
+        return self.plan.offset
+
+    @property
+    def length(self) -> int:
+        return self.plan.length
+
+    @property
+    def last(self) -> int:
+        return self.plan.offset + self.plan.length - 1
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def whole_fix(self) -> str:
+        return f"fixture-store fetch {self.name}  (the whole object, verified by its digest)"
+
+
 def ranged(record: Record, key: str) -> Mapping[str, Any] | None:
     """The manifest entry of tensor ``key`` if it carries a range and digests, else None."""
     spec = (record.arrays or {}).get(key)
     return spec if spec is not None and "offset" in spec else None
 
 
-def read_tensor(
-    ctx: FetchContext, record: Record, key: str, rows: tuple[int, int] | None = None
-) -> np.ndarray[Any, Any]:
-    """Tensor ``key`` of ``record`` (or ``rows`` ``[start, stop)`` of its first axis), from its
-    source's bytes of that tensor alone (of the chunks that cover those rows, where the record
-    has chunk digests), each verified against its recorded digest; a read-only array. Nothing
-    is stored."""
-    import numpy as np
-
+def tensor_span(
+    record: Record, key: str, rows: tuple[int, int] | None = None
+) -> tuple[Span | None, np.dtype[Any], tuple[int, ...]]:
+    """What to read of tensor ``key`` of ``record`` (or of ``rows`` ``[start, stop)`` of its
+    first axis; ``None``: nothing, no rows), with the dtype and shape of the array it makes; a
+    :class:`UsageError` if the record carries no range and digest for it, an
+    :class:`IntegrityError` if the range cannot be that tensor."""
     from fixture_store.readers.tensor_ranges import plan_read, row_span
 
     spec = ranged(record, key)
@@ -92,27 +128,34 @@ def read_tensor(
             fix=f"re-record {record.name} from its source (add --replace), then fetch again",
         )
     first, stop, out_shape = row_span(record.name, key, shape, dtype.itemsize, rows)
-    data = b""
-    if first < stop:
-        plan = plan_read(spec, key, first, stop)
-        data = _verified(record, plan, _source_bytes(ctx, record, key, plan.offset, plan.length))
-    array = np.frombuffer(data, dtype).reshape(out_shape)
+    if first >= stop:
+        return None, dtype, out_shape
+    return Span(record, f"tensor {key!r}", plan_read(spec, key, first, stop)), dtype, out_shape
+
+
+def as_array(data: bytes, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
+    """Verified bytes as a read-only array."""
+    import numpy as np
+
+    array = np.frombuffer(data, dtype).reshape(shape)
     array.flags.writeable = False
     return array
 
 
-def _verified(record: Record, plan: Plan, fetched: bytes) -> bytes:
-    """The bytes asked for, once every recorded digest the fetched range covers holds."""
+def verified(span: Span, where: str, fetched: bytes) -> bytes:
+    """The bytes asked for of ``fetched`` (the span's range from ``where``), once every recorded
+    digest it covers holds; an :class:`IntegrityError` naming the record, the tensor (and chunk)
+    and where the bytes came from otherwise (nothing is kept)."""
+    plan = span.plan
     for piece in plan.pieces:
         part = fetched[piece.start : piece.start + piece.length]
         if hashlib.sha256(part).hexdigest() != piece.sha256:
             its = "chunk" if "chunk " in piece.what else "tensor"
             raise IntegrityError(
-                f"{record.name}: {piece.what}: the {piece.length} bytes at "
-                f"{plan.offset + piece.start} from {record.source.describe()} do not have the "
+                f"{span.name}: {piece.what}: the {piece.length} bytes at "
+                f"{plan.offset + piece.start} from {display.text(where)} do not have the "
                 f"{its}'s sha256 {piece.sha256}; nothing was kept",
-                fix=f"fixture-store fetch {record.name}  (the whole object, verified by its "
-                "digest)",
+                fix=span.whole_fix,
             )
     return fetched[plan.begin : plan.end]
 
@@ -132,16 +175,24 @@ def _known(dtype: str, dtypes: Mapping[str, tuple[str, int]]) -> bool:
     return any(name == dtype for name, _size in dtypes.values())
 
 
-def _source_bytes(ctx: FetchContext, record: Record, key: str, offset: int, length: int) -> bytes:
+def source_bytes(ctx: FetchContext, span: Span) -> bytes:
+    """The span's bytes from its record's source (answer and length checked, not the digest:
+    :func:`verified` does that for every place the bytes come from)."""
+    record = span.record
     source = record.source
     if isinstance(source, LocalSource):
-        return _local(ctx, record, source, offset, length)
+        return _local(ctx, span, source)
     if isinstance(source, UrlSource):
-        ctx.require_online(record, f"tensor {key!r}")
-        return _http(ctx, record, source.url, offset, length)
+        ctx.require_online(record, span.part)
+        return http_range(ctx, span, source.url)
     if isinstance(source, HubSource):
-        ctx.require_online(record, f"tensor {key!r}")
-        return _hub(ctx, record, source, offset, length)
+        ctx.require_online(record, span.part)
+        if (problem := revision_problem(source.revision)) is not None:
+            raise SourceError(
+                record.name, f"{source.describe()}: revision is not a full commit ({problem})"
+            )
+        repo = (source.repo_id, source.path, source.resolved_repo_type)
+        return hub_range(ctx, span, source.describe(), repo, source.revision)
     raise UsageError(
         f"{record.name}: partial fetch reads url, hub and local sources; this record's source is "
         f"{source.describe()}",
@@ -149,11 +200,10 @@ def _source_bytes(ctx: FetchContext, record: Record, key: str, offset: int, leng
     )
 
 
-def _local(
-    ctx: FetchContext, record: Record, source: LocalSource, offset: int, length: int
-) -> bytes:
+def _local(ctx: FetchContext, span: Span, source: LocalSource) -> bytes:
     from fixture_store.sources.local import resolve
 
+    record = span.record
     path = resolve(ctx.root, source.path, record)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -162,124 +212,143 @@ def _local(
             record.name, f"local source {source.path!r}: {e.strerror}", fix="restore it"
         ) from e
     try:
-        data = os.pread(fd, length, offset)
+        data = os.pread(fd, span.length, span.offset)
     finally:
         os.close(fd)
-    if len(data) != length:
+    if len(data) != span.length:
         raise IntegrityError(
-            f"{record.name}: local source {source.path!r} ends before the tensor's range "
-            f"({len(data)} of {length} bytes at {offset})",
+            f"{record.name}: {span.part}: local source {source.path!r} ends before its range "
+            f"({len(data)} of {span.length} bytes at {span.offset})",
             fix=f"restore {source.path} (git checkout / git lfs pull), then read it again",
         )
     return data
 
 
-def _http(ctx: FetchContext, record: Record, url: str, offset: int, length: int) -> bytes:
-    last = offset + length - 1
-    deadline = ctx.policy.start(length, read_timeout=TIMEOUT_S)
+def http_range(ctx: FetchContext, span: Span, url: str) -> bytes:
+    """The span's bytes by one HTTPS ``GET`` with ``Range`` (a url source, an https mirror)."""
+    deadline = ctx.policy.start(span.length, read_timeout=TIMEOUT_S)
+    headers = {"Range": f"bytes={span.offset}-{span.last}"}
     try:
-        response = default_opener(url, deadline, headers={"Range": f"bytes={offset}-{last}"})
+        response = default_opener(url, deadline, headers=headers)
     except (SourceFailure, TransientError, DeadlineExceeded) as e:
         raise SourceError(
-            record.name, f"{display.url(url)}: {e}", fix=f"fixture-store fetch {record.name}"
+            span.name, f"{display.url(url)}: {e}", fix=f"fixture-store fetch {span.name}"
         ) from e
     try:
         answer: Any = response  # an http.client response
         got_range = str(answer.headers.get("Content-Range") or "")
-        _check_answer(record, url, getattr(answer, "status", None), got_range, offset, last)
+        check_answer(span, url, getattr(answer, "status", None), got_range)
         errors = (TimeoutError, OSError, http.client.HTTPException)
         meter = ctx.policy.meter()
         # not exact: a short body is read to its end and refused below as a short range
-        body = BoundedBody(_read1(response), length, deadline, meter, errors=errors, exact=False)
+        body = BoundedBody(
+            _read1(response), span.length, deadline, meter, errors=errors, exact=False
+        )
         try:
             data = body.read_all()
         except (BodyCut, BelowMinimumRate, DeadlineExceeded) as e:
-            raise SourceError(record.name, f"{display.url(url)}: the range's body: {e}") from e
+            raise SourceError(span.name, f"{display.url(url)}: the range's body: {e}") from e
     finally:
         response.close()
-    return _counted(ctx, record, url, data, length)
+    return counted(ctx, span, url, data)
 
 
-def _counted(ctx: FetchContext, record: Record, where: str, data: bytes, length: int) -> bytes:
-    if len(data) != length:  # a short range, or a longer body cut at one byte more
+def counted(ctx: FetchContext, span: Span, where: str, data: bytes) -> bytes:
+    """``data`` if it is exactly the span's length (counted as downloaded); an
+    :class:`IntegrityError` otherwise: a short range, or a longer body cut at one byte more."""
+    if len(data) != span.length:
         raise IntegrityError(
-            f"{record.name}: {where} sent {len(data)} bytes for a range of {length}",
-            fix=f"fixture-store fetch {record.name}  (the whole object)",
+            f"{span.name}: {span.part}: {display.text(where)} sent {len(data)} bytes for a "
+            f"range of {span.length}",
+            fix=span.whole_fix,
         )
     ctx.count_download(len(data))
     return data
 
 
-def _hub(ctx: FetchContext, record: Record, source: HubSource, offset: int, length: int) -> bytes:
-    """The range from the Hub: its metadata first (the pinned commit, the record's size and LFS
-    sha256, as a whole fetch checks them), then one GET of the range on the client's session."""
-    require("hub", for_what="reading a tensor of a hub source")
+def hub_range(
+    ctx: FetchContext, span: Span, where: str, file: tuple[str, str, str | None], revision: str
+) -> bytes:
+    """The span's bytes from the Hub file ``file`` (repo id, path, repo type) at the commit
+    ``revision``: its metadata first (that commit, the record's size and LFS sha256, as a whole
+    fetch checks them), then one GET of the range on the client's session. The hub source and
+    the Hub remote both read here."""
+    require("hub", for_what="reading a range of a Hub file")
     import httpx2 as httpx  # the HTTP client huggingface_hub is built on
     from huggingface_hub import constants, get_hf_file_metadata, get_session, hf_hub_url
 
     from fixture_store.sources.hub import announced_problem, download_headers, endpoint
 
-    where = source.describe()
-    if (problem := revision_problem(source.revision)) is not None:
-        raise SourceError(record.name, f"{where}: revision is not a full commit ({problem})")
-    url = hf_hub_url(
-        source.repo_id,
-        source.path,
-        repo_type=source.resolved_repo_type,
-        revision=source.revision,
-        endpoint=endpoint(),
-    )
-    fix = f"fixture-store fetch {record.name}"
+    repo_id, path, repo_type = file
+    url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=endpoint())
+    fix = f"fixture-store fetch {span.name}"
+    record = span.record
     try:
         meta = get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT, endpoint=endpoint())
     except Exception as e:
         raise SourceError(record.name, f"{where}: metadata request failed: {e}", fix=fix) from e
-    problem = announced_problem(meta, source.revision, record.object.size, record.object.hex)
+    problem = announced_problem(meta, revision, record.object.size, record.object.hex)
     if problem is not None:
         raise SourceError(record.name, f"{where}: {problem}", fix=fix)
-    last = offset + length - 1
-    headers = {**download_headers(url, meta.location), "Range": f"bytes={offset}-{last}"}
-    deadline = ctx.policy.start(length, read_timeout=float(constants.HF_HUB_DOWNLOAD_TIMEOUT))
+    headers = {**download_headers(url, meta.location), "Range": f"bytes={span.offset}-{span.last}"}
+    deadline = ctx.policy.start(span.length, read_timeout=float(constants.HF_HUB_DOWNLOAD_TIMEOUT))
     try:
         with get_session().stream(
             "GET", meta.location, headers=headers, timeout=deadline.next_read_timeout()
         ) as response:
             response.raise_for_status()
             got_range = str(response.headers.get("Content-Range") or "")
-            _check_answer(record, where, response.status_code, got_range, offset, last)
+            check_answer(span, where, response.status_code, got_range)
             chunks = Chunks(iter(response.iter_bytes()))
             meter = ctx.policy.meter()
-            body = BoundedBody(chunks.read1, length, deadline, meter, errors=(), exact=False)
+            body = BoundedBody(chunks.read1, span.length, deadline, meter, errors=(), exact=False)
             data = body.read_all()
     except (httpx.HTTPError, BelowMinimumRate, DeadlineExceeded) as e:
         raise SourceError(record.name, f"{where}: the range request failed: {e}", fix=fix) from e
-    return _counted(ctx, record, where, data, length)
+    return counted(ctx, span, where, data)
 
 
 def _read1(response: BinaryIO) -> Any:
     return getattr(response, "read1", None) or response.read
 
 
-def _check_answer(  # noqa: PLR0917 - the answer's two headers and the range asked
-    record: Record, url: str, status: int | None, got: str, first: int, last: int
-) -> None:
-    """A 206 whose Content-Range is exactly ``first-last`` of a file of the record's size."""
-    asked = f"bytes {first}-{last}/{record.object.size}"
+def range_problem(status: int | None, got: str, first: int, last: int, size: int) -> str | None:
+    """What is wrong with an answer to a request for bytes ``first``-``last`` of a file of
+    ``size`` bytes, or ``None``: only a 206 whose Content-Range is exactly that range of a file
+    of that size is read. The one check of every ranged read (a source, a remote, a pack)."""
+    asked = f"bytes {first}-{last}/{size}"
     if status != 206:  # noqa: PLR2004 - Partial Content
-        raise IntegrityError(
-            f"{record.name}: {display.url(url)} answered {status} to a range request for "
-            f"{asked}, not 206 Partial Content (a server that ignores Range would send the whole "
-            "file); nothing was read",
-            fix=f"fixture-store fetch {record.name}  (the whole object, verified by its digest)",
+        return (
+            f"answered {status} to a range request for {asked}, not 206 Partial Content (a "
+            "server that ignores Range would send the whole file); nothing was read"
         )
     got = got.strip()
     m = _CONTENT_RANGE.fullmatch(got)
-    if m is None or (int(m[1]), int(m[2]), m[3]) != (first, last, str(record.object.size)):
+    if m is None or (int(m[1]), int(m[2]), m[3]) != (first, last, str(size)):
+        return f"answered the range request for {asked} with Content-Range {got or '(none)'!r}"
+    return None
+
+
+def check_answer(span: Span, where: str, status: int | None, got: str) -> None:
+    """An :class:`IntegrityError` naming the record and the part unless the answer is the
+    span's range (:func:`range_problem`)."""
+    problem = range_problem(status, got, span.offset, span.last, span.record.object.size)
+    if problem is not None:
         raise IntegrityError(
-            f"{record.name}: {display.url(url)} answered the range request for {asked} with "
-            f"Content-Range {got or '(none)'!r}",
-            fix=f"fixture-store fetch {record.name}  (the whole object, verified by its digest)",
+            f"{span.name}: {span.part}: {display.text(where)} {problem}", fix=span.whole_fix
         )
 
 
-__all__ = ["ranged", "read_tensor"]
+__all__ = [
+    "Span",
+    "as_array",
+    "check_answer",
+    "counted",
+    "http_range",
+    "hub_range",
+    "range_problem",
+    "ranged",
+    "source_bytes",
+    "tensor_span",
+    "verified",
+]

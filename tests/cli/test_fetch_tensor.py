@@ -52,13 +52,14 @@ def test_fetch_tensor_from_a_lying_server_is_an_error_on_stderr(
     assert "Traceback" not in result.output and not npy.exists()
 
 
-def test_fetch_tensor_takes_one_artifact_and_no_mirror_options(tmp_path: Path) -> None:
+def test_fetch_tensor_takes_one_artifact_and_no_report(tmp_path: Path) -> None:
     _project(tmp_path, {"type": "local", "path": "model.safetensors"})
-    both = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--no-remote")
+    report = tmp_path / "r.json"
+    both = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--report", str(report))
     assert both.exit_code == 2 and "--tensor" in both.stderr
     alone = run(tmp_path, "fetch", "ckpt/big", "--output", str(tmp_path / "x.npy"))
     assert alone.exit_code == 2 and "--tensor KEY" in alone.stderr
-    local = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small")
+    local = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--no-remote")
     assert local.exit_code == 0, local.output
 
 

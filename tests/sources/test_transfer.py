@@ -230,8 +230,8 @@ _ALLOWED_READS = {
     ("fixture_store/sources/hub.py", "_attempt", "body.read"): _BOUNDED,
     ("fixture_store/sources/hub.py", "_attempt", "chunks.read1"): _TRANSPORT,
     ("fixture_store/sources/hub.py", "_attempt", "response.iter_bytes"): _TRANSPORT,
-    ("fixture_store/sources/ranges.py", "_hub", "response.iter_bytes"): _TRANSPORT,
-    ("fixture_store/sources/ranges.py", "_hub", "chunks.read1"): _TRANSPORT,
+    ("fixture_store/sources/ranges.py", "hub_range", "response.iter_bytes"): _TRANSPORT,
+    ("fixture_store/sources/ranges.py", "hub_range", "chunks.read1"): _TRANSPORT,
     ("fixture_store/sources/ranges.py", "_read1", "response.read"): _TRANSPORT,
     ("fixture_store/remotes/hub.py", "HubRemote.open", "response.iter_bytes"): _TRANSPORT,
     (
