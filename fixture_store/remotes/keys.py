@@ -20,6 +20,7 @@ from fixture_store.errors import FixtureStoreError
 from fixture_store.objects.digests import Digest
 from fixture_store.remotes.base import OBJECTS_PREFIX, RangeRefused, Remote, RemoteError
 from fixture_store.sources.ranges import range_problem
+from fixture_store.sources.transfer import DeadlineExceeded, current_deadline
 
 # S3 deletes at most 1,000 keys a request.
 DELETE_BATCH = 1000
@@ -219,6 +220,7 @@ class _S3Keys:
         )
         if problem is not None:  # the whole object, or another range: its body is never read
             got["Body"].close()
+            _deadline_passed(remote, digest, remote.prefix + key)  # headers cut short by it
             raise RangeRefused(
                 f"remote {remote.label}: {remote.prefix + key} {problem}",
                 fix="check the remote's endpoint_url: the server (or a proxy before it) does "
@@ -228,3 +230,15 @@ class _S3Keys:
 
 
 _NO_DIGEST = Digest("0" * 64, 0)
+
+
+def _deadline_passed(remote: Any, digest: Digest, key: str) -> None:
+    """The remote's transient error if the current deadline has passed (an answer whose headers
+    it cut is not a lie about the range: another attempt, or the next place, may succeed)."""
+    deadline = current_deadline()
+    if deadline is None:
+        return
+    try:
+        deadline.check()
+    except DeadlineExceeded as e:
+        raise remote._error(e, digest, key) from e

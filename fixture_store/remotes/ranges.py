@@ -105,10 +105,10 @@ def read_tensor(
 
 def read_span(ctx: FetchContext, span: Span, remotes: Sequence[Remote]) -> SpanRead:
     """The span's verified bytes from the first place that serves them: ``remotes`` in order
-    (none offline), then the record's source."""
+    (the caller gives none offline, as a fetch tries none), then the record's source."""
     tried: list[str] = []
     refused: list[IntegrityError] = []
-    for remote in () if ctx.offline else remotes:
+    for remote in remotes:
         where = f"remote {remote.label}"
         try:
             data = verified(span, where, remote_bytes(ctx, remote, span))

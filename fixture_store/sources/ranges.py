@@ -255,8 +255,8 @@ def http_range(ctx: FetchContext, span: Span, url: str) -> bytes:
 
 def counted(ctx: FetchContext, span: Span, where: str, data: bytes) -> bytes:
     """``data`` if it is exactly the span's length (counted as downloaded); an
-    :class:`IntegrityError` otherwise: a short range, or a longer body cut at one byte more."""
-    if len(data) != span.length:
+    :class:`IntegrityError` otherwise."""
+    if len(data) != span.length:  # a short range, or a longer body cut at one byte more
         raise IntegrityError(
             f"{span.name}: {span.part}: {display.text(where)} sent {len(data)} bytes for a "
             f"range of {span.length}",

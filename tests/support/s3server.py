@@ -3,7 +3,8 @@
 moto speaks the S3 protocol to the real boto3 client but checks no checksums itself, so the
 failures a remote must survive (a flipped byte, a truncated body, a slow drip of the body or of
 the headers, 5xx answers with huge bodies, a 403, a 429 with ``Retry-After``, a lying
-``Content-Length``, ranges answered short or long, an upload forwarded short) are made by
+``Content-Length``, ranges answered short or long or said to be another range, an upload
+forwarded short) are made by
 :class:`FaultProxy`: it forwards every request to the server and spoils the answers to object
 requests as told. Its upstream may be any HTTP server, and it may
 speak TLS itself: in front of a plain file server it is a hostile https mirror.
@@ -29,6 +30,16 @@ FAKE_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "testing-secret",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+def _shifted(name: str, value: str, by: int) -> tuple[str, str]:
+    """A Content-Range header said of the range ``by`` bytes further on (others as they are)."""
+    if not by or name.lower() != "content-range":
+        return name, value
+    unit, _, rest = value.partition(" ")
+    span, _, size = rest.partition("/")
+    first, _, last = span.partition("-")
+    return name, f"{unit} {int(first) + by}-{int(last) + by}/{size}"
 
 
 @contextmanager
@@ -63,6 +74,7 @@ class Faults:
     range_delta: int = 0  # ... with this many bytes fewer (< 0) or more (> 0) than asked
     redirect: bool = False  # answer object GETs with a 302 to the same path (its body: error_size)
     whole: bool = False  # forward object GETs without their Range: the whole object, a 200
+    shift_range: int = 0  # answer ranged GETs with a Content-Range this many bytes further on
     cut: int = 0  # close the connection, unanswered, on this many object PUTs and POSTs
     throttle: int = 0  # answer this many object requests with 429 first ...
     retry_after: int = 1  # ... saying Retry-After: this many seconds
@@ -160,8 +172,9 @@ class FaultProxy:
             announced = faults.announce
         elif req.command == "HEAD":  # the length of the body a GET would get
             announced = answer.getheader("Content-Length") or 0
+        shift = faults.shift_range if spoil and answer.status == 206 else 0
         kept = ("transfer-encoding", "connection", "server", "date", "content-length")
-        head = [(k, v) for k, v in answer.getheaders() if k.lower() not in kept]
+        head = [_shifted(k, v, shift) for k, v in answer.getheaders() if k.lower() not in kept]
         head.append(("Content-Length", str(announced)))
         self._head(req, answer.status, head, drip=faults.drip_headers if spoil else 0.0)
         if req.command == "HEAD":
