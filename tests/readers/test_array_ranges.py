@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,39 @@ def test_malformed_chunk_digests_are_refused_when_the_registry_is_read(
 
     with pytest.raises(InvalidRecordError, match=rf"arrays\.{field.removeprefix('arrays.')}"):
         make_registry(project, {"ref/x.npy": raw}).get("ref/x.npy")
+
+
+class _Unseekable(io.RawIOBase):
+    """A write-only stream zipfile cannot seek back in: it writes each member's sizes and CRC
+    after its data, in a data descriptor (the local header's sizes are zero)."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b: Any) -> int:
+        self.data += bytes(b)
+        return len(b)
+
+
+def test_npz_ranges_come_from_the_central_sizes_and_each_local_headers_own_lengths(
+    project: Path, store: Store
+) -> None:
+    """Data descriptors (sizes after the data) and zip64 extra fields (a longer local header)
+    move where a member's bytes start; the range is still exactly the array's bytes."""
+    stream = _Unseekable()
+    with zipfile.ZipFile(stream, "w", zipfile.ZIP_STORED) as zf:
+        for key, array in (("big", BIG), ("small", SMALL)):
+            with zf.open(f"{key}.npy", "w", force_zip64=key == "small") as f:
+                np.lib.format.write_array(f, array)
+    (project / "streamed.npz").write_bytes(bytes(stream.data))
+    data = _add(project, store, "streamed.npz", "ref/streamed.npz")
+    with zipfile.ZipFile(project / "streamed.npz") as zf:
+        assert all(info.flag_bits & 0x8 for info in zf.infolist())  # descriptors, as meant
+    arrays = _arrays(project, "ref/streamed.npz")
+    for key, array in (("big", BIG), ("small", SMALL)):
+        spec = arrays[key]
+        assert data[spec["offset"] : spec["offset"] + spec["length"]] == array.tobytes(), key
+    assert _verify(project, store, "ref/streamed.npz", full=True) is None

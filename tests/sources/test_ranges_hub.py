@@ -68,3 +68,24 @@ def test_a_hub_answering_for_another_commit_reads_no_range(
     with pytest.raises(SourceError, match=rf"ckpt/big: .*not the pinned {COMMIT}"):
         fixtures.tensor("ckpt/big", "small")
     assert not [m for m, _p, _h in hub.requests if m == "GET"]
+
+
+def test_npy_rows_come_by_the_range_of_their_chunks_of_the_hub_file(
+    hub: HubState,  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+) -> None:
+    from tests.sources.test_ranges_arrays import BIG, ROWS_PER_CHUNK, _file
+    from tests.sources.test_ranges_arrays import _project as array_project
+
+    data = _file("npy", {"big": BIG})
+    hub.add("org/tiny", "big.npy", data, lfs=True)
+    fixtures, _ = array_project(tmp_path, "npy", hub_src("big.npy"), {"big": BIG})
+    rows = (ROWS_PER_CHUNK + 3, ROWS_PER_CHUNK + 9)
+    np.testing.assert_array_equal(
+        fixtures.tensor("ref/big.npy", "big", rows=rows), BIG[rows[0] : rows[1]]
+    )
+    offset = int(fixtures.record("ref/big.npy").arrays["big"]["offset"])  # type: ignore[index]
+    chunk = offset + 4 * 1024 * 1024
+    ranges = [h.get("Range") or h.get("range") for m, _p, h in hub.requests if m == "GET"]
+    assert [r for r in ranges if r] == [f"bytes={chunk}-{chunk + 4 * 1024 * 1024 - 1}"]  # chunk 1
+    assert not fixtures.store.has(fixtures.record("ref/big.npy").object)
