@@ -229,7 +229,7 @@ class Fixtures:
                 fix=f"use path({name!r}) for its bytes",
             )
         if rows is not None and _is_npy(verified) and key == npy_name(verified):
-            return self._npy_rows(verified, key, rows)
+            return TensorFrom(self._npy_rows(verified, key, rows), None)
         if verified.media_type == SAFETENSORS_MEDIA_TYPE:
             tensors: Mapping[str, np.ndarray[Any, Any]] = self.tensors(name)
         else:
