@@ -223,3 +223,23 @@ def test_rows_read_by_ranges_equal_np_load_slicing(
         want = loaded[start:stop] if kind == "npy" else loaded["a"][start:stop]
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("short", r"sent \d+ bytes for a range of 8388608"),
+        ("wrong-range", r"Content-Range 'bytes \d+-\d+/\d+'"),
+        ("ignore-range", r"answered 200 to a range request.*not 206"),
+    ],
+)
+def test_a_careless_server_is_refused_for_npy_rows_as_for_a_tensor(
+    loopback: tuple[str, Server], tmp_path: Path, mode: str, said: str
+) -> None:
+    base, server = loopback
+    fixtures, data = _project(tmp_path, "npy", _url(base, "npy"), {"big": BIG})
+    server.body, server.mode = data, mode
+    rows = (ROWS_PER_CHUNK - 1, ROWS_PER_CHUNK + 1)  # two chunks: 8 MiB asked
+    with pytest.raises(IntegrityError, match=r"ref/big\.npy: .*" + said) as caught:
+        fixtures.tensor("ref/big.npy", "big", rows=rows)
+    assert caught.value.fix is not None and "fixture-store fetch ref/big.npy" in caught.value.fix
