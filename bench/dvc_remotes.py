@@ -473,7 +473,7 @@ def case_verify(s: Setup, families: Sequence[str]) -> None:
     s.b.spawn(verify, cwd=REPO, env=env)  # warm: the first run fills the verified-state cache
     race(s, f"warm verify, {len(paths):,} objects", sum(p.stat().st_size for p in paths), [
         Contender("fixture-store verify (warm)", lambda _i: s.b.external(verify, REPO, env)),
-        Contender("dvc status (warm)", dvc.timed("status", "-q"), target=10.0),
+        Contender("dvc status (warm)", dvc.timed("status", "-q"), target=8.0),
         # "Within 2.5x of the floor": the floor's time over fixture-store's is at least 0.4.
         Contender("floor: python -c, one os.stat each",
                   lambda _i: s.run([sys.executable, "-c", FLOOR, str(listing)]), target=0.4),

@@ -17,7 +17,8 @@ Then, each timed ``--repeat`` times (median, in this process, imports excluded):
   writes once it has loaded the registry), the registry files put back between runs;
 - ``verify``: a warm verify of every record as the command runs it (``snapshot.verify_project``:
   a cold one runs first, untimed, to fill the verified-state cache and save the snapshot);
-- ``verify$``: the same as a whole ``fixture-store verify --json`` process, start to exit;
+- ``verify$``: the same as a whole ``fixture-store verify`` process, start to exit (what a person
+  runs: a line per family); ``verify$j``: with ``--json``, whose output is every result;
 - ``parse+v``: the same warm verify without a snapshot: the registry parsed and validated, then
   ``verify_names`` against the verified-state cache, its Verifier opened inside the timing;
 - ``floor``: one ``os.lstat`` per object, the least any warm verify must do;
@@ -74,8 +75,8 @@ def test_case(artifact):
     pass
 """
 STEPS = (
-    *("parse", "load", "write1", "verify", "verify$", "parse+v", "floor", "fetch", "push"),
-    *("pull", "gc", "collect", "pytest", "collect2"),
+    *("parse", "load", "write1", "verify", "verify$", "verify$j", "parse+v", "floor"),
+    *("fetch", "push", "pull", "gc", "collect", "pytest", "collect2"),
 )
 # Each target: what it says, and whether a row of medians meets it.
 TARGETS: dict[str, tuple[str, Callable[[dict[str, float]], bool]]] = {
@@ -199,11 +200,11 @@ def _floor(paths: list[str]) -> None:
         lstat(path)
 
 
-def _verify_process(project: Path, store: Store) -> None:
-    """A whole ``fixture-store verify --json`` process in the project."""
+def _verify_process(project: Path, store: Store, *options: str) -> None:
+    """A whole ``fixture-store verify`` process in the project."""
     env = {**os.environ, "FIXTURE_STORE_DIR": str(store.root)}
     out = subprocess.run(
-        [sys.executable, "-m", "fixture_store.cli", "verify", "--json"],
+        [sys.executable, "-m", "fixture_store.cli", "verify", *options],
         cwd=project,
         env=env,
         capture_output=True,
@@ -271,6 +272,7 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
         "write1": timed_after(restore, _write_one(reg), repeat),
         "verify": timed(lambda: _snapshot_verify(store, project), repeat),
         "verify$": timed(lambda: _verify_process(project, store), repeat),
+        "verify$j": timed(lambda: _verify_process(project, store, "--json"), repeat),
         "parse+v": timed(lambda: _warm_verify(store, project), repeat),
         "floor": timed(lambda: _floor(paths), repeat),
         "fetch": timed(lambda: fetch_names(store, reg, names, offline=True), repeat),

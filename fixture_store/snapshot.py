@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import platformdirs
 
@@ -47,7 +47,7 @@ from fixture_store.objects.digests import Algorithm
 from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.objects.store import Store
 from fixture_store.registry.raw_files import DIRNAME, family_digests, family_of
-from fixture_store.verifying.results import Result, Status
+from fixture_store.verifying.results import Result, ResultColumns, Status
 
 # What only a full verify needs (parsing the registry, hashing, the verified-state cache) is
 # imported when one runs: a warm verify answered by its snapshot reads no record.
@@ -140,21 +140,28 @@ class Snapshot:
         if any(len(c) != len(names) for c in columns) or len(stats) != 4 * len(objects) // _HEX:
             raise ValueError("columns differ in length")
         others = {int(i): r for i, r in raw["others"].items()}
+        # Results are built when asked for, after this returns: what could fail then fails now.
+        plain = zip(raw["hexes"], raw["sizes"], strict=True)
+        missing = {i for i, (h, n) in enumerate(plain) if h is None or n is None}
+        if not all(isinstance(name, str) for name in names):
+            raise ValueError("a name is not text")
+        if missing != set(others) or any(
+            Result.from_json(r).name != names[i] for i, r in others.items()
+        ):
+            raise ValueError("the results that are not plain verified do not match the names")
         return cls(str(raw["key"]), names, *columns, others, objects, stats)
 
-    def results(self) -> list[Result]:
-        """Every result, in the order of the names (built without validating each digest
-        again: they are the registry's, pinned by the key)."""
-        out = []
-        verified, others = Result.cached_verified, self.others
-        for i, (name, kind, hexpart, size) in enumerate(
-            zip(self.names, self.kinds, self.hexes, self.sizes, strict=True)
-        ):
-            if hexpart is None or size is None:
-                out.append(Result.from_json(others[i]))
-            else:
-                out.append(verified(name, kind, hexpart, size))
-        return out
+    def results(self, rows: Sequence[int] | None = None) -> ResultColumns:
+        """Every result (or those at ``rows``), in the order of the names, each built when it is
+        asked for, without validating its digest again: they are the registry's, pinned by the
+        key."""
+        return _Results(self, range(len(self.names)) if rows is None else rows)
+
+    def result(self, i: int) -> Result:
+        hexpart, size = self.hexes[i], self.sizes[i]
+        if hexpart is None or size is None:
+            return Result.from_json(self.others[i])
+        return Result.cached_verified(self.names[i], self.kinds[i], hexpart, size)
 
     def holds(self, store: Store) -> bool:
         """Whether every object file is still the one that was proved: one lstat each, in one
@@ -182,6 +189,38 @@ class Snapshot:
                 ):
                     return False
         return True
+
+
+class _Results(ResultColumns):
+    """A snapshot's results at ``rows``: names and statuses straight from its columns."""
+
+    def __init__(self, snap: Snapshot, rows: Sequence[int]) -> None:
+        self.snap, self.rows = snap, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> Result: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Result]: ...
+    def __getitem__(self, i: int | slice) -> Result | list[Result]:
+        if isinstance(i, slice):
+            return [self.snap.result(row) for row in self.rows[i]]
+        return self.snap.result(self.rows[i])
+
+    def outcomes(self) -> tuple[Sequence[str], Sequence[Status]]:
+        names, others = self.snap.names, self.snap.others
+        if isinstance(self.rows, range) and self.rows == range(len(names)):
+            chosen = names
+        else:
+            chosen = [names[row] for row in self.rows]
+        statuses = [Status.VERIFIED] * len(self.rows)
+        if others:
+            for at, row in enumerate(self.rows):
+                if row in others:
+                    statuses[at] = Status(others[row]["status"])
+        return chosen, statuses
 
 
 class _Folders:
@@ -292,7 +331,7 @@ _DAMAGED = (ValueError, KeyError, TypeError, IndexError, AttributeError, Recursi
 
 def lookup(
     store: Store, project: Path, algorithm: Algorithm, families: Sequence[str] = ()
-) -> list[Result] | None:
+) -> Sequence[Result] | None:
     """The results of verifying every record (or every record of ``families``) if a snapshot
     still holds for the project as it is now; ``None`` if the full verify must run."""
     try:
@@ -302,16 +341,15 @@ def lookup(
         snap = Snapshot.from_json(raw)
         if snap.key != current_key(store, project, algorithm) or not snap.holds(store):
             return None
-        results = snap.results()
+        if not families:
+            return snap.results()
+        rows = [i for i, name in enumerate(snap.names) if family_of(name) in families]
+        # A family with no record is the full verify's error to report.
+        if {family_of(snap.names[i]) for i in rows} != set(families):
+            return None
+        return snap.results(rows)
     except _DAMAGED:
         return None  # a damaged snapshot costs one full verify
-    if not families:
-        return results
-    chosen = [r for r in results if family_of(r.name) in families]
-    # A family with no record is the full verify's error to report.
-    if {family_of(r.name) for r in chosen} != set(families):
-        return None
-    return chosen
 
 
 def remember(
@@ -382,7 +420,7 @@ def verify_project(  # noqa: PLR0913 - the verify command's options, each keywor
     workers: int | None = None,
     progress: Callable[[int], AbstractContextManager[Callable[[Result], None] | None]]
     | None = None,
-) -> list[Result]:
+) -> Sequence[Result]:
     """Verify a project's records as the verify command does: from a snapshot when one holds
     (never with ``full`` or explicit ``names``), else in full, ``load`` giving the registry and
     ``progress(total)`` the callback each result is passed to; a full verify of every record

@@ -35,7 +35,7 @@ class Loads:
 
 def verify(store: Store, project: Path, **options: object) -> tuple[list[Result], Loads]:
     load = Loads(project)
-    results = snapshot.verify_project(store, load, project, **options)  # type: ignore[arg-type]
+    results = list(snapshot.verify_project(store, load, project, **options))  # type: ignore[arg-type]
     return results, load
 
 
@@ -250,6 +250,10 @@ def _give_away(path: Path) -> None:
             lambda p: _edit(p, hexes=[None, None], others={"0": {"status": "?"}}),
             id="a-result-that-is-not-one",
         ),
+        # Results are built when asked for, after the lookup: a row with no result behind it,
+        # or a name that is not one, must fail the lookup, never the printing.
+        pytest.param(lambda p: _edit(p, hexes=[None, None], others={}), id="a-row-of-nothing"),
+        pytest.param(lambda p: _edit(p, names=[1, 2]), id="a-name-that-is-not-text"),
     ],
 )
 def test_a_snapshot_someone_else_could_have_written_or_a_damaged_one_is_ignored(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
+from collections.abc import Sequence
 
 import click
 
@@ -25,7 +26,7 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.objects.digests import Algorithm
-from fixture_store.verifying.results import Result, Status
+from fixture_store.verifying.results import Result, Status, outcomes
 
 ROWS_SHOWN = 50
 FAILURES_SHOWN = 20
@@ -84,8 +85,9 @@ def verify(
         workers=workers,
         progress=lambda total: progress(total, "verifying", enabled=not as_json),
     )
+    statuses = outcomes(results)[1]
     if as_json:
-        counts = Counter(str(r.status) for r in results)
+        counts = Counter(str(s) for s in statuses)
         print_json(
             {
                 "store": str(obj.store.root),
@@ -99,25 +101,29 @@ def verify(
     else:
         print_results(results, title=f"verify ({'full' if full else 'cached'})", verbose=verbose)
     report_failures(
-        (
-            Failure(r.status, r.name, r.message)
-            for r in results
-            if not r.ok and r.status is not Status.GAP
-        ),
+        (Failure(r.status, r.name, r.message) for r in not_fine(results, statuses)),
         limit=FAILURES_SHOWN,
     )
-    leave(exit_code(r.status for r in results))
+    leave(exit_code(set(statuses)))
+
+
+def not_fine(results: Sequence[Result], statuses: Sequence[Status]) -> list[Result]:
+    """The results that are neither verified nor a declared gap (only these are built, when the
+    results are a snapshot's columns)."""
+    fine = (Status.VERIFIED, Status.GAP)
+    return [results[i] for i, s in enumerate(statuses) if s not in fine]
 
 
 def print_results(
-    results: list[Result], *, title: str, verbose: bool = False, limit: int = ROWS_SHOWN
+    results: Sequence[Result], *, title: str, verbose: bool = False, limit: int = ROWS_SHOWN
 ) -> None:
     """A line per family, and a table of the first ``limit`` artifacts that are not fine (a
     declared gap is fine), or of every artifact with ``verbose``; then the counts. ``--json``
     has every result."""
-    counts = Counter(r.status for r in results)
-    not_fine = [r for r in results if not r.ok and r.status is not Status.GAP]
-    shown = results if verbose else not_fine[:limit]
+    names, statuses = outcomes(results)
+    counts = Counter(statuses)
+    bad = not_fine(results, statuses)
+    shown = results if verbose else bad[:limit]
     if shown:
         from rich.table import Table  # only a table needs it: 'verify --json' does not pay for it
 
@@ -128,14 +134,14 @@ def print_results(
         table.add_column("detail", overflow="fold")
         for r in shown:
             table.add_row(r.name, r.kind or "", styled(r.status), _detail(r))
-        if len(shown) < len(not_fine):
+        if len(shown) < len(bad):
             table.caption = (
-                f"… and {len(not_fine) - len(shown):,} more not verified (use --json for all)"
+                f"… and {len(bad) - len(shown):,} more not verified (use --json for all)"
             )
         _common.out.print(table)  # made on first use: a summary with no table never makes it
     _common.echo_lines(
         [
-            *family_lines(((r.name, r.status) for r in results), Status),
+            *family_lines(zip(names, statuses, strict=True), Status),
             f"{len(results)} artifacts: {counts_text((s, counts[s]) for s in Status) or 'none'}",
         ]
     )
