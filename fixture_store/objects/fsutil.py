@@ -7,7 +7,6 @@ import errno
 import functools
 import io
 import os
-import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -130,6 +129,8 @@ def remove_tree(path: Path) -> None:
                     os.chmod(folder, mode)
         with contextlib.suppress(OSError):
             os.unlink(p)
+
+    import shutil  # with bz2 and lzma: only a removal pays for it, never a warm verify
 
     shutil.rmtree(path, onerror=make_writable)
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from fixture_store.objects import anchored, digests, fsutil, statecache
+from fixture_store.objects import anchored, digests, fsutil
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.hashcopy import Stored, _intact_size, _make_read_only
 from fixture_store.objects.layout import COPY_PREFIX, SHARD_LEN
@@ -111,6 +111,8 @@ def _holds(store: PublishingStore, shard: anchored.Folder, name: str, stored: St
     run hashed and found to match, the warm verify's rule, one row read by its key) or else
     hashed here. An object is never trusted because it exists: a damaged one would stay,
     and the next verify would blame the record that was just written for it."""
+    from fixture_store.objects import statecache  # sqlite3: only a write pays for it
+
     if not _intact_size(shard, name, stored.digest):
         return False
     # A small object is hashed: cheaper than asking the cache (see PROVE_BY_CACHE_MIN).
