@@ -74,8 +74,8 @@ def remote_gc_cmd(
     Remove from the folder or S3 remote NAME the objects no record of this registry (and of
     each --keep-registry) references: objects under their own key, packs none of whose objects
     is referenced (and their indexes, replaced by one naming what survives), packs no index
-    names. A pack partly garbage is repacked below --repack-below, else kept whole. Dry run
-    unless --yes.
+    names, temp files of cut pushes. A pack partly garbage is repacked below --repack-below,
+    else kept whole. Dry run unless --yes.
 
     Refused when a registry has an invalid record or a pack index of the remote cannot be
     read, and for a Hub remote (its history keeps every file). Run it at a quiet moment with
@@ -95,7 +95,7 @@ def remote_gc_cmd(
     plan = remote_gc.plan(keys, keep, min_age=min_age, repack_below=repack_below, jobs=jobs)
     swept = None
     if yes:
-        total = len(plan.objects) + len(plan.fated(*remote_gc.GOES))
+        total = len(plan.objects) + len(plan.temps) + len(plan.fated(*remote_gc.GOES))
         with progress(total, "removing", enabled=not as_json) as advance:
             swept = remote_gc.execute(keys, plan, jobs=jobs, on_key=advance)
     _print(plan, swept, as_json=as_json)
@@ -121,6 +121,7 @@ def _print(plan: remote_gc.Plan, swept: remote_gc.Swept | None, *, as_json: bool
         size = sum(p.garbage_bytes if fate in _KEPT else p.pack.size for p in found)
         table.add_row(what, str(len(found)), f"{size:,}")
     table.add_row("pack indexes replaced", str(len(plan.replaced)), "")
+    table.add_row("temp files of cut pushes", str(len(plan.temps)), _bytes(plan.temps))
     out.print(table)
     young = plan.young_objects + len(plan.fated(remote_gc.Fate.YOUNG))
     if young:

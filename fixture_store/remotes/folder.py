@@ -94,9 +94,9 @@ class FolderRemote:
         with contextlib.ExitStack() as stack:
             try:
                 root = stack.enter_context(self._root(create=True))
-                temps = stack.enter_context(root.folder("tmp", create=True))
+                temps = stack.enter_context(root.folder(TEMPS, create=True))
                 shard = stack.enter_context(root.folder(*parts, create=True))
-                fd, tmp_name = temps.create_temp("push-")
+                fd, tmp_name = temps.create_temp(TEMP_PREFIX)
             except OSError as e:
                 raise self._error(e, f"cannot write in {self.root}") from e
             stack.callback(temps.unlink, tmp_name)
@@ -224,6 +224,9 @@ class FolderRemote:
         return RemoteError(f"remote {self.label}: {what}: {e.strerror or e}")
 
 
+# Where a push copies an object before it links it to its name (a cut push leaves the temp file
+# there: a remote's gc removes it).
+TEMPS, TEMP_PREFIX = "tmp", "push-"
 # Where the objects are, below the remote's folder (see ``object_key``).
 _SHARD_PARTS = ("objects", "sha256")
 

@@ -18,6 +18,7 @@ What the plan decides, from one listing of the remote:
   (its referenced objects copied, each checked against its digest, into a new pack written
   once and read back), else kept whole (the garbage bytes it keeps are reported);
 - a pack no index names (a push cut between its packs and its index): removed;
+- a push's temp file left in a folder remote's ``tmp/`` (a push killed mid-copy): removed;
 - anything written less than ``min_age`` seconds ago, and every pack an index that young
   names, is left: it may belong to a push in flight whose records gc has not seen.
 
@@ -54,6 +55,7 @@ from fixture_store.objects.digests import Digest
 from fixture_store.registry import Registry
 from fixture_store.remotes import packs
 from fixture_store.remotes.base import GuardedBody, Remote, RemoteError, Retry, object_key
+from fixture_store.remotes.folder import TEMP_PREFIX
 from fixture_store.remotes.keys import DELETE_BATCH, Entry, Keys, keys_of
 from fixture_store.remotes.packs import Slot
 
@@ -137,6 +139,7 @@ class Plan:
     referenced: int
     objects: tuple[tuple[str, int], ...]  # garbage under its own key: (key, size)
     young_objects: int
+    temps: tuple[tuple[str, int], ...]  # a cut push's temp files (a folder's tmp/push-*)
     packs: tuple[PackPlan, ...]  # every pack holding garbage, and every orphan
     replaced: Mapping[str, Mapping[str, Slot]]  # index hex -> its slots
     indexes: frozenset[str]  # every index read
@@ -149,7 +152,8 @@ class Plan:
         """Bytes the removals free (a repacked pack's referenced bytes are written again)."""
         gone = sum(p.pack.size for p in self.fated(*GOES))
         rewritten = sum(d.size for p in self.fated(Fate.REPACK) for d, _ in p.live)
-        return sum(size for _, size in self.objects) + gone - rewritten
+        loose = sum(size for _, size in (*self.objects, *self.temps))
+        return loose + gone - rewritten
 
     @property
     def kept_bytes(self) -> int:
@@ -162,6 +166,7 @@ class Plan:
             "referenced": self.referenced,
             "objects": [key for key, _ in self.objects],
             "young_objects": self.young_objects,
+            "temps": [key for key, _ in self.temps],
             "packs": [
                 {
                     "pack": p.pack.hex,
@@ -238,9 +243,24 @@ def plan(
         len(keep),
         objects,
         len(garbage) - len(objects),
+        _temps(keys, ages),
         tuple(fates),
         replaced,
         frozenset(slots),
+    )
+
+
+def _temps(keys: Keys, ages: Ages) -> tuple[tuple[str, int], ...]:
+    """The temp files of pushes (``tmp/push-*``: a folder remote's) written before ``ages``."""
+    if keys.temps is None:
+        return ()
+    listed = keys.stamped(keys.temps)
+    return tuple(
+        sorted(
+            (f"{keys.temps}/{n}", e.size)
+            for n, e in listed.items()
+            if n.startswith(TEMP_PREFIX) and ages.old(e)
+        )
     )
 
 
@@ -375,7 +395,7 @@ def execute(
     spared = _named_since(keys, set(the_plan.indexes) - set(the_plan.replaced), retry, jobs)
     swept.spared = sorted(gone & spared)
     doomed = [packs.pack_key(h) for h in sorted(gone - spared)]
-    doomed += [key for key, _ in the_plan.objects]
+    doomed += [key for key, _ in (*the_plan.objects, *the_plan.temps)]
     _remove(keys, doomed, swept, retry=retry, jobs=jobs, on_key=on_key)
     return swept
 

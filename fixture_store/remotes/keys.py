@@ -19,6 +19,7 @@ from typing import Any, BinaryIO, Protocol
 from fixture_store.errors import FixtureStoreError
 from fixture_store.objects.digests import Digest
 from fixture_store.remotes.base import OBJECTS_PREFIX, RangeRefused, Remote, RemoteError
+from fixture_store.remotes.folder import TEMPS
 from fixture_store.sources.ranges import range_problem
 from fixture_store.sources.transfer import DeadlineExceeded, current_deadline
 
@@ -40,6 +41,12 @@ class Keys(Protocol):
 
     @property
     def label(self) -> str: ...
+
+    @property
+    def temps(self) -> str | None:
+        """The folder where pushes write temp files before naming them (a folder remote's
+        ``tmp``; ``None``: the kind writes none)."""
+        ...
 
     def listing(self, folder: str) -> dict[str, int]:
         """The keys directly in ``folder`` (their last part) and their sizes."""
@@ -89,6 +96,8 @@ def keys_of(remote: Remote) -> Keys | None:
 
 
 class _FolderKeys:
+    temps = TEMPS
+
     def __init__(self, remote: Any) -> None:
         self.remote = remote
 
@@ -135,6 +144,8 @@ class _FolderKeys:
 
 
 class _S3Keys:
+    temps = None
+
     def __init__(self, remote: Any) -> None:
         self.remote = remote
 

@@ -5,7 +5,9 @@ and what cannot be read is never taken for garbage."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -396,3 +398,22 @@ def test_a_damaged_object_is_never_repacked_and_its_pack_is_kept_whole(
     assert victim.text in swept.failed[repack.key].message
     assert not swept.repacked and path.exists()
     assert victim.hex in _slots(keys)  # still named where it is: nothing was lost
+
+
+def test_the_temp_file_of_a_cut_push_goes_once_it_is_older_than_min_age(
+    tmp_path: Path, store: Store
+) -> None:
+    remote = FolderRemote("shared", tmp_path / "remote")
+    _, now = _pushed(tmp_path, store, remote)
+    keys = keys_of(remote)
+    assert keys is not None
+    temps = tmp_path / "remote" / "tmp"
+    for name in ("push-old", "push-young", "notes.txt"):
+        (temps / name).write_bytes(b"half an object")
+    old = time.time() - 7200
+    os.utime(temps / "push-old", (old, old))
+    os.utime(temps / "notes.txt", (old, old))
+    the_plan = remote_gc.plan(keys, remote_gc.referenced([now]), min_age=3600)
+    assert the_plan.temps == (("tmp/push-old", 14),)
+    remote_gc.execute(keys, the_plan, retry=FAST)
+    assert sorted(p.name for p in temps.iterdir()) == ["notes.txt", "push-young"]
