@@ -244,6 +244,13 @@ def _target(obj: Context, project: bool) -> Path:
 @click.option("--endpoint-url", help="The S3 endpoint of an S3-compatible server.")
 @click.option("--profile", help="The AWS profile whose credentials to use.")
 @click.option("--region", help="The S3 region.")
+@click.option(
+    "--pack-threshold",
+    type=click.IntRange(min=0),
+    metavar="BYTES",
+    help="Folder and S3 remotes: push packs objects smaller than this (default 1 MiB; 0: no "
+    "packs, each object under its own key, as an https mirror of the remote reads them).",
+)
 @click.option("--default", "default", is_flag=True, help="Make it the default remote.")
 @click.option(
     "--project",
@@ -259,6 +266,7 @@ def remote_add(
     endpoint_url: str | None,
     profile: str | None,
     region: str | None,
+    pack_threshold: int | None,
     default: bool,
     project: bool,
 ) -> None:
@@ -267,7 +275,13 @@ def remote_add(
     Declare the remote NAME at URL (s3://BUCKET/PREFIX, https://HOST/PREFIX,
     hf://datasets/ORG/NAME or hf://ORG/NAME for a Hub repo, optionally @BRANCH, or a folder)."""
     path = _target(obj, project)
-    raw = {"url": url, "endpoint_url": endpoint_url, "profile": profile, "region": region}
+    raw = {
+        "url": url,
+        "endpoint_url": endpoint_url,
+        "profile": profile,
+        "region": region,
+        "pack_threshold": pack_threshold,
+    }
     spec = config.RemoteSpec.from_json(
         name, {k: v for k, v in raw.items() if v is not None}, str(path)
     )
@@ -315,13 +329,22 @@ def remote_list(obj: Context, as_json: bool) -> None:
         )
         return
     table = Table(title="remotes")
-    for col in ("name", "kind", "url", "endpoint", "declared in"):
+    for col in ("name", "kind", "url", "endpoint", "packs", "declared in"):
         table.add_column(col, overflow="fold")
     for s in mirrors:
         mark = " (default)" if s.name == conf.default else ""
         shown = s.shown()
-        table.add_row(s.name + mark, s.kind, shown["url"], shown.get("endpoint_url", ""), s.origin)
+        row = (s.name + mark, s.kind, str(shown["url"]), str(shown.get("endpoint_url", "")))
+        table.add_row(*row, _packs(s), s.origin)
     out.print(table)
+
+
+def _packs(spec: config.RemoteSpec) -> str:
+    """What push packs on the remote: objects under which size, or none."""
+    if spec.kind not in ("folder", "s3"):
+        return ""
+    threshold = packs.packing_of(spec).threshold
+    return f"under {threshold:,} B" if threshold else "none"
 
 
 remote.add_command(remote_gc_cmd)

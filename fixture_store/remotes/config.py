@@ -121,6 +121,13 @@ class RemoteSpec:
                 fix=f"remove {', '.join(s3_only)} from {origin} (the Hub's own HF_ENDPOINT and "
                 "HF_TOKEN, or the stored login, apply)",
             )
+        if threshold is not None and url.startswith((HUB_SCHEME, "https://")):
+            raise UsageError(
+                f"{where}: pack_threshold is for folder and S3 remotes, which push writes packs "
+                "to; a Hub remote keeps each object as its own file and an https mirror is read "
+                "one object per key",
+                fix=f"remove pack_threshold from {origin}",
+            )
         return cls(
             check_name(name),
             url,
@@ -136,18 +143,19 @@ class RemoteSpec:
         """A remote named by its URL alone (``--remote s3://bucket/prefix``)."""
         return cls(url, check_url(url))
 
-    def shown(self) -> dict[str, str]:
+    def shown(self) -> dict[str, str | int]:
         """The settings as they may be printed: every URL through :func:`display.url`."""
         out = self.to_json()
         for key in ("url", "endpoint_url"):
-            if key in out:
-                out[key] = display.url(out[key])
+            value = out.get(key)
+            if isinstance(value, str):
+                out[key] = display.url(value)
         return out
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, str | int]:
         """The settings as they are written to a configuration file (never printed)."""
-        out = {"url": self.url}
-        for key in ("endpoint_url", "profile", "region"):
+        out: dict[str, str | int] = {"url": self.url}
+        for key in ("endpoint_url", "profile", "region", "pack_threshold"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
@@ -349,7 +357,7 @@ def add(path: Path, spec: RemoteSpec, *, project: bool, default: bool) -> None:
             fix=f"fixture-store remote remove {spec.name}{' --project' if project else ''} first",
         )
     lines = [f"[{prefix}remotes.{spec.name}]"]
-    lines += [f"{key} = {_string(value)}" for key, value in spec.to_json().items()]
+    lines += [f"{key} = {_value(value)}" for key, value in spec.to_json().items()]
     edited = text + ("\n" if text and not text.endswith("\n") else "")
     edited += ("\n" if edited else "") + "\n".join(lines) + "\n"
     if default:
@@ -487,6 +495,10 @@ def _text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
+
+
+def _value(value: str | int) -> str:
+    return str(value) if isinstance(value, int) else _string(value)
 
 
 def _string(value: str) -> str:

@@ -104,3 +104,33 @@ def test_push_and_remote_list_print_a_url_with_brackets_as_it_is(
     assert code == 0 and remote in out and "\\[" not in out
     code, out, _ = run("push", "--all")
     assert code == 0 and f"push shared ({remote})" in out and "\\[" not in out
+
+
+@pytest.mark.usefixtures("store")
+def test_remote_add_sets_the_pack_threshold_that_list_shows_and_push_follows(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")
+    add_file_and_case(project)
+    remote = tmp_path / "remote"
+    assert run("remote", "add", "plain", str(remote), "--pack-threshold", "0")[0] == 0
+    assert run("remote", "add", "packed", str(tmp_path / "packed"))[0] == 0
+    doc = json.loads(run("remote", "list", "--json")[1])
+    assert {r["name"]: r.get("pack_threshold") for r in doc["remotes"]} == {
+        "plain": 0,
+        "packed": None,
+    }
+    table = run("remote", "list")[1]
+    assert "none" in table and "under 1,048,576 B" in table
+    assert run("push", "--all", "--remote", "plain")[0] == 0
+    # No packs: every object under its own key, none in a pack or an index.
+    assert not any("pack" in p.name for p in remote.rglob("*"))
+    assert len([p for p in remote.rglob("*") if p.is_file()]) == 3
+
+
+@pytest.mark.usefixtures("project")
+@pytest.mark.parametrize("url", ["hf://datasets/org/data", "https://mirror.example/f"])
+def test_a_pack_threshold_on_a_remote_push_never_packs_is_refused(url: str) -> None:
+    code, _, err = run("remote", "add", "r", url, "--pack-threshold", "0")
+    assert code == 2 and "pack_threshold is for folder and S3 remotes" in err
+    assert json.loads(run("remote", "list", "--json")[1])["remotes"] == []
