@@ -121,6 +121,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     "own scratch folder (mkdtemp: 0700), no root of ours",
     ("remotes/packs.py", "_write_index"): "makes and removes the index in the push's own "
     "scratch folder (mkdtemp: 0700), no root of ours",
+    ("remotes/gc.py", "execute"): f"{_NOT_A_ROOT} makes remote gc's private scratch folder "
+    "(mkdtemp: 0700)",
+    ("remotes/gc.py", "_put_checked"): "makes an index in remote gc's own scratch folder "
+    "(mkdtemp: 0700), no root of ours",
+    ("remotes/gc.py", "_repack"): "makes, reads back and removes a new pack in remote gc's own "
+    "scratch folder (mkdtemp: 0700), no root of ours",
     ("remotes/hub.py", "HubRemote._commit"): "reads the store's objects the push names, handed "
     "to the Hub client as open files",
     ("sources/ranges.py", "_local"): f"{_NOT_A_ROOT} reads a tensor's range of the project's "
