@@ -23,7 +23,8 @@ from fixture_store.registry.documents import (
 )
 from fixture_store.registry.family import FamilyFile, Registry
 from fixture_store.registry.known_failures import parse as parse_known_failure
-from fixture_store.registry.parsed_cache import Cache, rebuild
+from fixture_store.registry.lazy_records import LazyRecords
+from fixture_store.registry.parsed_cache import Cache
 from fixture_store.registry.raw_files import (
     DIRNAME,
     project_root,
@@ -81,21 +82,21 @@ def _parsed(
     *,
     cache: Cache | None,
     shard: str | None = None,
-) -> tuple[Mapping[str, Any], dict[str, Record], dict[str, RegistryError]]:
+) -> tuple[Mapping[str, Any], Mapping[str, Record], dict[str, RegistryError]]:
     """A family file's (or a shard's) document, its valid records and the error of each invalid
-    one. Built from the text without checking it again when the cache holds that these very
-    bytes, in this place, parsed with every record valid; else parsed in full (and, if every
-    record was valid, the cache is told)."""
+    one. When the cache holds that these very bytes, in this place, parsed with every record
+    valid, the records are the text's JSON, each built without checking it again when it is
+    first used (:class:`.lazy_records.LazyRecords`); else parsed in full (and, if every record
+    was valid, the cache is told)."""
     shown, role = str(path), family if shard is None else f"{family}/{shard}"
     if cache is not None and cache.holds(role, digest):
         try:
             doc = json.loads(text)
-            raw = doc.get("records", {})
-            built = {n: rebuild(n, raw[n], shown, parse_record) for n in sorted(raw)}
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError, RegistryError):
+            lazy = LazyRecords.of_json(doc.get("records", {}), shown)
+        except (ValueError, TypeError, AttributeError, RecursionError):
             pass  # not what the entry said: parse in full
         else:
-            return doc, built, {}
+            return doc, lazy, {}
     doc = parse_document(text, shown, shard=family if shard is not None else None)
     if "shards" in doc:
         return doc, {}, {}
@@ -110,10 +111,10 @@ def _parsed(
 
 def _load_shards(
     head: Path, family: str, digests: dict[str, str], cache: Cache | None
-) -> tuple[dict[str, Record], dict[str, RegistryError], dict[str, Any]]:
+) -> tuple[Mapping[str, Record], dict[str, RegistryError], dict[str, Any]]:
     """The records of a sharded family, from every shard file (each file's digest is added to
     ``digests``)."""
-    records: dict[str, Record] = {}
+    parts: list[Mapping[str, Record]] = []
     invalid: dict[str, RegistryError] = {}
     stated: dict[str, Any] = {}
     for path in shards.shard_files(head):
@@ -130,10 +131,21 @@ def _load_shards(
             continue
         digest = digests[shards.relative(head, path)] = text_digest(text)
         doc, found, bad = _parsed(text, digest, path, family, cache=cache, shard=path.stem)
-        records.update(found)
+        parts.append(found)
         invalid.update(bad)
         stated.update({name: doc["records"][name] for name in bad})
-    return dict(sorted(records.items())), dict(sorted(invalid.items())), stated
+    return _combined(parts), dict(sorted(invalid.items())), stated
+
+
+def _combined(parts: list[Mapping[str, Record]]) -> Mapping[str, Record]:
+    """The records of every shard, sorted by name: built when first used if the cache vouched
+    for a shard (see :mod:`.lazy_records`), else a dict of the parsed records."""
+    if any(isinstance(part, LazyRecords) for part in parts):
+        return LazyRecords.combined(parts)
+    records: dict[str, Record] = {}
+    for part in parts:
+        records.update(part)
+    return dict(sorted(records.items()))
 
 
 def _check_leftover(

@@ -204,6 +204,9 @@ def write_family(
 def _check_unchanged(
     read: FamilyFile | None, now: FamilyFile | None, directory: Path, family: str
 ) -> None:
+    if read is now:  # the file holds the text ``read`` was parsed from (see Transaction.family)
+        return
+
     def state(f: FamilyFile | None) -> object:
         if f is None:
             return None

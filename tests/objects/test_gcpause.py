@@ -34,9 +34,12 @@ def _generation(obj: object) -> int | None:
 def test_what_a_load_makes_is_in_the_oldest_generation(project: Path) -> None:
     records = [local_record(f"fam/case_{i}", i) for i in range(20)]
     registry_mod.write_family(registry_mod.load(project), "fam", records)
-    reg = registry_mod.load(project)
-    record = reg.get("fam/case_7")
+    parsed = registry_mod.load(project, cached=False)  # every record parsed while loading
+    record = parsed.get("fam/case_7")
     assert gc.is_tracked(record) and _generation(record) == 2
+    registry_mod.load(project)  # the cache remembers the file
+    every = list(registry_mod.load(project).records())  # built in one pass, paused
+    assert every == list(parsed.records()) and _generation(every[7]) == 2
     assert gc.isenabled()
 
 
