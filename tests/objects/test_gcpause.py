@@ -17,6 +17,7 @@ from tests.support.records import local_record
 @pytest.fixture(autouse=True)
 def collector_on() -> Iterator[None]:
     was = gc.isenabled()
+    gc.unfreeze()  # a command run in this process before froze its heap as it left (cli.leave)
     gc.enable()
     try:
         yield
