@@ -321,7 +321,14 @@ def report_failures(failures: Iterable[Failure], *, limit: int | None = None) ->
 # JSON is escaped by json.dumps (every control and non-ASCII character as \uXXXX); what it
 # still needs is the redaction of a URL's credentials (a remote's error quoting its endpoint).
 def print_json(doc: Any, *, sort_keys: bool = False) -> None:
-    click.echo(display.redact(json.dumps(doc, indent=2, sort_keys=sort_keys)))
+    """``--json``'s document: indented for a person at a terminal, on one line for a program
+    reading a pipe or a file (as ``gh`` prints it): only then can json's C encoder write it,
+    five times faster, which at 10^5 results is seconds (``jq .`` indents it again)."""
+    if sys.stdout.isatty():
+        text = json.dumps(doc, indent=2, sort_keys=sort_keys)
+    else:
+        text = json.dumps(doc, separators=(",", ":"), sort_keys=sort_keys)
+    click.echo(display.redact(text))
 
 
 def write_json(path: Path, doc: Any, *, sort_keys: bool = False) -> None:

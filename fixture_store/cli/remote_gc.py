@@ -69,7 +69,7 @@ def remote_gc_cmd(
     jobs: int,
     as_json: bool,
 ) -> None:
-    """Remove from a remote what no record references.
+    """Remove what no record needs from a remote.
 
     Remove from the folder or S3 remote NAME the objects no record of this registry (and of
     each --keep-registry) references: objects under their own key, packs none of whose objects

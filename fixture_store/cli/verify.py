@@ -88,14 +88,18 @@ def verify(
     statuses = outcomes(results)[1]
     if as_json:
         counts = Counter(str(s) for s in statuses)
+        rows, hashed = [], 0
+        for r in results:  # each built once (a snapshot's are built as they are asked for)
+            rows.append(r.to_json())
+            hashed += r.hashed_bytes
         print_json(
             {
                 "store": str(obj.store.root),
                 "full": full,
                 "digest": algorithm,
-                "hashed_bytes": sum(r.hashed_bytes for r in results),
+                "hashed_bytes": hashed,
                 "counts": dict(sorted(counts.items())),
-                "results": [r.to_json() for r in results],
+                "results": rows,
             }
         )
     else:

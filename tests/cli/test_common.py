@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import pty
 import subprocess
 import sys
 from enum import StrEnum
+from pathlib import Path
 
 import click
 import pytest
@@ -25,7 +29,7 @@ from fixture_store.fetch import Outcome as FetchOutcome
 from fixture_store.parity.results import Outcome as CaseOutcome
 from fixture_store.regenerate import Verdict
 from fixture_store.verify import Status
-from tests.support.cli import run
+from tests.support.cli import add_file_and_case, run
 
 
 @pytest.mark.parametrize(
@@ -119,3 +123,31 @@ def test_leave_exits_with_the_code_the_heap_frozen_and_the_output_flushed() -> N
     done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True)
     assert done.returncode == 3
     assert done.stdout == "[table]frozen True\n" and done.stderr == "no newline"
+
+
+@pytest.mark.usefixtures("store")
+def test_json_is_indented_at_a_terminal_and_one_line_in_a_pipe(project: Path) -> None:
+    """``--json`` reads well where a person reads it and writes fast where a program does: the
+    same document, indented on a terminal, on one line through a pipe (as ``gh`` prints it)."""
+    add_file_and_case(project)
+    argv = [sys.executable, "-m", "fixture_store", "verify", "--json"]
+    assert run("verify")[0] == 0  # both runs below are then served alike, from the snapshot
+    piped = subprocess.run(argv, cwd=project, capture_output=True, text=True, check=False)
+    main, replica = pty.openpty()
+    with subprocess.Popen(argv, cwd=project, stdout=replica, stderr=subprocess.DEVNULL) as child:
+        os.close(replica)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the terminal closed with the child
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(main)
+    at_a_terminal = b"".join(chunks).decode().replace("\r\n", "\n")
+    assert piped.returncode == child.returncode == 0
+    assert json.loads(piped.stdout) == json.loads(at_a_terminal)
+    assert piped.stdout.count("\n") == 1
+    assert at_a_terminal.count("\n") > 10 and '\n  "results": [' in at_a_terminal
