@@ -23,6 +23,12 @@ otherwise) before the array is made, and nothing is written to the store: partia
 never an object, and the whole-object digest still governs every reader of the whole object.
 The tensor's dtype and shape are the record's (held to the object's header by verification when
 the record was made); the header is not fetched.
+
+The checks are this module's, one of each, whatever place the bytes come from: the answer is
+the range asked (:func:`range_problem`), exactly its length (:func:`counted`), every recorded
+digest (:func:`verified`). :mod:`fixture_store.remotes.ranges` asks the remotes first, as a fetch
+does, and reads a Hub remote's range by :func:`hub_range` and an https mirror's by
+:func:`http_range`, the sources' own.
 """
 
 from __future__ import annotations

@@ -315,3 +315,34 @@ def test_offline_no_remote_is_asked_for_a_range(
     with pytest.raises(FixtureStoreError, match=r"ckpt/big: local source"):
         _with(fixtures, _s3(proxy.url, bucket)).tensor("ckpt/big", "small")
     assert proxy.faults.seen == []  # offline: as in a fetch, no remote is tried
+
+
+def test_npy_rows_come_from_a_remote_by_the_chunks_that_cover_them_each_verified(
+    tmp_path: Path, proxy: FaultProxy, bucket: str, s3_endpoint: str
+) -> None:
+    from tests.sources.test_ranges_arrays import BIG, ROWS_PER_CHUNK
+    from tests.sources.test_ranges_arrays import _project as npy_project
+
+    fixtures, data = npy_project(
+        tmp_path, "npy", {"type": "local", "path": "big.npy"}, {"big": BIG}
+    )
+    (tmp_path / "p" / "big.npy").unlink()
+    record = fixtures.record("ref/big.npy")
+    pusher = Store.at(tmp_path / "pusher").ensure()
+    pusher.put_bytes(data)
+    the_plan = plan(fixtures.registry, ["ref/big.npy"])
+    assert all(
+        r.ok for r in push(pusher, fixtures.registry, _s3(s3_endpoint, bucket), the_plan).results
+    )
+    rows = (ROWS_PER_CHUNK - 5, ROWS_PER_CHUNK + 5)  # across a chunk boundary: two chunks
+    got = _with(fixtures, _s3(proxy.url, bucket)).tensor("ref/big.npy", "big", rows=rows)
+    np.testing.assert_array_equal(got, BIG[rows[0] : rows[1]])
+    (get,) = proxy.faults.seen
+    assert get[0] == "GET"
+    proxy.faults.seen.clear()
+    proxy.faults.flip = True  # the first byte of the first chunk read
+    with pytest.raises(
+        IntegrityError, match=r"ref/big.npy: tensor 'big' chunk 0 of 3: .*remote team"
+    ):
+        _with(fixtures, _s3(proxy.url, bucket)).tensor("ref/big.npy", "big", rows=(0, 10))
+    assert not fixtures.store.has(record.object)
