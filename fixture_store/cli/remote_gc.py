@@ -129,13 +129,14 @@ def _print(plan: remote_gc.Plan, swept: remote_gc.Swept | None, *, as_json: bool
     if swept is None:
         out.print(
             f"would free {plan.freed:,} bytes; {plan.kept_bytes:,} garbage bytes stay in packs "
-            "kept whole; rerun with --yes to delete",
+            "kept whole or too young; rerun with --yes to delete",
             markup=False,
         )
         return
     out.print(
         f"removed {len(swept.removed)} keys, repacked {len(swept.repacked)} pack(s), freed "
-        f"~{plan.freed:,} bytes; {plan.kept_bytes:,} garbage bytes stay in packs kept whole",
+        f"~{plan.freed:,} bytes; {plan.kept_bytes:,} garbage bytes stay in packs kept whole or "
+        "too young",
         markup=False,
     )
 
@@ -145,8 +146,9 @@ _FATES = (
     (remote_gc.Fate.REPACK, "packs repacked (garbage bytes)"),
     (remote_gc.Fate.KEEP, "packs kept whole (garbage bytes)"),
     (remote_gc.Fate.ORPHAN, "packs no index names (removed)"),
+    (remote_gc.Fate.YOUNG, "packs too young (garbage bytes)"),
 )
-_KEPT = frozenset({remote_gc.Fate.REPACK, remote_gc.Fate.KEEP})
+_KEPT = frozenset({remote_gc.Fate.REPACK, remote_gc.Fate.KEEP, remote_gc.Fate.YOUNG})
 
 
 def _bytes(items: tuple[tuple[str, int], ...]) -> str:

@@ -77,3 +77,21 @@ def test_remote_gc_refuses_a_hub_remote(project: Path) -> None:
     code, _, err = run("remote", "gc", "hf://datasets/org/x", "--yes")
     assert code == 2
     assert "history keeps every file" in err and "fix:" in err
+
+
+@pytest.mark.usefixtures("store")
+def test_the_table_counts_a_pack_too_young_to_touch_apart_from_one_kept_whole(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    add_file_and_case(project)
+    remote = tmp_path / "remote"
+    assert run("push", "--all", "--remote", str(remote))[0] == 0
+    _drop(project, "fam/case")
+    code, out, err = run("remote", "gc", str(remote))  # the pack was written a moment ago
+    assert code == 0, err
+    young = next(line for line in out.splitlines() if "packs too young" in line)
+    kept = next(line for line in out.splitlines() if "packs kept whole" in line)
+    assert "│ 1 " in young and "│ 0 " in kept
+    assert "stay in packs kept whole or too young" in out
+    assert "written too recently (--min-age)" in err
