@@ -83,6 +83,12 @@ def _with_selection(command: Callable[..., None], *, verb: str) -> Callable[...,
     is_flag=True,
     help="Hub remotes: write the commit into the pushed records as their pinned Hub source.",
 )
+@click.option(
+    "--create-repo",
+    is_flag=True,
+    help="Hub remotes: create the repo, private, if the Hub has none (an existing one is kept "
+    "as it is).",
+)
 @click.pass_obj
 @handle_errors
 def push(
@@ -94,6 +100,7 @@ def push(
     jobs: int,
     as_json: bool,
     pin: bool,
+    create_repo: bool,
 ) -> None:
     """Upload objects to a remote.
 
@@ -103,10 +110,11 @@ def push(
     skipped. To a Hub remote, the objects go in commits of at most 100 files, whose 40-hex ids
     are printed; --pin writes that commit into the pushed records (one object each, from a
     local or hub source) as their pinned Hub source, a registry change to review and commit,
-    and only if every object landed. Exit 0 if everything asked for is on the remote, 1 if
+    and only if every object landed; --create-repo creates a missing Hub repo, private (without
+    it a missing repo is an error). Exit 0 if everything asked for is on the remote, 1 if
     anything failed, 2 on usage or registry errors.
     """
-    _run("push", obj, names, all_, families, remote, jobs, as_json, pin=pin)
+    _run("push", obj, names, all_, families, remote, jobs, as_json, pin=pin, create=create_repo)
 
 
 @click.command()
@@ -144,16 +152,21 @@ def _run(
     as_json: bool,
     *,
     pin: bool = False,
+    create: bool = False,
 ) -> None:
     check_selection(verb, names, families, all_)
     registry = obj.registry()
     spec = config.load(registry.root).resolve(remote)
-    if pin and spec.kind != "hub":
-        raise UsageError(
-            f"--pin writes a Hub commit into records; the remote {spec.name!r} is not a Hub repo",
-            fix="push --pin --remote hf://datasets/ORG/NAME (or a configured Hub remote)",
-        )
+    for flag, what in ((pin, "--pin writes a Hub commit into records"), (create, _CREATES)):
+        if flag and spec.kind != "hub":
+            raise UsageError(
+                f"{what}; the remote {spec.name!r} is not a Hub repo",
+                fix=f"push {what.split()[0]} --remote hf://datasets/ORG/NAME (or a configured Hub "
+                "remote)",
+            )
     target = open_remote(spec, jobs=jobs, note=lambda line: err.print(line, markup=False))
+    if create:
+        _ensure_repo(target)
     the_plan = sync.plan(registry, registry.select(names, families))
     with progress(len(the_plan.objects), f"{verb}ing", enabled=not as_json) as advance:
         if verb == "push":
@@ -168,6 +181,16 @@ def _run(
     failures = (Failure(r.outcome, r.name, r.message, r.fix) for r in report.results if not r.ok)
     report_failures(failures, limit=20)
     sys.exit(exit_code((r.outcome for r in report.results), ok=sync.OK))
+
+
+_CREATES = "--create-repo creates a Hub repo"
+
+
+def _ensure_repo(target: Remote) -> None:
+    from fixture_store.remotes.hub import HubRemote
+
+    assert isinstance(target, HubRemote)  # --create-repo is refused for any other remote
+    target.ensure_repo()
 
 
 def _pin(

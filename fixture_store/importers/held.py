@@ -13,7 +13,6 @@ stored is that copy.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import os
 import shutil
 import tempfile
@@ -71,11 +70,3 @@ def included(path: str, globs: Iterable[str]) -> bool:
     across ``/``, as in ``--include 'pkg/data/*'``."""
     globs = tuple(globs)
     return not globs or any(fnmatch.fnmatchcase(path, g) for g in globs)
-
-
-def git_blob_id(size: int) -> hashlib._Hash:
-    """A SHA-1 primed with git's blob header: fed the ``size`` bytes, its hex is their git
-    blob id (the name the Hub and git give a file that is not in LFS)."""
-    h = hashlib.sha1(usedforsecurity=False)
-    h.update(b"blob %d\0" % size)
-    return h

@@ -237,21 +237,10 @@ def _check(
     if copied is None:
         return Unverified(rel, shown, f"its blob {blob} is not in blobs/ (a dangling link)")
     located = Located(copied, origin.source(rel))
-    blob_id, digest = _git_blob_id(copied)
+    blob_id, digest = digests.git_blob_id_of_file(copied)
     read = ManifestEntry(rel, (ExpectedDigest("sha256", digest.hex),), shown)
     if blob_id != blob:
         return Mismatch(
             read, f"the git blob id of the bytes is {blob_id}, the blob is named {blob}"
         )
     return Accepted(read, digest, located)
-
-
-def _git_blob_id(path: Path) -> tuple[str, digests.Digest]:
-    """The git blob id and the SHA-256 digest of the file, in one read."""
-    sha = digests.Hasher()
-    git = held.git_blob_id(path.stat().st_size)
-    with open(path, "rb") as f:
-        while chunk := f.read(digests.CHUNK):
-            sha.update(chunk)
-            git.update(chunk)
-    return git.hexdigest(), sha.digest()

@@ -314,6 +314,24 @@ def of_file_both(path: str | Path | int, *, read_ahead: bool = True) -> tuple[Di
     return Digest(sha.hexdigest(), size), str(b3.hexdigest())
 
 
+def git_blob_hasher(size: int) -> hashlib._Hash:
+    """A SHA-1 primed with git's blob header: fed the ``size`` bytes, its hex is their git blob
+    id (the name git and the Hub give a file that is not in LFS)."""
+    h = hashlib.sha1(usedforsecurity=False)
+    h.update(b"blob %d\0" % size)
+    return h
+
+
+def git_blob_id_of_file(path: str | Path, *, read_ahead: bool = True) -> tuple[str, Digest]:
+    """The git blob id and the SHA-256 digest of a file, in one read pass. The header names the
+    size the file has when it is opened; a file that grows or shrinks while it is read gets the
+    id of no bytes it held (its digest then names what was read)."""
+    sha = hashlib.sha256()
+    git = git_blob_hasher(os.stat(path).st_size)
+    size = _feed_file(path, sha.update, read_ahead, beside=git.update)
+    return git.hexdigest(), Digest(sha.hexdigest(), size)
+
+
 def of_chunks(chunks: Iterable[bytes]) -> Digest:
     h = Hasher()
     for chunk in chunks:

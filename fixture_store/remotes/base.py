@@ -89,11 +89,14 @@ class RemoteObject:
     """What a remote says it holds under an object's key: a claim, checked only against itself.
 
     ``sha256`` is the full object's digest hex where the remote keeps one (S3: the object's
-    SHA-256 checksum or its ``sha256`` metadata), else ``None``.
+    SHA-256 checksum or its ``sha256`` metadata), else ``None``; ``git_blob`` is the file's git
+    blob id where the remote names it by one (a Hub file that is not in LFS), else ``None``: it
+    is checked against the bytes the claim is about, by who holds them (the Hub's push).
     """
 
     size: int
     sha256: str | None = None
+    git_blob: str | None = None
 
     def holds(self, digest: Digest) -> bool:
         """Whether the claim is that of ``digest``: same size, and same SHA-256 if one is kept."""

@@ -9,8 +9,12 @@ every remote (DESIGN decision 9).
 
 A push stages the objects the repo lacks and lands them in commits made by ``huggingface_hub``'s
 own upload API (``HfApi.create_commit`` with ``CommitOperationAdd``: pre-upload, LFS batch and
-upload, commit), at most :data:`FILES_PER_COMMIT` objects each, then reads the repo back at the
-last commit: only objects it holds with their size and sha256 are claimed. The token is the
+upload, commit), at most :data:`FILES_PER_COMMIT` objects each (a push that needs more commits
+than the Hub takes in an hour says so before the first), then reads the repo back at the last
+commit: only objects it holds as pushed are claimed (an LFS file by its size and sha256, any
+other file by its git blob id, computed from the bytes pushed). ``push --create-repo`` creates a
+missing repo, private (:meth:`HubRemote.ensure_repo`); without it a missing repo is a usage
+error naming the fix. The token is the
 client's (``HF_TOKEN``, or the stored login); it is never printed or written, and every message
 passes through :func:`fixture_store.display.text` with the token itself blanked.
 """
@@ -29,7 +33,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from fixture_store import display
 from fixture_store._extras import require
-from fixture_store.errors import FixtureStoreError
+from fixture_store.errors import EXIT_USAGE, FixtureStoreError
+from fixture_store.objects import digests as digests_mod
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import HubRepo
 from fixture_store.remotes.base import (
@@ -61,10 +66,17 @@ _TOO_MANY_REQUESTS = 429
 _SERVER_ERROR = 500
 HUB_FIX = (
     "check HF_ENDPOINT, your token (HF_TOKEN or `hf auth login`) and that the repo exists "
-    "(create it on the Hub first)"
+    "(push --create-repo creates it)"
 )
 
 Note = Callable[[str], None]
+
+
+class MissingHubRepo(RemoteError):
+    """The Hub has no such repo (or the token cannot see it): the remote's URL or the setup is
+    wrong, not the transfer."""
+
+    exit_code = EXIT_USAGE
 
 
 @dataclass
@@ -75,12 +87,14 @@ class HubRemote:
     repo: HubRepo
     retry: Retry = field(default_factory=Retry)
     files_per_commit: int = FILES_PER_COMMIT
+    commits_per_hour: int = COMMITS_PER_HOUR
     note: Note = lambda _message: None
     policy: DownloadPolicy = field(default_factory=DownloadPolicy.from_env)
     sleep: Callable[[float], None] = time.sleep
     _at: str | None = None
     _held: dict[str, RemoteObject | None] = field(default_factory=dict)
     _staged: dict[str, tuple[Path, Digest]] = field(default_factory=dict)
+    _local: dict[str, Path] = field(default_factory=dict)  # each object the push offered
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -148,8 +162,7 @@ class HubRemote:
             for entry in entries:
                 digest = keys.get(getattr(entry, "path", ""))
                 if digest is not None and hasattr(entry, "size"):
-                    lfs = getattr(entry, "lfs", None)
-                    found[digest.hex] = RemoteObject(entry.size, lfs.sha256 if lfs else None)
+                    found[digest.hex] = _claim(entry)
         if revision == self._at:
             with self._lock:
                 self._held.update(found)
@@ -212,14 +225,36 @@ class HubRemote:
         return hub_range(ctx, span, f"remote {self.label}", file, commit)
 
     # -- pushing -------------------------------------------------------------------------------
-    def upload(self, path: Path, digest: Digest) -> bool:
-        """Stage the object for the push's commits; False (write-once) if the repo holds it."""
+    def _refuse_read_only(self) -> None:
         if not self.writable:
             raise ReadOnlyRemote(
                 f"the remote {self.label} names a commit: it is read at that commit, never "
                 "pushed to",
                 fix="push to the repo's branch (hf://.../ORG/NAME or @BRANCH)",
             )
+
+    def ensure_repo(self) -> bool:
+        """Create the repo if the Hub has none (``push --create-repo``), private: True if it
+        was created. A repo there already is left as it is, its visibility too."""
+        self._refuse_read_only()
+        try:
+            self.commit()
+        except MissingHubRepo:
+            pass
+        else:
+            return False
+        with self._calls("creating the repo"):
+            self._api().create_repo(
+                self.repo.repo_id, repo_type=self.repo.repo_type, private=True, exist_ok=True
+            )
+        self.note(f"remote {self.label}: created the {self.repo.repo_type} repo, private")
+        return True
+
+    def upload(self, path: Path, digest: Digest) -> bool:
+        """Stage the object for the push's commits; False (write-once) if the repo holds it."""
+        self._refuse_read_only()
+        with self._lock:
+            self._local[digest.hex] = path
         if self.stat(digest) is not None:
             return False
         if digest.size > FILE_SIZE:
@@ -237,6 +272,7 @@ class HubRemote:
         repo at the last commit holds every one of ``claimed`` (staged or found there): the
         others are errors, never claimed."""
         staged = [self._staged[d.hex] for d in claimed if d.hex in self._staged]
+        self._say_pace(len(staged))
         commits: list[str] = []
         errors: dict[str, FixtureStoreError] = {}
         for start in range(0, len(staged), self.files_per_commit):
@@ -252,6 +288,21 @@ class HubRemote:
         if commits and rest:  # read back what the commits hold: only that is claimed
             errors.update(self._check(rest, head))
         return Landed(tuple(commits), head, errors)
+
+    def _say_pace(self, files: int) -> None:
+        """Say, before the first commit, a push that needs more commits than the Hub takes in
+        an hour, and the hours it takes at least."""
+        commits = -(-files // self.files_per_commit)
+        if commits <= self.commits_per_hour:
+            return
+        hours = (commits - 1) // self.commits_per_hour
+        self.note(
+            f"remote {self.label}: {files:,} objects make {commits:,} commits of up to "
+            f"{self.files_per_commit} files; the Hub takes {self.commits_per_hour} commits an "
+            f"hour to a repo, so this push takes at least {hours} hour(s): each commit the Hub "
+            f"throttles (429) is waited out for up to {self.retry.total:g}s, then the push stops "
+            "with what landed claimed, and pushing again sends the rest"
+        )
 
     def _commit(self, batch: list[tuple[Path, Digest]], number: int, total: int) -> str:
         """One commit of ``batch``, retried on a 429 (after its Retry-After) or a 5xx."""
@@ -335,18 +386,20 @@ class HubRemote:
         )
 
     def _check(self, digests: list[Digest], head: str) -> dict[str, FixtureStoreError]:
-        """The objects the repo does not hold at ``head`` as pushed (size, LFS sha256)."""
+        """The objects the repo does not hold at ``head`` as pushed: an LFS file by its size and
+        sha256, any other file by its git blob id (that of the bytes this push offered)."""
         held = self._look(digests, head)
         errors: dict[str, FixtureStoreError] = {}
         for digest in digests:
             claim = held.get(digest.hex)
-            if claim is not None and claim.holds(digest):
+            if claim is not None and claim.holds(digest) and self._same_blob(claim, digest):
                 continue
             what = (
                 "nothing"
                 if claim is None
                 else f"{claim.size:,} bytes"
                 + (f" with sha256 {claim.sha256}" if claim.sha256 else "")
+                + (f" with git blob id {claim.git_blob}" if claim.sha256 is None else "")
             )
             errors[digest.hex] = RemoteError(
                 f"remote {self.label}: after commit {head}, the repo holds {what} under "
@@ -354,6 +407,15 @@ class HubRemote:
                 fix="delete that file from the repo on the Hub, then push again",
             )
         return errors
+
+    def _same_blob(self, claim: RemoteObject, digest: Digest) -> bool:
+        """Whether a file the Hub keeps outside LFS has the git blob id of the bytes this push
+        offered for ``digest`` (an object the push did not offer is taken by its size)."""
+        path = self._local.get(digest.hex)
+        if claim.sha256 is not None or path is None:
+            return True
+        blob, read = digests_mod.git_blob_id_of_file(path, read_ahead=False)
+        return read == digest and claim.git_blob == blob
 
     # -- the client ----------------------------------------------------------------------------
     def _api(self) -> Any:
@@ -381,12 +443,24 @@ class HubRemote:
         message = f"remote {self.label}: {doing}: {self._describe(e)}"
         if digest is not None and name == "EntryNotFoundError":
             return MissingRemoteObject(f"{self.label} does not hold {digest}")
+        if name == "RepositoryNotFoundError":
+            return self._missing_repo()
         status = _status(e)
         if (status is not None and (status >= _SERVER_ERROR or status == _TOO_MANY_REQUESTS)) or (
             isinstance(e, httpx.TransportError)
         ):
             return TransientRemoteError(message, fix=HUB_FIX)
         return RemoteError(message, fix=HUB_FIX)
+
+    def _missing_repo(self) -> MissingHubRepo:
+        repo = self.repo
+        return MissingHubRepo(
+            f"remote {self.label}: the Hub has no {repo.repo_type} repo {repo.repo_id!r} (or "
+            "your token cannot see it)",
+            fix=f"push with --create-repo to create it (private), or create it with `hf repos "
+            f"create {repo.repo_id} --repo-type {repo.repo_type} --private`; if it exists, check "
+            "your token (HF_TOKEN or `hf auth login`) and HF_ENDPOINT",
+        )
 
     def _describe(self, e: BaseException) -> str:
         """The client's error, its first line, without the token and with URLs redacted."""
@@ -397,6 +471,16 @@ class HubRemote:
                 continue
             texts.append(f"{type(part).__name__}: {lines[0]}" if lines else type(part).__name__)
         return display.text(_blank_token("; ".join(texts)))
+
+
+def _claim(entry: Any) -> RemoteObject:
+    """What a paths-info entry says the repo holds: an LFS file's size and sha256, any other
+    file's size and git blob id."""
+    lfs = getattr(entry, "lfs", None)
+    if lfs is not None:
+        return RemoteObject(entry.size, lfs.sha256)
+    blob = getattr(entry, "blob_id", None)
+    return RemoteObject(entry.size, None, blob if isinstance(blob, str) else None)
 
 
 class _DropXetFallback(logging.Filter):

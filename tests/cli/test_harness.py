@@ -491,19 +491,23 @@ def test_a_command_over_a_broken_remote_configuration_fails_clearly(
 HUB_COMMANDS = {
     "push": ("push", "--all", "--remote", "hub"),
     "push-pin": ("push", "--all", "--pin", "--remote", "hub"),
+    "push-create": ("push", "--all", "--create-repo", "--remote", "hub"),
     "pull": ("pull", "--all", "--remote", "hub"),
     "fetch": ("fetch", "--all", "--remote", "hub"),
 }
 
 
-@pytest.mark.parametrize("hub", ["unreachable", "no-such-repo", "garbage", "failing"])
+@pytest.mark.parametrize(
+    "hub", ["unreachable", "no-such-branch", "no-such-repo", "garbage", "failing"]
+)
 @pytest.mark.parametrize("command", sorted(HUB_COMMANDS))
 def test_the_hub_remote_fails_clearly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, hub: str
 ) -> None:
-    """push, push --pin, pull and fetch through a Hub remote whose Hub is down, lacks the repo,
-    answers what is not JSON, or fails every request: no traceback, the remote named with a
-    fix, the token never printed, and no record changed."""
+    """push, push --pin, push --create-repo, pull and fetch through a Hub remote whose Hub is
+    down, lacks the branch or the repo, answers what is not JSON, or fails every request: no
+    traceback, the remote named with a fix, the token never printed, and no record changed. A
+    missing repo is a usage error (2) but to --create-repo, which creates it."""
     from tests.support.hubserver import hub_server
 
     case = object_missing(_base(tmp_path))  # so that pull and fetch ask the Hub for it
@@ -515,7 +519,8 @@ def test_the_hub_remote_fails_clearly(
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     family = (case.project / "provenance" / "fam.json").read_bytes()
     with hub_server("0" * 40) as (endpoint, state):
-        state.branches.clear() if hub == "no-such-repo" else None
+        state.branches.clear() if hub == "no-such-branch" else None
+        state.missing = {("dataset", "org/x")} if hub == "no-such-repo" else set()
         state.garbage = hub == "garbage"
         state.failing = hub == "failing"
         url = "http://127.0.0.1:9" if hub == "unreachable" else endpoint
@@ -524,7 +529,8 @@ def test_the_hub_remote_fails_clearly(
     names = ("hf://datasets/org/x",)
     _check(Case(case.project, case.store, names), HUB_COMMANDS[command][0], code, output)
     if command != "fetch":  # fetch goes on to the pinned sources (here: local files)
-        assert code == 1, output
+        missing_repo = hub == "no-such-repo" and command in ("push", "push-pin")
+        assert code == (2 if missing_repo else 1), output
     assert (case.project / "provenance" / "fam.json").read_bytes() == family
 
 

@@ -133,8 +133,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     "source file, opened O_NOFOLLOW",
     ("importers/held.py", "_temp"): "makes a file O_EXCL in the import's own private scratch "
     "folder (mkstemp)",
-    ("importers/hfcache.py", "_git_blob_id"): "hashes the scratch copy held.copy_in made from "
-    "the cache's blob without following a link",
     ("snapshot.py", "_Folders.fd"): "opens shard folders O_NOFOLLOW | O_DIRECTORY",
     ("snapshot.py", "_read"): f"{_NOT_A_ROOT} the user's private snapshot cache, O_NOFOLLOW",
     ("snapshot.py", "_write"): f"{_NOT_A_ROOT} the user's private snapshot cache",

@@ -341,3 +341,98 @@ def test_fetch_takes_a_hub_remote_as_its_mirror(
     code, stdout, stderr = run("fetch", "fam/w")
     assert code == 0, stdout + stderr
     assert run("verify", "fam/w")[0] == 0
+
+
+# -- the read-back of regular files, creating the repo, pacing ----------------------------------
+@pytest.mark.usefixtures("store")
+def test_a_regular_file_the_hub_commits_changed_is_not_claimed_or_pinned(
+    project: Path, hub: tuple[HubState, FaultProxy]
+) -> None:
+    """The Hub keeps fam/a (small text) outside LFS and commits it with a byte changed, its size
+    kept: its git blob id is not that of the bytes pushed, so it is neither claimed nor pinned."""
+    state, _ = hub
+    _project(project)
+    state.rewrite_regular = True
+    code, stdout, stderr = run("push", "fam/w", "fam/a", "--pin", "--remote", REPO)
+    assert code == 1, stdout + stderr
+    (commit,) = state.commits
+    a = registry_mod.load(project).get("fam/a").object
+    held = state.snapshots[commit][("dataset", "org/fixtures", object_key(a))]
+    assert not held.lfs and len(held.content) == a.size  # same size, other bytes
+    assert "fam/a" in stderr and "with git blob id" in stderr and commit in stderr, stderr
+    assert "Traceback" not in stderr
+    assert "pinned 0 record(s)" in stdout
+    assert registry_mod.load(project).get("fam/a").source.type == "local"
+
+
+@pytest.mark.usefixtures("store")
+def test_a_missing_repo_is_a_usage_error_naming_create_repo(
+    project: Path, hub: tuple[HubState, FaultProxy]
+) -> None:
+    state, _ = hub
+    _project(project)
+    state.missing.add(("dataset", "org/fixtures"))
+    code, stdout, stderr = run("push", "--all", "--remote", REPO)
+    assert code == 2, stdout + stderr
+    assert "the Hub has no dataset repo 'org/fixtures'" in stderr, stderr
+    assert "--create-repo" in stderr
+    assert "hf repos create org/fixtures --repo-type dataset --private" in stderr
+    assert "Traceback" not in stderr and TOKEN not in stdout + stderr
+    assert state.commits == [] and state.created == []
+
+
+@pytest.mark.usefixtures("store")
+def test_create_repo_creates_a_missing_repo_private_and_keeps_an_existing_one(
+    project: Path, hub: tuple[HubState, FaultProxy]
+) -> None:
+    state, _ = hub
+    _project(project)
+    state.missing.add(("dataset", "org/fixtures"))
+    code, stdout, stderr = run("push", "--all", "--create-repo", "--remote", REPO)
+    assert code == 0, stdout + stderr
+    assert state.created == [("dataset", "org/fixtures", "private")]
+    assert "created the dataset repo, private" in stderr
+    (commit,) = state.commits
+    assert f"committed {commit}" in stdout
+    state.requests.clear()
+    code, stdout, stderr = run("push", "--all", "--create-repo", "--remote", REPO)
+    assert code == 0, stdout + stderr
+    assert not any(p == "/api/repos/create" for _, p, _ in state.requests)
+    assert len(state.created) == 1 and "created" not in stderr
+
+
+@pytest.mark.usefixtures("store")
+def test_create_repo_is_refused_for_a_remote_that_is_not_the_hub(
+    project: Path, tmp_path: Path
+) -> None:
+    _project(project)
+    code, _, stderr = run("push", "--all", "--create-repo", "--remote", str(tmp_path / "f"))
+    assert code == 2
+    assert "--create-repo creates a Hub repo" in stderr and "not a Hub repo" in stderr
+    assert "Traceback" not in stderr
+    assert not (tmp_path / "f").exists()
+
+
+def test_a_push_needing_more_commits_than_an_hour_takes_says_so_before_the_first(
+    project: Path, store: Store, hub: tuple[HubState, FaultProxy]
+) -> None:
+    state, _ = hub
+    registry = _project(project)
+    said: list[tuple[int, str]] = []
+
+    def remote(per_hour: int) -> HubRemote:
+        note = lambda line: said.append((len(state.commits), line))  # noqa: E731
+        return _remote(files_per_commit=1, commits_per_hour=per_hour, note=note)
+
+    push(store, registry, remote(1), plan(registry, ["fam/w"]))  # one commit: fits the hour
+    assert len(state.commits) == 1 and said == []
+    report = push(store, registry, remote(2), plan(registry, registry.names()))
+    assert len(report.commits) == 3 and {r.outcome for r in report.results} <= {
+        Outcome.PUSHED,
+        Outcome.PRESENT,
+    }
+    ((before, line),) = said
+    assert before == 1  # said before the push's first commit
+    assert "3 objects make 3 commits of up to 1 files" in line
+    assert "the Hub takes 2 commits an hour to a repo" in line
+    assert "at least 1 hour(s)" in line and "pushing again sends the rest" in line

@@ -76,6 +76,9 @@ class HubState:
     check_uploads: bool = True
     garbage: bool = False  # the API answers what is not JSON
     failing: bool = False  # the API answers every request 503
+    rewrite_regular: bool = False  # a commit keeps each non-LFS file with its first byte changed
+    missing: set[tuple[str, str]] = field(default_factory=set)  # repos (type, id) not on the Hub
+    created: list[tuple[str, str, str | None]] = field(default_factory=list)  # and visibility
 
     def __post_init__(self) -> None:
         self.snapshots[self.commit] = self.files

@@ -14,7 +14,12 @@ the real ``huggingface_hub`` client (its ``HfApi.create_commit``, ``repo_info`` 
   (else 422, when ``check_uploads``);
 - ``POST /api/{type}s/{repo}/commit/{rev}``: an NDJSON body (a header, then ``file`` with base64
   content or ``lfsFile`` naming an uploaded oid) makes a new commit of the branch: the previous
-  commit's files plus these, readable at once through the download routes.
+  commit's files plus these, readable at once through the download routes (``rewrite_regular``:
+  a Hub that commits each ``file`` with its first byte changed, the size kept);
+- ``POST /api/repos/create``: the JSON's ``organization``/``name`` and ``type`` make a repo the
+  server lacked (one of ``state.missing``; every API route of a missing repo answers 404
+  ``RepoNotFound``, as the Hub does), recorded with its ``visibility`` in ``state.created``;
+  409 for a repo there already.
 
 The handed-out URLs start with ``state.public_base`` (the fault proxy's URL when one stands in
 front), so every upload goes through whatever the client's endpoint is.
@@ -73,12 +78,33 @@ def handle(req: BaseHTTPRequestHandler, state: HubState) -> bool:
     if req.command == "POST" and m is not None:
         _batch(req, state)
         return True
+    if req.command == "POST" and path == "/api/repos/create":
+        _create(req, state)
+        return True
     m = _API.fullmatch(path)
     if m is None:
         return False
-    if not _broken(req, state):
+    if (_TYPES[m.group(1)], m.group(2)) in state.missing:
+        _error(req, 404, "RepoNotFound", f"Repository Not Found: {m.group(2)}")
+    elif not _broken(req, state):
         _api(req, state, m)
     return True
+
+
+def _create(req: BaseHTTPRequestHandler, state: HubState) -> None:
+    asked = json.loads(read_body(req))
+    repo_id = (
+        f"{asked['organization']}/{asked['name']}" if asked.get("organization") else asked["name"]
+    )
+    repo = (asked.get("type") or "model", repo_id)
+    if repo not in state.missing:
+        return _error(req, 409, "Conflict", "You already created this repo")
+    with state.lock:
+        state.missing.discard(repo)
+        state.created.append((*repo, asked.get("visibility")))
+    prefix = "" if repo[0] == "model" else f"{repo[0]}s/"
+    send_json(req, 200, {"url": f"{state.public_base}/{prefix}{repo_id}", "name": repo_id})
+    return None
 
 
 def _broken(req: BaseHTTPRequestHandler, state: HubState) -> bool:
@@ -222,6 +248,8 @@ def _commit(
         value = line["value"]
         if line["key"] == "file":
             content = base64.b64decode(value["content"])
+            if state.rewrite_regular and content:
+                content = bytes([content[0] ^ 1]) + content[1:]
             added[(*repo, value["path"])] = HubFile(content, lfs=False)
         elif line["key"] == "lfsFile":
             blob = state.blobs.get(value["oid"])
