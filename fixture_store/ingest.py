@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fixture_store import limits
 from fixture_store import registry as registry_mod
@@ -45,6 +45,9 @@ from fixture_store.registry import (
     parse_kind,
 )
 from fixture_store.registry.records import ANNOTATION_KEYS
+
+if TYPE_CHECKING:
+    from fixture_store.readers.range_tap import RangeDigests as Pending
 
 MEDIA_TYPES = {
     ".npy": "application/x-npy",
@@ -75,13 +78,18 @@ def array_name(source: Source, path: Path) -> str:
 
 def describe_file(
     path: Path, name: str, kind: Kind, source: Source, profile: limits.Limits
-) -> content.Described:
-    """The content manifest of a file about to be added; an UnsafeContentError naming ``name``
-    (nothing stored, nothing recorded) when the readers refuse it."""
+) -> tuple[content.Described, Pending]:
+    """The content manifest of a file about to be added, its range digests pending (hashed as it
+    is stored); an UnsafeContentError naming ``name`` (nothing stored) if the readers refuse it."""
+    from fixture_store.readers.range_tap import RangeDigests  # numpy: only for a file added
+
+    pending = RangeDigests(name)
     try:
-        return content.describe(
-            path, kind=kind, array_name=array_name(source, path), profile=profile, artifact=name
+        named = array_name(source, path)
+        found = content.describe(
+            path, kind=kind, array_name=named, profile=profile, artifact=name, pending=pending
         )
+        return found, pending
     except UnsafeContentError as e:
         reason = e.about(name)
         raise UnsafeContentError(
@@ -154,8 +162,8 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
 def _confirm_content(store: Store, record: Record, path: Path, *, stated: bool = False) -> None:
     """The stored bytes pass the content check the record will be verified by (and the pass
     is remembered); a manifest ``stated`` by the caller that the bytes do not hold, or a file
-    changed while it was added, is refused."""
-    failure = content.check(store, record, full=True)
+    changed while it was added, is refused (range digests not stated were hashed as stored)."""
+    failure = content.check(store, record, full=True, digests_read=not stated)
     if failure is not None and stated:
         raise UsageError(
             f"{path}: the arrays manifest given for {record.name} is not what its bytes hold: "
@@ -478,6 +486,7 @@ class _File:
     source: Source
     kind: Kind
     described: content.Described
+    pending: Pending  # the digests of its array ranges, taken as the store hashes it
 
 
 def _prepare_all(
@@ -487,7 +496,8 @@ def _prepare_all(
     every file described first, then all stored in one batch."""
     staged = [_prepare(store, registry, r, link=link) for r in registrations]
     files = [s for s in staged if isinstance(s, _File)]
-    stored = iter(store.write_files([f.path for f in files], link=link) if files else [])
+    taps = [f.pending.update if f.pending else None for f in files]
+    stored = iter(store.write_files([f.path for f in files], link=link, taps=taps) if files else [])
     return [_prepare_file(store, s, next(stored)) if isinstance(s, _File) else s for s in staged]
 
 
@@ -512,7 +522,7 @@ def _prepare(
         raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
     kind = parse_kind(reg.kind, reg.where)
     profile = limits.profile(reg.annotations.profile)
-    return _File(reg, p, source, kind, describe_file(p, reg.name, kind, source, profile))
+    return _File(reg, p, source, kind, *describe_file(p, reg.name, kind, source, profile))
 
 
 def _prepare_gap(reg: Registration) -> Record:
@@ -565,6 +575,8 @@ def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, co
     """The record of a described file whose bytes are ``stored``: refused if they are not the
     bytes the caller checked, or not what the record says of them."""
     reg, p, described = file.reg, file.path, file.described
+    if file.pending and described.arrays is not None:  # digests of the bytes as stored
+        described = dataclasses.replace(described, arrays=file.pending.fill(described.arrays))
     if reg.digest is not None and stored.digest != reg.digest:
         raise IntegrityError(
             f"{p} changed while it was registered: it now has {stored.digest}, it was checked "

@@ -152,6 +152,9 @@ def of_bytes(data: bytes | bytearray | memoryview) -> Digest:
     return Digest(hashlib.sha256(data).hexdigest(), len(data))
 
 
+# Given every chunk of the bytes a store write hashes, in order (see :func:`of_file_both`).
+Tap = Callable[[memoryview], object]
+
 _buffers = threading.local()
 
 
@@ -305,12 +308,21 @@ def blake3_of_bytes(data: bytes | bytearray | memoryview) -> str:
     return str(_blake3.blake3(data).hexdigest())
 
 
-def of_file_both(path: str | Path | int, *, read_ahead: bool = True) -> tuple[Digest, str]:
+def of_file_both(
+    path: str | Path | int, *, read_ahead: bool = True, tap: Tap | None = None
+) -> tuple[Digest, str]:
     """SHA-256 (identity) and BLAKE3 of a file, in one read pass; with read-ahead the BLAKE3
-    runs on the reading thread, beside the SHA-256."""
+    runs on the reading thread, beside the SHA-256. ``tap`` is given every chunk too, in order,
+    on the BLAKE3's thread (the digests of a file's array ranges: no read of their own)."""
     sha = hashlib.sha256()
     b3 = _blake3.blake3()
-    size = _feed_file(path, sha.update, read_ahead, beside=b3.update)
+
+    def beside(chunk: memoryview) -> None:
+        b3.update(chunk)
+        if tap is not None:
+            tap(chunk)
+
+    size = _feed_file(path, sha.update, read_ahead, beside=b3.update if tap is None else beside)
     return Digest(sha.hexdigest(), size), str(b3.hexdigest())
 
 

@@ -35,8 +35,11 @@ def _check(stored: Stored, expected: Digest | None, what: str) -> None:
         )
 
 
-def _copy_hashing(source: BinaryIO, out: BinaryIO, limit: int | None) -> Stored:
-    """Read ``source`` (at most ``limit`` bytes), hashing SHA-256 and BLAKE3 while writing."""
+def _copy_hashing(
+    source: BinaryIO, out: BinaryIO, limit: int | None, tap: digests.Tap | None = None
+) -> Stored:
+    """Read ``source`` (at most ``limit`` bytes), hashing SHA-256 and BLAKE3 while writing;
+    ``tap`` is given each chunk written too."""
     hasher = digests.Hasher(with_blake3=True)
     view = digests.read_buffer()
     while True:
@@ -48,30 +51,35 @@ def _copy_hashing(source: BinaryIO, out: BinaryIO, limit: int | None) -> Stored:
             break
         chunk = view[:n]
         hasher.update(chunk)
+        if tap is not None:
+            tap(chunk)
         out.write(chunk)
     b3 = hasher.blake3_hex()
     assert b3 is not None
     return Stored(hasher.digest(), b3)
 
 
-def _hash_copy(tmp: Path, sync_fd: int | None, size: int) -> Stored:
+def _hash_copy(tmp: Path, sync_fd: int | None, size: int, tap: digests.Tap | None = None) -> Stored:
     """Hash the bytes a kernel copy or a link put in ``tmp`` (the bytes that will be published,
     not the source, which could change meanwhile); SHA-256 and BLAKE3 run on two threads, and
     the fsync of ``sync_fd`` on a third, since all three wait on different things. A file of
-    ``size`` under one chunk is read whole and hashed from memory."""
+    ``size`` under one chunk is read whole and hashed from memory. This is the one read of the
+    published bytes: ``tap`` is given every chunk of it, in order (range digests ride on it)."""
     data = digests.read_small(tmp) if size < digests.CHUNK else None
     if data is not None:
         if sync_fd is not None:
             os.fsync(sync_fd)
+        if tap is not None:
+            tap(memoryview(data))
         return Stored(digests.of_bytes(data), digests.blake3_of_bytes(data))
     if sync_fd is None:
-        digest, b3 = digests.of_file_both(tmp)
+        digest, b3 = digests.of_file_both(tmp, tap=tap)
         return Stored(digest, b3)
     from concurrent.futures import ThreadPoolExecutor  # only when pooling: start-up
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         synced = pool.submit(os.fsync, sync_fd)
-        digest, b3 = digests.of_file_both(tmp)
+        digest, b3 = digests.of_file_both(tmp, tap=tap)
         synced.result()
     return Stored(digest, b3)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from fixture_store.objects import fsutil
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import Digest, Tap
 from fixture_store.objects.hashcopy import Stored, _open_source, io_error
 
 
@@ -29,6 +29,7 @@ class StagingStore(Protocol):
         *,
         sync: bool = True,
         folder: Path | None = None,
+        tap: Tap | None = None,
     ) -> tuple[Path, Stored]: ...
 
     def _link_temp(
@@ -38,6 +39,7 @@ class StagingStore(Protocol):
         *,
         sync: bool,
         folder: Path | None = None,
+        tap: Tap | None = None,
     ) -> tuple[Path, Stored] | None: ...
 
     def _commit_many(
@@ -84,25 +86,36 @@ class Staging:
         self._pending: set[Path] = set()
         self._lock = threading.Lock()
 
-    def stream(self, source: BinaryIO, expected: Digest | None = None) -> Staged:
+    def stream(
+        self, source: BinaryIO, expected: Digest | None = None, *, tap: Tap | None = None
+    ) -> Staged:
         """Stage a stream (see :meth:`Store.write_stream`: read at most ``expected.size + 1``
-        bytes, :class:`IntegrityError` and nothing staged unless they match)."""
+        bytes, :class:`IntegrityError` and nothing staged unless they match); ``tap`` sees the
+        bytes as they are hashed."""
         try:
-            tmp, stored = self.store._write_temp(source, expected, sync=False, folder=self._folder)
+            tmp, stored = self.store._write_temp(
+                source, expected, sync=False, folder=self._folder, tap=tap
+            )
         except OSError as e:  # the temp file could not even be created
             raise io_error(e, self.store.root) from e
         return self._keep(tmp, stored)
 
     def file(
-        self, path: str | os.PathLike[str], expected: Digest | None = None, *, link: bool = False
+        self,
+        path: str | os.PathLike[str],
+        expected: Digest | None = None,
+        *,
+        link: bool = False,
+        tap: Tap | None = None,
     ) -> Staged:
-        """Stage a file (see :meth:`Store.write_file`), hard-linked where ``link`` allows."""
+        """Stage a file (see :meth:`Store.write_file`), hard-linked where ``link`` allows;
+        ``tap`` sees its bytes as they are hashed."""
         if link:
-            linked = self.store._link_temp(path, expected, sync=False, folder=self._folder)
+            linked = self.store._link_temp(path, expected, sync=False, folder=self._folder, tap=tap)
             if linked is not None:
                 return self._keep(*linked)
         with _open_source(path) as f:
-            return self.stream(f, expected)
+            return self.stream(f, expected, tap=tap)
 
     def publish(self, staged: Sequence[Staged]) -> None:
         """Make these staged files durable, then visible. Their temp files are gone afterwards,

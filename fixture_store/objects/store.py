@@ -53,7 +53,7 @@ from typing import BinaryIO
 
 from fixture_store.errors import StoreError
 from fixture_store.objects import anchored, fsutil, publishing, writer_lock
-from fixture_store.objects.digests import HEX_LEN, Digest
+from fixture_store.objects.digests import HEX_LEN, Digest, Tap
 from fixture_store.objects.hashcopy import (
     Stored,
     _check,
@@ -302,9 +302,10 @@ class Store:
         *,
         sync: bool = True,
         folder: Path | None = None,
+        tap: Tap | None = None,
     ) -> tuple[Path, Stored]:
         """Copy into a temp file in ``folder`` (default: :meth:`temp_folder`) and check the
-        digest; nothing is visible yet.
+        digest; nothing is visible yet. ``tap`` sees every byte hashed, once (see _hash_copy).
 
         With ``sync`` the temp file is fsynced here; without, the caller settles a whole batch
         (see :class:`fsutil.SyncBatch`) before anything is renamed into place.
@@ -317,9 +318,9 @@ class Store:
             limit = None if expected is None else expected.size + 1
             with os.fdopen(fd, "wb", buffering=0) as out:
                 if fsutil.kernel_copy(source, out.fileno(), limit, KERNEL_COPY_MIN):
-                    stored = _hash_copy(tmp, out.fileno() if sync else None, KERNEL_COPY_MIN)
+                    stored = _hash_copy(tmp, out.fileno() if sync else None, KERNEL_COPY_MIN, tap)
                 else:
-                    stored = _copy_hashing(source, out, limit)
+                    stored = _copy_hashing(source, out, limit, tap)
                     if sync:
                         os.fsync(out.fileno())
                 os.fchmod(out.fileno(), READ_ONLY)  # read-only before it is published
@@ -368,6 +369,7 @@ class Store:
         *,
         sync: bool,
         folder: Path | None = None,
+        tap: Tap | None = None,
     ) -> tuple[Path, Stored] | None:
         """Hard-link a file of ours into ``tmp/`` and hash it there; ``None`` when it cannot be
         linked (another filesystem, a file owned by someone else, no hard links), so the caller
@@ -400,24 +402,29 @@ class Store:
         with self._removed_on_error(tmp):
             fd = os.open(tmp, os.O_RDONLY)
             try:
-                stored = _hash_copy(tmp, fd if sync else None, st.st_size)
+                stored = _hash_copy(tmp, fd if sync else None, st.st_size, tap)
             finally:
                 os.close(fd)
             _check(stored, expected, f"the bytes of {os.fspath(path)}")
         return tmp, stored
 
     def write_files(
-        self, paths: Sequence[str | os.PathLike[str]], *, link: bool = False
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        *,
+        link: bool = False,
+        taps: Sequence[Tap | None] = (),
     ) -> list[Stored]:
         """Put many files, in the order given. The same guarantees as :meth:`write_file`, cheaper:
         one :meth:`staging` batch (see :class:`Staging`). The copies run one after another:
         parallel creates in one folder contend for its lock (measured slower with 2 and 4
         threads than with one), and a large file is already hashed on two threads. With
         ``link`` each file is hard-linked where it can be (see :meth:`_link_temp`) and copied
-        where it cannot.
+        where it cannot. ``taps[i]``, where given, sees the bytes of ``paths[i]`` as hashed.
         """
         with self.staging() as staging:
-            written = [staging.file(path, link=link) for path in paths]
+            tapped = itertools.zip_longest(paths, taps[: len(paths)])
+            written = [staging.file(path, link=link, tap=tap) for path, tap in tapped]
             staging.publish(written)
         return [staged.stored for staged in written]
 

@@ -28,7 +28,7 @@ from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import Limits
 from fixture_store.readers.npy import NpyHeader, read_header
 from fixture_store.readers.pinned import PinnedFile, pin
-from fixture_store.readers.tensor_ranges import MIN_BYTES, check_recorded, range_entry
+from fixture_store.readers.tensor_ranges import MIN_BYTES, Pending, check_recorded, range_entry
 
 _ZIP_LOCAL_LEN = 30
 _NPY_PREFIX = 12  # magic, version and the longest header-length field
@@ -85,24 +85,37 @@ def ranged(
     file: PinnedFile,
     *,
     chunked: bool,
+    pending: Pending | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``manifest`` with each array's range and digests added where ``found`` gives a range, for
-    a file of at least :data:`MIN_BYTES`; ``manifest`` as it is otherwise."""
+    a file of at least :data:`MIN_BYTES`; ``manifest`` as it is otherwise. The digests are left
+    to ``pending`` when given (taken in the read that stores the file, see :mod:`.range_tap`)."""
     out = {name: dict(spec) for name, spec in manifest.items()}
     if file.size < MIN_BYTES:
         return out
     for name, where in found.items():
         if where is not None and name in out:
-            out[name].update(range_entry(file, *where, chunked=chunked))
+            out[name].update(
+                range_entry(file, *where, chunked=chunked)
+                if pending is None
+                else pending.add(name, *where, chunked=chunked)
+            )
     return out
 
 
-def describe_npy(path: str | os.PathLike[str], header: NpyHeader, name: str, label: str) -> Any:
+def describe_npy(
+    path: str | os.PathLike[str],
+    header: NpyHeader,
+    name: str,
+    label: str,
+    pending: Pending | None = None,
+) -> Any:
     """The manifest of an NPY whose header is ``header``: its one array, with chunk digests for
-    a file of at least :data:`MIN_BYTES` in C order."""
+    a file of at least :data:`MIN_BYTES` in C order (left to ``pending``, see :func:`ranged`)."""
     spec = {"dtype": str(header.dtype), "shape": [int(d) for d in header.shape]}
     with pin(path, label) as pinned:
-        return ranged({name: spec}, {name: npy_range(header)}, pinned, chunked=True)
+        found = {name: npy_range(header)}
+        return ranged({name: spec}, found, pinned, chunked=True, pending=pending)
 
 
 def describe_npz(
@@ -110,14 +123,15 @@ def describe_npz(
     manifest: Mapping[str, Mapping[str, Any]],
     limits: Limits,
     label: str,
+    pending: Pending | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The manifest of a checked NPZ, with each stored member's range and sha256 for a file of
-    at least :data:`MIN_BYTES`."""
+    at least :data:`MIN_BYTES` (left to ``pending``, see :func:`ranged`)."""
     with pin(path, label) as pinned:
         if pinned.size < MIN_BYTES:
             return {name: dict(spec) for name, spec in manifest.items()}
         found = npz_ranges(pin(path, label), limits, label)
-        return ranged(manifest, found, pinned, chunked=False)
+        return ranged(manifest, found, pinned, chunked=False, pending=pending)
 
 
 def check_npy_ranges(

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fixture_store import limits
 from fixture_store.errors import FixtureStoreError, MissingObjectError, UnsafeContentError
@@ -40,6 +40,9 @@ from fixture_store.registry import (
     Record,
 )
 from fixture_store.registry.frozen import thaw
+
+if TYPE_CHECKING:
+    from fixture_store.readers.range_tap import RangeDigests
 
 _ARCHIVE_FORMATS = ("zip", "tar", "tar.lz4", "tar.zst")
 # The leading bytes each media type's format begins with: an NPZ is a zip.
@@ -104,9 +107,16 @@ def _marker(store: Store, record: Record, profile: limits.Limits | None = None) 
 
 
 def check(
-    store: Store, record: Record, *, full: bool = False, tighten: Mapping[str, int] | None = None
+    store: Store,
+    record: Record,
+    *,
+    full: bool = False,
+    tighten: Mapping[str, int] | None = None,
+    digests_read: bool = False,
 ) -> UnsafeContentError | None:
-    """None if the record's (already digest-verified) object passes its content rules."""
+    """None if the record's (already digest-verified) object passes its content rules.
+    ``digests_read``: the record's range digests were taken from this object's bytes in the
+    read that stored them (:mod:`.range_tap`), so ``full`` does not read the ranges again."""
     profile = profile_for(record, tighten)  # a loosening is the caller's error: UsageError
     if record.content is None:
         if record.digest is None or record.is_tree:
@@ -117,7 +127,7 @@ def check(
     if not full and statecache.has_marker(marker, store.root):
         return None
     try:
-        _check(store, record, profile, full=full)
+        _check(store, record, profile, full=full and not digests_read)
     except UnsafeContentError as e:
         return e
     except FixtureStoreError as e:
@@ -274,6 +284,7 @@ def describe(
     array_name: str,
     profile: limits.Limits = limits.DEFAULT,
     artifact: str | None = None,
+    pending: RangeDigests | None = None,
 ) -> Described:
     """The media type and content manifest of the file at ``path``, by its leading bytes, after
     reading it under ``profile`` as verification will: an archive's members from a checked scan,
@@ -283,6 +294,10 @@ def describe(
 
     A hostile archive, a pickle or an object array raises its reader's UnsafeContentError
     (the rule named); so does a file of kind ``archive`` or ``array`` that is neither.
+
+    With ``pending`` the digests of the array ranges are not read here: the manifest gets the
+    ranges, ``pending`` the wish for their digests, and the caller hands it to the store's read
+    of the bytes (:mod:`fixture_store.readers.range_tap`) and fills them in from it.
     """
     from fixture_store.readers import archives, safetensors
     from fixture_store.readers import npy as arrays
@@ -298,18 +313,20 @@ def describe(
         with pin(p, label) as pinned:
             header = safetensors.parse_header(pinned.file, pinned.size, profile, label)
             return Described(
-                FORMAT_MEDIA_TYPES["safetensors"], arrays=ranged_manifest(header, pinned)
+                FORMAT_MEDIA_TYPES["safetensors"], arrays=ranged_manifest(header, pinned, pending)
             )
     if fmt == "npy" and kind is not Kind.ARCHIVE:
         npy = arrays.check_npy(p, profile, artifact=label)
-        return Described(FORMAT_MEDIA_TYPES["npy"], arrays=describe_npy(p, npy, array_name, label))
+        manifest = describe_npy(p, npy, array_name, label, pending)
+        return Described(FORMAT_MEDIA_TYPES["npy"], arrays=manifest)
     if fmt in _ARCHIVE_FORMATS:
         members = archives.scan(p, profile, artifact=label, fmt=fmt)  # type: ignore[arg-type]
         if fmt == "zip" and kind is not Kind.ARCHIVE and (kind is Kind.ARRAY or _is_npz(members)):
             read = arrays.read_npz(p, profile, artifact=label)
             manifest = {n: _spec(a) for n, a in read.items()}
             return Described(
-                FORMAT_MEDIA_TYPES["npz"], arrays=describe_npz(p, manifest, profile, label)
+                FORMAT_MEDIA_TYPES["npz"],
+                arrays=describe_npz(p, manifest, profile, label, pending),
             )
         if kind is not Kind.ARRAY:
             return Described(FORMAT_MEDIA_TYPES[fmt], members=members)

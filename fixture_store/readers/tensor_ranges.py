@@ -29,7 +29,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from fixture_store.errors import UnsafeArrayError, UsageError
 from fixture_store.readers.pinned import SLICE, PinnedFile
@@ -42,6 +42,13 @@ MIN_BYTES = 1024 * 1024
 CHUNK_BYTES = 4 * 1024 * 1024
 RANGE_KEYS = ("offset", "length", "sha256")
 _FIX = "re-record the reference (fixture-store add FILE --name NAME --replace) from its source"
+
+
+class Pending(Protocol):
+    """Where the digests of ranges are left to be taken later, in the read that stores the
+    bytes (:class:`fixture_store.readers.range_tap.RangeDigests`)."""
+
+    def add(self, name: str, offset: int, length: int, *, chunked: bool) -> dict[str, Any]: ...
 
 
 def tensor_digest(file: PinnedFile, offset: int, length: int) -> str:
@@ -75,14 +82,21 @@ def range_entry(file: PinnedFile, offset: int, length: int, *, chunked: bool) ->
     return {**entry, "chunk": CHUNK_BYTES, "chunks": [tensor_digest(file, *s) for s in spans]}
 
 
-def ranged_manifest(header: Header, file: PinnedFile) -> dict[str, dict[str, Any]]:
+def ranged_manifest(
+    header: Header, file: PinnedFile, pending: Pending | None = None
+) -> dict[str, dict[str, Any]]:
     """The ``arrays`` manifest of a checked safetensors file: name -> dtype, shape, and, for a
-    file of at least :data:`MIN_BYTES`, the tensor's offset, length and sha256."""
+    file of at least :data:`MIN_BYTES`, the tensor's offset, length and sha256 (left to
+    ``pending`` when given: taken in the read that stores the file, see :mod:`.range_tap`)."""
     manifest = header.manifest()
     if file.size < MIN_BYTES:
         return manifest
     for name, (offset, length) in _header_ranges(header).items():
-        manifest[name].update(range_entry(file, offset, length, chunked=False))
+        manifest[name].update(
+            range_entry(file, offset, length, chunked=False)
+            if pending is None
+            else pending.add(name, offset, length, chunked=False)
+        )
     return manifest
 
 
@@ -232,6 +246,7 @@ __all__ = [
     "CHUNK_BYTES",
     "MIN_BYTES",
     "RANGE_KEYS",
+    "Pending",
     "Plan",
     "check_ranges",
     "check_recorded",
