@@ -74,8 +74,9 @@ def remote_gc_cmd(
     Remove from the folder or S3 remote NAME the objects no record of this registry (and of
     each --keep-registry) references: objects under their own key, packs none of whose objects
     is referenced (and their indexes, replaced by one naming what survives), packs no index
-    names, temp files of cut pushes. A pack partly garbage is repacked below --repack-below,
-    else kept whole. Dry run unless --yes.
+    names, temp files of cut pushes, and on S3 the multipart uploads cut pushes left open
+    (aborted). A pack partly garbage is repacked below --repack-below, else kept whole. Dry
+    run unless --yes; --min-age spares what is younger (a push in flight).
 
     Refused when a registry has an invalid record or a pack index of the remote cannot be
     read, and for a Hub remote (its history keeps every file). Run it at a quiet moment with
@@ -96,6 +97,7 @@ def remote_gc_cmd(
     swept = None
     if yes:
         total = len(plan.objects) + len(plan.temps) + len(plan.fated(*remote_gc.GOES))
+        total += len(plan.uploads)
         with progress(total, "removing", enabled=not as_json) as advance:
             swept = remote_gc.execute(keys, plan, jobs=jobs, on_key=advance)
     _print(plan, swept, as_json=as_json)
@@ -122,8 +124,10 @@ def _print(plan: remote_gc.Plan, swept: remote_gc.Swept | None, *, as_json: bool
         table.add_row(what, str(len(found)), f"{size:,}")
     table.add_row("pack indexes replaced", str(len(plan.replaced)), "")
     table.add_row("temp files of cut pushes", str(len(plan.temps)), _bytes(plan.temps))
+    parts = sum(u.size or 0 for u in plan.uploads)
+    table.add_row("uploads cut pushes left (aborted)", str(len(plan.uploads)), f"{parts:,}")
     out.print(table)
-    young = plan.young_objects + len(plan.fated(remote_gc.Fate.YOUNG))
+    young = plan.young_objects + len(plan.fated(remote_gc.Fate.YOUNG)) + plan.young_uploads
     if young:
         err.print(f"left {young} item(s) written too recently (--min-age)", markup=False)
     if swept is None:
@@ -134,9 +138,9 @@ def _print(plan: remote_gc.Plan, swept: remote_gc.Swept | None, *, as_json: bool
         )
         return
     out.print(
-        f"removed {len(swept.removed)} keys, repacked {len(swept.repacked)} pack(s), freed "
-        f"~{plan.freed:,} bytes; {plan.kept_bytes:,} garbage bytes stay in packs kept whole or "
-        "too young",
+        f"removed {len(swept.removed)} keys, aborted {len(swept.aborted)} upload(s), repacked "
+        f"{len(swept.repacked)} pack(s), freed ~{plan.freed:,} bytes; {plan.kept_bytes:,} "
+        "garbage bytes stay in packs kept whole or too young",
         markup=False,
     )
 

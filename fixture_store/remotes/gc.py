@@ -19,6 +19,8 @@ What the plan decides, from one listing of the remote:
   once and read back), else kept whole (the garbage bytes it keeps are reported);
 - a pack no index names (a push cut between its packs and its index): removed;
 - a push's temp file left in a folder remote's ``tmp/`` (a push killed mid-copy): removed;
+- a multipart upload a cut push left open on S3 (:mod:`~fixture_store.remotes.uploads`):
+  aborted;
 - anything written less than ``min_age`` seconds ago, and every pack an index that young
   names, is left: it may belong to a push in flight whose records gc has not seen.
 
@@ -53,11 +55,12 @@ from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import Registry
-from fixture_store.remotes import packs
+from fixture_store.remotes import gc_uploads, packs
 from fixture_store.remotes.base import GuardedBody, Remote, RemoteError, Retry, object_key
 from fixture_store.remotes.folder import TEMP_PREFIX
 from fixture_store.remotes.keys import DELETE_BATCH, Entry, Keys, keys_of
 from fixture_store.remotes.packs import Slot
+from fixture_store.remotes.uploads import Upload
 
 # Left alone: written less than an hour ago (a push in flight from a checkout whose records gc
 # has not seen writes its packs, then its index, within that).
@@ -143,6 +146,8 @@ class Plan:
     packs: tuple[PackPlan, ...]  # every pack holding garbage, and every orphan
     replaced: Mapping[str, Mapping[str, Slot]]  # index hex -> its slots
     indexes: frozenset[str]  # every index read
+    uploads: tuple[Upload, ...] = ()  # multipart uploads cut pushes left open (S3), to abort
+    young_uploads: int = 0
 
     def fated(self, *fates: Fate) -> list[PackPlan]:
         return [p for p in self.packs if p.fate in fates]
@@ -153,7 +158,7 @@ class Plan:
         gone = sum(p.pack.size for p in self.fated(*GOES))
         rewritten = sum(d.size for p in self.fated(Fate.REPACK) for d, _ in p.live)
         loose = sum(size for _, size in (*self.objects, *self.temps))
-        return loose + gone - rewritten
+        return loose + gone - rewritten + sum(u.size or 0 for u in self.uploads)
 
     @property
     def kept_bytes(self) -> int:
@@ -179,6 +184,11 @@ class Plan:
                 for p in self.packs
             ],
             "indexes_replaced": sorted(self.replaced),
+            "uploads": [
+                {"key": u.key, "upload_id": u.upload_id, "initiated": u.written, "bytes": u.size}
+                for u in self.uploads
+            ],
+            "young_uploads": self.young_uploads,
             "bytes_freed": self.freed,
             "bytes_kept": self.kept_bytes,
         }
@@ -189,7 +199,7 @@ class Ages:
     now: float
     min_age: float
 
-    def old(self, entry: Entry) -> bool:
+    def old(self, entry: Entry | Upload) -> bool:
         return self.now - entry.written >= self.min_age
 
 
@@ -238,6 +248,7 @@ def plan(
     replaced = {
         h: table for h, table in slots.items() if any(s.pack.hex in going for s in table.values())
     }
+    uploads, young_uploads = gc_uploads.stale(keys, ages.old, retry, jobs)
     return Plan(
         keys.label,
         len(keep),
@@ -247,6 +258,8 @@ def plan(
         tuple(fates),
         replaced,
         frozenset(slots),
+        uploads,
+        young_uploads,
     )
 
 
@@ -343,6 +356,7 @@ class Swept:
     failed: dict[str, FixtureStoreError] = field(default_factory=dict)
     repacked: dict[str, str] = field(default_factory=dict)  # old pack hex -> new pack hex
     spared: list[str] = field(default_factory=list)  # packs a newer index names
+    aborted: list[str] = field(default_factory=list)  # multipart uploads
     index: str | None = None  # the index written
 
     @property
@@ -354,6 +368,7 @@ class Swept:
             "removed": self.removed,
             "repacked": self.repacked,
             "spared": self.spared,
+            "aborted": self.aborted,
             "index_written": self.index,
             "failed": [
                 {"key": k, "message": e.message, "fix": e.fix} for k, e in self.failed.items()
@@ -397,6 +412,10 @@ def execute(
     doomed = [packs.pack_key(h) for h in sorted(gone - spared)]
     doomed += [key for key, _ in (*the_plan.objects, *the_plan.temps)]
     _remove(keys, doomed, swept, retry=retry, jobs=jobs, on_key=on_key)
+    swept.aborted, failed = gc_uploads.abort_all(
+        keys, the_plan.uploads, retry=retry, jobs=jobs, on_key=on_key
+    )
+    swept.failed.update(failed)
     return swept
 
 

@@ -6,7 +6,8 @@ of a remote that objects do not: a listing of a folder of keys (which pack index
 objects the remote holds one per key), a write-once upload under a given key, and a read of a
 byte range of a key. :func:`keys_of` gives them for the kinds that have them (a folder, S3); an
 https mirror has no listing, so it is read one object per key, as before. A remote's gc
-(``remotes.gc``) needs two more: a listing that says when each key was written, and a delete.
+(``remotes.gc``) needs two more: a listing that says when each key was written, and a delete;
+and of S3, the multipart uploads a cut push left open (``remotes.uploads``).
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from typing import Any, BinaryIO, Protocol
 
 from fixture_store.errors import FixtureStoreError
 from fixture_store.objects.digests import Digest
+from fixture_store.remotes import uploads as uploads_mod
 from fixture_store.remotes.base import OBJECTS_PREFIX, RangeRefused, Remote, RemoteError
 from fixture_store.remotes.folder import TEMPS
+from fixture_store.remotes.uploads import Upload
 from fixture_store.sources.ranges import range_problem
 from fixture_store.sources.transfer import DeadlineExceeded, current_deadline
 
@@ -83,6 +86,19 @@ class Keys(Protocol):
         ones that could not be, and why. A transient failure of the whole request raises."""
         ...
 
+    def uploads(self) -> list[Upload]:
+        """The multipart uploads in progress under the remote's ``objects/`` (none for a kind
+        that writes no parts)."""
+        ...
+
+    def upload_size(self, upload: Upload) -> int:
+        """The bytes of the upload's parts so far."""
+        ...
+
+    def abort(self, upload: Upload) -> None:
+        """Abort the upload (its parts go); one gone already is done."""
+        ...
+
 
 def keys_of(remote: Remote) -> Keys | None:
     """The named files of ``remote``, or ``None`` for a kind without them (an https mirror)."""
@@ -132,6 +148,15 @@ class _FolderKeys:
             except RemoteError as e:
                 failed[key] = e
         return failed
+
+    def uploads(self) -> list[Upload]:
+        return []  # a folder remote writes no parts: a cut copy is a temp file (``temps``)
+
+    def upload_size(self, upload: Upload) -> int:  # noqa: ARG002
+        return 0
+
+    def abort(self, upload: Upload) -> None:
+        pass
 
     def put(self, key: str, path: Path, digest: Digest) -> bool:
         *parts, name = key.split("/")
@@ -209,6 +234,15 @@ class _S3Keys:
                 fix="check that the credentials may delete in this bucket and prefix",
             )
         return failed
+
+    def uploads(self) -> list[Upload]:
+        return uploads_mod.listed(self.remote)
+
+    def upload_size(self, upload: Upload) -> int:
+        return uploads_mod.parts_size(self.remote, upload)
+
+    def abort(self, upload: Upload) -> None:
+        uploads_mod.abort(self.remote, upload)
 
     def put(self, key: str, path: Path, digest: Digest) -> bool:
         return bool(self.remote.upload(path, digest, key=key))

@@ -32,6 +32,7 @@ from fixture_store.remotes.sync import Outcome, plan, pull, push
 from fixture_store.verify import verify_names
 from tests.remotes.conftest import s3_client
 from tests.support.records import local_record
+from tests.support.s3server import FaultProxy
 
 FAST = Retry(attempts=3, backoff=0.01, total=10.0)
 # Objects of 200-310 bytes in packs of at most 1,000, in name order: r00-r03, r04-r06, r07-r09,
@@ -417,3 +418,96 @@ def test_the_temp_file_of_a_cut_push_goes_once_it_is_older_than_min_age(
     assert the_plan.temps == (("tmp/push-old", 14),)
     remote_gc.execute(keys, the_plan, retry=FAST)
     assert sorted(p.name for p in temps.iterdir()) == ["notes.txt", "push-young"]
+
+
+# -- S3: multipart uploads cut pushes left open -------------------------------------------------
+class _Died(BaseException):
+    """The pushing process dies here: it never completes nor aborts its upload."""
+
+
+def _die(**_: Any) -> None:
+    raise _Died
+
+
+def _cut_multipart_push(
+    tmp_path: Path, spec: RemoteSpec, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Digest, str]:
+    """A push of a 5,000-byte object in 1 KiB parts that dies after its parts are up: the
+    object, and the key its upload is open at."""
+    pusher = S3Remote.connect(spec, retry=FAST, multipart_threshold=1024, part_size=1024)
+    data = b"a large object, cut mid-push\n" * 172 + b"...."
+    path = tmp_path / "large.bin"
+    path.write_bytes(data)
+    digest = digests.of_bytes(data)
+    monkeypatch.setattr(pusher.client, "complete_multipart_upload", _die)
+    monkeypatch.setattr(pusher.client, "abort_multipart_upload", _die)
+    with pytest.raises(_Died):
+        pusher.upload(path, digest)
+    return digest, pusher.key(digest)
+
+
+def _open_uploads(endpoint: str, bucket: str) -> list[str]:
+    listed = s3_client(endpoint).list_multipart_uploads(Bucket=bucket)
+    return sorted(u["Key"] for u in listed.get("Uploads", []))
+
+
+def _others(endpoint: str, bucket: str) -> list[str]:
+    """Uploads in progress that are not the remote's: another prefix (one sharing its first
+    letters too), and a key of its prefix fixture-store never writes."""
+    keys = ["other/objects/sha256/ab/cd", "fixtures-old/objects/packs/x.pack", "fixtures/notes"]
+    for key in keys:
+        s3_client(endpoint).create_multipart_upload(Bucket=bucket, Key=key)
+    return sorted(keys)
+
+
+def test_s3_gc_aborts_the_upload_a_cut_multipart_push_left_once_it_is_older_than_min_age(
+    tmp_path: Path, store: Store, s3_endpoint: str, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = RemoteSpec("team", f"s3://{bucket}/fixtures", endpoint_url=s3_endpoint)
+    remote = S3Remote.connect(spec, retry=FAST)
+    _, now = _pushed(tmp_path, store, remote)
+    others = _others(s3_endpoint, bucket)
+    digest, key = _cut_multipart_push(tmp_path, spec, monkeypatch)
+    assert _open_uploads(s3_endpoint, bucket) == sorted([*others, key])
+    assert not remote.stat(digest)  # a listing of keys does not show it
+    keys = keys_of(remote)
+    assert keys is not None
+    keep = remote_gc.referenced([now])
+    # moto says every upload was initiated on 2010-11-10: "young" is a min-age beyond that
+    young = remote_gc.plan(keys, keep, min_age=1e12, retry=FAST)
+    assert young.uploads == () and young.young_uploads == 1
+    assert not remote_gc.execute(keys, young, retry=FAST).aborted
+    assert _open_uploads(s3_endpoint, bucket) == sorted([*others, key])
+    the_plan = remote_gc.plan(keys, keep, min_age=0, retry=FAST)
+    (upload,) = the_plan.uploads
+    assert (f"fixtures/{upload.key}", upload.size) == (key, digest.size)  # five parts: ListParts
+    assert the_plan.young_uploads == 0
+    assert the_plan.to_json()["uploads"] == [
+        {"key": upload.key, "upload_id": upload.upload_id, "initiated": upload.written,
+         "bytes": digest.size}
+    ]  # fmt: skip
+    assert _open_uploads(s3_endpoint, bucket) == sorted([*others, key])  # a plan aborts nothing
+    swept = remote_gc.execute(keys, the_plan, retry=FAST)
+    assert swept.ok and swept.aborted == [f"{upload.key} (upload {upload.upload_id})"]
+    assert _open_uploads(s3_endpoint, bucket) == others  # the others' are untouched
+    _pulls(tmp_path, now, remote, "fresh")
+    assert not remote_gc.plan(keys, keep, min_age=0, retry=FAST).uploads
+
+
+def test_s3_gc_never_takes_an_upload_outside_its_prefix_from_a_server_ignoring_prefix(
+    tmp_path: Path, store: Store, proxy: FaultProxy, bucket: str, s3_endpoint: str
+) -> None:
+    spec = RemoteSpec("team", f"s3://{bucket}/fixtures", endpoint_url=proxy.url)
+    remote = S3Remote.connect(spec, retry=FAST)
+    _, now = _pushed(tmp_path, store, remote)
+    others = _others(s3_endpoint, bucket)
+    proxy.faults.ignore_prefix = True
+    keys = keys_of(remote)
+    assert keys is not None
+    assert (
+        len(s3_client(proxy.url).list_multipart_uploads(Bucket=bucket, Prefix="x")["Uploads"]) == 3
+    )
+    the_plan = remote_gc.plan(keys, remote_gc.referenced([now]), min_age=0, retry=FAST)
+    assert the_plan.uploads == ()
+    remote_gc.execute(keys, the_plan, retry=FAST)
+    assert _open_uploads(s3_endpoint, bucket) == others

@@ -4,7 +4,7 @@ moto speaks the S3 protocol to the real boto3 client but checks no checksums its
 failures a remote must survive (a flipped byte, a truncated body, a slow drip of the body or of
 the headers, 5xx answers with huge bodies, a 403, a 429 with ``Retry-After``, a lying
 ``Content-Length``, ranges answered short or long or said to be another range, an upload
-forwarded short) are made by
+forwarded short, a listing forwarded without its prefix) are made by
 :class:`FaultProxy`: it forwards every request to the server and spoils the answers to object
 requests as told. Its upstream may be any HTTP server, and it may
 speak TLS itself: in front of a plain file server it is a hostile https mirror.
@@ -40,6 +40,13 @@ def _shifted(name: str, value: str, by: int) -> tuple[str, str]:
     span, _, size = rest.partition("/")
     first, _, last = span.partition("-")
     return name, f"{unit} {int(first) + by}-{int(last) + by}/{size}"
+
+
+def _unprefixed(path: str) -> str:
+    """``path`` without its ``prefix=`` query parameter."""
+    base, _, query = path.partition("?")
+    kept = [p for p in query.split("&") if p and not p.startswith("prefix=")]
+    return f"{base}?{'&'.join(kept)}" if kept else base
 
 
 @contextmanager
@@ -85,6 +92,7 @@ class Faults:
     )  # object requests: method, path, status
     requests: int = 0  # every request, object or not (a listing of keys)
     only: str = ""  # spoil only object requests whose path holds this (e.g. ".pack")
+    ignore_prefix: bool = False  # forward listings without their prefix= (a server ignoring it)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -158,7 +166,8 @@ class FaultProxy:
             body = body[: max(len(body) - faults.short_put, 0)]
             headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
             headers["Content-Length"] = str(len(body))
-        conn.request(req.command, req.path, body=body, headers=headers)
+        target = _unprefixed(req.path) if faults.ignore_prefix else req.path
+        conn.request(req.command, target, body=body, headers=headers)
         answer = conn.getresponse()
         data = answer.read()
         conn.close()
