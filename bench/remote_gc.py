@@ -1,14 +1,17 @@
 """Benchmark: gc of an S3 remote, packs and objects under their own key, with every request
 counted.
 
-    uv run python -m bench.remote_gc [--objects 10000] [--size 4096]
+    uv run python -m bench.remote_gc [--objects 10000] [--size 4096] [--cut-uploads 3]
 
 ``--objects`` records of one object of ``--size`` bytes each, pushed to moto's S3 server on
 loopback (through a proxy that counts every request) twice: in packs (the default threshold)
 and one object per key (``pack_threshold = 0``). Then, for each, ``remote gc`` (the plan, then
 its execution) with the project cut to a fraction of its records: 90 % kept (the pack is kept
 whole), 30 % kept (repacked), none kept (the pack deleted); one per key, 50 % kept. After each
-gc every kept object is pulled into an empty store and verified.
+gc every kept object is pulled into an empty store and verified. Before each gc, ``--cut-uploads``
+multipart uploads are left open under the remote's prefix (a push of a large object cut after
+its first part: one part of 64 KiB each), as cut pushes leave them; gc lists them (one request),
+sizes each (one ListParts) and aborts each (one request).
 """
 
 from __future__ import annotations
@@ -52,7 +55,19 @@ def project(work: Path, store: Store, count: int, size: int, kept: float) -> reg
     return registry.load(root)
 
 
-def measure(work: Path, count: int, size: int, endpoint: str) -> list[dict[str, object]]:
+def cut_uploads(remote: S3Remote, n: int) -> None:
+    """``n`` multipart uploads left open under the remote's objects, one part of 64 KiB each."""
+    for i in range(n):
+        key = f"{remote.prefix}objects/sha256/{i:02x}/{uuid.uuid4().hex}{uuid.uuid4().hex[:30]}"
+        upload = remote.client.create_multipart_upload(Bucket=remote.bucket, Key=key)["UploadId"]
+        remote.client.upload_part(
+            Bucket=remote.bucket, Key=key, UploadId=upload, PartNumber=1, Body=b"x" * 65536
+        )
+
+
+def measure(
+    work: Path, count: int, size: int, endpoint: str, uploads: int
+) -> list[dict[str, object]]:
     store = Store.at(work / "store").ensure()
     everything = project(work, store, count, size, 1.0)
     the_plan = plan(everything, everything.names())
@@ -68,6 +83,7 @@ def measure(work: Path, count: int, size: int, endpoint: str) -> list[dict[str, 
                 r.ok for r in push(store, everything, remote, the_plan, packing=packing).results
             )
             now = project(work, store, count, size, kept)
+            cut_uploads(remote, uploads)
             keys = keys_of(remote)
             assert keys is not None
             row: dict[str, object] = {"layout": layout, "kept": kept}
@@ -81,6 +97,7 @@ def measure(work: Path, count: int, size: int, endpoint: str) -> list[dict[str, 
             row["gc s"], row["gc requests"] = time.perf_counter() - start, proxy.faults.requests
             assert swept.ok, swept.failed
             row["removed"] = len(swept.removed)
+            row["aborted"] = len(swept.aborted)
             row["fates"] = ",".join(sorted({str(p.fate) for p in gc_plan.packs})) or "-"
             fresh = Store.at(work / f"pulled-{layout}-{kept}").ensure()
             pulled = pull(fresh, now, remote, plan(now, now.names()))
@@ -94,14 +111,14 @@ def measure(work: Path, count: int, size: int, endpoint: str) -> list[dict[str, 
 def table(count: int, size: int, rows: list[dict[str, object]]) -> str:
     head = (
         f"{'layout':>12s} {'kept':>5s} {'packs':>14s} {'plan s':>7s} {'requests':>9s} "
-        f"{'gc s':>7s} {'requests':>9s} {'keys removed':>13s}"
+        f"{'gc s':>7s} {'requests':>9s} {'keys removed':>13s} {'uploads aborted':>16s}"
     )
     lines = [f"remote gc of {count:,} objects of {size:,} bytes on moto", head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r['layout']!s:>12s} {r['kept']:>5.0%} {r['fates']!s:>14s} {r['plan s']:7.2f} "
             f"{r['plan requests']!s:>9s} {r['gc s']:7.2f} {r['gc requests']!s:>9s} "
-            f"{r['removed']!s:>13s}"
+            f"{r['removed']!s:>13s} {r['aborted']!s:>16s}"
         )
     lines.append("load average now " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     return "\n".join(lines)
@@ -113,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--objects", type=int, default=10_000)
     ap.add_argument("--size", type=int, default=4096)
+    ap.add_argument("--cut-uploads", type=int, default=3)
     args = ap.parse_args(argv)
     os.environ.update(FAKE_CREDENTIALS)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
@@ -121,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         tempfile.TemporaryDirectory(prefix="fixture-store-bench-remote-gc-") as work,
     ):
         os.environ["FIXTURE_STORE_DIR"] = str(Path(work) / "store")
-        rows = measure(Path(work), args.objects, args.size, endpoint)
+        rows = measure(Path(work), args.objects, args.size, endpoint, args.cut_uploads)
     print(table(args.objects, args.size, rows))
 
 
