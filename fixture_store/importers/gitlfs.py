@@ -20,15 +20,14 @@ the files' paths in the working tree, which hold the bytes once ``git lfs pull``
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from fixture_store.errors import UsageError
-from fixture_store.importers import held
+from fixture_store.importers import gitattributes, held
 from fixture_store.importers.entry import (
     ExpectedDigest,
     ManifestEntry,
@@ -88,13 +87,14 @@ class LfsOrigin:
 
 
 def claims(path: Path) -> bool:
-    """A folder with a ``.gitattributes`` naming ``filter=lfs`` or an LFS object folder."""
+    """A folder with a ``.gitattributes`` setting ``filter=lfs`` or an LFS object folder."""
     if (path / ".git" / "lfs").is_dir():
         return True
     try:
-        return "filter=lfs" in _attributes(path / ".gitattributes")
+        lines = gitattributes.parse(read_manifest(path / ".gitattributes", ""), macros=True)
     except ManifestError:
         return False
+    return any((b"filter", b"lfs") in line.states for line in lines)
 
 
 def plan(path: Path, options: held.Options) -> tuple[Plan, LfsOrigin]:
@@ -124,12 +124,18 @@ def plan(path: Path, options: held.Options) -> tuple[Plan, LfsOrigin]:
     )
 
 
-def _objects(root: Path) -> Path | None:
-    """``.git/lfs/objects`` of the repository holding ``root`` (``None``: no repository)."""
+def _top(root: Path) -> Path | None:
+    """The top folder of the repository holding ``root`` (``None``: no repository)."""
     for folder in (root.absolute(), *root.absolute().parents):
         if (folder / ".git").is_dir():
-            return folder / ".git" / "lfs" / "objects"
+            return folder
     return None
+
+
+def _objects(root: Path) -> Path | None:
+    """``.git/lfs/objects`` of the repository holding ``root`` (``None``: no repository)."""
+    top = _top(root)
+    return None if top is None else top / ".git" / "lfs" / "objects"
 
 
 def parse_pointer(data: bytes, shown: str) -> tuple[str, int]:
@@ -166,12 +172,12 @@ def _working_tree(
 ) -> tuple[list[ManifestEntry], list[Unverified]]:
     entries: list[ManifestEntry] = []
     unverified: list[Unverified] = []
-    tracked = _lfs_patterns(root)
+    tracked = lfs_tracked(root)
     for rel in _files(root):
         if not held.included(rel, include):
             continue
         shown = str(root / rel)
-        lfs = _tracked(rel, tracked)
+        lfs = tracked(rel)
         size = (root / rel).lstat().st_size
         head = _head(root, rel) if size <= MAX_POINTER else b""
         if _looks_like_pointer(head, lfs=lfs):
@@ -228,41 +234,16 @@ def _head(root: Path, rel: str) -> bytes:
             return f.read(MAX_POINTER + 1)
 
 
-def _lfs_patterns(root: Path) -> list[tuple[str, str]]:
-    """(folder, pattern) of every ``.gitattributes`` line setting ``filter=lfs``."""
-    out: list[tuple[str, str]] = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != ".git"]
-        if ".gitattributes" not in files:
-            continue
-        base = Path(folder).relative_to(root).as_posix()
-        text = _attributes(Path(folder) / ".gitattributes")
-        for line in text.splitlines():
-            parts = line.split()
-            if parts and not parts[0].startswith("#") and "filter=lfs" in parts[1:]:
-                out.append(("" if base == "." else base, parts[0]))
-    return out
-
-
-def _attributes(path: Path) -> str:
-    """A ``.gitattributes`` file's text, read as a manifest is (a regular file, bounded: a
-    FIFO or a link to a device there is refused, never waited on)."""
-    return read_manifest(path, str(path)).decode("utf-8", "replace")
-
-
-def _tracked(rel: str, patterns: list[tuple[str, str]]) -> bool:
-    """Whether ``rel`` matches a ``filter=lfs`` pattern (gitattributes rules: a pattern
-    without a slash matches the name at any depth, one with a slash the path from its folder)."""
-    for base, pattern in patterns:
-        if base and not rel.startswith(f"{base}/"):
-            continue
-        inside = rel[len(base) + 1 :] if base else rel
-        if "/" in pattern.strip("/"):
-            if fnmatch.fnmatchcase(inside, pattern.lstrip("/").replace("**/", "*")):
-                return True
-        elif fnmatch.fnmatchcase(PurePosixPath(inside).name, pattern.lstrip("/")):
-            return True
-    return False
+def lfs_tracked(root: Path) -> Callable[[str], bool]:
+    """Whether a file (a path relative to ``root``) is tracked by Git LFS: its ``filter``
+    attribute is ``lfs`` as git resolves it, from every ``.gitattributes`` that applies (those
+    above ``root`` in its repository too) and ``.git/info/attributes``."""
+    absolute = root.absolute()
+    top = _top(absolute) or absolute
+    attributes = gitattributes.read(top, absolute)
+    inside = absolute.relative_to(top).as_posix()
+    prefix = "" if inside == "." else f"{inside}/"
+    return lambda rel: attributes.value(os.fsencode(prefix + rel), b"filter") == b"lfs"
 
 
 def _ls_files(path: Path, objects: Path | None, include: tuple[str, ...]) -> list[ManifestEntry]:

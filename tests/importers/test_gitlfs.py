@@ -19,6 +19,7 @@ from fixture_store.importers import gitlfs
 from fixture_store.importers.entry import ManifestError
 from fixture_store.objects.store import Store
 from fixture_store.verify import Status, verify_names
+from tests.support import gitoracle
 from tests.support.cli import run
 
 WEIGHTS = b"\x07weights" * 500
@@ -223,3 +224,123 @@ def test_fetch_from_a_pointer_says_to_pull_the_bytes(
     code, _, err = run("fetch", "lfs/data/model.bin")
     assert code == 1, err
     assert "is a Git LFS pointer to these bytes" in err and "git lfs pull" in err
+
+
+HF_PATTERNS = (
+    "*.7z", "*.arrow", "*.bin", "*.bz2", "*.ckpt", "*.ftz", "*.gz", "*.h5", "*.joblib", "*.lfs.*",
+    "*.mlmodel", "*.model", "*.msgpack", "*.npy", "*.npz", "*.onnx", "*.ot", "*.parquet", "*.pb",
+    "*.pickle", "*.pkl", "*.pt", "*.pth", "*.rar", "*.safetensors", "saved_model/**/*", "*.tar.*",
+    "*.tar", "*.tflite", "*.tgz", "*.wasm", "*.xz", "*.zip", "*.zst", "*tfevents*",
+)  # fmt: skip
+HF_DEFAULT = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in HF_PATTERNS)
+"""The ``.gitattributes`` a new Hugging Face model repository starts with."""
+
+ATTRIBUTE_CASES = {
+    "hugging-face-default-and-a-tracked-name-with-a-space": (
+        # git lfs track "images/cat 1.png" appends the [[:space:]] form
+        {"": HF_DEFAULT + "images/cat[[:space:]]1.png filter=lfs diff=lfs merge=lfs -text\n"},
+        [
+            "model.safetensors",
+            "pytorch_model.bin",
+            "config.json",
+            "saved_model/saved_model.pb",
+            "saved_model/variables/variables.data-00000-of-00001",
+            "runs/events.out.tfevents.1700000000.host",
+            "images/cat 1.png",
+            "images/cat 2.png",
+            "sub/saved_model/keras.json",
+        ],
+        {
+            "model.safetensors",
+            "pytorch_model.bin",
+            "saved_model/saved_model.pb",
+            "saved_model/variables/variables.data-00000-of-00001",
+            "runs/events.out.tfevents.1700000000.host",
+            "images/cat 1.png",
+        },
+    ),
+    "a-later-line-unsets-or-changes-the-filter": (
+        {
+            "": "*.bin filter=lfs diff=lfs merge=lfs -text\nsmall.bin -filter\n"
+            "tiny.bin !filter\nother.bin filter=other\n"
+        },
+        ["big.bin", "small.bin", "tiny.bin", "other.bin"],
+        {"big.bin"},
+    ),
+    "a-deeper-gitattributes-overrides-a-shallower-one": (
+        {"": "*.bin filter=lfs\n", "data": "*.bin -filter\nkeep/*.bin filter=lfs\n"},
+        ["a.bin", "data/b.bin", "data/keep/c.bin", "data/keep/deeper/d.bin"],
+        {"a.bin", "data/keep/c.bin"},
+    ),
+    "dataset-rules-anchors-and-folder-patterns": (
+        {
+            "": "data/** filter=lfs\n**/*.parquet filter=lfs\n/top.csv filter=lfs\n"
+            "docs filter=lfs\nlogs/ filter=lfs\n"
+        },
+        [
+            "data/train/0000.parquet",
+            "data/README.md",
+            "other/x.parquet",
+            "top.csv",
+            "sub/top.csv",
+            "docs/guide.md",
+            "logs/run.txt",
+        ],
+        {"data/train/0000.parquet", "data/README.md", "other/x.parquet", "top.csv"},
+    ),
+    "a-macro-a-quoted-pattern-and-an-ignored-negative-one": (
+        {
+            "": "[attr]lfs filter=lfs diff=lfs merge=lfs -text\n*.ckpt lfs\n"
+            '"weights v2.pt" filter=lfs\n!*.txt filter=lfs\n'
+        },
+        ["a.ckpt", "weights v2.pt", "notes.txt"],
+        {"a.ckpt", "weights v2.pt"},
+    ),
+}
+
+
+def _attribute_repo(root: Path, texts: dict[str, str], files: list[str]) -> None:
+    """A repository whose files are checked out as their bytes, no LFS object fetched: the
+    import names each file it takes for LFS-tracked as not verified, and no other."""
+    gitoracle.init(root)
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(f"bytes of {rel}\n".encode())
+    for folder, text in texts.items():
+        (root / folder / ".gitattributes").write_text(text)
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize("case", sorted(ATTRIBUTE_CASES))
+def test_the_files_taken_for_lfs_tracked_are_those_git_tracks(project: Path, case: str) -> None:
+    texts, files, expected = ATTRIBUTE_CASES[case]
+    root = project / "lfsrepo"
+    _attribute_repo(root, texts, files)
+    assert gitoracle.tracked(root, files) == expected  # git agrees with what the case says
+    code, out, err = run("import", "lfsrepo", "--family", "lfs", "--json")
+    assert code == 0, err
+    assert {u["path"] for u in json.loads(out)["unverified"]} == expected
+
+
+@pytest.mark.usefixtures("store")
+def test_a_folder_of_a_repository_reads_the_gitattributes_above_it(project: Path) -> None:
+    root = project / "lfsrepo"
+    _attribute_repo(root, {"": "*.bin filter=lfs\nmodels/keep.bin -filter\n"}, [
+        "models/w.bin", "models/keep.bin", "models/notes.md"
+    ])  # fmt: skip
+    assert gitoracle.tracked(root, ["models/w.bin", "models/keep.bin"]) == {"models/w.bin"}
+    code, out, err = run("import", "git-lfs", "lfsrepo/models", "--family", "lfs", "--json")
+    assert code == 0, err
+    assert [u["path"] for u in json.loads(out)["unverified"]] == ["w.bin"]
+
+
+@pytest.mark.usefixtures("store")
+def test_a_gitattributes_that_is_a_link_is_refused_by_name(project: Path) -> None:
+    """git does not follow a linked ``.gitattributes``; reading it would misjudge every file."""
+    root = project / "lfsrepo"
+    _attribute_repo(root, {"": "*.bin filter=lfs\n"}, ["data/w.bin"])
+    (root / "elsewhere").write_text("*.bin -filter\n")
+    (root / "data" / ".gitattributes").symlink_to(root / "elsewhere")
+    code, _, err = run("import", "lfsrepo", "--family", "lfs")
+    assert code == 2, err
+    assert "data/.gitattributes" in err and "symbolic link" in err and "Traceback" not in err
