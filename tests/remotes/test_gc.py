@@ -511,3 +511,29 @@ def test_s3_gc_never_takes_an_upload_outside_its_prefix_from_a_server_ignoring_p
     assert the_plan.uploads == ()
     remote_gc.execute(keys, the_plan, retry=FAST)
     assert _open_uploads(s3_endpoint, bucket) == others
+
+
+def test_s3_gc_reports_an_upload_it_may_not_abort_and_the_remote_stays_readable(
+    tmp_path: Path,
+    store: Store,
+    proxy: FaultProxy,
+    bucket: str,
+    s3_endpoint: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = RemoteSpec("team", f"s3://{bucket}/fixtures", endpoint_url=proxy.url)
+    remote = S3Remote.connect(spec, retry=FAST)
+    everything, _ = _pushed(tmp_path, store, remote)
+    _, key = _cut_multipart_push(tmp_path, spec, monkeypatch)
+    keys = keys_of(remote)
+    assert keys is not None
+    the_plan = remote_gc.plan(keys, remote_gc.referenced([everything]), min_age=0, retry=FAST)
+    (upload,) = the_plan.uploads  # and nothing else to do
+    proxy.faults.forbid = True  # the credentials may list, not abort
+    swept = remote_gc.execute(keys, the_plan, retry=FAST)
+    proxy.faults.forbid = False
+    assert not swept.ok and not swept.aborted
+    error = swept.failed[f"{upload.key} (upload {upload.upload_id})"]
+    assert "access denied" in error.message and key in error.message and error.fix
+    assert _open_uploads(s3_endpoint, bucket) == [key]
+    _pulls(tmp_path, everything, remote, "fresh")
