@@ -57,13 +57,15 @@ class Pattern:
     nodir: bool  # no '/': matched against the file's name
     mustbedir: bool  # ended in '/': a folder, never a file
     prefix: int  # bytes before the first wildcard
+    endswith: bool  # '*' and then no wildcard
 
     @classmethod
     def parse(cls, raw: bytes) -> Pattern:
         mustbedir = raw.endswith(b"/")
         text = raw[:-1] if mustbedir else raw
         simple = next((i for i, c in enumerate(raw) if c in _SPECIAL), len(raw))
-        return cls(text, b"/" not in text, mustbedir, min(simple, len(text)))
+        endswith = raw.startswith(b"*") and not any(c in _SPECIAL for c in raw[1:])
+        return cls(text, b"/" not in text, mustbedir, min(simple, len(text)), endswith)
 
     def matches(self, path: bytes, base: bytes) -> bool:
         """Whether this pattern, read from the ``.gitattributes`` of folder ``base``, names the
@@ -74,6 +76,8 @@ class Pattern:
             name = path.rpartition(b"/")[2]
             if self.prefix == len(self.text):
                 return name == self.text
+            if self.endswith:  # "*literal", as git's match_basename shortcuts it
+                return name.endswith(self.text[1:])
             return wildmatch(self.text, name, pathname=False)
         return self._matches_path(path, base)
 

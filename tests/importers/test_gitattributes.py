@@ -1,6 +1,7 @@
 """``.gitattributes`` resolved as git resolves them, with git as the oracle: random attribute
-files (wildcards, anchors, folder patterns, nested files, set/unset/unspecified lines, macros,
-quoting) over random trees, and every file's ``filter`` state compared with ``git check-attr``."""
+files (wildcards, anchors, folder patterns, nested files, ``.git/info/attributes``,
+set/unset/unspecified lines, macros, quoting) over random trees, and every file's ``filter``
+state compared with ``git check-attr``, for the repository and for each folder imported alone."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ REAL = [
     "a/*.bin", "a/**/x.bin", "data", "data/", "a/", "**/data/**", "*.bin/", "t[[:space:]]b.bin",
     "[[]x].bin", "\\[x].bin", "b/**", "**", "*", "a**", "a**/x.bin", "**/a1",
 ]  # fmt: skip
+INFO = ".git/info/attributes"  # the key of that file among the folders' texts
 LFS_MACRO = "[attr]lfs filter=lfs diff=lfs merge=lfs -text"
 
 
@@ -91,6 +93,8 @@ def _tree(draw: st.DrawFn) -> tuple[list[str], dict[str, str]]:
     chosen = draw(st.lists(st.sampled_from(sorted(folders)), unique=True)) if folders else []
     texts = {folder: draw(_attributes_file(top=False)) for folder in chosen}
     texts[""] = draw(_attributes_file(top=True))
+    if draw(st.integers(0, 3)) == 0:
+        texts[INFO] = draw(_attributes_file(top=True))
     return files, texts
 
 
@@ -100,8 +104,13 @@ def _write(repo: Path, files: list[str], texts: dict[str, str]) -> None:
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_bytes(b"bytes\n")
     for folder, text in texts.items():
-        (repo / folder).mkdir(parents=True, exist_ok=True)
-        (repo / folder / ".gitattributes").write_bytes(text.encode())
+        path = (
+            repo / ".git" / "info" / "attributes"
+            if folder == INFO
+            else repo / folder / ".gitattributes"
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text.encode())
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -118,7 +127,14 @@ def test_every_file_s_filter_is_what_git_check_attr_says(
         ours = {rel: _render(attributes.value(os.fsencode(rel), b"filter")) for rel in files}
         assert ours == expected, texts
         tracked = gitlfs.lfs_tracked(repo)
-        assert {rel for rel in files if tracked(rel)} == gitoracle.tracked(repo, files), texts
+        git_tracked = gitoracle.tracked(repo, files)
+        assert {rel for rel in files if tracked(rel)} == git_tracked, texts
+        for folder in {rel.split("/")[0] for rel in files if "/" in rel}:
+            # importing a folder of the repository: the attributes above it apply too
+            inside = gitlfs.lfs_tracked(repo / folder)
+            under = [rel for rel in files if rel.startswith(f"{folder}/")]
+            ours_under = {rel for rel in under if inside(rel[len(folder) + 1 :])}
+            assert ours_under == git_tracked & set(under), texts
 
 
 @pytest.mark.parametrize(
