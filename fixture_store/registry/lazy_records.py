@@ -26,46 +26,50 @@ _UNBUILT = object()
 
 
 class LazyRecords(Mapping[str, Record]):
-    """Records by name, in the order given (sorted by name, as a parse returns them): each
-    either built already or the JSON a verdict vouches for; ``files``: the file each was read
-    from (for the error of a record that does not parse)."""
+    """Records by name, sorted (as a parse returns them): each built already (parsed from a
+    file the cache did not vouch for) or the JSON a verdict vouches for, kept as each file's
+    ``records`` object, in the order the files were read."""
 
-    __slots__ = ("_built", "_complete", "_files", "_raw")
+    __slots__ = ("_built", "_complete", "_files", "_parts", "_raw")
 
     def __init__(
-        self, raw: dict[str, Any], built: dict[str, Record], files: dict[str, str]
+        self, parts: list[tuple[str, Mapping[str, Any]]], built: dict[str, Record]
     ) -> None:
-        self._raw = raw  # every name, in order; its JSON (or _UNBUILT's place-holder if built)
+        raw: dict[str, Any] = dict.fromkeys(built, _UNBUILT)
+        files: dict[str, str] = {}
+        for file, records in parts:
+            raw.update(records)
+            files.update(dict.fromkeys(records, file))
+        self._raw = dict(sorted(raw.items()))  # names differ: no two JSON values compared
+        self._parts = parts
+        self._files = files  # the file each record was read from, for its errors
         self._built = built
-        self._files = files
         self._complete = False  # every record built, ``_built`` in the order of ``_raw``
 
     @classmethod
     def of_json(cls, raw: Mapping[str, Any], file: str) -> LazyRecords:
         """The records of one file, unbuilt."""
-        return cls(dict(sorted(raw.items())), {}, dict.fromkeys(raw, file))
+        return cls([(file, raw)], {})
 
     @classmethod
     def combined(cls, parts: list[Mapping[str, Record]]) -> LazyRecords:
         """The records of several files (a sharded family's), some parsed, some unbuilt, as
-        one mapping sorted by name (a name lives in one shard only)."""
-        raw: dict[str, Any] = {}
+        one mapping (a name lives in one shard only)."""
+        unbuilt: list[tuple[str, Mapping[str, Any]]] = []
         built: dict[str, Record] = {}
-        files: dict[str, str] = {}
         for part in parts:
             if isinstance(part, LazyRecords):
-                raw.update(part._raw)
+                unbuilt.extend(part._parts)
                 built.update(part._built)
-                files.update(part._files)
             else:
-                raw.update(dict.fromkeys(part, _UNBUILT))
                 built.update(part)
-        return cls(dict(sorted(raw.items())), built, files)  # names differ: never a JSON compared
+        return cls(unbuilt, built)
 
     def __getitem__(self, name: str) -> Record:
         record = self._built.get(name)
         if record is None:
-            record = self._built[name] = self._build(name, self._raw[name])
+            raw = self._raw[name]
+            record = self._built[name] = self._build(name, raw, self._files[name])
         return record
 
     def __contains__(self, name: object) -> bool:
@@ -87,20 +91,23 @@ class LazyRecords(Mapping[str, Record]):
         return self._every().items()
 
     def _every(self) -> dict[str, Record]:
-        """Every record built, in order (one pass, the collector paused)."""
+        """Every record built, in order: one pass, the collector paused, file by file in the
+        order they were read (their JSON lies together in memory: a fifth faster at 10^5
+        than in the order of the names, which spreads over every shard)."""
         if not self._complete:
             built = self._built
             with cyclic_gc_paused():
-                self._built = {
-                    name: built[name] if name in built else self._build(name, raw)
-                    for name, raw in self._raw.items()
-                }
+                for file, records in self._parts:
+                    for name, raw in records.items():
+                        if name not in built:
+                            built[name] = self._build(name, raw, file)
+                self._built = {name: built[name] for name in self._raw}
             self._complete = True
         return self._built
 
-    def _build(self, name: str, raw: Any) -> Record:
+    @staticmethod
+    def _build(name: str, raw: Any, file: str) -> Record:
         """``rebuild``'s record, else the parser's (which raises if it does not parse)."""
-        file = self._files[name]
         try:
             return rebuild(name, raw, file, parse_record)
         except RegistryError:
