@@ -12,7 +12,9 @@ Then, each timed ``--repeat`` times (median, in this process, imports excluded):
 - ``parse``: ``registry.load`` of the project without the parsed-registry cache (every record
   parsed and checked, as ``verify --full`` loads it);
 - ``load``: ``registry.load`` of the project as every command loads it, its parsed-registry cache
-  warm (the records of unchanged files built without checking them again);
+  warm (the files read, hashed and decoded; each record is built, without checking it again,
+  when it is first used);
+- ``load+r``: the same and every record built, what a command that walks them all pays;
 - ``write1``: ``registry.write_family`` of the family with one record added (what ``add``
   writes once it has loaded the registry), the registry files put back between runs;
 - ``verify``: a warm verify of every record as the command runs it (``snapshot.verify_project``:
@@ -75,7 +77,7 @@ def test_case(artifact):
     pass
 """
 STEPS = (
-    *("parse", "load", "write1", "verify", "verify$", "verify$j", "parse+v", "floor"),
+    *("parse", "load", "load+r", "write1", "verify", "verify$", "verify$j", "parse+v", "floor"),
     *("fetch", "push", "pull", "gc", "collect", "pytest", "collect2"),
 )
 # Each target: what it says, and whether a row of medians meets it.
@@ -269,6 +271,7 @@ def measure(work: Path, size: int, members: int, repeat: int) -> dict[str, float
     out = {
         "parse": timed(lambda: registry.load(project, cached=False), repeat),
         "load": timed(lambda: registry.load(project), repeat),
+        "load+r": timed(lambda: list(registry.load(project).records()), repeat),
         "write1": timed_after(restore, _write_one(reg), repeat),
         "verify": timed(lambda: _snapshot_verify(store, project), repeat),
         "verify$": timed(lambda: _verify_process(project, store), repeat),

@@ -6,8 +6,9 @@ record (10^5 records: seconds). What the cache keeps is that *verdict*, never re
 says "this family's file (or shard) with these exact bytes (their SHA-256), read by this code
 (fixture-store's version and the size and mtime of each of its modules and data files), parsed
 with all its records valid". A load that reads a file hashes the bytes it read (a fraction of
-a parse) and, if an entry holds for them, builds each record from the file's own JSON by a
-constructor that skips the checks (:func:`rebuild`); anything else is parsed in full.
+a parse) and, if an entry holds for them, keeps the file's own JSON and builds each record from
+it when it is first used (:mod:`.lazy_records`) by a constructor that skips the checks
+(:func:`rebuild`); anything else is parsed in full.
 
 So nothing in the cache can become a record: the records always come from the bytes read now,
 and the digest of those bytes is the key (a stale entry cannot match). What an entry could do
