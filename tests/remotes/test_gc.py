@@ -537,3 +537,22 @@ def test_s3_gc_reports_an_upload_it_may_not_abort_and_the_remote_stays_readable(
     assert "access denied" in error.message and key in error.message and error.fix
     assert _open_uploads(s3_endpoint, bucket) == [key]
     _pulls(tmp_path, everything, remote, "fresh")
+
+
+def test_s3_gc_reads_every_page_of_the_uploads_listing(
+    tmp_path: Path, store: Store, proxy: FaultProxy, bucket: str, s3_endpoint: str
+) -> None:
+    spec = RemoteSpec("team", f"s3://{bucket}/fixtures", endpoint_url=proxy.url)
+    remote = S3Remote.connect(spec, retry=FAST)
+    everything, _ = _pushed(tmp_path, store, remote)
+    client = s3_client(s3_endpoint)
+    for i in range(5):  # two on one key: the next page starts inside a key's uploads
+        key = f"fixtures/objects/sha256/{i // 2:02x}/" + "e" * 62
+        client.create_multipart_upload(Bucket=bucket, Key=key)
+    proxy.faults.upload_pages = 2
+    keys = keys_of(remote)
+    assert keys is not None
+    the_plan = remote_gc.plan(keys, remote_gc.referenced([everything]), min_age=0, retry=FAST)
+    assert len(the_plan.uploads) == 5
+    assert len(remote_gc.execute(keys, the_plan, retry=FAST).aborted) == 5
+    assert _open_uploads(s3_endpoint, bucket) == []

@@ -4,7 +4,7 @@ moto speaks the S3 protocol to the real boto3 client but checks no checksums its
 failures a remote must survive (a flipped byte, a truncated body, a slow drip of the body or of
 the headers, 5xx answers with huge bodies, a 403, a 429 with ``Retry-After``, a lying
 ``Content-Length``, ranges answered short or long or said to be another range, an upload
-forwarded short, a listing forwarded without its prefix) are made by
+forwarded short, a listing forwarded without its prefix, uploads listed a few a page) are made by
 :class:`FaultProxy`: it forwards every request to the server and spoils the answers to object
 requests as told. Its upstream may be any HTTP server, and it may
 speak TLS itself: in front of a plain file server it is a hostile https mirror.
@@ -17,11 +17,13 @@ import http.client
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from xml.etree import ElementTree
 
 from moto.server import ThreadedMotoServer
 
@@ -40,6 +42,36 @@ def _shifted(name: str, value: str, by: int) -> tuple[str, str]:
     span, _, size = rest.partition("/")
     first, _, last = span.partition("-")
     return name, f"{unit} {int(first) + by}-{int(last) + by}/{size}"
+
+
+def _paged(data: bytes, query: str, size: int) -> bytes:
+    """A ListMultipartUploads answer cut to one page of ``size`` uploads after the query's
+    ``key-marker`` and ``upload-id-marker``, with the markers of the next page."""
+    ns = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+    ElementTree.register_namespace("", ns[1:-1])
+    root = ElementTree.fromstring(data)
+    args = urllib.parse.parse_qs(query)
+    after = (args.get("key-marker", [""])[0], args.get("upload-id-marker", [""])[0])
+    uploads = sorted(
+        root.findall(f"{ns}Upload"),
+        key=lambda u: (u.findtext(f"{ns}Key") or "", u.findtext(f"{ns}UploadId") or ""),
+    )
+    for upload in uploads:
+        root.remove(upload)
+    left = [
+        u
+        for u in uploads
+        if (u.findtext(f"{ns}Key") or "", u.findtext(f"{ns}UploadId") or "") > after
+    ]
+    page, rest = left[:size], left[size:]
+    root.extend(page)
+    truncated = root.find(f"{ns}IsTruncated")
+    if truncated is not None:
+        truncated.text = "true" if rest else "false"
+    if rest:
+        for tag, child in (("NextKeyMarker", "Key"), ("NextUploadIdMarker", "UploadId")):
+            ElementTree.SubElement(root, f"{ns}{tag}").text = page[-1].findtext(f"{ns}{child}")
+    return bytes(ElementTree.tostring(root, xml_declaration=True, encoding="utf-8"))
 
 
 def _unprefixed(path: str) -> str:
@@ -93,6 +125,7 @@ class Faults:
     requests: int = 0  # every request, object or not (a listing of keys)
     only: str = ""  # spoil only object requests whose path holds this (e.g. ".pack")
     ignore_prefix: bool = False  # forward listings without their prefix= (a server ignoring it)
+    upload_pages: int = 0  # list multipart uploads this many a page (moto ignores max-uploads)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -166,10 +199,9 @@ class FaultProxy:
             body = body[: max(len(body) - faults.short_put, 0)]
             headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
             headers["Content-Length"] = str(len(body))
-        target = _unprefixed(req.path) if faults.ignore_prefix else req.path
-        conn.request(req.command, target, body=body, headers=headers)
+        conn.request(req.command, self._target(req.path), body=body, headers=headers)
         answer = conn.getresponse()
-        data = answer.read()
+        data = self._listed(req.path, answer.status, answer.read())
         conn.close()
         spoil = is_object and req.command == "GET" and answer.status in (200, 206) and data
         if spoil and faults.flip:
@@ -200,6 +232,17 @@ class FaultProxy:
         if spoil and faults.announce is not None:
             self._filler(req, faults.extra)
             req.close_connection = True
+
+    def _target(self, path: str) -> str:
+        """The path forwarded upstream (without its ``prefix=`` if the server ignores it)."""
+        return _unprefixed(path) if self.faults.ignore_prefix else path
+
+    def _listed(self, path: str, status: int, data: bytes) -> bytes:
+        """The answer's body, a listing of multipart uploads cut to a page if told."""
+        query = path.partition("?")[2]
+        if self.faults.upload_pages and "uploads" in query.split("&") and status == 200:
+            return _paged(data, query, self.faults.upload_pages)
+        return data
 
     def _injected(self, req: BaseHTTPRequestHandler, is_object: bool) -> int:
         """The status of an error answer to make instead of forwarding the request, or 0."""
