@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from click.testing import CliRunner, Result
 
 from fixture_store.cli import main
@@ -90,3 +91,33 @@ def test_fetch_rows_of_a_large_npy_reads_only_their_chunks(
     alone = run(tmp_path, "fetch", "ref/big.npy", "--rows", "0:1")
     assert alone.exit_code == 2 and "--tensor KEY" in alone.stderr
     assert "Traceback" not in beyond.output + alone.output
+
+
+def test_fetch_tensor_reads_a_configured_remote_first_and_warns_of_one_that_lacks_it(
+    https: tuple[str, Server],  # noqa: F811 - the fixture imported above
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fixture_store.remotes.base import object_key
+
+    monkeypatch.setenv("FIXTURE_STORE_CONFIG", str(tmp_path / "user-config.toml"))
+    base, server = https
+    fixtures, data = _project(tmp_path, {"type": "url", "url": f"{base}/model.safetensors"})
+    server.body = data
+    held = tmp_path / "team" / object_key(fixtures.record("ckpt/big").object)
+    held.parent.mkdir(parents=True)
+    held.write_bytes(data)
+    (tmp_path / "empty").mkdir()
+    for name, where in (("team", "team"), ("empty", "empty")):
+        assert run(tmp_path, "remote", "add", name, str(tmp_path / where)).exit_code == 0
+    got = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--remote", "team", "--json")
+    assert got.exit_code == 0, got.output
+    doc = json.loads(got.stdout)
+    assert doc["from"] == "remote-range" and "team" in doc["where"]
+    assert server.sent == []  # the remote served it: the source was not asked
+    lacking = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--remote", "empty")
+    assert lacking.exit_code == 0, lacking.output
+    assert "warning: ckpt/big: tried first:" in lacking.stderr and "empty" in lacking.stderr
+    assert server.sent == [WEIGHTS["small"].nbytes]  # then the source, that tensor alone
+    none = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--no-remote", "--json")
+    assert json.loads(none.stdout)["from"] == "source-range"
