@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fixture_store import ingest, limits
 from fixture_store import registry as registry_mod
@@ -30,6 +30,9 @@ from fixture_store.registry import (
 )
 from fixture_store.registry.frozen import thaw
 
+if TYPE_CHECKING:
+    from fixture_store.readers.range_tap import RangeDigests
+
 
 def put_identical(
     store: Store, outputs: list[Output], comparisons: list[ArtifactComparison]
@@ -44,10 +47,12 @@ def put_identical(
     return fetched
 
 
-def _put(store: Store, o: Output) -> Digest:
+def _put(store: Store, o: Output, pending: RangeDigests | None = None) -> Digest:
+    """Store an output; ``pending`` range digests are taken in the read that hashes it."""
     if o.path.is_dir():
         return ingest.ingest_folder(store, o.path).digest
-    return store.write_file(o.path).digest
+    tap = pending.update if pending else None
+    return store.write_files([o.path], taps=[tap])[0].digest
 
 
 def accept_outputs(
@@ -65,9 +70,13 @@ def accept_outputs(
     changed: dict[str, Record] = {}
     compared: dict[str, Record | None] = {}
     produced: dict[str, Digest] = {}
-    described = {o.name: _describe(registry, o) for o in outputs}  # refuses hostile ones first
+    from fixture_store.readers.range_tap import RangeDigests  # numpy: only when accepting
+
+    pending = {o.name: RangeDigests(o.name) for o in outputs}
+    described = {o.name: _describe(registry, o, pending[o.name]) for o in outputs}  # hostile: no
     for o in outputs:
-        produced[o.name] = _put(store, o)
+        produced[o.name] = _put(store, o, pending[o.name])
+    described = {n: _filled(d, pending[n]) for n, d in described.items()}
     source = GeneratorSource(stage.name, stage.generator, dict(environment), stage.params_json())
     for name, o in by_name.items():
         redescribed = _redescribed(registry, o, produced[name])
@@ -140,9 +149,16 @@ def _redescribed(registry: Registry, o: Output, digest: Digest) -> tuple[Record,
     return registry_mod.check_record(new, file=f"provenance/{family_of(o.name)}.json"), old
 
 
-def _describe(registry: Registry, o: Output) -> content.Described:
+def _filled(described: content.Described, pending: RangeDigests) -> content.Described:
+    if not pending or described.arrays is None:
+        return described
+    return dataclasses.replace(described, arrays=pending.fill(described.arrays))
+
+
+def _describe(registry: Registry, o: Output, pending: RangeDigests) -> content.Described:
     """The content manifest of a file output (a folder's members are objects of their own),
-    read under the profile its record will name; a hostile output is refused."""
+    read under the profile its record will name; a hostile output is refused. The digests of
+    its array ranges are left to ``pending``, taken as the output is stored."""
     if o.path.is_dir():
         return content.PLAIN
     try:
@@ -156,6 +172,7 @@ def _describe(registry: Registry, o: Output) -> content.Described:
         array_name=o.path.name.removesuffix(".npy"),
         profile=profile,
         artifact=o.name,
+        pending=pending,
     )
 
 

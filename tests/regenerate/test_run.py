@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -371,3 +372,38 @@ def test_accept_records_the_new_parents_of_bytes_regenerated_identical(
     # Accepting again changes nothing: the lineage is the one declared.
     again = regenerate(project, store, "toy", scratch=tmp_path / "s2", accept=True, python=PYTHON)
     assert again.accepted == ()
+
+
+def test_accept_takes_range_digests_in_the_read_that_stores_an_output(
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixture_store.readers import tensor_ranges
+
+    toy = project / "models" / "toy.py"
+    toy.write_text(
+        toy.read_text().replace(
+            "outputs = [",
+            'np.save(args.out / "big.npy", np.arange(6 << 18, dtype=np.float32).reshape(-1, 1024))\n'
+            "outputs = [\n"
+            '    {"name": f"{args.family}/big.npy", "kind": "fixture", "path": "big.npy"},',
+        )
+    )
+
+    def no_read_of_its_own(*_args: object) -> str:
+        raise AssertionError("a range digest read the file again")
+
+    monkeypatch.setattr(tensor_ranges, "tensor_digest", no_read_of_its_own)
+    regenerate(project, store, "toy", scratch=tmp_path / "s0", accept=True, python=PYTHON)
+    monkeypatch.undo()
+    record = registry_mod.load(project).get("toy/big.npy")
+    [spec] = record.arrays.values()  # type: ignore[union-attr]
+    data = store.object_path(record.object).read_bytes()
+    at, size = spec["offset"], spec["length"]
+    chunks = [
+        data[at + i : at + min(i + spec["chunk"], size)] for i in range(0, size, spec["chunk"])
+    ]
+    assert len(chunks) == 2 and list(spec["chunks"]) == [
+        hashlib.sha256(c).hexdigest() for c in chunks
+    ]
+    [result] = verify_names(store, registry_mod.load(project), ["toy/big.npy"], full=True)
+    assert result.status is Status.VERIFIED, result
