@@ -383,7 +383,7 @@ def test_accept_takes_range_digests_in_the_read_that_stores_an_output(
     toy.write_text(
         toy.read_text().replace(
             "outputs = [",
-            'np.save(args.out / "big.npy", np.arange(6 << 18, dtype=np.float32).reshape(-1, 1024))\n'
+            'np.save(args.out / "big.npy", np.arange(6 << 18, dtype="f4").reshape(-1, 1024))\n'
             "outputs = [\n"
             '    {"name": f"{args.family}/big.npy", "kind": "fixture", "path": "big.npy"},',
         )
