@@ -223,8 +223,8 @@ def cdn(
         yield state, proxy
 
 
-def _hub_remote() -> HubRemote:
-    return HubRemote("hubby", HubRepo.parse(f"hf://datasets/org/fixtures@{COMMIT}"), retry=FAST)
+def _hub_remote(at: str = f"@{COMMIT}") -> HubRemote:
+    return HubRemote("hubby", HubRepo.parse(f"hf://datasets/org/fixtures{at}"), retry=FAST)
 
 
 def _on_hub(state: HubState, fixtures: Fixtures, data: bytes, **kw: object) -> None:
@@ -232,18 +232,20 @@ def _on_hub(state: HubState, fixtures: Fixtures, data: bytes, **kw: object) -> N
     state.add("org/fixtures", key, data, repo_type="dataset", lfs=True, **kw)
 
 
+@pytest.mark.parametrize("at", [f"@{COMMIT}", ""], ids=["pinned", "branch"])
 def test_a_hub_remote_serves_one_tensor_by_a_range_at_its_commit(
-    cdn: tuple[HubState, FaultProxy], tmp_path: Path
+    cdn: tuple[HubState, FaultProxy], tmp_path: Path, at: str
 ) -> None:
     state, _proxy = cdn
     fixtures, data = _only_remote(tmp_path)
     _on_hub(state, fixtures, data)
-    got = _with(fixtures, _hub_remote()).tensor_read("ckpt/big", "small")
+    got = _with(fixtures, _hub_remote(at)).tensor_read("ckpt/big", "small")
     np.testing.assert_array_equal(got.array, WEIGHTS["small"])
     assert got.read is not None and got.read.remote
-    (get,) = [h for m, _p, h in state.requests if m == "GET"]
+    (get,) = [h for m, p, h in state.requests if m == "GET" and not p.startswith("/api/")]
     assert get.get("range", "").startswith("bytes=")
-    assert any(COMMIT in p for _m, p, _h in state.requests)  # read at the remote's commit
+    resolved = [p for _m, p, _h in state.requests if "/resolve/" in p]
+    assert resolved and all(f"/resolve/{COMMIT}/" in p for p in resolved)  # at the commit
     assert _empty(fixtures)
 
 
