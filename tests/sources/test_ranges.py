@@ -80,11 +80,14 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
                 self.send_header(k, v)
             self.send_header("Content-Length", str(len(part) if length is None else length))
             self.end_headers()
+            # Counted before it is written: a client that has read the whole body may assert
+            # on ``sent`` before this thread would get to count it after the write.
+            at = len(server_state.sent)
+            server_state.sent.append(len(part))
             try:
                 self.wfile.write(part)
-                server_state.sent.append(len(part))
             except OSError:
-                server_state.sent.append(0)  # the client left before the body: nothing read
+                server_state.sent[at] = 0  # the client left before the body: nothing read
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
