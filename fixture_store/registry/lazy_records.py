@@ -32,9 +32,7 @@ class LazyRecords(Mapping[str, Record]):
 
     __slots__ = ("_built", "_complete", "_files", "_parts", "_raw")
 
-    def __init__(
-        self, parts: list[tuple[str, Mapping[str, Any]]], built: dict[str, Record]
-    ) -> None:
+    def __init__(self, parts: list[tuple[str, dict[str, Any]]], built: dict[str, Record]) -> None:
         raw: dict[str, Any] = dict.fromkeys(built, _UNBUILT)
         files: dict[str, str] = {}
         for file, records in parts:
@@ -47,15 +45,18 @@ class LazyRecords(Mapping[str, Record]):
         self._complete = False  # every record built, ``_built`` in the order of ``_raw``
 
     @classmethod
-    def of_json(cls, raw: Mapping[str, Any], file: str) -> LazyRecords:
-        """The records of one file, unbuilt."""
+    def of_json(cls, raw: object, file: str) -> LazyRecords:
+        """The records of one file, unbuilt: its ``records`` object, which this keeps (and
+        empties once they are all built)."""
+        if not isinstance(raw, dict):
+            raise TypeError("a file's records are a JSON object")
         return cls([(file, raw)], {})
 
     @classmethod
     def combined(cls, parts: list[Mapping[str, Record]]) -> LazyRecords:
         """The records of several files (a sharded family's), some parsed, some unbuilt, as
         one mapping (a name lives in one shard only)."""
-        unbuilt: list[tuple[str, Mapping[str, Any]]] = []
+        unbuilt: list[tuple[str, dict[str, Any]]] = []
         built: dict[str, Record] = {}
         for part in parts:
             if isinstance(part, LazyRecords):
@@ -93,15 +94,20 @@ class LazyRecords(Mapping[str, Record]):
     def _every(self) -> dict[str, Record]:
         """Every record built, in order: one pass, the collector paused, file by file in the
         order they were read (their JSON lies together in memory: a fifth faster at 10^5
-        than in the order of the names, which spreads over every shard)."""
+        than in the order of the names, which spreads over every shard), each file's JSON let
+        go once its records are built (it takes as much memory as they do: holding both
+        would double the peak)."""
         if not self._complete:
-            built = self._built
+            built, raw_of = self._built, self._raw
             with cyclic_gc_paused():
                 for file, records in self._parts:
                     for name, raw in records.items():
                         if name not in built:
                             built[name] = self._build(name, raw, file)
-                self._built = {name: built[name] for name in self._raw}
+                        raw_of[name] = _UNBUILT
+                    records.clear()
+                self._built = {name: built[name] for name in raw_of}
+            self._raw, self._parts, self._files = self._built, [], {}
             self._complete = True
         return self._built
 
