@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
 from fixture_store.pytest_plugin import MAX_SHARDS, options, shard_of, sharding
-from fixture_store.registry import raw_files, reading
+from fixture_store.registry import lazy_records, parsed_cache, raw_files, reading
 from fixture_store.verify import Verifier
+from tests.cli.test_attest import write_keys
 from tests.test_pytest_plugin import inner
 
 __all__ = ["inner"]  # the inner project fixture, shared with the plugin's own tests
@@ -178,6 +180,60 @@ def test_collection_reads_only_the_family_a_test_parametrizes_over(
     result = inner.runpytest("--collect-only", "-q")
     result.stdout.fnmatch_lines(["*2 tests collected*"])
     assert read == ["onnx-node.json"]
+
+
+def test_collection_over_a_kind_builds_no_record_the_cache_holds(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the parsed-registry cache holds a family's files, collecting a test parametrized
+    over the family's records of one kind reads each kind from the JSON: no record is built,
+    and the plugin keeps the names and kinds, not the family (10^5 records or their JSON kept
+    alive made each pass of the cyclic collector over pytest's items as costly again)."""
+    inner.makepyfile(test_inner=FAMILY.replace('"onnx-node"', '"onnx-node", kind="onnx-case"'))
+    inner.runpytest("--collect-only", "-q").stdout.fnmatch_lines(["*2 tests collected*"])
+    built: list[str] = []
+    real = parsed_cache.rebuild
+
+    def counted(name: str, *args: Any) -> Any:
+        built.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr(lazy_records, "rebuild", counted)
+    result = inner.runpytest("--collect-only", "-q")
+    result.stdout.fnmatch_lines(["*test_case?test_abs?*", "*test_case?test_add?*", "*2 tests*"])
+    assert built == []
+    other = FAMILY.replace('"onnx-node"', '"onnx-node", kind="fixture"')
+    inner.makepyfile(test_inner=other)
+    none = inner.runpytest("--collect-only", "-q").stdout.str()
+    assert "test_abs" not in none and "test_add" not in none  # no case is a fixture
+
+
+def test_the_xdist_controller_reads_no_registry_file(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Under ``-n 2`` the controller collects nothing, so it parses nothing: with
+    ``--fixture-store-attest`` its start-up check of the key needs the registry's folder, not
+    its records (the workers, separate processes, read what they collect)."""
+    read: list[str] = []
+    real = raw_files.read_text
+
+    def counted(path: Path) -> str:
+        read.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(reading, "read_text", counted)  # in this process: the controller only
+    priv, _ = write_keys(tmp_path / "home")
+    inner.makepyfile(test_inner=FAMILY)
+    result = inner.runpytest(
+        "-p",
+        "xdist",
+        "-n",
+        "2",
+        f"--fixture-store-attest={tmp_path / 'certs'}",
+        f"--fixture-store-attest-key={priv}",
+    )
+    result.assert_outcomes(passed=2)
+    assert read == []
 
 
 def test_a_broken_family_no_test_collects_from_is_reported_at_setup_not_collection(

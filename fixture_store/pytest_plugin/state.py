@@ -16,7 +16,7 @@ from fixture_store.display import text as shown
 from fixture_store.errors import FixtureStoreError, UsageError
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
-from fixture_store.registry import FamilyFile, Registry, files
+from fixture_store.registry import Registry, files
 from fixture_store.verify import Result, Status
 
 if TYPE_CHECKING:
@@ -38,7 +38,10 @@ class PluginState:
 
     config: pytest.Config
     _registry: Registry | None = None
-    _families: dict[str, FamilyFile | None] = field(default_factory=dict)
+    # Each family collection parametrized over: its names (sorted) and each one's kind (None for
+    # an invalid record), not its records (a heap holding 10^5 records made every pass of the
+    # cyclic collector over pytest's items cost as much again as the items themselves).
+    _kinds: dict[str, dict[str, str | None] | None] = field(default_factory=dict)
     _fixtures: Fixtures | None = None
     current_test: str | None = None
     _certificates: set[str] = field(default_factory=set)
@@ -66,15 +69,19 @@ class PluginState:
             self._registry = registry_mod.load(self.root())
         return self._registry
 
-    def family(self, family: str) -> FamilyFile:
-        """One family, from the registry if it is loaded, else read alone (collection reads
-        only the families its tests parametrize over; a test's setup loads the rest)."""
+    def kinds(self, family: str) -> dict[str, str | None]:
+        """One family's record names, sorted, each with its kind (``None``: an invalid record),
+        from the registry if it is loaded, else its files read alone (collection reads only the
+        families its tests parametrize over, and keeps their names, not their records)."""
         if self._registry is not None:
-            found = self._registry.families.get(family)
-        elif family in self._families:
-            found = self._families[family]
+            fam = self._registry.families.get(family)
+            found = None if fam is None else fam.kinds()
+        elif family in self._kinds:
+            found = self._kinds[family]
         else:
-            found = self._families[family] = files.load_family(self.root(), family)
+            # the family's file and shards read alone; its names and kinds kept, not the file
+            alone = files.load_family(self.root(), family)
+            found = self._kinds[family] = None if alone is None else alone.kinds()
         if found is None:
             reg = self._registry
             every = sorted(reg.families) if reg else files.family_names(self.root())
@@ -93,11 +100,10 @@ class PluginState:
 
     def names_of(self, family: str, kind: str | None = None) -> list[str]:
         """Record names of a family, from the registry text only (no object is touched)."""
-        fam = self.family(family)
-        names = sorted((*fam.records, *fam.invalid))
-        if kind is not None:
-            names = [n for n in names if n in fam.invalid or fam.records[n].kind == kind]
-        return names
+        kinds = self.kinds(family)
+        if kind is None:
+            return list(kinds)
+        return [n for n, k in kinds.items() if k is None or k == kind]
 
     def enforce(self, name: str, item: pytest.Item | None = None) -> Result:
         """Verify ``name`` and apply the refusal semantics; returns the verified result.
@@ -134,7 +140,7 @@ class PluginState:
         try:
             key = attest_mod.key_path(
                 self.config.getoption("fixture_store_attest_key"),
-                forbidden=(self.store().root, self.registry().directory),
+                forbidden=(self.store().root, self.root() / registry_mod.files.DIRNAME),
                 option="--fixture-store-attest-key",
             )
             attest_mod.signer(key)

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
+from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.registry import shards
 from fixture_store.registry.known_failures import KnownFailure
+from fixture_store.registry.lazy_records import LazyRecords
 from fixture_store.registry.raw_files import DIRNAME, family_of
 from fixture_store.registry.records import Record
 
@@ -38,6 +40,20 @@ class FamilyFile:
     # ``<family>/<ab>.json``); ``text_digest`` combines them. Writes skip unchanged files.
     digests: Mapping[str, str] = field(default_factory=dict, compare=False)
     sharded: bool = False
+
+    @cyclic_gc_paused()
+    def kinds(self) -> dict[str, str | None]:
+        """Each record's name, sorted, with its kind (``None``: an invalid record), what test
+        collection keeps of a family: records a lazy mapping holds unbuilt stay unbuilt (see
+        :meth:`.lazy_records.LazyRecords.kinds`)."""
+        records = self.records
+        kinds: dict[str, str | None] = {}
+        if isinstance(records, LazyRecords):
+            kinds.update(records.kinds())
+        else:
+            kinds.update((n, r.kind.value) for n, r in records.items())
+        kinds.update(dict.fromkeys(self.invalid))
+        return dict(sorted(kinds.items()))
 
     def file_of(self, name: str) -> Path:
         """The file that holds (or would hold) the record ``name``."""

@@ -20,9 +20,10 @@ from typing import Any
 from fixture_store.errors import RegistryError
 from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.registry.parsed_cache import rebuild
-from fixture_store.registry.records import Record, parse_record
+from fixture_store.registry.records import KINDS, Record, parse_record
 
 _UNBUILT = object()
+_KINDS = frozenset(KINDS)
 
 
 class LazyRecords(Mapping[str, Record]):
@@ -84,6 +85,20 @@ class LazyRecords(Mapping[str, Record]):
 
     def __repr__(self) -> str:
         return f"<{len(self._raw)} records, {len(self._built)} built>"
+
+    def kinds(self) -> dict[str, str]:
+        """Each name, in order, with its record's kind, building no record: an unbuilt one's
+        kind is its JSON's (a verdict vouches the record parsed, so it is one of the kinds);
+        a JSON whose kind is not one of them is built, which raises what its parse says."""
+        out: dict[str, str] = {}
+        built = self._built
+        for name, raw in self._raw.items():
+            record = built.get(name)
+            kind = raw.get("kind") if record is None and isinstance(raw, dict) else None
+            if kind not in _KINDS:
+                kind = (record or self[name]).kind.value
+            out[name] = kind
+        return out
 
     def values(self) -> ValuesView[Record]:
         return self._every().values()

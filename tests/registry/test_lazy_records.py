@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from fixture_store import registry as registry_mod
+from fixture_store.errors import RegistryError
 from fixture_store.registry import documents, lazy_records, parsed_cache, reading, shards
 from fixture_store.registry.records import Record
 from tests.registry.test_parsed_cache import _records, _same, _tree, _write_raw
@@ -80,3 +81,36 @@ def test_a_sharded_family_partly_parsed_partly_cached_loads_as_a_parse(
     )
     _same(reg, registry_mod.load(project, cached=False))
     assert sorted(built) == sorted(n for n in names if n != names[7])
+
+
+def test_kinds_build_no_record_and_are_those_of_a_parse(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A family's names and kinds (what test collection keeps) come from the JSON a verdict
+    vouches for, the same as a parse's records and invalid names give."""
+    raw = _records()
+    raw["fam/broken"] = {"kind": "no-such-kind", "source": {"type": "local", "path": "b"}}
+    _write_raw(project, raw)
+    parsed = registry_mod.load(project, cached=False).families["fam"]
+    expected = {n: r.kind.value for n, r in parsed.records.items()} | {"fam/broken": None}
+    assert parsed.kinds() == dict(sorted(expected.items()))
+    del raw["fam/broken"]  # a file with an invalid record is never vouched for
+    _write_raw(project, raw)
+    registry_mod.load(project)  # the cache remembers
+    built = _count_builds(monkeypatch)
+    fam = registry_mod.load(project).families["fam"]
+    assert isinstance(fam.records, lazy_records.LazyRecords)
+    assert fam.kinds() == {n: k for n, k in parsed.kinds().items() if k is not None}
+    assert built == []
+    assert fam.records["fam/local"].kind == "fixture"  # one built: its kind is the record's
+    assert fam.kinds()["fam/local"] == "fixture" and built == ["fam/local"]
+
+
+def test_a_vouched_json_whose_kind_is_not_a_kind_is_built_and_refused() -> None:
+    """A kind the verdict cannot have vouched for (the entry stale against a changed parser,
+    say) is not taken from the JSON: the record is built, and its parse refuses it."""
+    lazy = lazy_records.LazyRecords.of_json(
+        {"fam/x": {"kind": "nonsense", "source": {"type": "local", "path": "x"}}}, "<t>"
+    )
+    with pytest.raises(RegistryError, match="unknown kind"):
+        lazy.kinds()
