@@ -111,3 +111,27 @@ def test_a_malformed_range_is_refused_when_the_registry_is_read(
 
     with pytest.raises(InvalidRecordError, match=field.replace(".", r"\.")):
         make_registry(project, {"ckpt/x": raw}).get("ckpt/x")
+
+
+def test_a_stated_tensor_digest_is_hashed_against_the_stored_bytes(
+    project: Path, store: Store
+) -> None:
+    """Digests add takes from the stored bytes are not read twice; digests a caller states are."""
+    from fixture_store.errors import UsageError
+    from fixture_store.registry import Annotations
+
+    path = project / "model.safetensors"
+    path.write_bytes(save(BIG))
+    ingest.add(store, registry_mod.load(project), path, name="ckpt/big", kind="checkpoint")
+    taken = registry_mod.load(project).get("ckpt/big").arrays
+    assert taken is not None
+    lying = {n: {**dict(s), "sha256": "0" * 64} for n, s in taken.items()}
+    with pytest.raises(UsageError, match="the arrays manifest given for ckpt/other is not what"):
+        ingest.add(
+            store,
+            registry_mod.load(project),
+            path,
+            name="ckpt/other",
+            kind="checkpoint",
+            annotations=Annotations(arrays=lying),
+        )
