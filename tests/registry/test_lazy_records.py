@@ -114,3 +114,21 @@ def test_a_vouched_json_whose_kind_is_not_a_kind_is_built_and_refused() -> None:
     )
     with pytest.raises(RegistryError, match="unknown kind"):
         lazy.kinds()
+
+
+def test_a_walk_by_name_builds_the_rest_in_one_pass(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [f"fam/case_{i:03d}" for i in range(200)]
+    raw = {n: _tree(i) for i, n in enumerate(names)}
+    _write_raw(project, raw)
+    parsed = registry_mod.load(project)
+    built = _count_builds(monkeypatch)
+    reg = registry_mod.load(project)
+    few = lazy_records._FEW
+    looked = [reg.get(n) for n in names[:few]]
+    assert built == names[:few]  # one by one
+    looked.append(reg.get(names[few]))
+    assert len(built) == len(names)  # then every other one at once, each once
+    looked += [reg.get(n) for n in names[few + 1 :]]
+    assert looked == list(parsed.records()) and len(built) == len(names)
