@@ -15,6 +15,7 @@ parsed, and a record that would not parse (which a verdict never allows) raises 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import ItemsView, Iterator, Mapping, ValuesView
 from typing import Any
 
@@ -37,7 +38,7 @@ class LazyRecords(Mapping[str, Record]):
     file the cache did not vouch for) or the JSON a verdict vouches for, kept as each file's
     ``records`` object, in the order the files were read."""
 
-    __slots__ = ("_built", "_complete", "_files", "_parts", "_raw", "_singles")
+    __slots__ = ("_built", "_complete", "_files", "_lock", "_parts", "_raw", "_singles")
 
     def __init__(self, parts: list[tuple[str, dict[str, Any]]], built: dict[str, Record]) -> None:
         raw: dict[str, Any] = dict.fromkeys(built, _UNBUILT)
@@ -51,6 +52,9 @@ class LazyRecords(Mapping[str, Record]):
         self._built = built
         self._complete = False  # every record built, ``_built`` in the order of ``_raw``
         self._singles = 0  # records built one by one
+        # Building is under a lock (threads may share a registry): a record is built once, and
+        # a lookup never reads a file's JSON that a pass building them all has let go.
+        self._lock = threading.RLock()
 
     @classmethod
     def of_json(cls, raw: object, file: str) -> LazyRecords:
@@ -76,13 +80,17 @@ class LazyRecords(Mapping[str, Record]):
 
     def __getitem__(self, name: str) -> Record:
         record = self._built.get(name)
-        if record is None:
-            raw = self._raw[name]
-            if self._singles >= max(_FEW, len(self._raw) // 16):
-                return self._every()[name]  # a walk by name: build the rest in one pass
-            self._singles += 1
-            record = self._built[name] = self._build(name, raw, self._files[name])
-        return record
+        if record is not None:
+            return record
+        with self._lock:
+            record = self._built.get(name)
+            if record is None:
+                raw = self._raw[name]
+                if self._singles >= max(_FEW, len(self._raw) // 16):
+                    return self._every()[name]  # a walk by name: build the rest in one pass
+                self._singles += 1
+                record = self._built[name] = self._build(name, raw, self._files[name])
+            return record
 
     def __contains__(self, name: object) -> bool:
         return name in self._raw
@@ -122,19 +130,23 @@ class LazyRecords(Mapping[str, Record]):
         than in the order of the names, which spreads over every shard), each file's JSON let
         go once its records are built (it takes as much memory as they do: holding both
         would double the peak)."""
-        if not self._complete:
-            built, raw_of = self._built, self._raw
-            with cyclic_gc_paused():
-                for file, records in self._parts:
-                    for name, raw in records.items():
-                        if name not in built:
-                            built[name] = self._build(name, raw, file)
-                        raw_of[name] = _UNBUILT
-                    records.clear()
-                self._built = {name: built[name] for name in raw_of}
-            self._raw, self._parts, self._files = self._built, [], {}
-            self._complete = True
-        return self._built
+        with self._lock:
+            if not self._complete:
+                self._build_every()
+            return self._built
+
+    def _build_every(self) -> None:
+        built, raw_of = self._built, self._raw
+        with cyclic_gc_paused():
+            for file, records in self._parts:
+                for name, raw in records.items():
+                    if name not in built:
+                        built[name] = self._build(name, raw, file)
+                    raw_of[name] = _UNBUILT
+                records.clear()
+            self._built = {name: built[name] for name in raw_of}
+        self._raw, self._parts, self._files = self._built, [], {}
+        self._complete = True
 
     @staticmethod
     def _build(name: str, raw: Any, file: str) -> Record:
