@@ -35,8 +35,8 @@ Then, each timed ``--repeat`` times (median, in this process, imports excluded):
   pytest's items, which the plugin cannot go below;
 - ``collect2``: the plugin's test under pytest-xdist with two workers (``-n 2``), less the same
   over the plain test (xdist's start-up: two workers): ``--collect-only`` turns xdist off, so
-  the run deselects every test (``-k``) and the workers collect all of them, in parallel, while
-  the controller collects nothing.
+  the run deselects every test (``--deselect``) and the workers collect all of them, in
+  parallel, while the controller collects nothing.
 
 The children run side by side (each repeat runs each once) and their CPU time (user and
 system, workers included) is taken as well as their wall time.
@@ -275,14 +275,16 @@ def _children(project: Path, store: Store, size: int, repeat: int) -> dict[str, 
     collected = f"{size} test{'s' if size > 1 else ''} collected"
     only = ("--collect-only",)
     # --collect-only turns xdist off (one process), so under -n 2 the workers collect everything
-    # and deselect it all (-k): the controller, which collects nothing, has no test to run
-    xdist = ("no tests ran", "-p", "xdist", "-n", "2", "-k", "no_such_test")
+    # and deselect it all (--deselect: one prefix test per item, where -k matches keywords): the
+    # controller, which collects nothing, has no test to run
+    xdist = ("no tests ran", "-p", "xdist", "-n", "2")
+    syn, plain = "tests/test_syn.py", "tests/test_plain.py"
     children = {
-        "collect": (collected, *only, "tests/test_syn.py"),
+        "collect": (collected, *only, syn),
         "pytest": (collected, *only, "tests/test_parametrized.py"),
-        "collect2": (*xdist, "tests/test_syn.py"),
-        "start-up": ("1 test collected", *only, "tests/test_plain.py"),
-        "start-up2": (*xdist, "tests/test_plain.py"),  # xdist's own: two workers started
+        "collect2": (*xdist, "--deselect", syn, syn),
+        "start-up": ("1 test collected", *only, plain),
+        "start-up2": (*xdist, "--deselect", plain, plain),  # xdist's own: two workers started
     }
     wall: dict[str, list[float]] = {row: [] for row in children}
     cpu: dict[str, list[float]] = {row: [] for row in children}
