@@ -40,7 +40,6 @@ Medians of ``--repeat`` rounds after one untimed round; the bytes the server sen
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -63,6 +62,7 @@ from bench.remotes import CREDENTIALS, moto_server
 from fixture_store import limits
 from fixture_store.access import Fixtures
 from fixture_store.fetch import fetch_names
+from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
 from fixture_store.registry import Kind
@@ -147,25 +147,34 @@ def serve(file: Path, folder: Path) -> tuple[ThreadingHTTPServer, str, list[int]
 
 def project(root: Path, file: Path, url: str) -> None:
     """A registry whose one record is ``file`` behind ``url``, made as ``add`` makes it."""
+    url_project(root, file, url, "ckpt/big", kind=Kind.CHECKPOINT, array_name="model")
+
+
+def url_project(
+    root: Path, file: Path, url: str, name: str, *, kind: Kind, array_name: str
+) -> float:
+    """A registry whose one record ``name`` is ``file`` behind ``url``, described as ``add``
+    describes it (under the 1GiB profile, its tensor, chunk or member ranges with it); the
+    seconds the describing took."""
+    started = time.perf_counter()
     described = content.describe(
-        file, kind=Kind.CHECKPOINT, array_name="model", profile=limits.profile("1GiB")
+        file, kind=kind, array_name=array_name, profile=limits.profile("1GiB")
     )
-    h = hashlib.sha256()
-    with file.open("rb") as f:
-        while chunk := f.read(16 * MiB):
-            h.update(chunk)
+    took = time.perf_counter() - started
     record = {
-        "kind": "checkpoint",
+        "kind": kind.value,
         "source": {"type": "url", "url": url},
-        "digest": "sha256:" + h.hexdigest(),
+        "digest": digests.of_file(file).text,
         "size": file.stat().st_size,
         "media_type": described.media_type,
         "profile": "1GiB",
         "arrays": described.arrays,
     }
     (root / "provenance").mkdir(parents=True)
-    doc = {"format_version": 1, "records": {"ckpt/big": record}}
-    (root / "provenance" / "ckpt.json").write_text(json.dumps(doc, indent=2))
+    doc = {"format_version": 1, "records": {name: record}}
+    family = name.split("/", 1)[0]
+    (root / "provenance" / f"{family}.json").write_text(json.dumps(doc, indent=2))
+    return took
 
 
 def round_(

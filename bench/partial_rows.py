@@ -23,8 +23,6 @@ Medians of ``--repeat`` rounds after one untimed round; the bytes the server sen
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import shutil
 import statistics
 import tempfile
@@ -36,12 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from bench.partial_fetch import serve
-from fixture_store import limits
+from bench.partial_fetch import serve, url_project
 from fixture_store.access import Fixtures
 from fixture_store.fetch import fetch_names
 from fixture_store.objects.store import Store
-from fixture_store.readers import content
 from fixture_store.registry import Kind
 from fixture_store.registry import load as load_registry
 
@@ -87,28 +83,7 @@ def write_npz(path: Path, size_mib: int) -> np.ndarray[Any, Any]:
 def project(root: Path, file: Path, url: str, name: str) -> float:
     """A registry whose one record is ``file`` behind ``url``, made as ``add`` makes it; the
     seconds describing it took (its chunk or member digests)."""
-    started = time.perf_counter()
-    described = content.describe(
-        file, kind=Kind.ARRAY, array_name="big", profile=limits.profile("1GiB")
-    )
-    took = time.perf_counter() - started
-    h = hashlib.sha256()
-    with file.open("rb") as f:
-        while chunk := f.read(16 * MiB):
-            h.update(chunk)
-    record = {
-        "kind": "array",
-        "source": {"type": "url", "url": url},
-        "digest": "sha256:" + h.hexdigest(),
-        "size": file.stat().st_size,
-        "media_type": described.media_type,
-        "profile": "1GiB",
-        "arrays": described.arrays,
-    }
-    (root / "provenance").mkdir(parents=True)
-    doc = {"format_version": 1, "records": {name: record}}
-    (root / "provenance" / "ref.json").write_text(json.dumps(doc, indent=2))
-    return took
+    return url_project(root, file, url, name, kind=Kind.ARRAY, array_name="big")
 
 
 Read = Callable[[Fixtures], np.ndarray[Any, Any]]
