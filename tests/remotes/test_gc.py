@@ -75,6 +75,15 @@ def _pushed(tmp_path: Path, store: Store, remote: Any) -> tuple[Registry, Regist
     return everything, now
 
 
+def _pushed_folder(tmp_path: Path, store: Store) -> tuple[FolderRemote, Keys, Registry, Registry]:
+    """A folder remote everything was pushed to, its keys, and the registries of ``_pushed``."""
+    remote = FolderRemote("shared", tmp_path / "remote")
+    everything, now = _pushed(tmp_path, store, remote)
+    keys = keys_of(remote)
+    assert keys is not None
+    return remote, keys, everything, now
+
+
 def _wants(registry: Registry, *names: str) -> set[str]:
     return {d.hex for n in names for d in plan(registry, [n]).wants[n]}
 
@@ -105,10 +114,7 @@ def _collect(keys: Keys, now: Registry, **options: Any) -> remote_gc.Swept:
 def test_gc_removes_garbage_keeps_what_is_referenced_and_pulls_still_verify(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    everything, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    remote, keys, everything, now = _pushed_folder(tmp_path, store)
     before = _slots(keys)
     kept = _wants(now, *(n for n in KEPT if n.startswith("fam/")))  # in packs
     packs_of = {h: {o for o, p in before.items() if p == h} for h in set(before.values())}
@@ -153,10 +159,7 @@ def test_gc_removes_garbage_keeps_what_is_referenced_and_pulls_still_verify(
 def test_repack_below_zero_keeps_every_partly_garbage_pack_whole(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    remote, keys, _, now = _pushed_folder(tmp_path, store)
     the_plan = remote_gc.plan(keys, remote_gc.referenced([now]), min_age=0, repack_below=0)
     assert not the_plan.fated(remote_gc.Fate.REPACK)
     assert len(the_plan.fated(remote_gc.Fate.KEEP)) == 2
@@ -166,10 +169,7 @@ def test_repack_below_zero_keeps_every_partly_garbage_pack_whole(
 
 
 def test_repack_everything_leaves_no_garbage_in_any_pack(tmp_path: Path, store: Store) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    remote, keys, _, now = _pushed_folder(tmp_path, store)
     swept = _collect(keys, now, repack_below=1.0)
     assert swept.ok and len(swept.repacked) == 2  # the pack kept whole at 0.5 too
     assert set(_slots(keys)) == _wants(now, *[n for n in KEPT if n.startswith("fam/")])
@@ -180,10 +180,7 @@ def test_repack_everything_leaves_no_garbage_in_any_pack(tmp_path: Path, store: 
 
 
 def test_keep_registry_keeps_the_objects_of_another_project(tmp_path: Path, store: Store) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    everything, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    remote, keys, everything, now = _pushed_folder(tmp_path, store)
     the_plan = remote_gc.plan(keys, remote_gc.referenced([now, everything]), min_age=0)
     assert not the_plan.objects and not the_plan.packs
     _pulls(tmp_path, everything, remote, "fresh")
@@ -244,10 +241,7 @@ def test_a_gc_cut_at_any_step_leaves_every_referenced_object_readable(
 def test_a_pack_an_index_written_after_the_plan_names_is_spared(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    _remote, keys, _, now = _pushed_folder(tmp_path, store)
     the_plan = remote_gc.plan(keys, remote_gc.referenced([now]), min_age=0)
     (doomed,) = the_plan.fated(remote_gc.Fate.DELETE)
     # a push of another registry, meanwhile, finds its objects in that pack and indexes them
@@ -271,10 +265,7 @@ def _members(keys: Keys, pack: remote_gc.PackPlan) -> list[tuple[str, int, int]]
 def test_what_is_younger_than_min_age_is_left_and_an_old_orphan_pack_goes(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    _remote, keys, _, now = _pushed_folder(tmp_path, store)
     orphan = b"the pack of a push cut before its index"
     hexpart = digests.of_bytes(orphan).hex
     (tmp_path / "remote" / pack_key(hexpart)).write_bytes(orphan)
@@ -303,10 +294,7 @@ def test_a_registry_with_an_invalid_record_is_refused(tmp_path: Path) -> None:
 def test_a_pack_index_that_cannot_be_read_refuses_the_gc_and_nothing_goes(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    _remote, keys, _, now = _pushed_folder(tmp_path, store)
     (index,) = (tmp_path / "remote" / INDEXES).iterdir()
     damaged = bytearray(index.read_bytes())
     damaged[10] ^= 1
@@ -382,10 +370,7 @@ def test_no_pack_goes_while_an_index_naming_it_could_not_be_removed(
 def test_a_damaged_object_is_never_repacked_and_its_pack_is_kept_whole(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    _remote, keys, _, now = _pushed_folder(tmp_path, store)
     the_plan = remote_gc.plan(keys, remote_gc.referenced([now]), min_age=0, repack_below=0.5)
     (repack,) = the_plan.fated(remote_gc.Fate.REPACK)
     (victim, offset), *_ = repack.live
@@ -404,10 +389,7 @@ def test_a_damaged_object_is_never_repacked_and_its_pack_is_kept_whole(
 def test_the_temp_file_of_a_cut_push_goes_once_it_is_older_than_min_age(
     tmp_path: Path, store: Store
 ) -> None:
-    remote = FolderRemote("shared", tmp_path / "remote")
-    _, now = _pushed(tmp_path, store, remote)
-    keys = keys_of(remote)
-    assert keys is not None
+    _remote, keys, _, now = _pushed_folder(tmp_path, store)
     temps = tmp_path / "remote" / "tmp"
     for name in ("push-old", "push-young", "notes.txt"):
         (temps / name).write_bytes(b"half an object")
