@@ -32,7 +32,8 @@ by hand (`uv run python scripts/cli_reference.py` rewrites it, and a test fails 
 Global options come before the command: `fixture-store [--store DIR] [--registry DIR] COMMAND ...`.
 Every command has `--help` (or `-h`). Exit codes: `0` everything asked for verified, `1` something
 failed verification, `2` a usage or registry error. Tables go to stdout, errors to stderr, and
-`--json` (where a command has it) gives machine output.
+`--json` (where a command has it) gives machine output: indented at a terminal, one line when a
+program reads it (a pipe or a file, as `gh` prints it; `jq .` indents it again).
 """
 
 
