@@ -144,6 +144,12 @@ class Snapshot:
         missing = {i for i, (h, n) in enumerate(plain) if h is None or n is None}
         if not all(isinstance(name, str) for name in names):
             raise ValueError("a name is not text")
+        if not all(h is None or (isinstance(h, str) and len(h) == _HEX) for h in raw["hexes"]):
+            raise ValueError("a digest is not 64 characters of text")
+        if not all(n is None or type(n) is int for n in raw["sizes"]):
+            raise ValueError("a size is not a number")
+        if not all(k is None or isinstance(k, str) for k in raw["kinds"]):
+            raise ValueError("a kind is not text")
         if missing != set(others) or any(
             Result.from_json(r).name != names[i] for i, r in others.items()
         ):

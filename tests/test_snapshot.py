@@ -254,6 +254,9 @@ def _give_away(path: Path) -> None:
         # or a name that is not one, must fail the lookup, never the printing.
         pytest.param(lambda p: _edit(p, hexes=[None, None], others={}), id="a-row-of-nothing"),
         pytest.param(lambda p: _edit(p, names=[1, 2]), id="a-name-that-is-not-text"),
+        pytest.param(lambda p: _edit(p, hexes=[7, 7]), id="a-digest-that-is-not-text"),
+        pytest.param(lambda p: _edit(p, sizes=["1", "2"]), id="a-size-that-is-not-a-number"),
+        pytest.param(lambda p: _edit(p, kinds=[[], []]), id="a-kind-that-is-not-text"),
     ],
 )
 def test_a_snapshot_someone_else_could_have_written_or_a_damaged_one_is_ignored(
