@@ -42,6 +42,19 @@ FIX = "fixture-store fetch ckpt/big"
 SMALL = WEIGHTS["small"].nbytes
 
 
+# What a lying remote does (a fault of the proxy in front of it) and what the refusal says.
+LIES = pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ({"whole": True}, r"answered 200 to a range request .*not 206"),
+        ({"shift_range": 8}, r"with Content-Range 'bytes \d+-\d+/\d+'"),
+        ({"ranges": 1, "range_delta": -16}, rf"sent {SMALL - 16} bytes for a range of {SMALL}"),
+        ({"flip": True}, r"do not have the tensor's sha256"),
+    ],
+    ids=["ignores-range", "wrong-content-range", "short-body", "wrong-bytes"],
+)
+
+
 def _only_remote(tmp_path: Path) -> tuple[Fixtures, bytes]:
     """The safetensors record whose local source is gone: only a remote can serve it."""
     fixtures, data = _project(tmp_path, {"type": "local", "path": "model.safetensors"})
@@ -178,16 +191,7 @@ def test_an_s3_remote_serves_one_tensor_by_one_ranged_get(
     assert _empty(fixtures)
 
 
-@pytest.mark.parametrize(
-    ("fault", "said"),
-    [
-        ({"whole": True}, r"answered 200 to a range request for bytes \d+-\d+/\d+, not 206"),
-        ({"shift_range": 8}, r"with Content-Range 'bytes \d+-\d+/\d+'"),
-        ({"ranges": 1, "range_delta": -16}, rf"sent {SMALL - 16} bytes for a range of {SMALL}"),
-        ({"flip": True}, r"do not have the tensor's sha256"),
-    ],
-    ids=["ignores-range", "wrong-content-range", "short-body", "wrong-bytes"],
-)
+@LIES
 def test_a_lying_s3_remote_is_refused_for_exactly_that_tensor(
     tmp_path: Path,
     proxy: FaultProxy,
@@ -249,16 +253,7 @@ def test_a_hub_remote_serves_one_tensor_by_a_range_at_its_commit(
     assert _empty(fixtures)
 
 
-@pytest.mark.parametrize(
-    ("fault", "said"),
-    [
-        ({"whole": True}, r"answered 200 to a range request .*not 206"),
-        ({"shift_range": 8}, r"with Content-Range 'bytes \d+-\d+/\d+'"),
-        ({"ranges": 1, "range_delta": -16}, rf"sent {SMALL - 16} bytes for a range of {SMALL}"),
-        ({"flip": True}, r"do not have the tensor's sha256"),
-    ],
-    ids=["ignores-range", "wrong-content-range", "short-body", "wrong-bytes"],
-)
+@LIES
 def test_a_lying_hub_remote_is_refused_for_exactly_that_tensor(
     cdn: tuple[HubState, FaultProxy], tmp_path: Path, fault: dict[str, object], said: str
 ) -> None:
