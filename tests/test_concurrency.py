@@ -162,8 +162,8 @@ def test_regenerate_accept_refuses_when_a_record_changed_since_it_was_compared(
     set_scale(project, 2.0)
     real_put = accepting._put
 
-    def put_then_edit(store: Store, o: Any) -> Any:
-        digest = real_put(store, o)
+    def put_then_edit(store: Store, o: Any, *rest: Any) -> Any:
+        digest = real_put(store, o, *rest)
         now = registry_mod.load(project)  # a reviewer edits the record meanwhile
         case = dataclasses.replace(now.get("toy/case"), description="reviewed")
         others = [r for r in now.families["toy"].records.values() if r.name != case.name]
