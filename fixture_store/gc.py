@@ -91,12 +91,10 @@ def sweep(
         return Sweep(find_garbage(store, [registry]))
     with store.collecting(on_wait), registry_mod.transaction(registry.root) as tx:
         current = tx.registry(known=registry)
-        invalid = dict(current.invalid())
+        invalid = current.invalid_summary()
         if invalid:
-            first = sorted(invalid)[0]
             raise UsageError(
-                f"{len(invalid)} record(s) are invalid (first: {first}: "
-                f"{invalid[first].about(first)}), so their objects cannot be told apart from "
+                f"the registry has {invalid}, so their objects cannot be told apart from "
                 "garbage; refusing to delete",
                 fix="fixture-store verify, fix the records, rerun gc",
             )

@@ -79,6 +79,15 @@ class Registry:
         for fam in self.families.values():
             yield from fam.invalid.items()
 
+    def invalid_summary(self) -> str | None:
+        """How many records are invalid and the first of them, with why (``None``: none is):
+        what a refusal to decide garbage while one is invalid says."""
+        invalid = dict(self.invalid())
+        if not invalid:
+            return None
+        first = sorted(invalid)[0]
+        return f"{len(invalid)} invalid record(s) (first: {first}: {invalid[first].about(first)})"
+
     def names(self) -> list[str]:
         return sorted(n for fam in self.families.values() for n in (*fam.records, *fam.invalid))
 

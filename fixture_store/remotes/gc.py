@@ -104,13 +104,11 @@ def referenced(registries: Iterable[Registry]) -> set[str]:
     decided) if a record of one of them is invalid."""
     keep: set[str] = set()
     for registry in registries:
-        invalid = dict(registry.invalid())
+        invalid = registry.invalid_summary()
         if invalid:
-            first = sorted(invalid)[0]
             raise UsageError(
-                f"the registry at {registry.root} has {len(invalid)} invalid record(s) (first: "
-                f"{first}: {invalid[first].about(first)}), so the objects they reference cannot "
-                "be told apart from garbage; refusing to collect the remote",
+                f"the registry at {registry.root} has {invalid}, so the objects they reference "
+                "cannot be told apart from garbage; refusing to collect the remote",
                 fix=f"fixture-store --registry {registry.root} verify, fix the records, then "
                 "run remote gc again",
             )
