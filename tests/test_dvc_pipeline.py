@@ -65,7 +65,7 @@ def test_repro_runs_once_and_tracks_params(tmp_path: Path) -> None:
     assert "2 new" in first  # each toy stage produces two artifacts, none registered yet
     metrics = json.loads(run(root, *dvc, "metrics", "show", "--json", env=env))
     summary = next(iter(metrics.values()))["data"]["metrics.json"]["data"]
-    assert summary == {"identical": 0, "within": 0, "drift": 0, "verified": 0, "new": 4}
+    assert summary == {"pass": 0, "drift": 0, "verified": 0, "new": 4}
 
     second = run(root, *dvc, "repro", env=env)
     assert "Running stage" not in second

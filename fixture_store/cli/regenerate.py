@@ -167,7 +167,8 @@ def regenerate_cmd(
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
 
 
-SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "drift", "new", "missing")
+# A stage's file counts: this machine's split where its run report has it, else ``pass``.
+SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", "missing")
 
 
 @click.command()
@@ -179,8 +180,9 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "drift", "new", "missing
     "metrics_path",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
-    help="Write the headline counts here (DVC metrics: files identical, within tolerance and "
-    "drifted, artifacts verified); --json prints the whole summary.",
+    help="Write the headline counts here (DVC metrics: files that pass and drifted, artifacts "
+    "verified) and this machine's identical and within-tolerance counts to run/ beside it; "
+    "--json prints the whole summary.",
 )
 @click.option(
     "--plots",
@@ -244,9 +246,10 @@ def _print_summary(doc: dict[str, Any]) -> None:
         names = ", ".join(f"{name} ({n} artifacts)" for name, n in identical)
         out.print(f"  every file bit-identical: {names}", markup=False)
     t = doc["total_files"]
+    unsplit = f", {t['pass']} pass (no run report)" if t.get("pass") else ""
     out.print(
         f"files: {t.get('bit_identical', 0)} identical, "
-        f"{t.get('within_tolerance', 0)} within tolerance, {t.get('drift', 0)} drift"
+        f"{t.get('within_tolerance', 0)} within tolerance{unsplit}, {t.get('drift', 0)} drift"
     )
     if "parity" in doc:
         p = doc["parity"]

@@ -47,6 +47,32 @@ class Verdict(StrEnum):
     def ok(self) -> bool:
         return self in (Verdict.IDENTICAL, Verdict.WITHIN, Verdict.NEW)
 
+    @property
+    def passes(self) -> bool:
+        """Bit-identical or within tolerance: which of the two a machine gets is its kernels'
+        doing (another CPU rounds otherwise), so a tracked report says only :data:`PASS`."""
+        return self in (Verdict.IDENTICAL, Verdict.WITHIN)
+
+    @property
+    def tracked(self) -> str:
+        """What a tracked file says of this verdict: :data:`PASS` for both passing verdicts,
+        every other verdict as itself (the same on every machine that passes)."""
+        return PASS if self.passes else self.value
+
+    @staticmethod
+    def tracked_values() -> tuple[str, ...]:
+        """The verdicts a tracked file can hold, in order."""
+        return (PASS, *(v.value for v in Verdict if not v.passes))
+
+
+# The tracked outcome of a file or artifact that is bit-identical or within its tolerance.
+PASS = "pass"
+
+
+def verdict_json(verdict: Verdict, part: parts.Part) -> str:
+    """A verdict as a report of ``part`` writes it: exact, except in a tracked file."""
+    return verdict.tracked if part is parts.Part.TRACKED else verdict.value
+
 
 @dataclass(frozen=True)
 class Reference:
@@ -84,7 +110,10 @@ class MemberComparison:
     registered: Path | None = field(default=None, metadata=parts.RUN)
 
     def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
-        return parts.fields_json(self, part)
+        doc = parts.fields_json(self, part, convert={"verdict": lambda v: verdict_json(v, part)})
+        if part is parts.Part.RUN:  # the exact verdict is this machine's (see Verdict.passes)
+            doc["verdict"] = self.verdict.value
+        return doc
 
     @property
     def max_abs(self) -> float:
@@ -119,8 +148,22 @@ class ArtifactComparison:
         return tuple(m for m in self.members if m.verdict is not Verdict.IDENTICAL)
 
     def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
-        doc = parts.fields_json(self, part, skip=("members", "files"))
-        doc["members"] = [m.to_json(part) for m in self.differing]
+        """Its members that are not bit-identical; a tracked file lists only those that do not
+        pass, and says ``pass`` for bit-identical and within tolerance alike."""
+        doc = parts.fields_json(
+            self,
+            part,
+            skip=("members", "files"),
+            convert={"verdict": lambda v: verdict_json(v, part)},
+        )
+        if part is parts.Part.RUN:
+            doc["verdict"] = self.verdict.value
+        shown = (
+            [m for m in self.members if not m.verdict.passes]
+            if part is parts.Part.TRACKED
+            else self.differing
+        )
+        doc["members"] = [m.to_json(part) for m in shown]
         return doc
 
 

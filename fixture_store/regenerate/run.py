@@ -46,9 +46,11 @@ from fixture_store.verify import Status, Verifier
 
 @dataclass(frozen=True)
 class Report:
-    """A stage's regeneration. The comparisons' verdicts and counts are tracked; the time, the
-    scratch folder, what this store lacked and fetched, and the machine details of the
-    environment (``envs.defining`` says which) are run numbers."""
+    """A stage's regeneration. What passes, drifts or is missing is tracked; whether a passing
+    file is bit-identical or within its tolerance is a run number (another machine's kernels
+    round otherwise, see :attr:`Verdict.passes`), as are the time, the scratch folder, what this
+    store lacked and fetched, and the machine details of the environment (``envs.defining``
+    says which)."""
 
     stage: str = field(metadata=parts.KEY)
     scratch: Path = field(default=Path(), metadata=parts.RUN)
@@ -85,29 +87,42 @@ class Report:
 
     def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
         """The report, or one of its parts (:mod:`fixture_store.parity.parts`): the tracked part
-        is the same on every machine that regenerates the same files."""
+        is the same on every machine whose files pass (bit-identical or within tolerance)."""
+        tracked = part is parts.Part.TRACKED
         doc = parts.fields_json(
             self,
             part,
             skip=("comparisons", "environment", "details"),
             convert={"seconds": lambda s: round(s, 3)},
         )
+        counts, files = self.counts, self.member_counts
+        if tracked:
+            counts, files = _tracked_counts(counts), _tracked_counts(files)
         if part is not parts.Part.RUN:
             doc.update(
                 ok=self.ok,
-                counts=self.counts,
                 families=sorted({family_of(c.name) for c in self.comparisons}),
-                file_counts=self.member_counts,
             )
             if self.details:
                 doc["details"] = dict(self.details)
+        doc.update(counts=counts, file_counts=files)
         environment = dict(self.environment)
-        tracked = part is parts.Part.TRACKED
         doc["environment"] = envs.defining(environment) if tracked else environment
         doc["artifacts"] = [
-            c.to_json(part) for c in self.comparisons if c.verdict is not Verdict.IDENTICAL
+            c.to_json(part)
+            for c in self.comparisons
+            if not (c.verdict.passes if tracked else c.verdict is Verdict.IDENTICAL)
         ]
         return doc
+
+
+def _tracked_counts(counts: Mapping[str, int]) -> dict[str, int]:
+    """Counts by verdict as a tracked file holds them: bit-identical and within tolerance as
+    one ``pass``."""
+    out = dict.fromkeys(Verdict.tracked_values(), 0)
+    for verdict, n in counts.items():
+        out[Verdict(verdict).tracked] += n
+    return out
 
 
 def stage_for(root: Path, target: str) -> tuple[stages_mod.Stage, list[str]]:

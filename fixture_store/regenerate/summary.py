@@ -1,10 +1,12 @@
 """The last pipeline step: verify what the stages registered and summarise their reports.
 
-Writes DVC metrics (a headline a person reads in ``dvc metrics show``: files bit-identical,
-within tolerance and drifted over every stage, artifacts verified) and DVC plots (per-case
-parity errors of the checkpoint chain, registry data). The per-file errors of within-tolerance
-files (ULPs included) are run numbers (:mod:`fixture_store.parity.parts`): they are read from
-the stages' run reports and written to the run folder beside the plots, which no stage tracks.
+Writes DVC metrics (a headline a person reads in ``dvc metrics show``: files that pass and
+drifted over every stage, artifacts verified) and DVC plots (per-case parity errors of the
+checkpoint chain, registry data). Which passing files are bit-identical and which within their
+tolerance, and the per-file errors of the latter (ULPs included), are run numbers
+(:mod:`fixture_store.parity.parts`): another machine's kernels round otherwise. They are read
+from the stages' run reports and written to the run folders beside the metrics and the plots,
+which no stage tracks.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ from typing import Any
 from fixture_store.errors import UsageError
 from fixture_store.objects.store import Store
 from fixture_store.parity import parts
+from fixture_store.regenerate.drift import PASS, Verdict
 from fixture_store.registry import Registry
 from fixture_store.verify import Result, Status, verify_names
+
+# The keys of a stage's file counts that pass: a run report's split, or a tracked file's one.
+_PASSING = ("bit_identical", "within_tolerance", PASS)
 
 
 @dataclass(frozen=True)
@@ -43,13 +49,13 @@ class Summary:
         return all(s["ok"] for s in self.stages.values()) and not self.failures
 
     def headline(self) -> dict[str, int]:
-        """The counts ``dvc metrics show`` prints: files identical, within tolerance and
-        drifted, artifacts verified; files new, missing or unavailable and artifacts that did
-        not verify only when there are some (each is a column)."""
+        """The counts ``dvc metrics show`` prints: files that pass (bit-identical or within
+        tolerance: the same on every machine that passes) and drifted, artifacts verified; files
+        new, missing or unavailable and artifacts that did not verify only when there are some
+        (each is a column)."""
         total = self.total_files()
         doc = {
-            "identical": total.get("bit_identical", 0),
-            "within": total.get("within_tolerance", 0),
+            PASS: sum(total.get(k, 0) for k in _PASSING),
             "drift": total.get("drift", 0),
             "verified": self.verify.get("verified", 0),
         }
@@ -59,6 +65,16 @@ class Summary:
         if self.failures:
             doc["not_verified"] = len(self.failures)
         return doc
+
+    def run_headline(self) -> dict[str, int]:
+        """This machine's split of the passing files: bit-identical and within tolerance (the
+        files of a stage whose run report is gone count as ``pass``)."""
+        total = self.total_files()
+        return {
+            "identical": total.get("bit_identical", 0),
+            "within": total.get("within_tolerance", 0),
+            PASS: total.get(PASS, 0),
+        }
 
     def total_files(self) -> dict[str, int]:
         total: Counter[str] = Counter()
@@ -113,16 +129,10 @@ def _load_run(path: Path) -> dict[str, Any]:
 
 def _within_rows(doc: dict[str, Any], run: dict[str, Any]) -> list[dict[str, Any]]:
     """Per array of a within-tolerance file: its errors, from the stage's run report."""
-    within = {
-        (art["name"], m["path"])
-        for art in doc["artifacts"]
-        for m in art.get("members", [])
-        if m["verdict"] == "within-tolerance"
-    }
     rows = []
     for art in run.get("artifacts", []):
         for m in art.get("members", []):
-            if (art.get("name"), m.get("path")) not in within:
+            if m.get("verdict") != Verdict.WITHIN.value:
                 continue
             for a in m.get("arrays", []):
                 rows.append(
@@ -157,7 +167,11 @@ def summarise(
     for path in reports:
         doc = _load(path)
         run = _load_run(path)
-        files = {k.replace("-", "_"): v for k, v in doc["file_counts"].items()}
+        # This machine's split of the passing files where its run report has it, else the
+        # tracked counts (``pass``).
+        exact = run.get("file_counts") if run.get("stage") == doc["stage"] else None
+        counted = exact if isinstance(exact, dict) else doc["file_counts"]
+        files = {k.replace("-", "_"): v for k, v in counted.items()}
         stages[doc["stage"]] = {
             "ok": bool(doc["ok"]),
             "artifacts": sum(doc["counts"].values()),
@@ -192,10 +206,15 @@ def summarise(
 
 
 def write(summary: Summary, metrics: Path, plots: Path | None) -> None:
-    """The headline at ``metrics``; the parity plot in ``plots`` and the within-tolerance
-    files' errors in its run folder (``plots/run/``)."""
-    metrics.parent.mkdir(parents=True, exist_ok=True)
-    metrics.write_text(json.dumps(summary.headline(), indent=2, sort_keys=True) + "\n")
+    """The headline at ``metrics`` and this machine's split of its passing files in its run
+    folder (``metrics/run/``); the parity plot in ``plots`` and the within-tolerance files'
+    errors in its run folder (``plots/run/``)."""
+    for target, doc in (
+        (metrics, summary.headline()),
+        (parts.run_path(metrics), summary.run_headline()),
+    ):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if plots is None:
         return
     for target, rows, cols in (

@@ -21,11 +21,18 @@ def clip(tmp_path: Path) -> tuple[Path, Store]:
     return project(tmp_path)
 
 
-def _again(root: Path, store: Store, tmp_path: Path, *, accept: bool = False) -> dict[str, Any]:
+def _again(
+    root: Path,
+    store: Store,
+    tmp_path: Path,
+    *,
+    accept: bool = False,
+    part: parts.Part = parts.Part.ALL,
+) -> dict[str, Any]:
     report = regenerate(
         root, store, "video", scratch=tmp_path / "again", accept=accept, python=PYTHON
     )
-    return report.to_json(parts.Part.TRACKED)
+    return report.to_json(part)
 
 
 def test_the_same_decoder_decodes_bit_identical(clip: tuple[Path, Store], tmp_path: Path) -> None:
@@ -48,6 +55,11 @@ def test_frames_are_classified_one_by_one(clip: tuple[Path, Store], tmp_path: Pa
     assert by_frame == {"frame 2": "within-tolerance", "frame 7": "drift"}
     assert "1 of 12 frames drift: frame 7" in art["reason"]
     assert doc["file_counts"]["bit-identical"] == 10  # counted frame by frame
+    # The tracked file: the frame that passes is not listed, whichever way it passed.
+    tracked = _again(root, store, tmp_path, part=parts.Part.TRACKED)
+    [art] = tracked["artifacts"]
+    assert [(m["path"], m["verdict"]) for m in art["members"]] == [("frame 7", "drift")]
+    assert tracked["file_counts"]["pass"] == 11 and tracked["file_counts"]["drift"] == 1
 
 
 def test_a_changed_header_is_drift(clip: tuple[Path, Store], tmp_path: Path) -> None:

@@ -158,11 +158,12 @@ def test_perturbation_inside_tolerance_is_within_tolerance(
 def test_a_report_for_dvc_is_the_same_bytes_whatever_the_errors_within_tolerance(
     project: Path, store: Store, tmp_path: Path
 ) -> None:
-    """Candidates within tolerance by other errors (another machine's kernels) give the same
-    tracked report; their errors, digests and times are in the run report beside it."""
+    """Candidates bit-identical, or within tolerance by other errors (another machine's
+    kernels), give the same tracked report; their verdicts, errors, digests and times are in the
+    run report beside it."""
     accepted(project, store, tmp_path)
     reports = []
-    for i, scale in enumerate((1 + 1e-5, 1 + 3e-5)):
+    for i, scale in enumerate((1 + 1e-5, 1 + 3e-5, 1.0)):
         set_scale(project, scale)
         reports.append(tmp_path / f"machine{i}" / "toy.json")
         result = CliRunner().invoke(
@@ -183,12 +184,20 @@ def test_a_report_for_dvc_is_the_same_bytes_whatever_the_errors_within_tolerance
             ],
         )
         assert result.exit_code == 0, result.output
-    one, other = reports
-    assert one.read_bytes() == other.read_bytes()
-    assert json.loads(one.read_text())["file_counts"]["within-tolerance"] == 1
+    one, other, identical = reports
+    assert one.read_bytes() == other.read_bytes() == identical.read_bytes()
+    assert json.loads(one.read_text())["file_counts"] == {
+        "pass": 3,
+        "drift": 0,
+        "new": 0,
+        "missing": 0,
+        "unavailable": 0,
+    }
     runs = [json.loads((r.parent / "run" / "toy.json").read_text()) for r in reports]
-    errors = [r["artifacts"][0]["members"][0]["arrays"][0]["max_abs"] for r in runs]
+    errors = [r["artifacts"][0]["members"][0]["arrays"][0]["max_abs"] for r in runs[:2]]
     assert 0 < errors[0] < errors[1]
+    assert [r["file_counts"]["within-tolerance"] for r in runs] == [1, 1, 0]
+    assert runs[2]["artifacts"] == [] and runs[2]["file_counts"]["bit-identical"] == 3
 
 
 def test_accept_rewrites_the_record_in_stable_format(
