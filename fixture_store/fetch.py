@@ -102,7 +102,7 @@ def _fetch_one(
     """Fetch a record's bytes, from a mirror if one has them, else from the pinned source, and
     verify them again: only then do they count as fetched."""
     name = record.name
-    remote, tried = mirrors.pull(record, ctx.needs, ctx.count_download)
+    remote, tried, failures = mirrors.pull(record, ctx.needs, ctx.count_download)
     if remote is not None and ctx.verifier.verify(record).ok:
         return FetchResult(name, Outcome.FETCHED, f"remote {remote.label}", size=size)
     try:
@@ -114,7 +114,8 @@ def _fetch_one(
         failed = Outcome.NEEDS_EXTRA if isinstance(e, MissingExtraError) else Outcome.FAILED
         return FetchResult(name, failed, source, e.about(name) + also, e.fix, size)
     after = ctx.verifier.verify(record)
-    warning = f"remotes tried first: {'; '.join(tried)}" if tried else ""
+    # A remote that merely lacks the record is a cache's normal answer, not a warning.
+    warning = f"remotes tried first: {'; '.join(failures)}" if failures else ""
     if not after.ok:
         return FetchResult(
             name,

@@ -6,6 +6,7 @@ import dataclasses
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -32,7 +33,7 @@ from fixture_store.cli._common import (
 from fixture_store.errors import UsageError
 from fixture_store.fetch import FetchReport, FetchResult, Outcome, fetch_names
 from fixture_store.registry import Registry
-from fixture_store.remotes import Remote, config, open_remote
+from fixture_store.remotes import Remote, configured_mirrors
 from fixture_store.sources import offline_from_env
 
 # What a fetch may end in and still have everything asked for in the store, verified.
@@ -144,7 +145,7 @@ def fetch(
     offline = offline or offline_from_env()
     if tensor is not None or output is not None or rows is not None:
         _tensor_only(regenerate_missing, report_path, tensor)
-    mirrors = () if no_remote or offline else _mirrors(registry.root, remote)
+    mirrors = () if no_remote or offline else configured_mirrors(registry.root, remote)
     if tensor is not None:
         from fixture_store.cli.fetch_tensor import fetch_tensor, parse_rows
 
@@ -164,7 +165,7 @@ def fetch(
             remotes=mirrors,
         )
     if regenerate_missing:
-        report = _restored(obj, registry, report, offline=offline)
+        report = _restored(obj, registry, report, offline=offline, remotes=mirrors)
     elapsed = time.perf_counter() - started
     if report_path is not None:
         write_json(report_path, report.summary(registry), sort_keys=True)
@@ -218,14 +219,13 @@ def _tensor_only(regenerate_missing: bool, report_path: Path | None, tensor: str
         )
 
 
-def _mirrors(project: Path, remote: str | None) -> tuple[Remote, ...]:
-    conf = config.load(project)
-    specs = [conf.resolve(remote)] if remote is not None else conf.mirrors()
-    return tuple(open_remote(spec) for spec in specs)
-
-
 def _restored(
-    obj: Context, registry: Registry, report: FetchReport, *, offline: bool
+    obj: Context,
+    registry: Registry,
+    report: FetchReport,
+    *,
+    offline: bool,
+    remotes: Sequence[Remote],
 ) -> FetchReport:
     """``report`` after running the stages of the generator-made artifacts it could not fetch."""
     # params.yaml, pyyaml and the runner only when asked
@@ -240,7 +240,12 @@ def _restored(
     if not wanted:
         return report
     done = restore(
-        registry.root, obj.store, wanted, offline=offline, log=lambda m: err.print(m, markup=False)
+        registry.root,
+        obj.store,
+        wanted,
+        offline=offline,
+        remotes=remotes,
+        log=lambda m: err.print(m, markup=False),
     )
     back = set(done.restored)
 

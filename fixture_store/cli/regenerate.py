@@ -21,8 +21,9 @@ from fixture_store.cli._common import (
     styled,
     write_parts,
 )
-from fixture_store.errors import EXIT_FAILED, EXIT_OK
+from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
 from fixture_store.regenerate import Report, Verdict, regenerate
+from fixture_store.remotes import configured_mirrors
 from fixture_store.sources import offline_from_env
 
 
@@ -92,8 +93,18 @@ def _print_counts(report: Report) -> None:
     "--fetch",
     is_flag=True,
     help="Put candidates that are bit-identical to their record into the store "
-    "(how a generator-sourced artifact is fetched). The registry is untouched.",
+    "(how a generator-sourced artifact is fetched). A record this machine does not remake bit "
+    "for bit has its registered bytes pulled from the configured remotes first, so its "
+    "candidate is judged within its tolerance. The registry is untouched.",
 )
+@click.option(
+    "--remote",
+    "remote",
+    metavar="NAME|URL",
+    help="Pull registered bytes from this remote only (default: every configured remote, the "
+    "default first).",
+)
+@click.option("--no-remote", is_flag=True, help="Pull registered bytes from no remote.")
 @click.option(
     "--scratch",
     type=click.Path(file_okay=False, path_type=Path),
@@ -132,6 +143,8 @@ def regenerate_cmd(
     scratch: Path | None,
     python: str | None,
     offline: bool,
+    remote: str | None,
+    no_remote: bool,
     as_json: bool,
     report_path: Path | None,
 ) -> None:
@@ -144,6 +157,11 @@ def regenerate_cmd(
     unavailable references (both sides are kept in the scratch folder), 2 on usage errors.
     Without --accept the registry and the store are never changed.
     """
+    if remote is not None and no_remote:
+        raise UsageError("--remote cannot be combined with --no-remote")
+    offline = offline or offline_from_env()
+    wanted = (fetch or accept) and not (no_remote or offline)
+    remotes = configured_mirrors(obj.project(), remote) if wanted else ()
     report = regenerate(
         obj.project(),
         obj.store,
@@ -152,7 +170,8 @@ def regenerate_cmd(
         accept=accept,
         fetch=fetch,
         python=python,
-        offline=offline or offline_from_env(),
+        offline=offline,
+        remotes=remotes,
         log=lambda m: err.print(m, markup=False),
     )
     if report_path is not None:

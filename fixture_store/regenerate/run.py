@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ from fixture_store.registry import (
     Registry,
     family_of,
 )
+from fixture_store.remotes.base import Remote
+from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.verify import Status, Verifier
 
 
@@ -150,15 +152,23 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
     fetch: bool = False,
     python: str | None = None,
     offline: bool = False,
+    remotes: Sequence[Remote] = (),
     log: Callable[[str], None] = lambda _m: None,
 ) -> Report:
+    """Run ``target``'s stage and compare every output with its record.
+
+    With ``fetch`` or ``accept``, a record whose registered bytes the store lacks and that this
+    machine does not remake bit for bit (another CPU's kernels) has them pulled from ``remotes``
+    (the team's copy, verified against the record like every pull) and is compared again, so a
+    candidate within its tolerance passes and the store holds the record; with no remote that
+    has them it stays ``unavailable``."""
     started = time.perf_counter()
     registry = registry_mod.load(root)
     stage, only = stage_for(root, target)
     scratch = _fresh_folder(scratch or Path(tempfile.mkdtemp(prefix=f"regenerate-{stage.name}-")))
     input_names = _expand(registry, stage.inputs)
     if fetch or accept:
-        restore(root, store, input_names, python=python, offline=offline, log=log)
+        restore(root, store, input_names, python=python, offline=offline, remotes=remotes, log=log)
     inputs = [_resolve_input(store, registry, name) for name in input_names]
     out = scratch / "candidates"
     _run_generator(
@@ -174,6 +184,14 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
     outputs = _selected(read_outputs(out, stage=stage.name), only, stage)
     environment = protocol.load(out, protocol.ENVIRONMENT_FILE, stage=stage.name)
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
+    if (fetch or accept) and remotes and not offline:
+        pulled = _registered_from(remotes, store, registry, comparisons, log)
+        comparisons = [
+            _compare_output(store, registry, stage, o, scratch / "inspect")
+            if o.name in pulled
+            else c
+            for o, c in zip(outputs, comparisons, strict=True)
+        ]
     if not only:
         comparisons += _no_longer_produced(registry, stage, outputs)
     fetched: list[str] = []
@@ -220,6 +238,7 @@ def restore(
     *,
     python: str | None = None,
     offline: bool = False,
+    remotes: Sequence[Remote] = (),
     log: Callable[[str], None] = lambda _m: None,
 ) -> Restoration:
     """Bring the generator-made records among ``names`` that the store lacks back into it, by
@@ -233,7 +252,16 @@ def restore(
     todo = restore_mod.plan(registry, stages_mod.load(root), Verifier(store), names)
     for stage in todo.stages:
         log(f"restoring {stage}: its generator-made records are not in the store")
-        regenerate(root, store, stage, fetch=True, python=python, offline=offline, log=log)
+        regenerate(
+            root,
+            store,
+            stage,
+            fetch=True,
+            python=python,
+            offline=offline,
+            remotes=remotes,
+            log=log,
+        )
     verifier = Verifier(store)
     wanted = todo.names
     back = [n for n in wanted if verifier.verify(registry.get(n)).ok]
@@ -316,6 +344,46 @@ def _compare_output(
         recorded = record.metadata if record else None
         return compare_frames(cmp, recorded, o.annotations.metadata, frames_tol)
     return cmp
+
+
+def _registered_from(
+    remotes: Sequence[Remote],
+    store: Store,
+    registry: Registry,
+    comparisons: list[ArtifactComparison],
+    log: Callable[[str], None],
+) -> set[str]:
+    """The names among ``comparisons`` not remade bit for bit here whose registered bytes the
+    store lacked and now holds, pulled from the first remote that has them all (each object
+    hashed while written and published only if it is its record's)."""
+    verifier = Verifier(store)
+    wanted = [
+        c.name
+        for c in comparisons
+        if c.verdict in _NOT_REMADE and not verifier.verify(registry.get(c.name)).ok
+    ]
+    if not wanted:
+        return set()
+    mirrors = Mirrors(store, tuple(remotes))
+    pulled: set[str] = set()
+    with store.writing():
+        for name in wanted:
+            remote, tried, _failed = mirrors.pull(
+                registry.get(name),
+                lambda d: verifier.check_object(d).status is not Status.VERIFIED,
+                lambda _n: None,
+            )
+            if remote is not None:
+                pulled.add(name)
+            else:
+                log(f"{name}: its registered bytes are on no remote ({'; '.join(tried)})")
+    if pulled:
+        log(f"{len(pulled)} records this machine does not remake bit for bit: pulled from remotes")
+    return pulled
+
+
+# A candidate that is not its record's bytes: the registered ones come from a remote, if any.
+_NOT_REMADE = (Verdict.WITHIN, Verdict.DRIFT, Verdict.UNAVAILABLE)
 
 
 def _no_longer_produced(

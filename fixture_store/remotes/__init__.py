@@ -44,3 +44,13 @@ def open_remote(
 
 
 __all__ = ["Remote", "RemoteSpec", "open_remote"]
+
+
+def configured_mirrors(project: Path, remote: str | None = None) -> tuple[Remote, ...]:
+    """The remotes a command tries before a record's pinned source: ``remote`` alone, or every
+    configured one, the default first (:meth:`RemoteConfig.mirrors`)."""
+    from fixture_store.remotes import config
+
+    conf = config.load(project)
+    specs = [conf.resolve(remote)] if remote is not None else conf.mirrors()
+    return tuple(open_remote(spec) for spec in specs)

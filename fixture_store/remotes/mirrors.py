@@ -14,7 +14,7 @@ from fixture_store.objects.store import Staged, Staging, Store
 from fixture_store.registry import Record
 from fixture_store.remotes import packed as packed_part
 from fixture_store.remotes import packs
-from fixture_store.remotes.base import Remote, Retry, TransientRemoteError
+from fixture_store.remotes.base import MissingRemoteObject, Remote, Retry, TransientRemoteError
 from fixture_store.remotes.sync import DEFAULT_JOBS, pull_one
 from fixture_store.sources.transfer import DownloadPolicy
 
@@ -43,15 +43,18 @@ class Mirrors:
         record: Record,
         needs: Callable[[Digest], bool],
         count: Callable[[int], None],
-    ) -> tuple[Remote | None, list[str]]:
+    ) -> tuple[Remote | None, list[str], list[str]]:
         """Pull the record's missing objects from the first remote that has them all; returns
-        it (or ``None``) and what the others answered."""
+        it (or ``None``), what the others answered, and of that what was not a plain miss (a
+        remote lacking an object is a cache's normal answer; a failure is worth a warning)."""
         tried: list[str] = []
+        failed: list[str] = []
         for remote in self.remotes:
             with self._lock:
                 down = self.down.get(remote.label)
             if down is not None:
-                tried.append(f"{remote.label}: skipped, failed earlier in this run: {down}")
+                failed.append(f"{remote.label}: skipped, failed earlier in this run: {down}")
+                tried.append(failed[-1])
                 continue
             try:
                 with self.store.staging(replace=True) as staging:
@@ -71,17 +74,19 @@ class Mirrors:
             except TransientRemoteError as e:
                 with self._lock:
                     self.down[remote.label] = e.message
+                failed.append(e.message)
+            except MissingRemoteObject as e:
                 tried.append(e.message)
                 continue
             except FixtureStoreError as e:
-                tried.append(e.message)
-                continue
+                failed.append(e.message)
             except Exception as e:  # a mirror is a shortcut: any failure of it
                 # (a bug, a file system error) leaves the record's pinned source to try
-                tried.append(f"remote {remote.label}: {type(e).__name__}: {e}")
-                continue
-            return remote, tried
-        return None, tried
+                failed.append(f"remote {remote.label}: {type(e).__name__}: {e}")
+            else:
+                return remote, tried, failed
+            tried.append(failed[-1])
+        return None, tried, failed
 
     def _from_packs(
         self, staging: Staging, remote: Remote, wanted: Sequence[Digest]

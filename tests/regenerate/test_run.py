@@ -19,6 +19,9 @@ from fixture_store.parity import parts
 from fixture_store.regenerate import Verdict, regenerate
 from fixture_store.regenerate.envs import GeneratorError
 from fixture_store.registry import GeneratorSource
+from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.packs import ONE_PER_KEY
+from fixture_store.remotes.sync import plan, push
 from fixture_store.verify import Status, verify_names
 from tests.support.regen_project import PYTHON, make_project, set_scale
 
@@ -416,3 +419,39 @@ def test_accept_takes_range_digests_in_the_read_that_stores_an_output(
     ]
     [result] = verify_names(store, registry_mod.load(project), ["toy/big.npy"], full=True)
     assert result.status is Status.VERIFIED, result
+
+
+def test_a_machine_that_does_not_remake_the_bytes_pulls_the_registered_ones_from_the_remote(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    """Machine A accepts and pushes; machine B (an empty store, kernels that round otherwise)
+    cannot compare its candidate with bytes it does not have, until the project's remote serves
+    them: then the candidate is within tolerance, the store holds the registered bytes (never
+    the candidate), and the tracked report is machine A's, byte for byte."""
+    accepted(project, store, tmp_path)
+    registry = registry_mod.load(project)
+    remote = FolderRemote("team", project / "remote")
+    push(store, registry, remote, plan(registry, registry.names()), packing=ONE_PER_KEY)
+    (project / "pyproject.toml").write_text(
+        '[tool.fixture-store]\ndefault-remote = "team"\n\n'
+        '[tool.fixture-store.remotes.team]\nurl = "remote"\n'
+    )
+    a_report = tmp_path / "a" / "toy.json"
+    assert run_cli(project, store, "toy", "--fetch", "--report", str(a_report))[0] == 0
+
+    set_scale(project, 1 + 1e-5)  # machine B's kernels
+    b_store = Store.at(tmp_path / "b-store").ensure()
+    code, out = run_cli(project, b_store, "toy", "--fetch", "--no-remote")
+    assert code == 1 and "unavailable" in out and "not in the store" in out
+    b_report = tmp_path / "b" / "toy.json"
+    code, out = run_cli(project, b_store, "toy", "--fetch", "--report", str(b_report))
+    assert code == 0, out
+    assert b_report.read_bytes() == a_report.read_bytes()
+    run = json.loads((b_report.parent / "run" / "toy.json").read_text())
+    assert run["counts"] == {
+        **dict.fromkeys(run["counts"], 0),
+        "bit-identical": 1,
+        "within-tolerance": 1,
+    }
+    results = verify_names(b_store, registry, registry.names())
+    assert {r.status for r in results} == {Status.VERIFIED}, [r.message for r in results]

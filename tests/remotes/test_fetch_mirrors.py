@@ -70,6 +70,19 @@ def test_a_remote_with_other_bytes_falls_back_to_the_pinned_source(shared: Folde
     assert result["outcome"] == "fetched" and result["source"].startswith("local")
 
 
+def test_a_remote_that_lacks_the_record_is_no_warning(shared: FolderRemote) -> None:
+    """A cache that lacks an object is its normal answer: the pinned source serves the record
+    with no warning (a project remote holding a few records would warn for every other one)."""
+    for path in (shared.root / "objects").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    code, out, err = run("fetch", "fam/a", "--json")
+    assert code == 0, err
+    (result,) = json.loads(out)["results"]
+    assert result["outcome"] == "fetched" and result["source"].startswith("local")
+    assert result["message"] == "" and "warning" not in err
+
+
 def test_when_both_fail_the_message_says_what_the_remote_answered(
     shared: FolderRemote, project: Path
 ) -> None:

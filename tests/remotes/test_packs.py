@@ -172,8 +172,8 @@ def test_fetch_takes_packed_objects_from_a_mirror(
     other = _fresh(tmp_path)
     mirrors = Mirrors(other, [remote], retry=FAST)
     record = registry.get("fam/r03")
-    got, tried = mirrors.pull(record, lambda d: not other.has(d), lambda _: None)
-    assert got is remote and tried == []
+    got, tried, failed = mirrors.pull(record, lambda d: not other.has(d), lambda _: None)
+    assert got is remote and tried == failed == []
     assert other.has(the_plan.wants["fam/r03"][0])
 
 

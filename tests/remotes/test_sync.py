@@ -262,6 +262,6 @@ def test_a_remote_failing_with_an_error_of_no_known_kind_leaves_the_record_to_it
     push(store, registry, good, plan(registry, ["fam/a"]), packing=ONE_PER_KEY)
     broken = FolderRemote("broken", tmp_path / "re\0mote")
     mirrors = Mirrors(_empty_store(tmp_path), [broken, good])
-    served, tried = mirrors.pull(registry.get("fam/a"), lambda _d: True, lambda _n: None)
+    served, tried, failed = mirrors.pull(registry.get("fam/a"), lambda _d: True, lambda _n: None)
     assert served is good
-    assert tried == [f"remote {broken.label}: ValueError: embedded null byte"]
+    assert tried == failed == [f"remote {broken.label}: ValueError: embedded null byte"]
