@@ -181,9 +181,24 @@ def regenerate_cmd(
     else:
         print_report(report)
     report_failures(
-        Failure(c.verdict, c.name, c.reason) for c in report.comparisons if not c.verdict.ok
+        Failure(c.verdict, c.name, c.reason, _fix(c.verdict, c.name, report.stage))
+        for c in report.comparisons
+        if not c.verdict.ok
     )
     sys.exit(EXIT_OK if report.ok else EXIT_FAILED)
+
+
+def _fix(verdict: Verdict, name: str, stage: str) -> str | None:
+    """The command that settles a verdict that is not fine."""
+    if verdict is Verdict.UNAVAILABLE:
+        return (
+            "push the registered bytes from a store that holds them (fixture-store push "
+            f"{name} --remote REMOTE), then: fixture-store regenerate {stage} --fetch; or, to "
+            f"register this machine's bytes instead: fixture-store regenerate {stage} --accept"
+        )
+    if verdict is Verdict.DRIFT:
+        return f"if the change is intended: fixture-store regenerate {stage} --accept"
+    return None
 
 
 # A stage's file counts: this machine's split where its run report has it, else ``pass``.

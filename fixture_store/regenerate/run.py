@@ -244,8 +244,9 @@ def restore(
     """Bring the generator-made records among ``names`` that the store lacks back into it, by
     running their stages with ``fetch`` (producers of missing inputs first).
 
-    A record comes back only if its stage makes it bit-identically here; one that drifts or is
-    merely within tolerance stays missing and is listed, never replaced by other bytes.
+    A record comes back only with its own bytes: made bit-identically here, or pulled from
+    ``remotes`` when this machine makes other bytes; one that no remote has stays missing and is
+    listed, never replaced by other bytes.
     """
     names = list(names)
     registry = registry_mod.load(root)

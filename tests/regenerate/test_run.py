@@ -443,6 +443,7 @@ def test_a_machine_that_does_not_remake_the_bytes_pulls_the_registered_ones_from
     b_store = Store.at(tmp_path / "b-store").ensure()
     code, out = run_cli(project, b_store, "toy", "--fetch", "--no-remote")
     assert code == 1 and "unavailable" in out and "not in the store" in out
+    assert "fixture-store push toy/case --remote REMOTE" in out  # and the fix names the way
     b_report = tmp_path / "b" / "toy.json"
     code, out = run_cli(project, b_store, "toy", "--fetch", "--report", str(b_report))
     assert code == 0, out
