@@ -252,3 +252,38 @@ def test_dvc_metrics_show_fits_in_100_columns(tmp_path: Path) -> None:
     assert len(lines) == len(declared) + 1, shown
     assert max(len(line) for line in lines) <= 100, shown
     assert "17777" in shown and "2223" in shown and "99999" in shown
+
+
+def test_the_committed_lock_records_the_committed_dependencies() -> None:
+    """``dvc.lock`` holds the hash of every committed file a stage depends on (its generator,
+    the library code that judges): a change to one without a refreshed lock makes a fresh
+    clone's ``dvc repro`` rerun the stage and rewrite ``dvc.lock``, so ``git status`` is not
+    clean. Outputs of other stages (reports, ignored by git) are not committed: not checked."""
+    status = subprocess.run(
+        [sys.executable, "-m", "dvc", "status", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tracked = set(
+        subprocess.run(
+            ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+    )
+
+    def committed(path: str) -> bool:
+        return path in tracked or any(t.startswith(path.rstrip("/") + "/") for t in tracked)
+
+    stale = {
+        f"{stage}: {path}"
+        for stage, changes in json.loads(status.stdout).items()
+        for change in changes
+        if isinstance(change, dict)
+        for path, how in change.get("changed deps", {}).items()
+        if how == "modified" and committed(path)
+    }
+    assert not stale, (
+        f"dvc.lock is stale for {sorted(stale)}: run `uv run dvc repro` in a fresh clone "
+        "(an empty FIXTURE_STORE_DIR is the check CI makes) and commit its dvc.lock"
+    )
