@@ -244,7 +244,7 @@ def _restored(
         obj.store,
         wanted,
         offline=offline,
-        remotes=remotes,
+        remotes=lambda: remotes,
         log=lambda m: err.print(m, markup=False),
     )
     back = set(done.restored)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
 from fixture_store.regenerate import Report, Verdict, regenerate
-from fixture_store.remotes import configured_mirrors
+from fixture_store.remotes import mirror_specs, open_remote
 from fixture_store.sources import offline_from_env
 
 
@@ -160,8 +161,8 @@ def regenerate_cmd(
     if remote is not None and no_remote:
         raise UsageError("--remote cannot be combined with --no-remote")
     offline = offline or offline_from_env()
-    wanted = (fetch or accept) and not (no_remote or offline)
-    remotes = configured_mirrors(obj.project(), remote) if wanted else ()
+    specs = mirror_specs(obj.project(), remote) if not (no_remote or offline) else []
+    remotes = functools.cache(lambda: tuple(open_remote(spec) for spec in specs))
     report = regenerate(
         obj.project(),
         obj.store,

@@ -45,6 +45,10 @@ from fixture_store.remotes.base import Remote
 from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.verify import Status, Verifier
 
+# The remotes registered bytes are pulled from, opened on first need: a run that pulls nothing
+# makes no client (and needs no extra, such as boto3 for an S3 remote).
+Remotes = Callable[[], Sequence[Remote]]
+
 
 @dataclass(frozen=True)
 class Report:
@@ -152,13 +156,13 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
     fetch: bool = False,
     python: str | None = None,
     offline: bool = False,
-    remotes: Sequence[Remote] = (),
+    remotes: Remotes = lambda: (),
     log: Callable[[str], None] = lambda _m: None,
 ) -> Report:
     """Run ``target``'s stage and compare every output with its record.
 
     With ``fetch`` or ``accept``, a record whose registered bytes the store lacks and that this
-    machine does not remake bit for bit (another CPU's kernels) has them pulled from ``remotes``
+    machine does not remake bit for bit (another CPU's kernels) has them pulled from ``remotes()``
     (the team's copy, verified against the record like every pull) and is compared again, so a
     candidate within its tolerance passes and the store holds the record; with no remote that
     has them it stays ``unavailable``."""
@@ -184,7 +188,7 @@ def regenerate(  # noqa: PLR0913 - the regenerate command's options, each keywor
     outputs = _selected(read_outputs(out, stage=stage.name), only, stage)
     environment = protocol.load(out, protocol.ENVIRONMENT_FILE, stage=stage.name)
     comparisons = [_compare_output(store, registry, stage, o, scratch / "inspect") for o in outputs]
-    if (fetch or accept) and remotes and not offline:
+    if (fetch or accept) and not offline:
         pulled = _registered_from(remotes, store, registry, comparisons, log)
         comparisons = [
             _compare_output(store, registry, stage, o, scratch / "inspect")
@@ -238,14 +242,14 @@ def restore(
     *,
     python: str | None = None,
     offline: bool = False,
-    remotes: Sequence[Remote] = (),
+    remotes: Remotes = lambda: (),
     log: Callable[[str], None] = lambda _m: None,
 ) -> Restoration:
     """Bring the generator-made records among ``names`` that the store lacks back into it, by
     running their stages with ``fetch`` (producers of missing inputs first).
 
     A record comes back only with its own bytes: made bit-identically here, or pulled from
-    ``remotes`` when this machine makes other bytes; one that no remote has stays missing and is
+    ``remotes()`` when this machine makes other bytes; one that no remote has stays missing and is
     listed, never replaced by other bytes.
     """
     names = list(names)
@@ -348,7 +352,7 @@ def _compare_output(
 
 
 def _registered_from(
-    remotes: Sequence[Remote],
+    remotes: Remotes,
     store: Store,
     registry: Registry,
     comparisons: list[ArtifactComparison],
@@ -363,9 +367,10 @@ def _registered_from(
         for c in comparisons
         if c.verdict in _NOT_REMADE and not verifier.verify(registry.get(c.name)).ok
     ]
-    if not wanted:
+    opened = remotes() if wanted else ()
+    if not opened:
         return set()
-    mirrors = Mirrors(store, tuple(remotes))
+    mirrors = Mirrors(store, tuple(opened))
     pulled: set[str] = set()
     with store.writing():
         for name in wanted:

@@ -46,11 +46,16 @@ def open_remote(
 __all__ = ["Remote", "RemoteSpec", "open_remote"]
 
 
-def configured_mirrors(project: Path, remote: str | None = None) -> tuple[Remote, ...]:
+def mirror_specs(project: Path, remote: str | None = None) -> list[RemoteSpec]:
     """The remotes a command tries before a record's pinned source: ``remote`` alone, or every
-    configured one, the default first (:meth:`RemoteConfig.mirrors`)."""
+    configured one, the default first (:meth:`RemoteConfig.mirrors`); a configuration error or
+    an unknown ``remote`` is raised here, before anything is opened."""
     from fixture_store.remotes import config
 
     conf = config.load(project)
-    specs = [conf.resolve(remote)] if remote is not None else conf.mirrors()
-    return tuple(open_remote(spec) for spec in specs)
+    return [conf.resolve(remote)] if remote is not None else conf.mirrors()
+
+
+def configured_mirrors(project: Path, remote: str | None = None) -> tuple[Remote, ...]:
+    """The remotes of :func:`mirror_specs`, opened."""
+    return tuple(open_remote(spec) for spec in mirror_specs(project, remote))

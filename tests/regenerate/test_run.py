@@ -456,3 +456,26 @@ def test_a_machine_that_does_not_remake_the_bytes_pulls_the_registered_ones_from
     }
     results = verify_names(b_store, registry, registry.names())
     assert {r.status for r in results} == {Status.VERIFIED}, [r.message for r in results]
+
+
+def test_a_run_that_pulls_nothing_opens_no_remote(
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remotes are opened on first need: a machine that remakes every record bit for bit makes
+    no client (an S3 remote's would need boto3, the s3 extra)."""
+    import fixture_store.cli.regenerate as cli_regenerate
+
+    accepted(project, store, tmp_path)
+    (project / "pyproject.toml").write_text(
+        '[tool.fixture-store.remotes.team]\nurl = "s3://bucket/fixtures"\n'
+    )
+
+    def refuse(_spec: object) -> None:
+        raise AssertionError("a remote was opened")
+
+    monkeypatch.setattr(cli_regenerate, "open_remote", refuse)
+    code, out = run_cli(project, store, "toy", "--fetch")
+    assert code == 0, out
+    # an unknown --remote is still refused at once, before the generator runs
+    code, out = run_cli(project, store, "toy", "--fetch", "--remote", "nope")
+    assert code == 2 and "nope" in out
