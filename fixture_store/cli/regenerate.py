@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
 from fixture_store.regenerate import Report, Verdict, regenerate
-from fixture_store.remotes import mirror_specs, open_remote
+from fixture_store.remotes import mirrors_opener
 from fixture_store.sources import offline_from_env
 
 
@@ -161,8 +160,7 @@ def regenerate_cmd(
     if remote is not None and no_remote:
         raise UsageError("--remote cannot be combined with --no-remote")
     offline = offline or offline_from_env()
-    specs = mirror_specs(obj.project(), remote) if not (no_remote or offline) else []
-    remotes = functools.cache(lambda: tuple(open_remote(spec) for spec in specs))
+    remotes = mirrors_opener(obj.project(), remote) if not (no_remote or offline) else tuple
     report = regenerate(
         obj.project(),
         obj.store,

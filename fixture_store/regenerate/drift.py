@@ -69,9 +69,21 @@ class Verdict(StrEnum):
 PASS = "pass"
 
 
-def verdict_json(verdict: Verdict, part: parts.Part) -> str:
-    """A verdict as a report of ``part`` writes it: exact, except in a tracked file."""
-    return verdict.tracked if part is parts.Part.TRACKED else verdict.value
+def _with_verdict(value: Any, part: parts.Part, **how: Any) -> dict[str, Any]:
+    """``value``'s fields of ``part`` (:func:`parts.fields_json` with ``how``), its verdict
+    exact except in a tracked file (:attr:`Verdict.tracked`); the run part holds the exact one,
+    a run number (see :attr:`Verdict.passes`)."""
+    verdict: Verdict = value.verdict
+    tracked = part is parts.Part.TRACKED
+    doc = parts.fields_json(
+        value,
+        part,
+        convert={"verdict": lambda v: v.tracked if tracked else v.value},
+        **how,
+    )
+    if part is parts.Part.RUN:
+        doc["verdict"] = verdict.value
+    return doc
 
 
 @dataclass(frozen=True)
@@ -110,10 +122,7 @@ class MemberComparison:
     registered: Path | None = field(default=None, metadata=parts.RUN)
 
     def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
-        doc = parts.fields_json(self, part, convert={"verdict": lambda v: verdict_json(v, part)})
-        if part is parts.Part.RUN:  # the exact verdict is this machine's (see Verdict.passes)
-            doc["verdict"] = self.verdict.value
-        return doc
+        return _with_verdict(self, part)
 
     @property
     def max_abs(self) -> float:
@@ -150,14 +159,7 @@ class ArtifactComparison:
     def to_json(self, part: parts.Part = parts.Part.ALL) -> dict[str, Any]:
         """Its members that are not bit-identical; a tracked file lists only those that do not
         pass, and says ``pass`` for bit-identical and within tolerance alike."""
-        doc = parts.fields_json(
-            self,
-            part,
-            skip=("members", "files"),
-            convert={"verdict": lambda v: verdict_json(v, part)},
-        )
-        if part is parts.Part.RUN:
-            doc["verdict"] = self.verdict.value
+        doc = _with_verdict(self, part, skip=("members", "files"))
         shown = (
             [m for m in self.members if not m.verdict.passes]
             if part is parts.Part.TRACKED

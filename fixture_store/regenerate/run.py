@@ -43,7 +43,7 @@ from fixture_store.registry import (
 )
 from fixture_store.remotes.base import Remote
 from fixture_store.remotes.mirrors import Mirrors
-from fixture_store.verify import Status, Verifier
+from fixture_store.verify import Verifier
 
 # The remotes registered bytes are pulled from, opened on first need: a run that pulls nothing
 # makes no client (and needs no extra, such as boto3 for an S3 remote).
@@ -376,7 +376,7 @@ def _registered_from(
         for name in wanted:
             remote, tried, _failed = mirrors.pull(
                 registry.get(name),
-                lambda d: verifier.check_object(d).status is not Status.VERIFIED,
+                verifier.lacks,
                 lambda _n: None,
             )
             if remote is not None:
@@ -441,6 +441,6 @@ def _reference(
     verifier = Verifier(store)
 
     def locate(d: Digest) -> Path | None:
-        return store.object_path(d) if verifier.check_object(d).status is Status.VERIFIED else None
+        return None if verifier.lacks(d) else store.object_path(d)
 
     return Reference("registry", record.object, record.tree, locate), record

@@ -10,6 +10,7 @@ reference) and ``mirrors`` (the remotes a fetch tries first).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -56,6 +57,13 @@ def mirror_specs(project: Path, remote: str | None = None) -> list[RemoteSpec]:
     return [conf.resolve(remote)] if remote is not None else conf.mirrors()
 
 
+def mirrors_opener(project: Path, remote: str | None = None) -> Callable[[], tuple[Remote, ...]]:
+    """The remotes of :func:`mirror_specs` (resolved now: a bad name fails at once), opened on
+    the first call and kept: a command that ends up needing none makes no client."""
+    specs = mirror_specs(project, remote)
+    return functools.cache(lambda: tuple(open_remote(spec) for spec in specs))
+
+
 def configured_mirrors(project: Path, remote: str | None = None) -> tuple[Remote, ...]:
     """The remotes of :func:`mirror_specs`, opened."""
-    return tuple(open_remote(spec) for spec in mirror_specs(project, remote))
+    return mirrors_opener(project, remote)()

@@ -31,7 +31,7 @@ from fixture_store.registry import (
     UrlSource,
 )
 from fixture_store.sources.transfer import DownloadPolicy
-from fixture_store.verify import Status, Verifier, repair_command
+from fixture_store.verify import Verifier, repair_command
 
 OFFLINE_ENV_VARS = ("FIXTURE_STORE_OFFLINE", "HF_HUB_OFFLINE")
 
@@ -86,7 +86,7 @@ class FetchContext:
 
     def needs(self, digest: Digest) -> bool:
         """Whether the object is missing or damaged (a verified object is never re-fetched)."""
-        return self.verifier.check_object(digest).status is not Status.VERIFIED
+        return self.verifier.lacks(digest)
 
     def count_download(self, nbytes: int) -> None:
         with self._lock:

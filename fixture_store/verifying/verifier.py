@@ -166,6 +166,11 @@ class Verifier:
             )
         return ObjectCheck(Status.MISMATCH, actual, hashed.size + actual.size)
 
+    def lacks(self, expected: Digest) -> bool:
+        """Whether the object is missing or damaged: what a fetch or pull must bring (a verified
+        object is never fetched again)."""
+        return self.check_object(expected).status is not Status.VERIFIED
+
     def check_object(self, expected: Digest, blake3: str | None = None) -> ObjectCheck:
         quick, st = self.quick(expected)
         if quick is not None:

@@ -463,7 +463,7 @@ def test_a_run_that_pulls_nothing_opens_no_remote(
 ) -> None:
     """Remotes are opened on first need: a machine that remakes every record bit for bit makes
     no client (an S3 remote's would need boto3, the s3 extra)."""
-    import fixture_store.cli.regenerate as cli_regenerate
+    import fixture_store.remotes as remotes_mod
 
     accepted(project, store, tmp_path)
     (project / "pyproject.toml").write_text(
@@ -473,7 +473,7 @@ def test_a_run_that_pulls_nothing_opens_no_remote(
     def refuse(_spec: object) -> None:
         raise AssertionError("a remote was opened")
 
-    monkeypatch.setattr(cli_regenerate, "open_remote", refuse)
+    monkeypatch.setattr(remotes_mod, "open_remote", refuse)
     code, out = run_cli(project, store, "toy", "--fetch")
     assert code == 0, out
     # an unknown --remote is still refused at once, before the generator runs
