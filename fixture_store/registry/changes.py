@@ -31,7 +31,7 @@ from fixture_store.errors import RegistryError, UsageError
 from fixture_store.registry.family import Registry
 from fixture_store.registry.records import Record
 from fixture_store.registry.revisions import Revision
-from fixture_store.registry.sources import Source
+from fixture_store.registry.sources import NoSource, Source
 from fixture_store.registry.tolerance_changes import Direction, ToleranceChange, classify
 
 
@@ -315,7 +315,7 @@ def record_changes(
     elif before.digest is not None and after.digest is not None and before.digest != after.digest:
         same_hex = before.digest.hex == after.digest.hex
         add(Kind.SIZE if same_hex else Kind.DIGEST, _digest(before), _digest(after))
-    if before.source != after.source:
+    if before.source != after.source and not _gap_without_source(before, after):
         old, new = _source(before.source), _source(after.source)
         if old == new:  # a pin the short form leaves out
             old, new = (
@@ -344,6 +344,11 @@ def record_changes(
     if fields:
         add(Kind.FIELDS, new=", ".join(fields))
     return out
+
+
+def _gap_without_source(before: Record, after: Record) -> bool:
+    """Whether the source came or went with a gap (a gap made or filled says it already)."""
+    return any(r.gap is not None and isinstance(r.source, NoSource) for r in (before, after))
 
 
 _KIND_OF = {

@@ -89,14 +89,16 @@ def classify(before: Tolerance | None, after: Tolerance | None) -> tuple[Toleran
     if old == new:
         return ()
     changes: list[ToleranceChange] = []
+    # what each (environment, scope) judges before and after, to tell an inherited change
     seen: dict[tuple[str, str], tuple[ArrayTolerance, ArrayTolerance]] = {}
     for env in _environments(old, new):
         tb, ta = _in(old, env), _in(new, env)
         for scope, key in _scopes(tb, ta):
             pair = _rule(tb, scope, key), _rule(ta, scope, key)
-            seen[(env, scope)] = pair
-            inherited = (env and seen.get(("", scope)) == pair) or (
-                scope != RECORD and seen.get((env, RECORD)) == pair
+            judged = seen[(env, scope)] = _judging(pair[0]), _judging(pair[1])
+            inherited = judged[0] != judged[1] and (
+                (env and seen.get(("", scope)) == judged)
+                or (scope != RECORD and seen.get((env, RECORD)) == judged)
             )
             direction = compare_rules(*pair)
             if direction is None or inherited:
@@ -111,6 +113,11 @@ def classify(before: Tolerance | None, after: Tolerance | None) -> tuple[Toleran
     if not changes:
         changes.extend(_leftover(old, new))
     return tuple(changes)
+
+
+def _judging(rule: ArrayTolerance) -> ArrayTolerance:
+    """The rule without its reason: what it judges."""
+    return replace(rule, why="")
 
 
 def _environments(old: Tolerance, new: Tolerance) -> list[str]:
