@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
+# Under CI=true (what GitHub Actions, GitLab CI and most others set) a test that would skip for a
+# missing fixture fails, unless the project's pytest configuration says this ini option.
+CI_ENV = "CI"
+ALLOW_CI_SKIPS = "fixture_store_allow_ci_skips"
 
 
 # -- shards and shard-aware fetch -----------------------------------------------------------------
@@ -111,6 +115,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "-k, -m and --fixture-store-shard) name, from their pinned sources.",
     )
     parser.addini(
+        ALLOW_CI_SKIPS,
+        type="bool",
+        default=False,
+        help=f"Under {CI_ENV}=true, let a test whose fixture is missing skip (default: it "
+        "fails, so a CI run never goes green having tested nothing).",
+    )
+    parser.addini(
         "fixture_store_gaps",
         type="linelist",
         default=[],
@@ -129,6 +140,11 @@ def require_from_env() -> bool:
             f"set {REQUIRE_ENV}=1 for require mode, or unset it"
         )
     return REQUIRE_VALUES[value]
+
+
+def in_ci() -> bool:
+    """Whether this run is a CI job's: ``$CI`` is ``true`` (or ``1``), as CI services set it."""
+    return os.environ.get(CI_ENV, "").strip().lower() in ("true", "1")
 
 
 def shard_count(text: str, *, option: str = "--fixture-store-shards") -> int:

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import markdown
+import markdown  # type: ignore[import-untyped]  # mkdocs brings it, without stubs
 import pytest
 
 from fixture_store import registry as registry_mod
@@ -222,3 +222,23 @@ def test_check_validates_records_without_a_store(
     assert "fam/oracle: its tolerance's oracle names 'fam/f64', which has no record" in out
     assert out.splitlines()[-1] == "registry: 2 problem(s)"
     assert not os.path.exists(tmp_path / "no-store-here")
+
+
+def test_the_pre_commit_hooks_run_commands_that_need_no_store() -> None:
+    """.pre-commit-hooks.yaml at the repository's root: each hook is a fixture-store command that
+    exists, runs on registry files only and takes no file names (it reads provenance/ itself)."""
+    import shlex
+
+    import yaml
+
+    from fixture_store.cli.app import COMMANDS
+
+    root = Path(__file__).resolve().parents[2]
+    hooks = yaml.safe_load((root / ".pre-commit-hooks.yaml").read_text())
+    assert [h["id"] for h in hooks] == ["fixture-store-check", "fixture-store-diff"]
+    for hook in hooks:
+        program, command = shlex.split(hook["entry"])
+        assert program == "fixture-store" and command in COMMANDS
+        assert hook["files"] == "^provenance/" and hook["pass_filenames"] is False
+        assert hook["language"] == "python"
+    assert hooks[1]["args"] == ["--fail-on", "loosened,digest,gap"]
