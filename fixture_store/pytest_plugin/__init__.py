@@ -56,6 +56,7 @@ from fixture_store.pytest_plugin.options import (
     REQUIRE_ENV,
     REQUIRE_VALUES,
     Shard,
+    allow_ci_skips,
     pytest_addoption,
     require_from_env,
     shard_count,
@@ -88,6 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Here rather than at configure time, so that ``pytest --help`` still works.
     require_from_env()
+    allow_ci_skips(session.config)
     from fixture_store.parity import environment
 
     try:

@@ -142,6 +142,18 @@ def require_from_env() -> bool:
     return REQUIRE_VALUES[value]
 
 
+def allow_ci_skips(config: pytest.Config) -> bool:
+    """The ini option :data:`ALLOW_CI_SKIPS`; a value that is no boolean is a usage error naming
+    the option (never echoed: it may be long or hold control characters)."""
+    try:
+        return bool(config.getini(ALLOW_CI_SKIPS))
+    except (ValueError, pytest.UsageError):  # pytest raises the one with the value in it
+        raise pytest.UsageError(
+            f"{ALLOW_CI_SKIPS} is not true or false; set '{ALLOW_CI_SKIPS} = true' to let a "
+            f"test whose fixture is missing skip under {CI_ENV}=true, or remove it"
+        ) from None
+
+
 def in_ci() -> bool:
     """Whether this run is a CI job's: ``$CI`` is ``true`` (or ``1``), as CI services set it."""
     return os.environ.get(CI_ENV, "").strip().lower() in ("true", "1")

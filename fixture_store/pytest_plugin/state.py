@@ -26,6 +26,7 @@ from fixture_store.pytest_plugin.options import (
     ALLOW_CI_SKIPS,
     CI_ENV,
     REQUIRE_ENV,
+    allow_ci_skips,
     in_ci,
     require_from_env,
 )
@@ -63,7 +64,7 @@ class PluginState:
     def fails_in_ci(self) -> bool:
         """Whether a missing fixture fails the test because this is a CI run that did not
         opt out: a skip there would let the run pass having tested nothing."""
-        return in_ci() and not self.config.getini(ALLOW_CI_SKIPS)
+        return in_ci() and not allow_ci_skips(self.config)
 
     def _why_not_skipped(self) -> str | None:
         if self.require:
