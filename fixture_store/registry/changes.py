@@ -28,6 +28,7 @@ from typing import Any
 
 from fixture_store import display
 from fixture_store.errors import RegistryError, UsageError
+from fixture_store.objects.digests import Digest
 from fixture_store.registry.family import Registry
 from fixture_store.registry.records import Record
 from fixture_store.registry.revisions import Revision
@@ -78,6 +79,9 @@ class Change:
     where: str = ""
     why: str = ""
     renamed_from: str | None = None
+    # The record's digest before and after, when the change is about its bytes: in full in the
+    # JSON (the text and the table shorten it).
+    identity: tuple[Digest | None, Digest | None] | None = None
 
     @property
     def shown_name(self) -> str:
@@ -90,6 +94,10 @@ class Change:
         for key in ("before", "after", "where", "why"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if self.identity is not None:
+            old, new = self.identity
+            out["digest"] = {"before": _text(old), "after": _text(new)}
+            out["size"] = {"before": _size(old), "after": _size(new)}
         return out
 
     def line(self) -> str:
@@ -102,6 +110,14 @@ class Change:
         if self.why:
             parts.append(f"(why: {self.why})")
         return "  ".join(parts)
+
+
+def _text(digest: Digest | None) -> str | None:
+    return None if digest is None else digest.text
+
+
+def _size(digest: Digest | None) -> int | None:
+    return None if digest is None else digest.size
 
 
 def _arrow(before: str, after: str) -> str:
@@ -241,15 +257,22 @@ def compare(before: Registry, after: Registry, *, old: Revision, new: Revision) 
     added = sorted(new_records.keys() - old_records.keys() - skip)
     renames = _renames(removed, added, old_records, new_records)
     for gone, came in renames.items():
-        changes.append(Change(Kind.RENAMED, came, renamed_from=gone))
+        identity = old_records[gone].digest, new_records[came].digest
+        changes.append(Change(Kind.RENAMED, came, renamed_from=gone, identity=identity))
         changes.extend(record_changes(old_records[gone], new_records[came], renamed_from=gone))
     for name in removed:
         if name not in renames:
-            changes.append(Change(Kind.REMOVED, name, before=_summary(old_records[name])))
+            was = old_records[name]
+            changes.append(
+                Change(Kind.REMOVED, name, before=_summary(was), identity=(was.digest, None))
+            )
     renamed_to = set(renames.values())
     for name in added:
         if name not in renamed_to:
-            changes.append(Change(Kind.ADDED, name, after=_summary(new_records[name])))
+            now = new_records[name]
+            changes.append(
+                Change(Kind.ADDED, name, after=_summary(now), identity=(None, now.digest))
+            )
     for name in sorted(old_records.keys() & new_records.keys() - skip):
         changes.extend(record_changes(old_records[name], new_records[name]))
     changes.sort(key=lambda c: (_ORDER[c.kind], c.name, c.where))
@@ -305,16 +328,19 @@ def record_changes(
     """The changes from one record to another of the same name (or a rename's pair)."""
     name, out = after.name, []
 
-    def add(kind: Kind, old: str = "", new: str = "", **rest: str) -> None:
+    def add(kind: Kind, old: str = "", new: str = "", **rest: Any) -> None:
         out.append(Change(kind, name, old, new, renamed_from=renamed_from, **rest))
 
+    identity = before.digest, after.digest
+
     if before.gap is None and after.gap is not None:
-        add(Kind.GAP_MADE, _digest(before), f"gap: {after.gap.reason}")
+        add(Kind.GAP_MADE, _digest(before), f"gap: {after.gap.reason}", identity=identity)
     elif before.gap is not None and after.gap is None:
-        add(Kind.GAP_FILLED, f"gap: {before.gap.reason}", _digest(after))
+        add(Kind.GAP_FILLED, f"gap: {before.gap.reason}", _digest(after), identity=identity)
     elif before.digest is not None and after.digest is not None and before.digest != after.digest:
         same_hex = before.digest.hex == after.digest.hex
-        add(Kind.SIZE if same_hex else Kind.DIGEST, _digest(before), _digest(after))
+        kind = Kind.SIZE if same_hex else Kind.DIGEST
+        add(kind, _digest(before), _digest(after), identity=identity)
     if before.source != after.source and not _gap_without_source(before, after):
         old, new = _source(before.source), _source(after.source)
         if old == new:  # a pin the short form leaves out

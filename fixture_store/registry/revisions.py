@@ -75,7 +75,15 @@ def resolve(root: str | os.PathLike[str] | None, name: str) -> Revision:
     if not name or name.startswith("-") or "\0" in name:
         raise UsageError(f"{name!r} is not a revision", fix="name a commit, e.g. HEAD~1 or main")
     project = project_root(root)
-    out = _git(project, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    _git(project, "rev-parse", "--git-dir")  # not a repository: git's own words say so
+    try:
+        out = _git(project, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
+    except UsageError:
+        raise UsageError(
+            f"{name!r} names no commit of the project's git repository",
+            fix="name a branch, a tag or a commit it has (git log --oneline), e.g. HEAD~1; "
+            "a CI checkout may need the base branch fetched (git fetch origin main)",
+        ) from None
     return Revision(name, out.decode("ascii").strip())
 
 

@@ -127,6 +127,10 @@ def test_diff_names_every_change_a_reviewer_must_catch() -> None:
     assert by_name["fam/env"]["where"] == "tolerance record where device:cuda"
     assert by_name["fam/env"]["why"] == "TF32 matmuls"
     assert by_name["fam/new-name"]["renamed_from"] == "fam/old-name"
+    digest = by_name["fam/digest"]
+    assert digest["digest"]["before"] == BEFORE["fam/digest"]["digest"]  # in full
+    assert digest["size"] == {"before": 7, "after": 11}
+    assert by_name["fam/gap"]["digest"]["after"] is None
     assert doc["before"]["revision"] == "HEAD" and len(doc["before"]["commit"]) == 40
     assert doc["after"] == {"revision": None, "commit": None}
     assert doc["counts"]["loosened"] == 2
@@ -184,7 +188,7 @@ def test_diff_between_two_revisions(changed: Path) -> None:
 @pytest.mark.usefixtures("changed")
 def test_an_unknown_revision_is_a_usage_error() -> None:
     code, _, err = run("diff", "no-such-branch")
-    assert code == 2 and "git rev-parse failed" in err
+    assert code == 2 and "'no-such-branch' names no commit of the project's git repository" in err
     code, _, err = run("diff", "--output=x")
     assert code == 2
 
