@@ -26,6 +26,9 @@ from fixture_store.registry.records import Record, check_family
 
 _GIT_TIMEOUT = 120
 _LINK_MODE = "120000"
+# A registry file at a revision larger than this is refused before it is read: a family is
+# sharded past 8 MiB, so only a commit made to exhaust the reviewer's memory comes near it.
+MAX_FILE_BYTES = 32 * shards.SHARD_ABOVE
 
 
 @dataclass(frozen=True)
@@ -93,16 +96,24 @@ def load(root: str | os.PathLike[str] | None, revision: Revision) -> Registry:
         raise UsageError("a revision to read the registry at is needed")
     project = project_root(root)
     prefix = _git(project, "rev-parse", "--show-prefix").decode("utf-8", "surrogateescape").strip()
-    listed = _git(project, "ls-tree", "-r", "-z", "--full-name", revision.commit, "--", DIRNAME)
+    listed = _git(
+        project, "ls-tree", "-r", "-z", "-l", "--full-name", revision.commit, "--", DIRNAME
+    )
     blobs: dict[str, str] = {}  # path within the project -> blob id
     for entry in filter(None, listed.split(b"\0")):
         meta, _, raw_path = entry.partition(b"\t")
-        mode, kind, oid = meta.decode("ascii").split()
+        mode, kind, oid, size = meta.decode("ascii").split()
         path = raw_path.decode("utf-8", "surrogateescape")[len(prefix) :]
         if not path.endswith(".json"):
             continue
         if mode == _LINK_MODE or kind != "blob":
             raise shards.refusal(_shown(revision, path), "a link or not a file")
+        if int(size) > MAX_FILE_BYTES:
+            raise RegistryError(
+                f"is {int(size):,} bytes, more than a registry file holds "
+                f"({MAX_FILE_BYTES:,}: a family is sharded past {shards.SHARD_ABOVE:,})",
+                file=_shown(revision, path),
+            )
         blobs[path] = oid
     texts = _read_blobs(project, blobs, revision)
     return Registry(project, _families(texts, revision))

@@ -246,3 +246,19 @@ def test_the_pre_commit_hooks_run_commands_that_need_no_store() -> None:
         assert hook["files"] == "^provenance/" and hook["pass_filenames"] is False
         assert hook["language"] == "python"
     assert hooks[1]["args"] == ["--fail-on", "loosened,digest,gap"]
+
+
+def test_a_link_or_an_oversized_file_at_a_revision_is_refused_by_name(
+    changed: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixture_store.registry import revisions
+
+    with monkeypatch.context() as small:
+        small.setattr(revisions, "MAX_FILE_BYTES", 100)
+        code, _, err = run("diff")
+    assert code == 2 and "HEAD:provenance/fam.json" in err and "more than a registry file" in err
+    (changed / "provenance" / "other.json").symlink_to("fam.json")
+    git(changed, "add", "-A")
+    git(changed, "commit", "-qm", "a link")
+    code, _, err = run("diff", "HEAD", "HEAD")
+    assert code == 2 and "HEAD:provenance/other.json" in err and "a link" in err
