@@ -206,14 +206,17 @@ def parse_fail_on(text: str) -> frozenset[Kind]:
 
 
 # -- Markdown -----------------------------------------------------------------------------------
-_MD_SPECIAL = "\\`*_[]|#<>!~"
+_MD_SPECIAL = "\\`*_[]|#!~"
 
 
 def md_text(text: str) -> str:
-    """Free text in a Markdown table cell: escaped and redacted as every output is, then each
-    character Markdown or HTML would act on escaped, line breaks as spaces."""
-    shown = display.text(text.replace("\n", " "))
-    return "".join(f"\\{c}" if c in _MD_SPECIAL else c for c in shown).replace("&", "&amp;")
+    """Free text in a Markdown table cell: escaped and redacted as every output is, then HTML's
+    ``&``, ``<`` and ``>`` as entities and each character Markdown acts on backslash-escaped,
+    line breaks as spaces."""
+    import html
+
+    shown = html.escape(display.text(text.replace("\n", " ")), quote=False)
+    return "".join(f"\\{c}" if c in _MD_SPECIAL else c for c in shown)
 
 
 def md_code(text: str) -> str:

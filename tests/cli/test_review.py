@@ -70,7 +70,9 @@ BEFORE = {
 def after() -> dict[str, Any]:
     out = dict(BEFORE)
     out["fam/loose"] = record(1, tolerance={"metric": "max_abs", "max": 1e-3, "why": "CI | flaky"})
-    out["fam/tight"] = record(2, tolerance={"metric": "rms", "max": 1e-4})
+    out["fam/tight"] = record(
+        2, tolerance={"metric": "rms", "max": 1e-4, "why": "<img src=x> & *stricter*"}
+    )
     out["fam/env"] = record(
         3,
         tolerance={
@@ -168,6 +170,8 @@ def test_markdown_renders_as_a_table_with_the_values_escaped() -> None:
     # the why's '|' stays in its cell: six cells in every row
     assert "CI | flaky" in html
     assert all(row.count("<td>") == 6 for row in html.split("<tr>")[2:])
+    # a why's HTML and emphasis are text, not markup
+    assert "<img" not in html and "&lt;img src=x&gt; &amp; *stricter*" in html
 
 
 @pytest.mark.parametrize("changed", [True], ids=["sharded"], indirect=True)
