@@ -44,8 +44,9 @@ def diff(obj: Context, revisions: tuple[str, ...], as_json: bool, fmt: str, fail
     Exit 0, or 1 when --fail-on names a kind of change that is there; 2 on a usage error or a
     registry file that does not parse.
     """
-    from fixture_store.registry import changes, files
-    from fixture_store.registry import revisions as revs
+    from fixture_store.registry import files
+    from fixture_store.review import changes
+    from fixture_store.review import revisions as revs
 
     kinds = changes.parse_fail_on(fail_on)
     if len(revisions) > 2:  # noqa: PLR2004 - REV [REV]
@@ -82,7 +83,7 @@ def check(obj: Context, as_json: bool) -> None:
 
     Exit 0 when the registry is valid, 2 when it is not.
     """
-    from fixture_store.registry import checking
+    from fixture_store.review import checking
 
     problems = checking.problems(obj.registry(cached=False))
     if as_json:

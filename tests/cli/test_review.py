@@ -255,7 +255,7 @@ def test_the_pre_commit_hooks_run_commands_that_need_no_store() -> None:
 def test_a_link_or_an_oversized_file_at_a_revision_is_refused_by_name(
     changed: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fixture_store.registry import revisions
+    from fixture_store.review import revisions
 
     with monkeypatch.context() as small:
         small.setattr(revisions, "MAX_FILE_BYTES", 100)

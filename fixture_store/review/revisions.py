@@ -1,6 +1,7 @@
 """A project's registry as git holds it at a revision: the ``provenance/`` files of that commit
 (family files and their shards, ``provenance/<family>/<ab>.json``), read with git and parsed by
-the registry's own parser (:mod:`.documents`), nothing written and no store needed.
+the registry's own parser (:mod:`fixture_store.registry.documents`), nothing written and no
+store needed.
 
 What :func:`load` gives is a :class:`~fixture_store.registry.family.Registry` like the one
 :func:`fixture_store.registry.files.load` reads from the working tree: a file that does not parse

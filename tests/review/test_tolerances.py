@@ -1,4 +1,4 @@
-"""Tolerance changes classed by what they do to verdicts (registry/tolerance_changes.py)."""
+"""Tolerance changes classed by what they do to verdicts (review/tolerances.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixture_store.registry.tolerance import Tolerance
-from fixture_store.registry.tolerance_changes import Direction, classify
 from fixture_store.registry.where import Where
+from fixture_store.review.tolerances import Direction, classify
 
 _AT = Where("<test>", "fam/a")
 BOUNDED = ("max_abs", "rms", "mean_abs", "ulp", "cosine")

@@ -8,7 +8,7 @@ Two registries (two revisions, or a revision and the working tree) are compared 
 - **digest** changed (a size that changed alone: **size**); **source** changed (its pin, or an
   ``upstream`` pin); **gap made** (a record turned into a declared gap) and **gap filled**;
 - every tolerance change, classed **loosened**, **tightened**, **reshaped** or **reworded** by
-  :mod:`.tolerance_changes`, per rule and environment, with its ``why``;
+  :mod:`.tolerances`, per rule and environment, with its ``why``;
 - other **fields** changed (a description, metadata, members), named;
 - a record **invalid** on either side, with why.
 
@@ -31,9 +31,9 @@ from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects.digests import Digest
 from fixture_store.registry.family import Registry
 from fixture_store.registry.records import Record
-from fixture_store.registry.revisions import Revision
 from fixture_store.registry.sources import NoSource, Source
-from fixture_store.registry.tolerance_changes import Direction, ToleranceChange, classify
+from fixture_store.review.revisions import Revision
+from fixture_store.review.tolerances import Direction, ToleranceChange, classify
 
 
 class Kind(StrEnum):
