@@ -52,7 +52,11 @@ def test_random_edits_are_each_named_by_their_kind(
     """A record judged by max_abs and rms checks: a max_abs bound raised is loosened, an rms
     bound lowered tightened, a new expectation loosened or tightened by its bound against the
     record's, other bytes a digest change; each reported once, and nothing else."""
-    before = {"checks": [{"metric": "max_abs", "max": bound}, {"metric": "rms", "max": bound}]}
+    first: list[dict[str, Any]] = [
+        {"metric": "max_abs", "max": bound},
+        {"metric": "rms", "max": bound},
+    ]
+    before = {"checks": first}
     checks = [
         {"metric": "max_abs", "max": bound * 10 if loosen_max_abs else bound},
         {"metric": "rms", "max": bound / 10 if tighten_rms else bound},
@@ -67,7 +71,7 @@ def test_random_edits_are_each_named_by_their_kind(
         expected.append((Kind.TIGHTENED, "tolerance record"))
     if expectation is not None:
         # judged against the rule that applied there before: the record's
-        moved = [{**c, "max": c["max"] * expectation} for c in before["checks"]]
+        moved = [{**c, "max": c["max"] * expectation} for c in first]
         after["expectations"] = {"device:cuda": {"checks": moved, "why": "TF32"}}
         kind = Kind.LOOSENED if expectation > 1 else Kind.TIGHTENED
         expected.append((kind, "tolerance record where device:cuda"))
