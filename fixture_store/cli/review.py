@@ -88,9 +88,9 @@ def check(obj: Context, as_json: bool) -> None:
     problems = checking.problems(obj.registry(cached=False))
     if as_json:
         print_json({"problems": [p.to_json() for p in problems]})
+    elif problems:
+        fix = "correct each record named above in its provenance/ file, then check again"
+        echo_lines([*map(str, problems), f"registry: {len(problems)} problem(s)", f"  fix: {fix}"])
     else:
-        echo_lines(
-            [str(p) for p in problems]
-            + [f"registry: {len(problems)} problem(s)" if problems else "registry: valid"]
-        )
+        echo_lines(["registry: valid"])
     leave(EXIT_USAGE if problems else EXIT_OK)

@@ -228,7 +228,15 @@ def test_check_validates_records_without_a_store(
     assert code == 2
     assert "invalid-record: fam/bad: " in out
     assert "fam/oracle: its tolerance's oracle names 'fam/f64', which has no record" in out
-    assert out.splitlines()[-1] == "registry: 2 problem(s)"
+    assert out.splitlines()[-2:] == [
+        "registry: 2 problem(s)",
+        "  fix: correct each record named above in its provenance/ file, then check again",
+    ]
+    code, out, _ = run("check", "--json")
+    assert code == 2 and [p["name"] for p in json.loads(out)["problems"]] == [
+        "fam/bad",
+        "fam/oracle",
+    ]
     assert not os.path.exists(tmp_path / "no-store-here")
 
 
