@@ -75,7 +75,7 @@ def diff(obj: Context, revisions: tuple[str, ...], as_json: bool, fmt: str, fail
 @click.pass_obj
 @handle_errors
 def check(obj: Context, as_json: bool) -> None:
-    """Check the registry's records, without the store.
+    """Check the registry's records, no store.
 
     Check that every registry file parses and every record is valid, and that every record a
     tolerance names (an oracle, an expectation's reference) is registered. Reads provenance/

@@ -58,7 +58,7 @@ def pytest_report_teststatus(report: pytest.TestReport) -> tuple[str, str, str] 
     return None
 
 
-@dataclass
+@dataclass(eq=False)  # a plugin: pluggy keeps plugins in sets
 class MissingSummary:
     """Counts the tests that skipped (or, in require mode or under ``CI=true``, failed) because
     a fixture was missing, from their reports (so under xdist too: the controller receives the
