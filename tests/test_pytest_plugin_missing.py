@@ -5,6 +5,7 @@ pytest's -r flags; under CI=true those tests fail unless the project opts out.""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 # Imported here first: pytester restores sys.modules after each in-process run, and numpy's C
@@ -127,3 +128,36 @@ def test_the_example_project_promises_the_line() -> None:
         Path(__file__).resolve().parents[1] / "examples" / "downstream" / "README.md"
     ).read_text()
     assert "fixture_store_allow_ci_skips" in readme and "CI=true" in readme
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "downstream"
+
+
+@pytest.mark.parametrize("ci", [False, True], ids=["local", "CI=true"])
+def test_the_downstream_example_on_a_fresh_clone_is_not_green_in_silence(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: bool
+) -> None:
+    """examples/downstream as a fresh clone has it: its registry, tests and package, an empty
+    store. Its four parity tests skip with one line naming both repairs (a fetch for the
+    references it registered, its generator stage for the ones it regenerates), and fail
+    under CI=true."""
+    for var in ("FIXTURE_STORE_REGISTRY", "FIXTURE_STORE_REQUIRE", "CI"):
+        monkeypatch.delenv(var, raising=False)
+    for part in ("provenance", "tests", "src"):
+        shutil.copytree(EXAMPLE / part, pytester.path / part)
+    shutil.copy(EXAMPLE / "pyproject.toml", pytester.path)
+    pytester.syspathinsert(pytester.path / "src")
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(pytester.path / "empty-store"))
+    if ci:
+        monkeypatch.setenv("CI", "true")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    what = "failed" if ci else "skipped"
+    result.assert_outcomes(passed=1, xfailed=1, **{what: 4})  # passed: the completeness check
+    result.stdout.fnmatch_lines(
+        [
+            # each test's fixtures up to the first missing one (all of them when it fails)
+            f"fixture-store: 4 tests {what}: * fixtures missing from the store or not the bytes "
+            "the registry names (*); fix: fixture-store fetch *tinynet-upstream/mlp_seed7.npz "
+            "tinynet-upstream/mlp_seed8.npz; fixture-store regenerate reference --fetch*"
+        ]
+    )
