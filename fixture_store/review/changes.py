@@ -354,7 +354,9 @@ def record_changes(
     if before.upstream != after.upstream:
         ups = ("; ".join(u.describe() for u in r.upstream) or "none" for r in (before, after))
         add(Kind.SOURCE, *ups, where="upstream")
-    for change in classify(before.tolerance, after.tolerance):
+    # a gap judges nothing: its gap-made line says what matters, not its tolerance's fate
+    judged = after.gap is None
+    for change in classify(before.tolerance, after.tolerance) if judged else ():
         add(
             _KIND_OF[change.direction],
             change.before,
@@ -365,8 +367,8 @@ def record_changes(
     old_json, new_json = before.to_json(), after.to_json()
     fields = sorted(
         k
-        for k in old_json.keys() | new_json.keys() - _OWN_FIELDS
-        if k not in _OWN_FIELDS and old_json.get(k) != new_json.get(k)
+        for k in (old_json.keys() | new_json.keys()) - _OWN_FIELDS
+        if old_json.get(k) != new_json.get(k)
     )
     if before.gap is not None and after.gap is not None and before.gap != after.gap:
         fields.append("gap")
