@@ -81,6 +81,7 @@ def test_the_plugin_writes_a_certificate_per_parity_assertion_that_verifies(
     assert f"candidate {certs / names[1]} changed" in proc.stderr
 
 
+@pytest.mark.smoke
 def test_without_a_key_the_session_stops_naming_the_option(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
