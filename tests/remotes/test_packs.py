@@ -15,6 +15,7 @@ from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
+from fixture_store.remotes import packed
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.folder import FolderRemote
@@ -145,6 +146,40 @@ def test_a_damaged_pack_byte_refuses_exactly_the_object_it_belongs_to(
     assert not other.has(victim)
     good = [n for n in registry.names() if n != "fam/r05"]
     assert all(r.ok for r in verify_names(other, registry, good))
+
+
+def test_an_object_that_changes_in_the_store_during_a_push_is_not_packed(
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remote objects are write-once: bytes packed under a digest they no longer have would be
+    served as that object for good. Each object is hashed as it is copied into its pack; one
+    that changed after the push verified it is left out, named, and its neighbours still go."""
+    registry, the_plan = _project(project, store)
+    victim = the_plan.wants["fam/r05"][0]
+    checked = packed.statuses
+
+    def then_changed(s: Store, objects: Any, jobs: int) -> Any:
+        found = checked(s, objects, jobs)
+        if s is not store:
+            return found
+        path = s.object_path(victim)  # edited in place after it verified, same size
+        os.chmod(path, 0o644)
+        path.write_bytes(path.read_bytes().upper())
+        return found
+
+    monkeypatch.setattr(packed, "statuses", then_changed)
+    root = tmp_path / "remote"
+    report = push(store, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    failed = {r.name: r for r in report.results if not r.ok}
+    assert set(failed) == {"fam/r05"}
+    assert "mismatch in the store" in failed["fam/r05"].message
+    assert set(_slots(root)) == {d.hex for d in the_plan.objects.values()} - {victim.hex}
+    (pack,) = (root / PACKS).glob("*.pack")
+    assert store.object_path(victim).read_bytes() not in pack.read_bytes()
+    other = _fresh(tmp_path)
+    pulled = pull(other, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    assert {r.name for r in pulled.results if not r.ok} == {"fam/r05"}
+    assert not other.has(victim)
 
 
 def test_an_old_style_remote_and_a_mixed_one_still_read(
