@@ -19,13 +19,17 @@ from fixture_store.remotes import packed
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.keys import keys_of
 from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.remotes.packs import (
+    INDEX_CAP,
     INDEXES,
     ONE_PER_KEY,
     PACKS,
     Packing,
     index_bytes,
+    index_key,
+    load_index,
     pack_key,
     parse_index,
 )
@@ -225,6 +229,44 @@ def test_a_damaged_index_is_not_used_and_the_pull_says_so(
     assert {r.outcome for r in report.results} == {Outcome.MISSING}
     assert "pack indexes could not be used" in report.results[0].message
     assert "damaged" in report.results[0].message
+
+
+class _ListsAHugeIndex:
+    """A folder remote's keys whose listing also names an index of ``INDEX_CAP + 1`` bytes;
+    every ranged read is recorded."""
+
+    def __init__(self, keys: Any, huge: str) -> None:
+        self.keys, self.huge = keys, huge
+        self.opened: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.keys, name)
+
+    def listing(self, folder: str) -> dict[str, int]:
+        found: dict[str, int] = self.keys.listing(folder)
+        return found | ({f"{self.huge}.json": INDEX_CAP + 1} if folder == INDEXES else {})
+
+    def open_range(self, key: str, digest: Digest, start: int, length: int) -> Any:
+        self.opened.append(key)
+        return self.keys.open_range(key, digest, start, length)
+
+
+def test_an_index_over_the_cap_is_never_read_and_the_others_are_used(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    """One index on a shared remote larger than the cap is named and not read (a pull would
+    otherwise hold it all in memory); the remote's other indexes still place their objects."""
+    registry, the_plan = _project(project, store)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    push(store, registry, remote, the_plan, retry=FAST)
+    huge = "f" * 64
+    keys = _ListsAHugeIndex(keys_of(remote), huge)
+    index = load_index(keys, FAST, jobs=1)
+    assert index_key(huge) not in keys.opened and len(keys.opened) == 1
+    assert index.problems == [
+        f"{index_key(huge)}: {INDEX_CAP + 1:,} bytes, more than the {INDEX_CAP:,} read"
+    ]
+    assert all(index.slot(d) is not None for d in the_plan.objects.values())
 
 
 def test_an_index_is_used_only_if_its_bytes_are_its_name_and_well_formed() -> None:
