@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -11,6 +12,12 @@ from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
 
 pytest_plugins = ["pytester"]
+
+# The suite starts hundreds of interpreters (CLI runs, crash trials, generators, the mutation
+# campaign's children); where PYTHONDONTWRITEBYTECODE is set, each of them would compile this
+# package and its tests from source again. Bytecode goes to __pycache__/, which git ignores.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
