@@ -5,7 +5,8 @@ digest of their own bytes too, under ``objects/packs/`` (see ``packs``). Packs n
 of a remote that objects do not: a listing of a folder of keys (which pack indexes exist, which
 objects the remote holds one per key), a write-once upload under a given key, and a read of a
 byte range of a key. :func:`keys_of` gives them for the kinds that have them (a folder, S3); an
-https mirror has no listing, so it is read one object per key, as before. A remote's gc
+https mirror has only the reads (:class:`RangeReads`, in ``https``), its listing of the pack
+indexes being the list push writes beside them. A remote's gc
 (``remotes.gc``) needs two more: a listing that says when each key was written, and a delete;
 and of S3, the multipart uploads a cut push left open (``remotes.uploads``).
 """
