@@ -55,7 +55,7 @@ def _escaping_console() -> type[Console]:
     errors and plain lines alike) and redacts the credentials of every URL in it, leaving only
     its own control sequences (colours, cursor moves) as they are: the one place where text
     reaches the terminal."""
-    from rich.console import Console
+    from rich.console import Console, ConsoleDimensions
     from rich.segment import Segment
 
     class EscapingConsole(Console):
@@ -65,7 +65,22 @@ def _escaping_console() -> type[Console]:
                 for seg in buffer
             )
 
+        # Not a terminal (a pipe, a log, a file): no width to fit, so a table is as wide as its
+        # rows and never splits a name or a digest over lines (rich would wrap at 80 columns).
+        @property
+        def size(self) -> ConsoleDimensions:
+            size = Console.size.fget(self)  # type: ignore[attr-defined]
+            return size if self.is_terminal else ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+
+        @size.setter
+        def size(self, new_size: tuple[int, int]) -> None:
+            Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
     return EscapingConsole
+
+
+# The width of a console that is not a terminal: wider than any row a table prints.
+UNWRAPPED_WIDTH = 100_000
 
 
 def __getattr__(name: str) -> Console:

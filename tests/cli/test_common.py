@@ -151,3 +151,19 @@ def test_json_is_indented_at_a_terminal_and_one_line_in_a_pipe(project: Path) ->
     assert json.loads(piped.stdout) == json.loads(at_a_terminal)
     assert piped.stdout.count("\n") == 1
     assert at_a_terminal.count("\n") > 10 and '\n  "results": [' in at_a_terminal
+
+
+@pytest.mark.usefixtures("store")
+def test_tables_through_a_pipe_are_as_wide_as_their_rows_and_never_split_a_name(
+    project: Path,
+) -> None:
+    """Not at a terminal (a pipe, a CI log), a table is printed at its full width: a long name
+    and a digest stay on one line each, whatever 80 columns would have made of them."""
+    long_name = "fam/" + "a-rather-long-fixture-name-" * 4 + "end"
+    (project / "long.bin").write_bytes(b"x" * 10)
+    assert run("add", "long.bin", "--name", long_name, "--kind", "fixture")[0] == 0
+    code, out, _ = run("list")
+    assert code == 0
+    (row,) = [ln for ln in out.splitlines() if long_name in ln]
+    assert len(row) > 120
+    assert not any("end" in ln and long_name not in ln for ln in out.splitlines())
