@@ -109,6 +109,36 @@ class Context:
         return registry_mod.project_root(self.registry_flag)
 
 
+def check_store_flag(flag: str, *, creates: bool) -> None:
+    """Refuse (exit 2, with the fix) a ``--store`` that is not a folder, or that does not exist
+    for a command that only reads the store (it would look empty): the flag is named as the
+    problem, not the objects it seems to lack."""
+    path = Path(flag).expanduser()
+    try:
+        exists, folder = path.exists(), path.is_dir()
+    except OSError:  # an unreadable parent: the store's own error says more when it is used
+        return
+    if exists and not folder:
+        handle_errors(_refuse)(
+            UsageError(
+                f"--store {flag}: not a folder (a store is a folder holding objects/sha256/)",
+                fix="pass the store's folder with --store, or leave it out for the default store",
+            )
+        )
+    if not exists and not creates:
+        handle_errors(_refuse)(
+            UsageError(
+                f"--store {flag}: no such folder (the store would be empty, so every object "
+                "would look missing)",
+                fix=f"check the path, or create the store there: fixture-store --store {flag} init",
+            )
+        )
+
+
+def _refuse(error: UsageError) -> NoReturn:
+    raise error
+
+
 def handle_errors(fn: F) -> F:
     """Turn library errors into a message on stderr and an exit code: never a traceback."""
 

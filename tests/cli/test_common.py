@@ -167,3 +167,20 @@ def test_tables_through_a_pipe_are_as_wide_as_their_rows_and_never_split_a_name(
     (row,) = [ln for ln in out.splitlines() if long_name in ln]
     assert len(row) > 120
     assert not any("end" in ln and long_name not in ln for ln in out.splitlines())
+
+
+@pytest.mark.usefixtures("store")
+def test_a_store_flag_that_is_a_file_or_missing_is_named_as_the_problem(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    code, _, err = run("--store", str(tmp_path / "a-file"), "list")
+    assert code == EXIT_USAGE and "--store" in err and "not a folder" in err and "fix:" in err
+    code, _, err = run("--store", str(tmp_path / "nowhere"), "verify")
+    assert code == EXIT_USAGE and "no such folder" in err
+    assert f"fixture-store --store {tmp_path / 'nowhere'} init" in err.replace("\n  ", " ")
+
+
+def test_a_mistyped_command_gets_the_closest_names() -> None:
+    code, _, err = run("verfy")
+    assert code == EXIT_USAGE and "Did you mean 'verify'?" in err
+    code, _, err = run("remote-gc-everything")
+    assert code == EXIT_USAGE and "No such command" in err
