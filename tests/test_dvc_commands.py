@@ -28,9 +28,11 @@ else:
     os.makedirs("metrics/run", exist_ok=True)
     os.makedirs("plots", exist_ok=True)
     json.dump({"passed": cases - 1, "failed": 1}, open("metrics/ort.json", "w"))
-    rows = "".join(f"op{i},{i / cases}\\n" for i in range(cases))
-    open("plots/compare-operators.csv", "w").write("key,pass_rate\\n" + rows)
-    open("metrics/run/known-mismatches.csv", "w").write("key,max_abs\\nop0,1e-7\\n")
+    rows = "".join(f"op{i} (ort),op{i},ort,{i / cases}\\n" for i in range(cases))
+    head = "key,operator,runtime,pass_rate\\n"
+    open("plots/compare-operators.csv", "w").write(head + rows)
+    known = "key,max_abs,max_abs_bound\\nop0,1e-7,1e-6\\n"
+    open("metrics/run/known-mismatches.csv", "w").write(known)
 """
 
 
@@ -53,13 +55,21 @@ def _pipeline() -> dict[str, object]:
                             "cache": False,
                             "x": "pass_rate",
                             "y": "key",
-                            "template": "bars_ascending",
+                            "template": "pass_rates",
                         }
                     }
                 ],
             },
         },
-        "plots": [{"metrics/run/known-mismatches.csv": {"x": "max_abs", "y": "key"}}],
+        "plots": [
+            {
+                "metrics/run/known-mismatches.csv": {
+                    "x": "key",
+                    "y": ["max_abs", "max_abs_bound"],
+                    "template": "errors_beside_bounds",
+                }
+            }
+        ],
     }
 
 
@@ -111,7 +121,7 @@ def test_dvc_exp_metrics_params_plots_and_a_dry_repro_work_across_commits(tmp_pa
     assert params["params.yaml"]["compare.cases"] == {"old": 3, "new": 4, "diff": 1}
     _run(root, *DVC, "plots", "diff", "HEAD~1", "-o", str(tmp_path / "plots-page"))
     page = (tmp_path / "plots-page" / "index.html").read_text()
-    assert "op3" in page and "op2" in page
+    assert "op2" in page and "op1" in page  # the operators below 100%
 
     _run(root, *DVC, "exp", "run", "-S", "compare.cases=5")
     shown = json.loads(_run(root, *DVC, "exp", "show", "--json", "-n", "2"))
@@ -156,3 +166,26 @@ def test_the_repositorys_tracked_outputs_are_in_git_and_push_has_a_remote() -> N
     assert ignored == []
     config = (ROOT / ".dvc" / "config").read_text()
     assert "remote = nothing-cached" in config and "url = tmp/nothing-cached" in config
+
+
+def test_every_error_chart_has_a_log_axis_and_every_mismatch_its_bound_beside_it() -> None:
+    """The plots ``dvc plots show`` draws: errors (1e-9 to 1e-2) on a log axis, with a bar for
+    the smallest too (a baseline below it); the known mismatches' errors beside their bounds;
+    the pass rates one chart per runtime, of the operators below 100% only."""
+    doc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
+    plots = [next(iter(p.items())) for p in doc["plots"]]
+    plots += [next(iter(p.items())) for s in doc["stages"].values() for p in s.get("plots", [])]
+    templates = {}
+    for name, props in plots:
+        template = json.loads((ROOT / ".dvc" / "plots" / f"{props['template']}.json").read_text())
+        templates[name] = template
+        fields = {props["x"], *([props["y"]] if isinstance(props["y"], str) else props["y"])}
+        if fields & {"max_abs", "mean_abs", "max_rel"}:
+            x = template["encoding"]["x"]
+            assert x["scale"]["type"] == "log" and x["field"] == "error", name
+            assert template["encoding"]["x2"] == {"field": "baseline"}, name
+    known = templates["metrics/run/known-mismatches.csv"]
+    assert known["encoding"]["color"]["field"] == "series"  # each error and its bound
+    pass_rates = templates["plots/compare-operators.csv"]
+    assert pass_rates["facet"]["column"]["field"] == "runtime"
+    assert "< 1" in pass_rates["transform"][0]["filter"]
