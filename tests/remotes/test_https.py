@@ -274,3 +274,17 @@ def test_a_mirror_announcing_gigabytes_is_read_no_further_than_the_objects_size(
     assert proxy.faults.sent < 16 * 1024 * 1024
     (digest,) = the_plan.objects.values()
     assert not fresh.object_path(digest).exists()
+
+
+def test_a_fetch_through_a_mirror_of_a_packed_remote_takes_its_objects_from_the_packs(
+    packed: tuple[Registry, SyncPlan, HttpsRemote, FolderRemote], tmp_path: Path
+) -> None:
+    from fixture_store.remotes.mirrors import Mirrors
+
+    registry, the_plan, mirror, _ = packed
+    fresh = Store.at(tmp_path / "fresh").ensure()
+    mirrors = Mirrors(fresh, [mirror], retry=FAST)
+    for name in the_plan.wants:
+        got, _, failed = mirrors.pull(registry.get(name), lambda _d: True, lambda _n: None)
+        assert got is mirror and failed == [], failed
+    assert all(fresh.has(d) for d in the_plan.objects.values())
