@@ -129,3 +129,13 @@ def test_the_install_commands_work_before_the_package_is_published() -> None:
         assert any(c.startswith("uv add") and " pytest" in c for c in tour)
     commands = _section(readme, "## The two commands")
     assert "apt-get install -y zstd lz4 libarchive-tools unzip" in commands
+
+
+def test_the_site_opened_from_disk_says_how_to_serve_it_for_search() -> None:
+    """Search cannot read its index from ``file://``: the site loads a script that says so in
+    the search box, and the docs' home page says how to serve the built site."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert "js/search-from-disk.js" in config["extra_javascript"]
+    script = (ROOT / "docs" / "js" / "search-from-disk.js").read_text()
+    assert 'window.location.protocol !== "file:"' in script and "http.server -d site" in script
+    assert "python -m http.server -d site" in (ROOT / "docs" / "index.md").read_text()
