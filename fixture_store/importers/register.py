@@ -331,6 +331,7 @@ def _registration(
         _fields(accepted.entry, plan, name),
         digest=accepted.digest,
         suggested=True,
+        shown=accepted.located.shown,
     )
 
 
