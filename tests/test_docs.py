@@ -72,6 +72,22 @@ def test_the_navigation_groups_every_page_once() -> None:
     assert {"cli.md", "api.md"} <= set(reference)
 
 
+def test_the_home_page_has_a_row_for_every_page_in_the_navigations_order() -> None:
+    """docs/index.md lists every page of each group of the navigation, in its order, under the
+    group's name; the parity row names every metric the registry reads."""
+    from fixture_store.registry.metrics import METRICS
+
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    for group in config["nav"][1:]:
+        ((name, pages),) = group.items()
+        table = index[index.index(f"**{name}**") :].split("\n\n")[1]
+        rows = re.findall(r"^\| \[[^\]]+\]\(([\w.-]+\.md)\)", table, re.M)
+        assert rows == [next(iter(p.values())) for p in pages], f"the {name} table of index.md"
+    (parity,) = re.findall(r"^\| \[[^\]]+\]\(parity\.md\) \|(.*)$", index, re.M)
+    assert set(re.findall(r"\w+", parity)) >= set(METRICS), parity
+
+
 def _console_commands(block: str) -> list[tuple[str, list[str]]]:
     """A console block's commands (continuation lines joined), each with the output lines the
     block shows after it."""
@@ -89,29 +105,37 @@ def _console_commands(block: str) -> list[tuple[str, list[str]]]:
 
 
 # What differs from one run of a sample to the next: an NPZ's digest (it holds the time it was
-# written) and a duration. Anything else in a sample is what the program prints, to the letter:
-# a digest cut short (``sha256:66d9d97b…``) matches nothing.
-_VARIES = (
-    (re.compile(r"sha256:[0-9a-f]{64}"), r"sha256:[0-9a-f]{64}"),
-    (re.compile(r"in [0-9]+\.[0-9]+s"), r"in [0-9]+\.[0-9]+s"),
-)
+# written) and a duration; with ``numbers``, any count (a sample made on another project).
+# Anything else in a sample is what the program prints, to the letter: a digest cut short
+# (``sha256:66d9d97b…``) or a number grouped with commas where the program prints none matches
+# nothing.
+_DIGEST = r"sha256:[0-9a-f]{64}"
+_DURATION = r"in [0-9]+\.[0-9]+s"
 
 
-def sample_pattern(line: str) -> re.Pattern[str]:
+def sample_pattern(line: str, *, numbers: bool = False) -> re.Pattern[str]:
     """A line of a documented sample as the pattern of the line the program prints."""
+    varies = re.compile(f"{_DIGEST}|{_DURATION}" + ("|[0-9]+" if numbers else ""))
     pattern, at = "", 0
-    spans = sorted((m.span(), repl) for rx, repl in _VARIES for m in rx.finditer(line))
-    for (start, end), repl in spans:
-        pattern += re.escape(line[at:start]) + repl
-        at = end
+    for m in varies.finditer(line):
+        text = m.group()
+        same = (
+            _DIGEST
+            if text.startswith("sha256:")
+            else _DURATION
+            if text.startswith("in ")
+            else "[0-9]+"
+        )
+        pattern += re.escape(line[at : m.start()]) + same
+        at = m.end()
     return re.compile(pattern + re.escape(line[at:]))
 
 
-def assert_shown(command: str, shown: list[str], output: str) -> None:
-    """Every line a sample shows after ``command`` is a line it printed (in order)."""
+def assert_shown(command: str, shown: list[str], output: str, *, numbers: bool = False) -> None:
+    """Every line a sample shows after ``command`` is a line it printed."""
     printed = [line.rstrip() for line in output.splitlines()]
     for line in shown:
-        pattern = sample_pattern(line.rstrip())
+        pattern = sample_pattern(line.rstrip(), numbers=numbers)
         assert any(pattern.fullmatch(p) for p in printed), (
             f"{command!r}: the docs show {line!r}; it printed:\n{output}"
         )
