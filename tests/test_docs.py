@@ -255,3 +255,18 @@ def test_no_install_command_is_a_placeholder() -> None:
         assert "uv build" in install and "file://$PWD/" in install
     commands = _section(readme, "## The two commands")
     assert "apt-get install -y zstd lz4 libarchive-tools unzip" in commands
+
+
+def test_every_documented_install_of_fixture_store_names_where_it_comes_from() -> None:
+    """Until fixture-store is on a package registry, an install command anywhere in the docs
+    (a console line or an indented one) names a checkout or a wheel, as the README's does: a
+    bare ``uv add 'fixture-store[attest]'`` finds nothing."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    command = re.compile(r"^(?:\$ |    )(uv add .*fixture-store.*)$", re.M)
+    found = {p.name: command.findall(p.read_text(encoding="utf-8")) for p in pages}
+    assert found["attestations.md"] and found["video.md"]
+    for page, adds in found.items():
+        for add in adds:
+            assert re.search(r"fixture-store(\[[\w,]+\])? @ (git\+)?file://\$PWD/", add), (
+                f"{page}: {add!r} installs fixture-store from nowhere"
+            )
