@@ -209,12 +209,17 @@ def test_the_readme_install_and_tour_run_as_written_in_a_fresh_project(tmp_path:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (tmp_path / "fixture-store").symlink_to(ROOT)
     project = tmp_path / "project"
+    # uv's settings of this machine (its index, its cache) hold, but not those that would make
+    # the fresh project use another environment or lock (this repository's run sets some).
+    own = {"VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "UV_PROJECT", "UV_FROZEN", "UV_LOCKED",
+           "UV_NO_SYNC", "UV_NO_PROJECT", "UV_WORKING_DIRECTORY"}  # fmt: skip
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith(("FIXTURE_STORE_", "UV_"))},
+        **{k: v for k, v in os.environ.items() if not k.startswith("FIXTURE_STORE_")},
         "FIXTURE_STORE_DIR": str(tmp_path / "store"),
         "UV_OFFLINE": "1",  # everything it installs is in uv's cache: this repository's own
     }
-    env.pop("VIRTUAL_ENV", None)
+    for name in own:
+        env.pop(name, None)
     python = f"{sys.version_info.major}.{sys.version_info.minor}"
     subprocess.run(
         ["uv", "init", "-q", "--no-package", "--vcs", "git", "--no-readme", "--python", python,
