@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
@@ -268,14 +269,20 @@ def run_guard(guard: Guard, worker: Worker, timeout: float) -> Outcome:
 
 
 def run_all(
-    workers: Sequence[Worker], jobs: Sequence[Any], do: Callable[[Worker, Any], Any]
+    workers: Sequence[Worker],
+    jobs: Sequence[Any],
+    do: Callable[[Worker, Any], Any],
+    *,
+    progress: Callable[[int, int], None],
 ) -> list[Any]:
     """``do(worker, job)`` for every job, each worker taking the next job when it is free; the
-    results in the jobs' order."""
+    results in the jobs' order. ``progress(done, total)`` is called after each job."""
     pending: queue.Queue[tuple[int, Any]] = queue.Queue()
     for item in enumerate(jobs):
         pending.put(item)
     results: list[Any] = [None] * len(jobs)
+    finished = [0]
+    lock = threading.Lock()
 
     def drain(worker: Worker) -> None:
         while True:
@@ -284,10 +291,25 @@ def run_all(
             except queue.Empty:
                 return
             results[i] = do(worker, job)
+            with lock:
+                finished[0] += 1
+                progress(finished[0], len(jobs))
 
     with ThreadPoolExecutor(max_workers=len(workers)) as pool:
         list(pool.map(drain, workers))
     return results
+
+
+class Progress:
+    """A line every tenth of the way (and at the end): long work says where it is."""
+
+    def __init__(self, what: str, stream: Any) -> None:
+        self.what, self.stream, self.started = what, stream, time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) == 0:
+            seconds = time.monotonic() - self.started
+            print(f"{self.what}: {done}/{total} in {seconds:.0f}s", file=self.stream, flush=True)
 
 
 def baseline(guards: list[Guard], workers: Sequence[Worker], timeout: float) -> str:
@@ -300,7 +322,12 @@ def baseline(guards: list[Guard], workers: Sequence[Worker], timeout: float) -> 
         plain[i : i + BASELINE_PART] for i in range(0, len(plain), BASELINE_PART)
     ]
     selections += [g.pytest_args() for g in guards if g.k]
-    runs = run_all(workers, selections, lambda w, sel: w.run(None, sel, timeout))
+    runs = run_all(
+        workers,
+        selections,
+        lambda w, sel: w.run(None, sel, timeout),
+        progress=Progress("baseline parts", sys.stderr),
+    )
     for sel, (code, output, error) in zip(selections, runs, strict=True):
         if error or code != 0:
             return f"pytest exit {code} for {' '.join(sel)}:\n{error or _tail(output, 30)}"
@@ -337,7 +364,10 @@ def campaign(
         base_seconds = time.monotonic() - started
         print(f"baseline: {base_seconds:.1f}s; {len(guards)} guards, -j {jobs}", file=report)
         outcomes: list[Outcome] = run_all(
-            workers, guards, lambda w, g: run_guard(g, w, args.timeout)
+            workers,
+            guards,
+            lambda w, g: run_guard(g, w, args.timeout),
+            progress=Progress("guards", report),
         )
         return outcomes
     finally:
