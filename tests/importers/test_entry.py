@@ -42,7 +42,7 @@ def test_an_entry_prints_and_reads_back_the_same_value() -> None:
         ("a\\b", "backslash"),
         ("C:x", "drive letter"),
         ("a//b", "empty"),
-        ("a\0b", "disallowed character"),
+        ("a\0b", "control character"),
     ],
 )
 def test_an_unsafe_path_is_refused_naming_where(path: str, message: str) -> None:

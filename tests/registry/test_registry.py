@@ -190,7 +190,7 @@ def test_a_gap_may_omit_its_digest(project: Path) -> None:
     [
         "../x",
         "fam/../x",
-        "fam/a b",
+        "fam/a/./b",
         "",
         "fam/x\n",
         "fam/x\x00",
@@ -199,8 +199,9 @@ def test_a_gap_may_omit_its_digest(project: Path) -> None:
         "/fam/x",
         "fam//x",
         "Fam/x",
-        "fam/.hidden",
         "fam/x\\y",
+        "fam/x\u202e",
+        "fam/e\u0301",  # not NFC: the registry holds a name as it prints
     ],
 )
 def test_names_must_fully_match_the_pattern(project: Path, name: str) -> None:
