@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fixture_store import limits
 from fixture_store import registry as registry_mod
 from fixture_store.errors import IntegrityError, UnsafeContentError, UsageError
-from fixture_store.objects import trees
+from fixture_store.objects import names, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store, Stored, holding_writer_lock
 from fixture_store.readers import content
@@ -173,7 +173,8 @@ def _confirm_content(store: Store, record: Record, path: Path, *, stated: bool =
     if failure is not None:
         raise UsageError(
             f"{path} changed while it was added: {failure.message}",
-            fix=f"add it again once nothing writes to it: fixture-store add {path} ...",
+            fix="add it again once nothing writes to it: fixture-store add "
+            f"{names.shell(str(path))} ...",
         )
 
 
@@ -369,7 +370,8 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     JSON form, checked as the registry checks them; ``annotations`` the same as values (the
     fields of both are merged, ``extra``'s last).
     """
-    file = f"provenance/{family_of(check_name(name))}.json"
+    name = check_name(name)  # as the registry holds it (its path in NFC)
+    file = f"provenance/{family_of(name)}.json"
     given = annotations or Annotations()
     if extra:
         parsed = Annotations.from_json(extra, Where(file, name))
