@@ -132,9 +132,12 @@ def import_cmd(
     repository (its pointers; bytes from .git/lfs/objects). --package NAME==VERSION alone
     imports the installed distribution's RECORD (package sources). Every
     listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is
-    recorded); one mismatch and nothing is stored or registered (exit 1). Listed files that are
-    absent and unlisted files beside listed ones (orphans) are reported; with --strict they fail
-    the import the same way (absent files declared by --gaps excepted). A field the importer
+    recorded). An entry that cannot be registered (a path that is no name, a file that does not
+    match, a record the registry would refuse) is refused by itself with its reason, the rest
+    is registered, and the exit status is 1. Listed files that are absent and unlisted files
+    beside listed ones (orphans) are reported; with --strict any of these, or a refused entry,
+    fails the import and nothing is stored or registered (absent files declared by --gaps
+    excepted). --include and --exclude select the entries of any import. A field the importer
     does not know is kept verbatim (metadata.unknown_fields) and listed; one it knows under
     another name is read as that field and listed. --dry-run builds and checks every record
     as the import does, and stores and registers nothing.

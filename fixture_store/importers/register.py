@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixture_store import ingest
-from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
+from fixture_store.errors import EXIT_FAILED, FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError, Refused
 from fixture_store.importers.fields import MEAN_ABS, UNKNOWN_FIELDS
 from fixture_store.importers.plan import Accepted, Origin, Plan
@@ -46,6 +46,13 @@ IMPORTED_FROM = "imported_from"  # the metadata field saying which manifest a re
 
 class ImportRefusedError(FixtureStoreError):
     """Some listed bytes do not match their manifest: nothing was stored or registered."""
+
+
+class EntriesRefusedError(ManifestError):
+    """An all-or-nothing import (``--strict``) left entries out: nothing was stored or
+    registered. Exit 1, as every refusal of an import that read its manifest."""
+
+    exit_code = EXIT_FAILED
 
 
 @dataclass(frozen=True)
@@ -335,12 +342,12 @@ def register(  # noqa: PLR0913 - the import command's options, each keyword-only
 
 def refuse_entries(prepared: Prepared) -> None:
     """Refuse a prepared import that leaves out an entry it cannot register (``--strict``, and
-    :func:`register` unless ``partial``): a ManifestError naming each, nothing stored."""
+    :func:`register` unless ``partial``): an error naming each, nothing stored."""
     if prepared.refused:
         first, *more = prepared.refused
         also = "".join(f"\n  {r}" for r in more[:NAMED])
         rest = f"\n  ... and {len(more) - NAMED} more" if len(more) > NAMED else ""
-        raise ManifestError(
+        raise EntriesRefusedError(
             first.where,
             f"{str(first).removeprefix(first.where + ': ')}{also}{rest}\n"
             "nothing was stored or registered",

@@ -77,6 +77,9 @@ def test_an_entry_whose_path_is_no_name_is_refused_by_itself(project: Path) -> N
     write(project / "data", {"a.bin": b"a"})
     sha = hashlib.sha256(b"a").hexdigest()
     (project / "data" / "SHA256SUMS").write_text(f"{'0' * 64}  ../a.bin\n{sha}  a.bin\n")
+    code, _, err = run("import", "sha256sum", "data/SHA256SUMS", "--family", "imp", "--strict")
+    assert code == 1 and "nothing was stored or registered" in err
+    assert family_doc(project) == {}
     code, _, err = run("import", "sha256sum", "data/SHA256SUMS", "--family", "imp")
     assert code == 1
     assert "refused: data/SHA256SUMS line 1: '../a.bin': has an empty, '.' or '..' segment" in err

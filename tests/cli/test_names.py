@@ -136,3 +136,16 @@ def test_accepted_names_round_trip_and_near_misses_are_refused_everywhere(
         for name in batch:
             assert names.html(f"imp/{name}") in page
             assert f"imp/{name}" in html.unescape(page)
+
+
+def test_a_fix_line_quotes_the_name_for_the_shell() -> None:
+    with _project() as (project, cli):
+        _write(project / "data", ["a b (1).bin"])
+        code, _, err = run(
+            *cli, "add", str(project / "data" / "a b (1).bin"), "--name", "f/a b (1).bin", *FIXTURE
+        )
+        assert code == 0, err
+        cli[1] += "-empty"
+        code, out, _ = run(*cli, "verify", "--json", "f/a b (1).bin")
+        (result,) = json.loads(out)["results"]
+        assert result["fix"] == "fixture-store fetch 'f/a b (1).bin'"

@@ -212,6 +212,13 @@ def test_names_must_fully_match_the_pattern(project: Path, name: str) -> None:
     assert invalid[name].field in ("name",)
 
 
+def test_records_that_collide_under_case_or_normalisation_are_refused(project: Path) -> None:
+    write(project, {"fam/Model.onnx": record(), "fam/model.onnx": record()})
+    invalid = dict(registry_mod.load(project).invalid())
+    assert list(invalid) == ["fam/model.onnx"]  # the first in sorted order stands
+    assert "collides with 'fam/Model.onnx'" in invalid["fam/model.onnx"].message
+
+
 def test_unknown_format_version_fails_the_file(project: Path) -> None:
     path = project / "provenance" / "fam.json"
     path.write_text(json.dumps({"format_version": 2, "records": {}}))
