@@ -219,6 +219,11 @@ def test_records_that_collide_under_case_or_normalisation_are_refused(project: P
     assert "collides with 'fam/Model.onnx'" in invalid["fam/model.onnx"].message
 
 
+def test_a_name_typed_in_another_normalisation_finds_its_record(project: Path) -> None:
+    write(project, {"fam/caf\u00e9.npy": record()})
+    assert registry_mod.load(project).get("fam/cafe\u0301.npy").name == "fam/caf\u00e9.npy"
+
+
 def test_unknown_format_version_fails_the_file(project: Path) -> None:
     path = project / "provenance" / "fam.json"
     path.write_text(json.dumps({"format_version": 2, "records": {}}))
