@@ -78,9 +78,6 @@ class Name(str):
         the same key are one file there."""
         return key(self)
 
-    def __repr__(self) -> str:
-        return f"Name({str.__repr__(self)})"
-
 
 def parse(raw: object) -> Name:
     """:meth:`Name.parse`."""
