@@ -279,6 +279,7 @@ class _Families:
     registry: Registry
     records: dict[str, dict[str, Record]] = field(default_factory=dict)
     invalid: dict[str, frozenset[str]] = field(default_factory=dict)
+    keys: dict[str, dict[str, str]] = field(default_factory=dict)  # by names.key, per family
 
     def of(self, name: str) -> tuple[dict[str, Record], frozenset[str]]:
         family = family_of(name)
@@ -287,6 +288,16 @@ class _Families:
             self.records[family] = dict(existing.records) if existing else {}
             self.invalid[family] = frozenset(existing.invalid) if existing else frozenset()
         return self.records[family], self.invalid[family]
+
+    def colliding(self, name: str) -> str | None:
+        """The name of the family that ``name`` is another spelling of (case, Unicode
+        normalisation: one file on macOS or Windows), if any; ``name`` is taken from then on."""
+        family = family_of(name)
+        records, invalid = self.of(name)
+        if family not in self.keys:
+            self.keys[family] = {names.key(n): n for n in (*records, *invalid)}
+        other = self.keys[family].setdefault(names.key(name), name)
+        return other if other != name else None
 
 
 @holding_writer_lock  # from the first temp file until the records are written: gc waits
@@ -323,6 +334,12 @@ def register(
         refused: list[str] = []
         for reg, (new, described) in zip(registrations, prepared, strict=True):
             records, invalid = families.of(reg.name)
+            other = families.colliding(reg.name)
+            if other is not None:
+                raise UsageError(
+                    f"{reg.name} {names.collision_reason(other)}; nothing was registered",
+                    fix=f"register it under another name (--name), or use {names.shell(other)}",
+                )
             if reg.name in invalid and not replace:
                 refused.append(f"{reg.name} has an invalid record; fix it or pass --replace")
                 continue
@@ -334,6 +351,8 @@ def register(
             outcomes.append(outcome)
         for gap in declared:
             records, invalid = families.of(gap.name)
+            if families.colliding(gap.name) is not None:
+                continue  # a gap never stands beside another spelling of a record's name
             if gap.name not in records and gap.name not in invalid:
                 records[gap.name] = gap
                 outcomes.append(Registered(gap, Change.ADDED))

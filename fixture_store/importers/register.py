@@ -278,6 +278,7 @@ def prepare(
             continue
         registrations.append(reg)
         records.append(record)
+        taken.setdefault(names.key(reg.name), reg.name)  # a later spelling of it collides
     for entry in plan.absent if gaps else ():
         try:
             reg = _gap(entry, plan, origin, family=family, kind=kind, taken=taken)
@@ -286,6 +287,7 @@ def prepare(
             refused.append(_refused(entry, e))
             continue
         stated_gaps.append(reg)
+        taken.setdefault(names.key(reg.name), reg.name)
     return Prepared(plan, tuple(registrations), tuple(stated_gaps), tuple(records), tuple(refused))
 
 
