@@ -7,13 +7,9 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
-
-if TYPE_CHECKING:
-    pass
-
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
@@ -40,8 +36,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fixture-store-registry",
         metavar="DIR",
         default=None,
-        help="Project folder holding provenance/ (default: "
-        "$FIXTURE_STORE_REGISTRY, else the rootdir's provenance/).",
+        help="Project folder holding provenance/ (default: $FIXTURE_STORE_REGISTRY, else the "
+        "folder pytest was started in or its nearest parent with a provenance/ folder).",
     )
     group.addoption(
         "--fixture-store-require",
@@ -116,6 +112,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         help="Families declared as gaps, one 'family: reason' per line.",
     )
+
+
+# The options that name a file or folder. Each is read through path_option(): a relative path is
+# the invocation folder's (where the user typed it), whatever pytest guessed as its rootdir from
+# the arguments and whatever folder a test has changed into since.
+PATH_OPTIONS = (
+    "fixture_store_dir",
+    "fixture_store_registry",
+    "fixture_store_parity_dump",
+    "fixture_store_attest",
+    "fixture_store_attest_key",
+)
+
+
+def path_option(config: pytest.Config, name: str) -> Path | None:
+    """The path option ``name`` as given (``~`` expanded), relative to the folder pytest was
+    started in; ``None`` if not given."""
+    if name not in PATH_OPTIONS:
+        raise ValueError(f"{name} is not a path option")  # a caller's slip, not a user's
+    value = config.getoption(name)
+    if value is None or value == "":
+        return None
+    return invocation_dir(config) / Path(value).expanduser()
+
+
+def invocation_dir(config: pytest.Config) -> Path:
+    """The folder pytest was started in: where a user's relative paths and project are."""
+    return Path(config.invocation_params.dir)
 
 
 def require_from_env() -> bool:

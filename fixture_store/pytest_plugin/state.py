@@ -22,7 +22,12 @@ from fixture_store.verify import Result, Status
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
     from fixture_store.parity.assertion import ParityReport
-from fixture_store.pytest_plugin.options import REQUIRE_ENV, require_from_env
+from fixture_store.pytest_plugin.options import (
+    REQUIRE_ENV,
+    invocation_dir,
+    path_option,
+    require_from_env,
+)
 
 MARKER = "fixture_store"
 STATE_KEY = pytest.StashKey["PluginState"]()
@@ -51,18 +56,28 @@ class PluginState:
         return bool(self.config.getoption("fixture_store_require")) or require_from_env()
 
     def store(self) -> Store:
-        return Store.at(self.config.getoption("fixture_store_dir"))
+        return Store.at(path_option(self.config, "fixture_store_dir"))
 
     def root(self) -> Path:
-        """The project whose registry the session uses."""
-        flag = self.config.getoption("fixture_store_registry")
-        if flag:
+        """The project whose registry the session uses: ``--fixture-store-registry``, else
+        ``$FIXTURE_STORE_REGISTRY``, else the folder pytest was started in or its nearest parent
+        with ``provenance/``, as the CLI finds it. Never pytest's rootdir: pytest guesses that
+        from the arguments, and a path given as an option's value (a key outside the project)
+        moves it."""
+        flag = path_option(self.config, "fixture_store_registry")
+        if flag is not None:
             return registry_mod.project_root(flag)
         if os.environ.get(registry_mod.files.ENV_VAR):
             return registry_mod.project_root()
-        if (self.config.rootpath / registry_mod.files.DIRNAME).is_dir():
-            return self.config.rootpath
-        return registry_mod.find_root(self.config.rootpath)
+        try:
+            return registry_mod.find_root(invocation_dir(self.config))
+        except UsageError as e:
+            raise UsageError(
+                e.message,
+                fix="run pytest in your project (the folder holding provenance/, or below it), "
+                "or pass --fixture-store-registry DIR (or set FIXTURE_STORE_REGISTRY); "
+                "'fixture-store init' makes one",
+            ) from None
 
     def registry(self) -> Registry:
         if self._registry is None:
@@ -139,7 +154,7 @@ class PluginState:
 
         try:
             key = attest_mod.key_path(
-                self.config.getoption("fixture_store_attest_key"),
+                path_option(self.config, "fixture_store_attest_key"),
                 forbidden=(self.store().root, self.root() / registry_mod.files.DIRNAME),
                 option="--fixture-store-attest-key",
             )
@@ -153,7 +168,8 @@ class PluginState:
         subject the outputs compared (written beside it as an NPZ), its predicate the report."""
         from fixture_store import attest as attest_mod
 
-        folder = Path(self.config.getoption("fixture_store_attest"))
+        folder = path_option(self.config, "fixture_store_attest")
+        assert folder is not None  # called only under --fixture-store-attest
         store, registry = self.store(), self.registry()
         key = self.attest_key()
         keys = [c.name for c in report.comparisons] + list(report.missing)
