@@ -19,7 +19,9 @@ from fixture_store.objects.store import ENV_VAR
 COMMANDS: dict[str, str] = {
     "add": "store:add",
     "attest": "attest:attest",
+    "check": "review:check",
     "compare": "compare:compare_cmd",
+    "diff": "review:diff",
     "expectations": "expectations:expectations",
     "fetch": "fetch:fetch",
     "gc": "store:gc",

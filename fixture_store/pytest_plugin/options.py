@@ -13,6 +13,10 @@ import pytest
 
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
+# Under CI=true (what GitHub Actions, GitLab CI and most others set) a test that would skip for a
+# missing fixture fails, unless the project's pytest configuration says this ini option.
+CI_ENV = "CI"
+ALLOW_CI_SKIPS = "fixture_store_allow_ci_skips"
 
 
 # -- shards and shard-aware fetch -----------------------------------------------------------------
@@ -107,6 +111,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "-k, -m and --fixture-store-shard) name, from their pinned sources.",
     )
     parser.addini(
+        ALLOW_CI_SKIPS,
+        type="bool",
+        default=False,
+        help=f"Under {CI_ENV}=true, let a test whose fixture is missing skip (default: it "
+        "fails, so a CI run never goes green having tested nothing).",
+    )
+    parser.addini(
         "fixture_store_gaps",
         type="linelist",
         default=[],
@@ -153,6 +164,23 @@ def require_from_env() -> bool:
             f"set {REQUIRE_ENV}=1 for require mode, or unset it"
         )
     return REQUIRE_VALUES[value]
+
+
+def allow_ci_skips(config: pytest.Config) -> bool:
+    """The ini option :data:`ALLOW_CI_SKIPS`; a value that is no boolean is a usage error naming
+    the option (never echoed: it may be long or hold control characters)."""
+    try:
+        return bool(config.getini(ALLOW_CI_SKIPS))
+    except (ValueError, pytest.UsageError):  # pytest raises the one with the value in it
+        raise pytest.UsageError(
+            f"{ALLOW_CI_SKIPS} is not true or false; set '{ALLOW_CI_SKIPS} = true' to let a "
+            f"test whose fixture is missing skip under {CI_ENV}=true, or remove it"
+        ) from None
+
+
+def in_ci() -> bool:
+    """Whether this run is a CI job's: ``$CI`` is ``true`` (or ``1``), as CI services set it."""
+    return os.environ.get(CI_ENV, "").strip().lower() in ("true", "1")
 
 
 def shard_count(text: str, *, option: str = "--fixture-store-shards") -> int:

@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from fixture_store.access import Fixtures
     from fixture_store.parity.assertion import ParityReport
 from fixture_store.pytest_plugin.options import (
+    ALLOW_CI_SKIPS,
+    CI_ENV,
     REQUIRE_ENV,
+    allow_ci_skips,
+    in_ci,
     invocation_dir,
     path_option,
     require_from_env,
@@ -50,10 +54,29 @@ class PluginState:
     _fixtures: Fixtures | None = None
     current_test: str | None = None
     _certificates: set[str] = field(default_factory=set)
+    # The fixtures each test found missing (name, the command that repairs it), by node id,
+    # until its report carries them (see reporting.py).
+    missing: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     @property
     def require(self) -> bool:
         return bool(self.config.getoption("fixture_store_require")) or require_from_env()
+
+    @property
+    def fails_in_ci(self) -> bool:
+        """Whether a missing fixture fails the test because this is a CI run that did not
+        opt out: a skip there would let the run pass having tested nothing."""
+        return in_ci() and not allow_ci_skips(self.config)
+
+    def _why_not_skipped(self) -> str | None:
+        if self.require:
+            return f"required by --fixture-store-require or {REQUIRE_ENV}=1"
+        if self.fails_in_ci:
+            return (
+                f"{CI_ENV}=true: a skip would let the run pass having tested nothing; "
+                f"'{ALLOW_CI_SKIPS} = true' in the pytest configuration lets it skip"
+            )
+        return None
 
     def store(self) -> Store:
         return Store.at(path_option(self.config, "fixture_store_dir"))
@@ -133,12 +156,12 @@ class PluginState:
             pytest.xfail(shown(f"{name}: declared gap: {result.message}", keep="\n"))
         if result.status is Status.MISSING:
             how = f"{result.message}; fetch it: {result.fix}"
-            if self.require:
-                message = shown(
-                    f"{name}: missing object (required by --fixture-store-require or "
-                    f"{REQUIRE_ENV}=1): {how}",
-                    keep="\n",
-                )
+            test = item.nodeid if item is not None else self.current_test
+            if test is not None:
+                self.missing.setdefault(test, []).append((name, result.fix or ""))
+            failing = self._why_not_skipped()
+            if failing is not None:
+                message = shown(f"{name}: missing object ({failing}): {how}", keep="\n")
                 if item is None:
                     pytest.fail(message, pytrace=False)
                 item.stash.setdefault(REQUIRED_MISSING, []).append(message)
