@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fixture_store import limits
 from fixture_store import registry as registry_mod
 from fixture_store.errors import IntegrityError, UnsafeContentError, UsageError
-from fixture_store.objects import trees
+from fixture_store.objects import names, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store, Stored, holding_writer_lock
 from fixture_store.readers import content
@@ -180,7 +180,8 @@ def _confirm_content(store: Store, record: Record, path: str, *, stated: bool = 
     if failure is not None:
         raise UsageError(
             f"{path} changed while it was added: {failure.message}",
-            fix=f"add it again once nothing writes to it: fixture-store add {path} ...",
+            fix="add it again once nothing writes to it: fixture-store add "
+            f"{names.shell(str(path))} ...",
         )
 
 
@@ -293,6 +294,7 @@ class _Families:
     registry: Registry
     records: dict[str, dict[str, Record]] = field(default_factory=dict)
     invalid: dict[str, frozenset[str]] = field(default_factory=dict)
+    keys: dict[str, dict[str, str]] = field(default_factory=dict)  # by names.key, per family
 
     def of(self, name: str) -> tuple[dict[str, Record], frozenset[str]]:
         family = family_of(name)
@@ -301,6 +303,16 @@ class _Families:
             self.records[family] = dict(existing.records) if existing else {}
             self.invalid[family] = frozenset(existing.invalid) if existing else frozenset()
         return self.records[family], self.invalid[family]
+
+    def colliding(self, name: str) -> str | None:
+        """The name of the family that ``name`` is another spelling of (case, Unicode
+        normalisation: one file on macOS or Windows), if any; ``name`` is taken from then on."""
+        family = family_of(name)
+        records, invalid = self.of(name)
+        if family not in self.keys:
+            self.keys[family] = {names.key(n): n for n in (*records, *invalid)}
+        other = self.keys[family].setdefault(names.key(name), name)
+        return other if other != name else None
 
 
 @holding_writer_lock  # from the first temp file until the records are written: gc waits
@@ -337,6 +349,12 @@ def register(
         refused: list[str] = []
         for reg, (new, described) in zip(registrations, prepared, strict=True):
             records, invalid = families.of(reg.name)
+            other = families.colliding(reg.name)
+            if other is not None:
+                raise UsageError(
+                    f"{reg.name} {names.collision_reason(other)}; nothing was registered",
+                    fix=f"register it under another name (--name), or use {names.shell(other)}",
+                )
             if reg.name in invalid and not replace:
                 refused.append(f"{reg.name} has an invalid record; fix it or pass --replace")
                 continue
@@ -348,6 +366,8 @@ def register(
             outcomes.append(outcome)
         for gap in declared:
             records, invalid = families.of(gap.name)
+            if families.colliding(gap.name) is not None:
+                continue  # a gap never stands beside another spelling of a record's name
             if gap.name not in records and gap.name not in invalid:
                 records[gap.name] = gap
                 outcomes.append(Registered(gap, Change.ADDED))
@@ -384,7 +404,8 @@ def add(  # noqa: PLR0913 - the add command's options, each keyword-only
     JSON form, checked as the registry checks them; ``annotations`` the same as values (the
     fields of both are merged, ``extra``'s last).
     """
-    file = f"provenance/{family_of(check_name(name))}.json"
+    name = check_name(name)  # as the registry holds it (its path in NFC)
+    file = f"provenance/{family_of(name)}.json"
     given = annotations or Annotations()
     if extra:
         parsed = Annotations.from_json(extra, Where(file, name))

@@ -30,6 +30,7 @@ from fixture_store import limits as limits_mod
 from fixture_store.access import Fixtures
 from fixture_store.errors import DigestMismatchError, UsageError
 from fixture_store.limits import Limits
+from fixture_store.objects import names
 from fixture_store.readers.video import (
     DEFAULT_TOLERANCE,
     Clip,
@@ -177,5 +178,6 @@ def _changed(record: Record, desc: Description, what: str) -> DigestMismatchErro
     return DigestMismatchError(
         record.name,
         f"the verified container {what} (recorded by {desc.decoder})",
-        fix=f"fixture-store regenerate {record.name} --fetch  (reports it frame by frame)",
+        fix=f"fixture-store regenerate {names.shell(record.name)} --fetch  (reports it frame by "
+        "frame)",
     )

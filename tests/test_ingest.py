@@ -466,3 +466,21 @@ def test_add_reads_a_large_file_no_more_often_than_it_must(
         assert record.arrays is not None and any("offset" in s for s in record.arrays.values())
         [result] = verify_names(store, registry_mod.load(project), ["big/one"], full=True)
         assert result.status is Status.VERIFIED, result
+
+
+def test_a_name_that_collides_with_a_registered_one_is_refused(store: Store, project: Path) -> None:
+    (project / "a.bin").write_bytes(b"a")
+    ingest.add(
+        store, registry_mod.load(project), project / "a.bin", name="fam/Model.onnx", kind="fixture"
+    )
+    with pytest.raises(UsageError, match=r"collides with 'fam/Model\.onnx'"):
+        ingest.add(
+            store,
+            registry_mod.load(project),
+            project / "a.bin",
+            name="fam/model.onnx",
+            kind="fixture",
+        )
+    assert [r.name for r in registry_mod.load(project).records()] == [
+        "fam/Model.onnx"
+    ]  # it stays valid

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import click
 
 from fixture_store import importers
 from fixture_store.cli._common import Context, err, handle_errors, out, print_json
-from fixture_store.errors import UsageError
+from fixture_store.errors import EXIT_FAILED, FixtureStoreError, UsageError
 from fixture_store.importers import folders, held, report, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers import register as register_mod
@@ -70,8 +71,8 @@ def _note(label: str, paths: list[str], hint: str) -> None:
 @click.option(
     "--strict",
     is_flag=True,
-    help="Fail (exit 1, nothing registered) if a listed file is absent (unless --gaps) or an "
-    "orphan sits beside listed files.",
+    help="Fail (exit 1, nothing registered) if an entry is refused, a listed file is absent "
+    "(unless --gaps) or an orphan sits beside listed files.",
 )
 @click.option("--dry-run", is_flag=True, help="Check and report; store and register nothing.")
 @click.option(
@@ -90,7 +91,13 @@ def _note(label: str, paths: list[str], hint: str) -> None:
     "--include",
     metavar="GLOB",
     multiple=True,
-    help="Folder imports: import only the files whose path matches (repeatable).",
+    help="Import only the listed files whose path matches (repeatable; '*' matches across '/').",
+)
+@click.option(
+    "--exclude",
+    metavar="GLOB",
+    multiple=True,
+    help="Leave out the listed files whose path matches (repeatable; after --include).",
 )
 @click.option("--dist", metavar="FILE", help="The distribution's file name (with --package).")
 @click.option("--dist-digest", metavar="sha256:HEX", help="Its SHA-256 (with --package).")
@@ -110,6 +117,7 @@ def import_cmd(
     requirement: str | None,
     revision: str | None,
     include: tuple[str, ...],
+    exclude: tuple[str, ...],
     dist: str | None,
     dist_digest: str | None,
     as_json: bool,
@@ -124,9 +132,12 @@ def import_cmd(
     repository (its pointers; bytes from .git/lfs/objects). --package NAME==VERSION alone
     imports the installed distribution's RECORD (package sources). Every
     listed file is hashed and must match the manifest's digests (DVC: its md5, then SHA-256 is
-    recorded); one mismatch and nothing is stored or registered (exit 1). Listed files that are
-    absent and unlisted files beside listed ones (orphans) are reported; with --strict they fail
-    the import the same way (absent files declared by --gaps excepted). A field the importer
+    recorded). An entry that cannot be registered (a path that is no name, a file that does not
+    match, a record the registry would refuse) is refused by itself with its reason, the rest
+    is registered, and the exit status is 1. Listed files that are absent and unlisted files
+    beside listed ones (orphans) are reported; with --strict any of these, or a refused entry,
+    fails the import and nothing is stored or registered (absent files declared by --gaps
+    excepted). --include and --exclude select the entries of any import. A field the importer
     does not know is kept verbatim (metadata.unknown_fields) and listed; one it knows under
     another name is read as that field and listed. --dry-run builds and checks every record
     as the import does, and stores and registers nothing.
@@ -140,6 +151,7 @@ def import_cmd(
             Path(scratch),
             revision,
             include,
+            exclude,
             dist=dist,
             dist_digest=dist_digest,
             root=root,
@@ -150,17 +162,20 @@ def import_cmd(
         else:
             assert manifest is not None  # plan_for refuses no manifest without --package
             origin = _manifest_origin(obj, manifest, root, requirement, dist, dist_digest, scratch)
-            plan = importers.plan_import(origin, manifest, fmt)
-        _refuse(plan, strict=strict, gaps=gaps, as_json=as_json)
+            plan = importers.plan_import(origin, manifest, fmt, held.selection(options))
         # --dry-run or not, every record is built and checked by the same code; only the
         # commit (storing and registering) is left out.
         prepared = register_mod.prepare(
             registry, plan, origin, family=family, kind=Kind(kind), gaps=gaps
         )
+        if strict:
+            _refuse(prepared, gaps=gaps, as_json=as_json)
         imported = None
         if not dry_run:
             imported = register_mod.commit(store, registry, prepared, replace=replace)
     _report(prepared, imported, as_json=as_json)
+    if prepared.refused:  # each entry was named with its reason; the rest was registered
+        sys.exit(EXIT_FAILED)
 
 
 def _manifest_origin(
@@ -186,16 +201,17 @@ def _manifest_origin(
     return plan_mod.LocalOrigin(registry.root, Path(base))
 
 
-def _refuse(plan: plan_mod.Plan, *, strict: bool, gaps: bool, as_json: bool) -> None:
-    """Refuse the plan, --dry-run or not, if it has mismatches or (``strict``) leaves files
-    unaccounted for; with --json, the plan is printed first, for machines."""
+def _refuse(prepared: register_mod.Prepared, *, gaps: bool, as_json: bool) -> None:
+    """``--strict``, --dry-run or not: refuse the import if it has mismatches, refused entries
+    or leaves files unaccounted for; with --json, the plan is printed first, for machines."""
+    plan = prepared.plan
     try:
         register_mod.refuse_mismatches(plan)
-        if strict:
-            register_mod.refuse_unaccounted(plan, gaps=gaps)
-    except register_mod.ImportRefusedError:
+        register_mod.refuse_unaccounted(plan, gaps=gaps)
+        register_mod.refuse_entries(prepared)
+    except FixtureStoreError:
         if as_json:
-            print_json({**plan.to_json(), "imported": None})
+            print_json({**plan.to_json(), **prepared.to_json(), "imported": None})
         raise
 
 
@@ -219,10 +235,19 @@ def _report(
     if not as_json:
         for line in report.lines(plan.entries()):
             out.print(line, markup=False)
-        absent = [e.path for e in plan.absent]
+        refused = {r.path for r in prepared.refused}
+        absent = [e.path for e in plan.absent if e.path not in refused]
         _note("absent", absent, register_mod.absent_fate(prepared, imported))
         _note("orphans", list(plan.orphans), "present but not in the manifest; not registered")
         for u in plan.unverified:
             err.print(
                 f"not verified: {u.path} ({u.where}): {u.reason}; not registered", markup=False
+            )
+        for r in prepared.refused:
+            err.print(f"refused: {r}; not registered", markup=False)
+        if prepared.refused:
+            err.print(
+                f"{len(prepared.refused)} entr{'y' if len(prepared.refused) == 1 else 'ies'} "
+                "refused (exit 1); leave them out with --exclude GLOB, or fix the manifest",
+                markup=False,
             )

@@ -22,6 +22,7 @@ from fixture_store.cli._common import (
     write_parts,
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
+from fixture_store.objects import names
 from fixture_store.regenerate import Report, Verdict, regenerate
 from fixture_store.remotes import mirrors_opener
 from fixture_store.sources import offline_from_env
@@ -192,7 +193,8 @@ def _fix(verdict: Verdict, name: str, stage: str) -> str | None:
     if verdict is Verdict.UNAVAILABLE:
         return (
             "push the registered bytes from a store that holds them (fixture-store push "
-            f"{name} --remote REMOTE), then: fixture-store regenerate {stage} --fetch; or, to "
+            f"{names.shell(name)} --remote REMOTE), then: fixture-store regenerate {stage} "
+            "--fetch; or, to "
             f"register this machine's bytes instead: fixture-store regenerate {stage} --accept"
         )
     if verdict is Verdict.DRIFT:

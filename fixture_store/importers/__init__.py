@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from fixture_store.errors import UsageError
-from fixture_store.importers import dvc, jsonmanifest, pooch, sha256sum, wheelrecord
+from fixture_store.importers import dvc, held, jsonmanifest, pooch, sha256sum, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 
@@ -51,12 +51,17 @@ def parse(fmt: str | None, text: str, shown: str) -> tuple[str, tuple[ManifestEn
     return name, FORMATS[name][0](text, shown)
 
 
-def plan_import(origin: plan_mod.Origin, manifest: str, fmt: str | None = None) -> plan_mod.Plan:
-    """Read ``manifest`` from ``origin``, parse it (``fmt``, else detected) and check every
-    listed file's bytes against it; nothing is stored or registered."""
+def plan_import(
+    origin: plan_mod.Origin,
+    manifest: str,
+    fmt: str | None = None,
+    selection: held.Selection = held.EVERY,
+) -> plan_mod.Plan:
+    """Read ``manifest`` from ``origin``, parse it (``fmt``, else detected) and check the bytes
+    of every listed file ``selection`` keeps against it; nothing is stored or registered."""
     text, shown = origin.manifest(manifest)
     name, entries = parse(fmt, text, shown)
-    return plan_mod.make_plan(name, manifest, entries, origin)
+    return plan_mod.make_plan(name, manifest, entries, origin, selection)
 
 
 __all__ = ["FORMATS", "ManifestEntry", "ManifestError", "detect", "parse", "plan_import"]

@@ -13,6 +13,7 @@ the same way, whatever format it came from, so a refusal names the manifest and 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,6 +25,7 @@ from typing import Any, Self
 
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.importers.fields import Mapped
+from fixture_store.objects import names
 from fixture_store.objects.trees import TreePathError, check_member_path
 from fixture_store.registry import nesting
 from fixture_store.registry import upstream as upstream_mod
@@ -107,9 +109,29 @@ class ExpectedDigest:
 
 
 @dataclass(frozen=True)
+class Refused:
+    """A listed entry that cannot be registered, and why (DESIGN 20): it is reported by itself,
+    and its neighbours are judged on their own (``--strict`` makes any refusal fatal)."""
+
+    path: str  # as listed
+    where: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "where": self.where, "reason": self.reason}
+
+    def __str__(self) -> str:
+        named = repr(self.path)
+        where = self.where if self.where.endswith(named) else f"{self.where}: {named}"
+        return f"{where}: {self.reason}"  # a JSON manifest's place names the entry already
+
+
+@dataclass(frozen=True)
 class ManifestEntry:
-    """One file a manifest lists: its path (relative, checked), the digests the bytes must have,
-    and what else the manifest says about it. ``where`` is the manifest and line it came from."""
+    """One file a manifest lists: its path (a name of the one grammar, in NFC), the digests the
+    bytes must have, and what else the manifest says about it. ``where`` is the manifest and
+    line it came from. A path outside the grammar does not refuse the manifest: the entry
+    carries the reason (``refused``) and its path as listed, and is never looked up."""
 
     path: str
     digests: tuple[ExpectedDigest, ...]
@@ -135,9 +157,14 @@ class ManifestEntry:
     unknown: Mapping[str, Any] = field(default_factory=dict)
     mapped: tuple[Mapped, ...] = ()
     pointer: str | None = None
+    refused: str | None = None  # why its path is no name (then the path is as listed)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", check_path(self.path, self.where))
+        if self.refused is None:
+            try:
+                object.__setattr__(self, "path", str(names.parse(self.path)))
+            except names.NameRefusedError as e:
+                object.__setattr__(self, "refused", e.reason)
         if not self.digests:
             raise ManifestError(self.where, f"{self.path!r} has no digest")
         # Before anything is frozen (recursively): every value within the registry's bounds.
@@ -343,12 +370,20 @@ def check_path(path: object, where: str) -> str:
 
 
 def refuse_duplicates(entries: list[ManifestEntry]) -> tuple[ManifestEntry, ...]:
-    """``entries`` as a tuple, refusing a path listed twice (naming both places)."""
-    seen: dict[str, ManifestEntry] = {}
+    """``entries`` as a tuple, each path listed again (or another spelling of it, in case or
+    Unicode normalisation) refused by itself, naming the first place; the first is judged on its
+    own."""
+    seen: dict[str, ManifestEntry] = {}  # collision key -> the first entry of that name
+    out = []
     for entry in entries:
-        first = seen.setdefault(entry.path, entry)
-        if first is not entry:
-            raise ManifestError(
-                entry.where, f"{entry.path!r} is listed twice (first at {first.where})"
-            )
-    return tuple(entries)
+        if entry.refused is None:
+            first = seen.setdefault(names.key(entry.path), entry)
+            if first is not entry:
+                reason = (
+                    f"is listed twice (first at {first.where})"
+                    if first.path == entry.path
+                    else f"{names.collision_reason(first.path)} (at {first.where})"
+                )
+                entry = dataclasses.replace(entry, refused=reason)  # noqa: PLW2901
+        out.append(entry)
+    return tuple(out)

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fixture_store.objects import names
+
 # The record's metadata key holding every field no table knows, by its JSON pointer.
 UNKNOWN_FIELDS = "unknown_fields"
 # The metric a bare tolerance number means in a manifest: the largest mean absolute error.
@@ -110,7 +112,7 @@ DVC_OUT: tuple[Field, ...] = (
 
 def pointer(base: str, key: str) -> str:
     """The JSON pointer of ``key`` inside the object at ``base`` (RFC 6901 escapes)."""
-    return f"{base}/{key.replace('~', '~0').replace('/', '~1')}"
+    return f"{base}/{names.pointer(key)}"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ def plan_for(
     fmt: str | None, manifest: str | None, requirement: str | None, options: held.Options
 ) -> tuple[Plan, Origin] | None:
     """The plan and origin of a folder import; ``None`` when ``manifest`` is a manifest file
-    (then ``--revision`` and ``--include`` are refused: they select files of a folder)."""
+    (then ``--revision`` is refused: it selects a commit of a Hub cache; ``--include`` and
+    ``--exclude`` select the entries of every import)."""
     found = _plan_for(fmt, manifest, requirement, options)
     if found is not None and options.root is not None:
         raise UsageError(
@@ -57,10 +58,9 @@ def _plan_for(
     if module is not None:
         done: tuple[Plan, Origin] = module.plan(path, options)
         return done
-    if options.revision is not None or options.include:
+    if options.revision is not None:
         raise UsageError(
-            "--revision and --include select files of a folder import (a Hugging Face cache, a "
-            "Git LFS repository, an installed distribution), not of a manifest",
-            fix="leave them out",
+            "--revision selects a commit of a Hugging Face cache, not of a manifest",
+            fix="leave it out",
         )
     return None

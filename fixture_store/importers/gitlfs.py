@@ -20,6 +20,7 @@ the files' paths in the working tree, which hold the bytes once ``git lfs pull``
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -105,24 +106,13 @@ def plan(path: Path, options: held.Options) -> tuple[Plan, LfsOrigin]:
     objects = _objects(root)
     origin = LfsOrigin(LocalOrigin(options.project, root), objects, options.scratch)
     if path.is_dir():
-        entries, unverified = _working_tree(root, objects, options.include)
+        entries, unverified = _working_tree(root, objects, held.selection(options))
         manifest = str(root / ".gitattributes")
     else:
-        entries, unverified = _ls_files(path, objects, options.include), []
+        entries, unverified = _ls_files(path, objects, held.selection(options)), []
         manifest = str(path)
     done = make_plan(FORMAT, manifest, entries, origin)
-    return (
-        Plan(
-            done.format,
-            done.manifest,
-            done.accepted,
-            done.absent,
-            done.mismatched,
-            done.orphans,
-            tuple(unverified),
-        ),
-        origin,
-    )
+    return dataclasses.replace(done, unverified=tuple(unverified)), origin
 
 
 def _top(root: Path) -> Path | None:
@@ -169,13 +159,13 @@ def parse_pointer(data: bytes, shown: str) -> tuple[str, int]:
 
 
 def _working_tree(
-    root: Path, objects: Path | None, include: tuple[str, ...]
+    root: Path, objects: Path | None, include: held.Selection
 ) -> tuple[list[ManifestEntry], list[Unverified]]:
     entries: list[ManifestEntry] = []
     unverified: list[Unverified] = []
     tracked = lfs_tracked(root)
     for rel in _files(root):
-        if not held.included(rel, include):
+        if not include.keeps(rel):
             continue
         shown = str(root / rel)
         lfs = tracked(rel)
@@ -247,7 +237,7 @@ def lfs_tracked(root: Path) -> Callable[[str], bool]:
     return lambda rel: attributes.value(os.fsencode(prefix + rel), b"filter") == b"lfs"
 
 
-def _ls_files(path: Path, objects: Path | None, include: tuple[str, ...]) -> list[ManifestEntry]:
+def _ls_files(path: Path, objects: Path | None, include: held.Selection) -> list[ManifestEntry]:
     """The entries of ``git lfs ls-files --long`` output: oid and path; the size is the
     object's, when the object folder holds it."""
     text = read_manifest(path, str(path)).decode("utf-8", "replace")
@@ -263,7 +253,7 @@ def _ls_files(path: Path, objects: Path | None, include: tuple[str, ...]) -> lis
                 f"not a 'git lfs ls-files --long' line: {line[:80]!r}",
                 fix="git lfs ls-files --long > FILE  (the full 64-hex oids)",
             )
-        if not held.included(match["path"], include):
+        if not include.keeps(match["path"]):
             continue
         oid = match["oid"]
         size = None

@@ -16,7 +16,7 @@ import fnmatch
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ class Options:
     scratch: Path
     revision: str | None = None
     include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
     dist: str | None = None
     dist_digest: str | None = None
     root: str | None = None  # refused: a folder import's paths are the folder's own
@@ -65,8 +66,29 @@ def _temp(scratch: Path) -> tuple[int, str]:
     return tempfile.mkstemp(dir=scratch, prefix="held-")
 
 
-def included(path: str, globs: Iterable[str]) -> bool:
-    """Whether ``path`` is kept by ``--include`` globs (none given: every path). ``*`` matches
-    across ``/``, as in ``--include 'pkg/data/*'``."""
-    globs = tuple(globs)
-    return not globs or any(fnmatch.fnmatchcase(path, g) for g in globs)
+@dataclass(frozen=True)
+class Selection:
+    """Which listed paths an import takes: ``--include`` globs (none given: every path), then
+    ``--exclude`` globs. ``*`` matches across ``/``, as in ``--include 'pkg/data/*'``. The same
+    for every import, manifests and folders alike."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def keeps(self, path: str) -> bool:
+        return (not self.include or any(fnmatch.fnmatchcase(path, g) for g in self.include)) and (
+            not any(fnmatch.fnmatchcase(path, g) for g in self.exclude)
+        )
+
+
+EVERY = Selection()
+
+
+def selection(options: Options) -> Selection:
+    """The selection the command line's ``--include`` and ``--exclude`` make."""
+    return Selection(options.include, options.exclude)
+
+
+def included(path: str, options: Options) -> bool:
+    """Whether the command line's selection keeps ``path``."""
+    return selection(options).keeps(path)

@@ -98,7 +98,7 @@ def plan(path: Path, options: held.Options) -> tuple[Plan, HubCacheOrigin]:
     absent: list[ManifestEntry] = []
     with Folder.root(repo, refuse=held.refusal) as folder:
         for rel, target in _snapshot_files(folder, commit):
-            if not held.included(rel, options.include):
+            if not held.included(rel, options):
                 continue
             shown = f"{repo.name}/snapshots/{commit}"
             if target is None:

@@ -78,7 +78,7 @@ def plan(requirement: str, options: held.Options) -> tuple[Plan, InstalledOrigin
         )
     manifest = f"{info}/{wheelrecord.NAME}"
     source = pinned(dist, requirement, info, options)
-    entries, unverified = _rows(text, manifest, options.include)
+    entries, unverified = _rows(text, manifest, held.selection(options))
     origin = InstalledOrigin(source, Path(str(dist.locate_file(""))), options.scratch)
     done = make_plan(FORMAT, manifest, entries, origin)
     return dataclasses.replace(done, unverified=tuple(unverified)), origin
@@ -121,12 +121,12 @@ def _dist_info(dist: metadata.Distribution) -> str | None:
 
 
 def _rows(
-    text: str, manifest: str, include: tuple[str, ...]
+    text: str, manifest: str, include: held.Selection
 ) -> tuple[list[ManifestEntry], list[Unverified]]:
     entries: list[ManifestEntry] = []
     unverified: list[Unverified] = []
     for number, row in enumerate(csv.reader(text.splitlines()), start=1):
-        if not row or row[0] == manifest or not held.included(row[0], include):
+        if not row or row[0] == manifest or not include.keeps(row[0]):
             continue
         where = f"{manifest} line {number}"
         reason = _not_in_wheel(row[0], manifest)

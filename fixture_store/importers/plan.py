@@ -21,11 +21,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
 from fixture_store.errors import UsageError
-from fixture_store.importers import report
+from fixture_store.importers import held, report
 from fixture_store.importers.entry import (
     MAX_MANIFEST_BYTES,
     ManifestEntry,
     ManifestError,
+    Refused,
     check_size,
     read_manifest,
 )
@@ -273,6 +274,9 @@ class Plan:
     mismatched: tuple[Mismatch, ...]
     orphans: tuple[str, ...]
     unverified: tuple[Unverified, ...] = ()
+    # Entries that cannot be registered (a path that is no name, one listed twice), each with
+    # its reason; a refusal while its record is built joins them (see register.prepare).
+    refused: tuple[Refused, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -286,6 +290,7 @@ class Plan:
             "mismatched": [m.to_json() for m in self.mismatched],
             "orphans": list(self.orphans),
             "unverified": [u.to_json() for u in self.unverified],
+            "refused": [r.to_json() for r in self.refused],
             **report.fields_json(self.entries()),
         }
 
@@ -294,20 +299,34 @@ class Plan:
         return (*(a.entry for a in self.accepted), *self.absent)
 
 
-def make_plan(fmt: str, manifest: str, entries: Iterable[ManifestEntry], origin: Origin) -> Plan:
-    """Check every entry's bytes against the manifest; nothing is stored or registered."""
+def make_plan(
+    fmt: str,
+    manifest: str,
+    entries: Iterable[ManifestEntry],
+    origin: Origin,
+    selection: held.Selection = held.EVERY,
+) -> Plan:
+    """Check the bytes of every entry ``selection`` keeps against the manifest; an entry whose
+    path is no name is refused by itself, never looked up. Nothing is stored or registered."""
     entries = tuple(entries)
     accepted: list[Accepted] = []
     absent: list[ManifestEntry] = []
     mismatched: list[Mismatch] = []
+    refused: list[Refused] = []
     for entry in entries:
+        if not selection.keeps(entry.path):
+            continue
+        if entry.refused is not None:
+            refused.append(Refused(entry.path, entry.where, entry.refused))
+            continue
         located = origin.locate(entry)
         if located is None:
             absent.append(entry)
             continue
         outcome = check_bytes(entry, located)
         (accepted if isinstance(outcome, Accepted) else mismatched).append(outcome)  # type: ignore[arg-type]
-    orphans = origin.unlisted(frozenset(e.path for e in entries), manifest)
+    listed = frozenset(e.path for e in entries if e.refused is None)
+    orphans = [o for o in origin.unlisted(listed, manifest) if selection.keeps(o)]
     return Plan(
         fmt,
         origin.name(manifest),
@@ -315,6 +334,7 @@ def make_plan(fmt: str, manifest: str, entries: Iterable[ManifestEntry], origin:
         tuple(absent),
         tuple(mismatched),
         tuple(orphans),
+        refused=tuple(refused),
     )
 
 

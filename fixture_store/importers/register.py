@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fixture_store import ingest
-from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
-from fixture_store.importers.entry import ManifestEntry, ManifestError
+from fixture_store.errors import EXIT_FAILED, FixtureStoreError, RegistryError, UsageError
+from fixture_store.importers.entry import ManifestEntry, ManifestError, Refused
 from fixture_store.importers.fields import MEAN_ABS, UNKNOWN_FIELDS
 from fixture_store.importers.plan import Accepted, Origin, Plan
+from fixture_store.objects import names
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
@@ -45,6 +46,13 @@ IMPORTED_FROM = "imported_from"  # the metadata field saying which manifest a re
 
 class ImportRefusedError(FixtureStoreError):
     """Some listed bytes do not match their manifest: nothing was stored or registered."""
+
+
+class EntriesRefusedError(ManifestError):
+    """An all-or-nothing import (``--strict``) left entries out: nothing was stored or
+    registered. Exit 1, as every refusal of an import that read its manifest."""
+
+    exit_code = EXIT_FAILED
 
 
 @dataclass(frozen=True)
@@ -145,16 +153,25 @@ def blamed(entry: ManifestEntry, e: RegistryError) -> ManifestError:
     return ManifestError(entry.where, f"{field}{e.reason}", fix=fix)
 
 
-def record_name(family: str, entry: ManifestEntry) -> str:
-    name = f"{family}/{entry.path}"
+def record_name(family: str, entry: ManifestEntry, taken: Mapping[str, str] | None = None) -> str:
+    """The record name of ``entry`` in ``family``; a ManifestError says why it cannot be one,
+    or which registered name of the family (``taken``: by :func:`names.key`) it collides with."""
     try:
-        return check_name(name)
+        name = check_name(f"{family}/{entry.path}")
     except UsageError as e:
         raise ManifestError(
             entry.where,
             f"{entry.path!r} cannot be an artifact name in family {family!r}: {e.message}",
-            fix="rename the file, or import it on its own with fixture-store add --name",
+            fix="leave it out (--exclude), or import it on its own with fixture-store add --name",
         ) from e
+    other = (taken or {}).get(names.key(name))
+    if other is not None and other != name:
+        raise ManifestError(
+            entry.where,
+            f"{entry.path!r}: {name!r} {names.collision_reason(other)}",
+            fix="leave it out (--exclude), or rename the record registered first",
+        )
+    return name
 
 
 def refuse_mismatches(plan: Plan) -> None:
@@ -209,11 +226,15 @@ class Prepared:
     registrations: tuple[ingest.Registration, ...]
     gaps: tuple[ingest.Registration, ...]
     records: tuple[Record, ...]  # each accepted file's record as far as the manifest makes it
+    # Every entry left out because it cannot be registered (the plan's refusals, its
+    # mismatches, and the entries whose records could not be built), each with its reason.
+    refused: tuple[Refused, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "records": {r.name: r.to_json() for r in self.records},
             "gap_records": [g.name for g in self.gaps],
+            "refused": [r.to_json() for r in self.refused],
         }
 
 
@@ -226,20 +247,56 @@ def prepare(
     kind: Kind = Kind.FIXTURE,
     gaps: bool = False,
 ) -> Prepared:
-    """Refuse a plan with mismatches, then build every record the import will write (names,
-    manifest fields, pins) and read each back through the registry's reader; nothing is
-    stored. A refusal names the manifest and the entry."""
-    refuse_mismatches(plan)
+    """Build every record the import will write (names, manifest fields, pins) and read each
+    back through the registry's reader; nothing is stored. An entry that cannot be registered
+    (its name, a field, a record the registry would call invalid, a name that collides with
+    another record's) is refused by itself, with its reason, and left out (DESIGN 20); so is a
+    file whose bytes do not match the manifest. An absent file is judged only with ``gaps``."""
     file = f"provenance/{family}.json"
-    absent = plan.absent if gaps else ()
-    # Every name is checked (record_name) while the registrations are built, and every record
-    # read back as the registry will read it, before any byte is stored.
-    registrations = [_registration(a, plan, family=family, kind=kind) for a in plan.accepted]
-    stated_gaps = [_gap(e, plan, origin, family=family, kind=kind) for e in absent]
-    records = _read_back(registrations, plan.accepted, registry, file)
-    for reg, entry in zip(stated_gaps, absent, strict=True):  # a declared gap's record too
-        _probe(reg, entry, registry, file, digest=reg.digest, source=reg.source or NoSource())
-    return Prepared(plan, tuple(registrations), tuple(stated_gaps), records)
+    known = registry.families.get(family)
+    taken = {names.key(n): n for n in (*known.records, *known.invalid)} if known else {}
+    refused = [
+        *plan.refused,
+        *(Refused(m.entry.path, m.entry.where, m.reason) for m in plan.mismatched),
+    ]
+    registrations: list[ingest.Registration] = []
+    stated_gaps: list[ingest.Registration] = []
+    records: list[Record] = []
+    for accepted in plan.accepted:
+        try:
+            reg = _registration(accepted, plan, family=family, kind=kind, taken=taken)
+            record = _probe(
+                reg,
+                accepted.entry,
+                registry,
+                file,
+                digest=accepted.digest,
+                source=accepted.located.source,
+            )
+        except ManifestError as e:
+            refused.append(_refused(accepted.entry, e))
+            continue
+        registrations.append(reg)
+        records.append(record)
+        taken.setdefault(names.key(reg.name), reg.name)  # a later spelling of it collides
+    for entry in plan.absent if gaps else ():
+        try:
+            reg = _gap(entry, plan, origin, family=family, kind=kind, taken=taken)
+            _probe(reg, entry, registry, file, digest=reg.digest, source=reg.source or NoSource())
+        except ManifestError as e:
+            refused.append(_refused(entry, e))
+            continue
+        stated_gaps.append(reg)
+        taken.setdefault(names.key(reg.name), reg.name)
+    return Prepared(plan, tuple(registrations), tuple(stated_gaps), tuple(records), tuple(refused))
+
+
+def _refused(entry: ManifestEntry, e: ManifestError) -> Refused:
+    """A refusal of ``entry`` as the import reports it: the reason, without the place (the
+    refusal names it)."""
+    reason = e.message.removeprefix(f"{entry.where}: ")
+    reason = reason.removeprefix(f"{entry.path!r}: ").removeprefix(f"{entry.path!r} ")
+    return Refused(entry.path, entry.where, reason)
 
 
 def commit(
@@ -262,7 +319,7 @@ def commit(
     return Imported(written, kept, declared)
 
 
-def register(
+def register(  # noqa: PLR0913 - the import command's options, each keyword-only
     store: Store,
     registry: Registry,
     plan: Plan,
@@ -272,27 +329,33 @@ def register(
     kind: Kind = Kind.FIXTURE,
     gaps: bool = False,
     replace: bool = False,
+    partial: bool = False,
 ) -> Imported:
-    """:func:`prepare` the plan, then :func:`commit` it."""
+    """:func:`prepare` the plan, then :func:`commit` it: all of it, or (a mismatch or a refused
+    entry) nothing; with ``partial``, what can be registered is, as the command does without
+    ``--strict``, and :attr:`Prepared.refused` is what was left out."""
+    if not partial:
+        refuse_mismatches(plan)
     prepared = prepare(registry, plan, origin, family=family, kind=kind, gaps=gaps)
+    if not partial:
+        refuse_entries(prepared)
     return commit(store, registry, prepared, replace=replace)
 
 
-def _read_back(
-    registrations: Sequence[ingest.Registration],
-    accepted: Sequence[Accepted],
-    registry: Registry,
-    file: str,
-) -> tuple[Record, ...]:
-    """The record each accepted file will get, as far as the manifest makes it (its identity
-    and what the manifest states; the content manifest comes from its bytes later), written by
-    the registry's writer and read back by its reader (:func:`.files.reads_back`), before any
-    byte is stored: a refusal names the manifest's entry. The registry write does the same for
-    the whole record."""
-    return tuple(
-        _probe(reg, file_.entry, registry, file, digest=file_.digest, source=file_.located.source)
-        for reg, file_ in zip(registrations, accepted, strict=True)
-    )
+def refuse_entries(prepared: Prepared) -> None:
+    """Refuse a prepared import that leaves out an entry it cannot register (``--strict``, and
+    :func:`register` unless ``partial``): an error naming each, nothing stored."""
+    if prepared.refused:
+        first, *more = prepared.refused
+        also = "".join(f"\n  {r}" for r in more[:NAMED])
+        rest = f"\n  ... and {len(more) - NAMED} more" if len(more) > NAMED else ""
+        raise EntriesRefusedError(
+            first.where,
+            f"{str(first).removeprefix(first.where + ': ')}{also}{rest}\n"
+            "nothing was stored or registered",
+            fix="leave the entries out (--exclude GLOB) or fix the manifest; or import without "
+            "--strict to register the rest",
+        )
 
 
 def _probe(
@@ -317,12 +380,12 @@ def _probe(
 
 
 def _registration(
-    accepted: Accepted, plan: Plan, *, family: str, kind: Kind
+    accepted: Accepted, plan: Plan, *, family: str, kind: Kind, taken: Mapping[str, str]
 ) -> ingest.Registration:
     """An accepted file as a registration: its bytes checked again against the manifest's
     digest as they are stored, the manifest's fields suggested (a reviewed record with the same
     bytes is kept as it is)."""
-    name = record_name(family, accepted.entry)
+    name = record_name(family, accepted.entry, taken)
     return ingest.Registration(
         name,
         kind,
@@ -336,9 +399,15 @@ def _registration(
 
 
 def _gap(
-    entry: ManifestEntry, plan: Plan, origin: Origin, *, family: str, kind: Kind
+    entry: ManifestEntry,
+    plan: Plan,
+    origin: Origin,
+    *,
+    family: str,
+    kind: Kind,
+    taken: Mapping[str, str],
 ) -> ingest.Registration:
-    name = record_name(family, entry)
+    name = record_name(family, entry, taken)
     reason = f"listed in {plan.manifest} but absent when it was imported"
     # The digest the manifest states is kept: with its size, the record's digest (the bytes
     # that fill the gap must have it); without, the digest the gap awaits.

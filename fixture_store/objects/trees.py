@@ -1,37 +1,32 @@
 """Tree artifacts: a folder as a manifest of relative path -> digest, itself addressed by digest.
 
 The manifest's canonical bytes are JSON with sorted keys and no whitespace, so the same folder
-always has the same tree digest. Member paths are POSIX, relative, and checked with full matches:
-no absolute paths, no ``..`` or ``.`` segments, no backslashes or drive letters, no empty segments,
-no control characters, no segment over 255 bytes or path over 4096, no member that is another
-member's folder at any depth, no duplicates (Unicode/case folding is *not* applied: names are
-bytes-exact, as the ONNX corpus needs).
+always has the same tree digest. Member paths are names of the one grammar
+(:mod:`fixture_store.objects.names`): relative POSIX paths in NFC, no ``..`` or ``.`` or empty
+segments, no backslashes or drive letters, nothing unprintable, no segment over 255 bytes or
+path over 4096; no member is another member's folder at any depth, and no two collide under
+case folding or Unicode normalisation.
+Names are kept as they are spelt (``test_AvgPool1d`` stays so); only collisions are refused.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from fixture_store.errors import DigestFormatError, UsageError
-from fixture_store.objects import digests
+from fixture_store.objects import digests, names
 from fixture_store.objects.digests import Digest
 
 FORMAT = "fixture-store.tree/1"
 MEDIA_TYPE = "application/vnd.fixture-store.tree+json"
-_SEGMENT = re.compile(r"[A-Za-z0-9_+=,@~-][A-Za-z0-9._+=,@~-]*")
-# A whole path of such segments: no segment is empty, '.' or '..' (none starts with a dot), and
-# none holds a backslash or a drive letter's colon. Paths this short need no length check.
-_SHORT_PATH = re.compile(rf"(?:{_SEGMENT.pattern}/)*{_SEGMENT.pattern}")
-# What a checkout can create on the filesystems it runs on (NAME_MAX, PATH_MAX of Linux and
-# macOS): a longer member would verify, then fail with an OS error when it is checked out.
-NAME_MAX = 255
-PATH_MAX = 4096
+# What a checkout can create on the filesystems it runs on (see :mod:`.names`).
+NAME_MAX = names.NAME_MAX
+PATH_MAX = names.PATH_MAX
 
 
 class TreePathError(UsageError):
@@ -39,38 +34,18 @@ class TreePathError(UsageError):
 
 
 def check_member_path(path: object) -> str:
-    """Return ``path`` if it is a safe relative POSIX member path, else raise TreePathError."""
-    if isinstance(path, str) and len(path) <= NAME_MAX and _SHORT_PATH.fullmatch(path):
-        return path  # one match for the common case; the checks below say what is wrong
-    return _check_member_path_rules(path)
+    """``path`` as a member name of the one grammar (:mod:`.names`, in NFC), else
+    TreePathError saying which rule it breaks."""
+    try:
+        return names.parse(path)
+    except names.NameRefusedError as e:
+        raise TreePathError(f"member path {e.message}") from None
 
 
-def _check_member_path_rules(path: object) -> str:
-    """:func:`check_member_path` rule by rule, each with its own message."""
-    if not isinstance(path, str) or not path:
-        raise TreePathError(f"member path must be a non-empty string, got {path!r}")
-    if "\\" in path:
-        raise TreePathError(f"member path {path!r} contains a backslash")
-    if path.startswith("/"):
-        raise TreePathError(f"member path {path!r} is absolute")
-    if re.match(r"[A-Za-z]:", path):
-        raise TreePathError(f"member path {path!r} starts with a drive letter")
-    for seg in path.split("/"):
-        if seg in ("", ".", ".."):
-            raise TreePathError(f"member path {path!r} has an empty, '.' or '..' segment")
-        if _SEGMENT.fullmatch(seg) is None:
-            raise TreePathError(f"member path {path!r} has a disallowed character in {seg!r}")
-        if len(seg) > NAME_MAX:  # segments are ASCII: characters are bytes
-            raise TreePathError(
-                f"member path {path[:64]!r}... has a segment of {len(seg)} bytes; "
-                f"a filesystem allows {NAME_MAX}"
-            )
-    if len(path) > PATH_MAX:
-        raise TreePathError(
-            f"member path {path[:64]!r}... is {len(path)} bytes long; "
-            f"a filesystem allows {PATH_MAX}"
-        )
-    return path
+def _check_no_collision(files: Iterable[str]) -> None:
+    """No two members are one file where case or Unicode normalisation is not told apart."""
+    for first, other in names.collisions(files):
+        raise TreePathError(f"member path {other!r} {names.collision_reason(first)}")
 
 
 def _check_no_file_is_a_folder(files: Mapping[str, object]) -> None:
@@ -91,10 +66,11 @@ class Tree:
     members: Mapping[str, Digest]
 
     def __post_init__(self) -> None:
+        _check_no_collision(self.members)  # as spelt: two spellings of one name collide too
         checked: dict[str, Digest] = {}
-        for path in sorted(self.members):
-            check_member_path(path)
-            digest = self.members[path]
+        for raw in sorted(self.members):
+            path = check_member_path(raw)
+            digest = self.members[raw]
             if not isinstance(digest, Digest):
                 raise TypeError(f"member {path!r}: expected a Digest")
             checked[path] = digest
@@ -167,7 +143,10 @@ def scan_folder(folder: str | os.PathLike[str]) -> dict[str, Path]:
             if entry.is_dir(follow_symlinks=False):
                 subdirs.append(entry)
             elif entry.is_file(follow_symlinks=False):
-                found[check_member_path(prefix + entry.name)] = Path(entry.path)
+                member = check_member_path(prefix + entry.name)
+                if member in found:  # two spellings of one name on a normalising filesystem
+                    raise TreePathError(f"member path {member!r} {names.collision_reason(member)}")
+                found[member] = Path(entry.path)
             else:
                 raise TreePathError(f"{entry.path} is not a regular file")
         for sub in subdirs:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from fixture_store import limits
 from fixture_store.errors import FixtureStoreError, MissingObjectError, UnsafeContentError
-from fixture_store.objects import statecache, trees
+from fixture_store.objects import names, statecache, trees
 from fixture_store.objects.store import Store
 from fixture_store.readers.formats import Sniffed, sniff
 from fixture_store.registry import (
@@ -253,7 +253,7 @@ def extract(store: Store, record: Record, tighten: Mapping[str, int] | None = No
         raise MissingObjectError(
             record.name,
             f"its object {record.digest.text} is not in the store {store.root}",
-            fix=f"fixture-store fetch {record.name}",
+            fix=f"fixture-store fetch {names.shell(record.name)}",
         ) from e
 
 

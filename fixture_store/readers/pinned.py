@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, BinaryIO, Self
 
 from fixture_store.errors import DigestMismatchError
+from fixture_store.objects import names
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 
@@ -93,7 +94,8 @@ class PinnedFile:
         return DigestMismatchError(
             self.artifact,
             f"the object changed after it was verified ({what}); nothing more is read from it",
-            fix=f"fixture-store verify {self.artifact}  (fixture-store fetch {self.artifact} "
+            fix=f"fixture-store verify {names.shell(self.artifact)}  (fixture-store fetch "
+            f"{names.shell(self.artifact)} "
             "restores the object); find what writes to the store",
         )
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import RegistryError
-from fixture_store.objects import statecache
+from fixture_store.objects import names, statecache
 from fixture_store.registry import nesting, shards
 from fixture_store.registry.raw_files import DIRNAME, family_of
 from fixture_store.registry.records import Record, parse_record
@@ -246,9 +246,20 @@ def parse_records(
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
     known = passed.known  # one look for the file's marker, not one per record
+    collided = dict(
+        (other, first) for first, other in names.collisions(sorted(raw_records)) if first != other
+    )
     for name in sorted(raw_records):
         raw = raw_records[name]
         try:
+            if name in collided:
+                raise RegistryError(
+                    names.collision_reason(collided[name]),
+                    file=shown,
+                    record=name,
+                    field="name",
+                    fix=f"rename one of them in {path.name}",
+                )
             if isinstance(name, str) and family_of(name) != family:
                 raise RegistryError(
                     f"belongs to family {family_of(name)!r} but is in {path.name}",

@@ -5,12 +5,14 @@ spellings, a selection of names and families)."""
 from __future__ import annotations
 
 import fnmatch
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import RegistryError, UnknownArtifactError, UsageError
+from fixture_store.objects import names
 from fixture_store.objects.gcpause import cyclic_gc_paused
 from fixture_store.registry import shards
 from fixture_store.registry.known_failures import KnownFailure
@@ -99,6 +101,8 @@ class Registry:
         """The valid record for ``name``; typed errors for unknown names and invalid records."""
         from fixture_store.errors import InvalidRecordError
 
+        if isinstance(name, str) and not name.isascii():
+            name = unicodedata.normalize("NFC", name)  # as the registry holds it (names.Name)
         fam = self.families.get(family_of(name)) if isinstance(name, str) else None
         if fam is not None:
             if name in fam.records:
@@ -112,12 +116,13 @@ class Registry:
             raise UnknownArtifactError(
                 name,
                 f"no record in the registry; did you mean {' or '.join(near)}?",
-                fix=f"use the record's name as registered: {near[0]} (fixture-store list)",
+                fix=f"use the record's name as registered: {names.shell(near[0])} "
+                "(fixture-store list)",
             )
         raise UnknownArtifactError(
             name,
             "no record in the registry; nothing without a record is trusted",
-            fix=f"register it: fixture-store add PATH --name {name} --kind KIND",
+            fix=f"register it: fixture-store add PATH --name {names.shell(name)} --kind KIND",
         )
 
     def nearest(self, name: str, limit: int = 3) -> list[str]:

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from fixture_store.errors import GapError, UsageError
-from fixture_store.objects import trees
+from fixture_store.objects import names, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import record_fields
 from fixture_store.registry import upstream as upstream_mod
@@ -93,21 +93,25 @@ def content_of(kind: Kind, media_type: str | None, arrays: object = None) -> Con
     return Content.ARRAYS if arrays is not None else None
 
 
-# A name is a family and a path of segments; full match, so a trailing newline never slips by.
-NAME_PATTERN = r"[a-z0-9][a-z0-9_-]*(/[A-Za-z0-9][A-Za-z0-9._+-]*)+"
-_NAME = re.compile(NAME_PATTERN)
+# A name is a family (a file of ``provenance/``: lower case, so no two collide anywhere) and
+# a path of the one name grammar (:mod:`fixture_store.objects.names`).
 _FAMILY = re.compile(r"[a-z0-9][a-z0-9_-]*")
 
 
 def check_name(name: object) -> str:
-    """Return the name if it fully matches the allowed pattern; raise UsageError otherwise."""
-    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
-        raise UsageError(
-            f"invalid artifact name {name!r}: use 'family/segment[/segment...]' with lower-case "
-            "family and segments of letters, digits, '.', '_', '+', '-' (no '..', spaces or "
-            "control characters)"
-        )
-    return name
+    """``name`` as a record name (its path in NFC: :class:`~fixture_store.objects.names.Name`);
+    UsageError saying which rule it breaks otherwise."""
+    if isinstance(name, str):
+        family, slash, path = name.partition("/")
+        if slash and _FAMILY.fullmatch(family) is not None:
+            try:
+                return f"{family}/{names.parse(path)}"
+            except names.NameRefusedError as e:
+                raise UsageError(f"invalid artifact name {name!r}: {e.reason}") from None
+    raise UsageError(
+        f"invalid artifact name {name!r}: use 'FAMILY/PATH', a lower-case family (letters, "
+        "digits, '_', '-') and a relative path"
+    )
 
 
 def check_family(family: object) -> str:
@@ -413,10 +417,16 @@ def _check_stated(record: Record, where: Where) -> None:
 
 
 def _check_name(name: str, where: Where) -> None:
+    """A name as a registry holds it: of the grammar, and spelt as it prints (NFC), so that
+    the file's key is the name every command finds."""
     try:
-        check_name(name)
+        checked = check_name(name)
     except UsageError as e:
         raise where.fail("name", e.message) from e
+    if checked != name:
+        raise where.fail(
+            "name", f"{name!r} is not in Unicode normalisation form C; write it as {checked!r}"
+        )
 
 
 def _parse_head(raw: Mapping[str, Any], where: Where, is_gap: bool) -> tuple[Kind, Source]:

@@ -28,6 +28,7 @@ from enum import StrEnum
 
 from fixture_store.errors import ArtifactError, FixtureStoreError, IntegrityError
 from fixture_store.limits import MiB
+from fixture_store.objects import names
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Staged, Staging, Store
 from fixture_store.registry import PackageSource, Record, Registry
@@ -517,7 +518,7 @@ def _failure(
             name,
             Outcome.MISSING,
             f"{first.message}{more}; nothing was stored",
-            f"fixture-store push {name} --remote {push_to}, or: "
+            f"fixture-store push {names.shell(name)} --remote {push_to}, or: "
             f"{repair_command(registry.get(name))}",
             count,
             size,

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from fixture_store.errors import ArtifactError, IntegrityError
+from fixture_store.objects import names
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.objects.trees import Tree
@@ -110,7 +111,7 @@ class FetchContext:
                 record.name,
                 f"{what} is not in the store {self.store.root} and offline mode is on "
                 f"(--offline or HF_HUB_OFFLINE=1); source: {record.source.describe()}",
-                fix=f"fixture-store fetch {record.name}  (with network access)",
+                fix=f"fixture-store fetch {names.shell(record.name)}  (with network access)",
             )
 
 

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from fixture_store._extras import require
+from fixture_store.objects import names
 from fixture_store.registry import HubSource, Record
 from fixture_store.registry.pins import revision_problem
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
@@ -252,5 +253,5 @@ def _describe(e: BaseException) -> str:
 def _fix(record: Record) -> str:
     return (
         f"check HF_ENDPOINT, your token (HF_TOKEN) and network access, then: "
-        f"fixture-store fetch {record.name}"
+        f"fixture-store fetch {names.shell(record.name)}"
     )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from fixture_store.objects import names
 from fixture_store.objects.trees import check_member_path
 from fixture_store.registry import LocalSource, Record
 from fixture_store.registry import project as project_mod
@@ -109,8 +110,8 @@ class Orphan:
     @property
     def fix(self) -> str:
         return (
-            f"register it (fixture-store add {self.path} --name FAMILY/NAME --kind KIND) "
-            "or remove it"
+            f"register it (fixture-store add {names.shell(self.path)} --name FAMILY/NAME "
+            "--kind KIND) or remove it"
         )
 
 

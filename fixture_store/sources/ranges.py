@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from fixture_store import display
 from fixture_store._extras import require
 from fixture_store.errors import IntegrityError, UsageError
+from fixture_store.objects import names
 from fixture_store.registry import FORMAT_MEDIA_TYPES, HubSource, LocalSource, Record, UrlSource
 from fixture_store.registry.pins import revision_problem
 from fixture_store.sources import FetchContext, SourceError
@@ -100,7 +101,10 @@ class Span:
 
     @property
     def whole_fix(self) -> str:
-        return f"fixture-store fetch {self.name}  (the whole object, verified by its digest)"
+        return (
+            f"fixture-store fetch {names.shell(self.name)}  (the whole object, verified by its "
+            "digest)"
+        )
 
 
 def ranged(record: Record, key: str) -> Mapping[str, Any] | None:
@@ -122,7 +126,7 @@ def tensor_span(
     if spec is None:
         raise UsageError(
             f"{record.name}: tensor {key!r} has no byte range and digest in its record",
-            fix=f"fixture-store fetch {record.name}  (the whole object)",
+            fix=f"fixture-store fetch {names.shell(record.name)}  (the whole object)",
         )
     dtype = _dtype(record, key, spec)
     shape = tuple(spec["shape"])
@@ -202,7 +206,7 @@ def source_bytes(ctx: FetchContext, span: Span) -> bytes:
     raise UsageError(
         f"{record.name}: partial fetch reads url, hub and local sources; this record's source is "
         f"{source.describe()}",
-        fix=f"fixture-store fetch {record.name}  (the whole object)",
+        fix=f"fixture-store fetch {names.shell(record.name)}  (the whole object)",
     )
 
 
@@ -238,7 +242,9 @@ def http_range(ctx: FetchContext, span: Span, url: str) -> bytes:
         response = default_opener(url, deadline, headers=headers)
     except (SourceFailure, TransientError, DeadlineExceeded) as e:
         raise SourceError(
-            span.name, f"{display.url(url)}: {e}", fix=f"fixture-store fetch {span.name}"
+            span.name,
+            f"{display.url(url)}: {e}",
+            fix=f"fixture-store fetch {names.shell(span.name)}",
         ) from e
     try:
         answer: Any = response  # an http.client response
@@ -287,7 +293,7 @@ def hub_range(
 
     repo_id, path, repo_type = file
     url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=endpoint())
-    fix = f"fixture-store fetch {span.name}"
+    fix = f"fixture-store fetch {names.shell(span.name)}"
     record = span.record
     try:
         meta = get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT, endpoint=endpoint())

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from fixture_store.errors import UsageError
 from fixture_store.limits import KiB
+from fixture_store.objects import names
 
 DEADLINE_ENV = "FIXTURE_STORE_DOWNLOAD_DEADLINE"
 MIN_RATE_ENV = "FIXTURE_STORE_DOWNLOAD_MIN_RATE"
@@ -173,7 +174,7 @@ def slow_download_fix(name: str) -> str:
     """What to do when a download ran out of time or was too slow."""
     return (
         f"check the network and the server, or allow more time ({DEADLINE_ENV}=SECONDS, or a "
-        f"lower {MIN_RATE_ENV}=BYTES_PER_SECOND), then: fixture-store fetch {name}"
+        f"lower {MIN_RATE_ENV}=BYTES_PER_SECOND), then: fixture-store fetch {names.shell(name)}"
     )
 
 

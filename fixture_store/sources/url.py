@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, BinaryIO
 
+from fixture_store.objects import names
 from fixture_store.registry import Record, UrlSource
 from fixture_store.sources import FetchContext, SourceError, put_object, source_as
 from fixture_store.sources.transfer import (
@@ -265,7 +266,9 @@ def fetch(
             last = e
         except SourceFailure as e:
             raise SourceError(
-                record.name, f"{url}: {e}", fix=e.fix or f"fixture-store fetch {record.name}"
+                record.name,
+                f"{url}: {e}",
+                fix=e.fix or f"fixture-store fetch {names.shell(record.name)}",
             ) from e
         wait = pause * 2 ** (attempt - 1)
         if attempt == attempts or wait >= deadline.remaining():
@@ -287,5 +290,5 @@ def fetch(
         f"{url}: gave up after {attempts} attempts: {last}",
         fix=slow_download_fix(record.name)
         if slow
-        else f"check the network, then: fixture-store fetch {record.name}",
+        else f"check the network, then: fixture-store fetch {names.shell(record.name)}",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fixture_store.objects import names
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.readers import content
@@ -16,7 +17,7 @@ def repair_command(record: Record) -> str:
     """The command that brings a record's bytes back: fetch, or rerun the generator stage."""
     if isinstance(record.source, GeneratorSource):
         return f"fixture-store regenerate {record.source.stage} --fetch"
-    return f"fixture-store fetch {record.name}"
+    return f"fixture-store fetch {names.shell(record.name)}"
 
 
 def assemble(
@@ -108,7 +109,7 @@ def _failure(
             hashed_bytes=hashed,
             fix=f"{check.fix}, then {fetch}"
             if check.fix
-            else f"fixture-store rehash {record.name}  (rewrites the record's BLAKE3 "
+            else f"fixture-store rehash {names.shell(record.name)}  (rewrites the record's BLAKE3 "
             "after a SHA-256 check)",
         )
     msg = (

@@ -80,10 +80,10 @@ def test_the_dry_run_text_says_what_the_import_then_does(project: Path, gaps: tu
 
 
 @pytest.mark.usefixtures("store")
-def test_a_mismatch_exits_1_and_registers_nothing(project: Path) -> None:
+def test_a_mismatch_is_refused_by_itself_and_exits_1(project: Path) -> None:
     _project_with_sums(project)
     (project / "data" / "b.bin").write_bytes(b"changed")
-    code, _, err = run("import", "data/SHA256SUMS", "--family", "imp")
+    code, _, err = run("import", "data/SHA256SUMS", "--family", "imp", "--strict")
     assert code == 1
     assert "data/SHA256SUMS line 2: b.bin: sha256 of the bytes is" in err
     assert "nothing was stored or registered" in err
@@ -92,15 +92,32 @@ def test_a_mismatch_exits_1_and_registers_nothing(project: Path) -> None:
     code, out, _ = run("import", "data/SHA256SUMS", "--family", "imp", "--json")
     assert code == 1
     assert [m["path"] for m in json.loads(out)["mismatched"]] == ["b.bin"]
+    assert sorted(family_doc(project)["records"]) == ["imp/a.bin"]  # its neighbour stands
+
+
+@pytest.mark.usefixtures("store")
+def test_an_entry_whose_path_is_no_name_is_refused_by_itself(project: Path) -> None:
+    write(project / "data", {"a.bin": b"a"})
+    sha = hashlib.sha256(b"a").hexdigest()
+    (project / "data" / "SHA256SUMS").write_text(f"{'0' * 64}  ../a.bin\n{sha}  a.bin\n")
+    code, _, err = run("import", "sha256sum", "data/SHA256SUMS", "--family", "imp", "--strict")
+    assert code == 1 and "nothing was stored or registered" in err
+    assert family_doc(project) == {}
+    code, _, err = run("import", "sha256sum", "data/SHA256SUMS", "--family", "imp")
+    assert code == 1
+    assert "refused: data/SHA256SUMS line 1: '../a.bin': has an empty, '.' or '..' segment" in err
+    assert sorted(family_doc(project)["records"]) == ["imp/a.bin"]
+    code, _, err = run("import", "data/SHA256SUMS", "--family", "imp", "--exclude", "../*")
+    assert (code, err) == (0, "")
 
 
 @pytest.mark.usefixtures("store")
 def test_a_malformed_manifest_exits_2_naming_the_line(project: Path) -> None:
     write(project / "data", {"a.bin": b"a"})
-    (project / "data" / "SHA256SUMS").write_text(f"{'0' * 64}  ../a.bin\n")
+    (project / "data" / "SHA256SUMS").write_text("not a sum\n")
     code, _, err = run("import", "sha256sum", "data/SHA256SUMS", "--family", "imp")
     assert code == 2
-    assert "data/SHA256SUMS line 1: member path '../a.bin'" in err
+    assert "data/SHA256SUMS line 1: not a 'HEX  name'" in err
 
 
 @pytest.mark.usefixtures("store")
@@ -203,9 +220,9 @@ def test_dry_run_builds_the_records_of_declared_gaps_too(project: Path) -> None:
     seen = set()
     for extra in (("--dry-run",), ()):
         code, _, err = run("import", "data/manifest.json", "--family", "imp", "--gaps", *extra)
-        assert code == 2, err
+        assert code == 1, err
         seen.add(err)
     (err,) = seen
-    assert "data/manifest.json: 'gone.npz'" in err and "nope" in err
+    assert "refused: data/manifest.json: 'gone.npz': " in err and "nope" in err
     assert "provenance/" not in err
     assert family_doc(project) == {}

@@ -66,7 +66,7 @@ def test_status_reports_files_no_record_names_in_folders_of_local_sources(projec
     assert code == 0
     assert "2 orphan(s): files in folders of local sources that no record names" in out
     assert "  data/[red]stray[x].bin\n" in out and "  data/case/extra.pb\n" in out
-    assert "fix: register it (fixture-store add data/[red]stray[x].bin --name" in out
+    assert "fix: register it (fixture-store add 'data/[red]stray[x].bin' --name" in out
 
 
 @pytest.mark.usefixtures("store")

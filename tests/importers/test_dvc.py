@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from fixture_store.importers import dvc
 from fixture_store.importers.entry import ManifestError
 from fixture_store.importers.register import ImportRefusedError
 from fixture_store.objects.store import Store
-from tests.support.importing import family_doc, plan, run_import
+from tests.support.importing import family_doc, plan, refusal, run_import
 
 DATA = b"reference bytes\n" * 8
 SHA = hashlib.sha256(DATA).hexdigest()
@@ -147,9 +148,9 @@ def test_dvc_lock_outs_import(store: Store, repo: Path) -> None:
     ],
 )
 def test_hostile_dvc_files_are_refused_naming_the_line(out: str, message: str) -> None:
-    with pytest.raises(ManifestError, match=message) as caught:
-        dvc.parse(f"outs:\n{out}", "x.dvc")
-    assert caught.value.where.startswith("x.dvc line ")
+    where, said = refusal(lambda: dvc.parse(f"outs:\n{out}", "x.dvc"))
+    assert message in said or re.search(message, said)
+    assert where.startswith("x.dvc line ")
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ from fixture_store.objects.store import Store
 from fixture_store.verify import Status, verify_names
 from tests.support import gitoracle
 from tests.support.cli import run
+from tests.support.importing import registered
 
 WEIGHTS = b"\x07weights" * 500
 TABLE = b"col\n1\n2\n" * 40
@@ -129,7 +130,7 @@ def test_a_pointer_whose_object_has_another_size_is_refused(repo: Path, project:
     (repo / "data" / "model.bin").write_text(text)
     code, _, err = run("import", "lfsrepo", "--family", "lfs")
     assert code == 1 and "data/model.bin" in err and "the manifest says 7" in err
-    assert not (project / "provenance" / "lfs.json").exists()
+    assert "lfs/data/model.bin" not in registered(project, "lfs")
 
 
 @pytest.mark.usefixtures("store")

@@ -20,7 +20,7 @@ from fixture_store.importers.fields import MEAN_ABS
 from fixture_store.importers.register import tolerance_json
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
-from tests.support.importing import family_doc, run_import, write
+from tests.support.importing import family_doc, refusal, run_import, write
 
 
 def _npz(**arrays: Any) -> bytes:
@@ -156,8 +156,8 @@ def test_malformed_entries_are_refused_naming_the_file(over: dict[str, Any], mes
 def test_hostile_names_are_refused(name: str, message: str) -> None:
     doc = _manifest()
     doc["fixtures"] = {name: doc["fixtures"]["block0.npz"]}
-    with pytest.raises(ManifestError, match=message):
-        jsonmanifest.parse(json.dumps(doc), "manifest.json")
+    _, said = refusal(lambda: jsonmanifest.parse(json.dumps(doc), "manifest.json"))
+    assert message in said
 
 
 def test_a_field_named_like_the_import_record_is_kept_not_refused(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pooch
@@ -14,7 +15,7 @@ from fixture_store.importers import pooch as pooch_format
 from fixture_store.importers.entry import ManifestError
 from fixture_store.objects.store import Store
 from fixture_store.verify import Status, verify_names
-from tests.support.importing import family_doc, run_import, write
+from tests.support.importing import family_doc, refusal, run_import, write
 
 FILES = {"a.bin": b"alpha" * 10, "sub/b.txt": b"beta\n"}
 SHA_A = hashlib.sha256(FILES["a.bin"]).hexdigest()
@@ -63,14 +64,17 @@ def test_pooch_rules_comments_prefix_case_quotes_and_url() -> None:
     ],
 )
 def test_hostile_registry_lines_are_refused_naming_the_line(line: str, message: str) -> None:
-    with pytest.raises(ManifestError, match=message) as caught:
-        pooch_format.parse(f"ok.bin {SHA_A}\n{line}\n", "registry.txt")
-    assert caught.value.where == "registry.txt line 2"
+    where, said = refusal(lambda: pooch_format.parse(f"ok.bin {SHA_A}\n{line}\n", "registry.txt"))
+    assert re.search(message, said)
+    assert where == "registry.txt line 2"
 
 
 def test_a_name_listed_twice_is_refused_naming_both_lines() -> None:
-    with pytest.raises(ManifestError, match=r"listed twice \(first at registry.txt line 1\)"):
-        pooch_format.parse(f"a.bin {SHA_A}\na.bin {SHA_A}\n", "registry.txt")
+    where, said = refusal(
+        lambda: pooch_format.parse(f"a.bin {SHA_A}\na.bin {SHA_A}\n", "registry.txt")
+    )
+    assert "listed twice (first at registry.txt line 1)" in said
+    assert where == "registry.txt line 2"  # the first stands on its own
 
 
 def test_the_module_form_is_read_without_running_it(tmp_path: Path) -> None:

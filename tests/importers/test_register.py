@@ -25,22 +25,41 @@ def _sums(folder: Path, files: dict[str, bytes]) -> Path:
     return path
 
 
-def test_one_file_that_cannot_be_named_registers_nothing(store: Store, project: Path) -> None:
-    manifest = _sums(project / "data", {"a.bin": b"a", "_hidden.bin": b"h"})
-    with pytest.raises(ManifestError, match=r"SHA256SUMS line 2.*cannot be an artifact name"):
-        run_import(store, project, manifest)
-    assert family_doc(project) == {}
-    assert list(store.iter_objects()) == []  # names are checked before any byte is stored
+def _registered(store: Store, project: Path, name: str) -> None:
+    write(project / "other", {"x.bin": b"x"})
+    ingest.add(
+        store, registry_mod.load(project), project / "other" / "x.bin", name=name, kind="fixture"
+    )
+
+
+def test_one_file_that_cannot_be_registered_is_refused_by_itself(
+    store: Store, project: Path
+) -> None:
+    _registered(store, project, "imp/B.bin")
+    manifest = _sums(project / "data", {"a.bin": b"a", "b.bin": b"b", "_hidden .bin": b"h"})
+    with pytest.raises(ManifestError, match=r"SHA256SUMS line 2: 'b.bin': .*collides with"):
+        run_import(store, project, manifest)  # all or nothing, as --strict
+    assert sorted(family_doc(project)["records"]) == ["imp/B.bin"]
+    origin = LocalOrigin(project, manifest.parent)
+    done = register(
+        store,
+        registry_mod.load(project),
+        plan(project, manifest),
+        origin,
+        family="imp",
+        partial=True,
+    )
+    assert sorted(r.name for r in done.written) == ["imp/_hidden .bin", "imp/a.bin"]
 
 
 def test_an_absent_file_that_cannot_be_named_matters_only_as_a_gap(
     store: Store, project: Path
 ) -> None:
-    manifest = _sums(project / "data", {"a.bin": b"a", "_gone.bin": b"g"})
-    (project / "data" / "_gone.bin").unlink()
-    with pytest.raises(ManifestError, match="cannot be an artifact name"):
+    _registered(store, project, "imp/Gone.bin")
+    manifest = _sums(project / "data", {"a.bin": b"a", "gone.bin": b"g"})
+    (project / "data" / "gone.bin").unlink()
+    with pytest.raises(ManifestError, match=r"collides with 'imp/Gone\.bin'"):
         run_import(store, project, manifest, gaps=True)
-    assert list(store.iter_objects()) == []  # checked before any byte is stored
     _, done = run_import(store, project, manifest)
     assert [r.name for r in done.written] == ["imp/a.bin"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from fixture_store.importers import sha256sum
-from fixture_store.importers.entry import ManifestError
 from fixture_store.objects.store import Store
-from tests.support.importing import run_import, write
+from tests.support.importing import refusal, run_import, write
 
 FILES = {"a.bin": b"alpha" * 10, "sub/b.npy": b"not really npy"}
 SHA_A = hashlib.sha256(FILES["a.bin"]).hexdigest()
@@ -54,9 +54,9 @@ def test_an_escaped_name_is_unescaped_then_refused_by_the_path_rules(
     (tmp_path / name).write_bytes(b"x")
     listing = _tool("sha256sum", name, cwd=tmp_path)
     assert listing.startswith("\\")  # the tool escaped it
-    with pytest.raises(ManifestError, match="SHA256SUMS line 1") as caught:
-        sha256sum.parse(listing, "SHA256SUMS")
-    assert repr(name) in caught.value.message  # the name as it was meant, not as escaped
+    where, said = refusal(lambda: sha256sum.parse(listing, "SHA256SUMS"))
+    assert where == "SHA256SUMS line 1"
+    assert repr(name) in said  # the name as it was meant, not as escaped
 
 
 def test_the_escape_rules_give_back_the_name() -> None:
@@ -77,6 +77,6 @@ def test_the_escape_rules_give_back_the_name() -> None:
     ],
 )
 def test_hostile_lines_are_refused_naming_the_line(line: str, message: str) -> None:
-    with pytest.raises(ManifestError, match=message) as caught:
-        sha256sum.parse(f"{SHA_A}  ok.bin\n{line}\n", "SHA256SUMS")
-    assert caught.value.where == "SHA256SUMS line 2"
+    where, said = refusal(lambda: sha256sum.parse(f"{SHA_A}  ok.bin\n{line}\n", "SHA256SUMS"))
+    assert re.search(message, said)
+    assert where == "SHA256SUMS line 2"

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fixture_store.objects import digests, trees
+from fixture_store.objects import digests, names, trees
 from fixture_store.objects.trees import Tree, TreePathError
 
 D = digests.of_bytes(b"x")
@@ -29,7 +29,7 @@ D = digests.of_bytes(b"x")
         "c:/x",
         "a/\x00",
         "a/b\n",
-        "a b",
+        "a/\u202e",
         "..",
     ],
 )
@@ -104,26 +104,35 @@ def test_segments_over_255_bytes_and_paths_over_4096_are_refused(path: str, ok: 
             trees.check_member_path(path)
 
 
-_PATH_CHARS = "ab.Z09_-+=,@~/\\: \x00é"
+_PATH_CHARS = "ab.Z09_-+=,@~/\\: \x00é\u0301"
 
 
 @given(st.text(alphabet=_PATH_CHARS, max_size=12) | st.sampled_from(["a" * 256, "a/" * 130 + "b"]))
 def test_the_one_match_fast_path_accepts_exactly_what_the_rules_accept(path: str) -> None:
-    """check_member_path answers valid paths with one regular expression; it must accept
-    the very paths the rule-by-rule check accepts, and refuse the rest with its message."""
+    """Name.parse answers common paths with one regular expression; it must accept the very
+    paths the rule-by-rule check accepts, as the same name, and refuse the rest."""
 
-    def rules(p: str) -> bool:
+    def rules(p: str) -> str | None:
         try:
-            trees._check_member_path_rules(p)
-        except TreePathError:
-            return False
-        return True
+            return names._checked(p)
+        except names.NameRefusedError:
+            return None
 
-    def fast(p: str) -> bool:
+    def fast(p: str) -> str | None:
         try:
-            trees.check_member_path(p)
-        except TreePathError:
-            return False
-        return True
+            return str(names.parse(p))
+        except names.NameRefusedError:
+            return None
 
     assert fast(path) == rules(path)
+
+
+def test_members_that_collide_under_case_or_normalisation_are_refused() -> None:
+    with pytest.raises(TreePathError, match="differ only in case"):
+        Tree({"Model.onnx": D, "model.onnx": D})
+    with pytest.raises(TreePathError, match="differ only in case"):
+        Tree({"caf\u00e9": D, "cafe\u0301": D})
+
+
+def test_a_member_is_kept_in_nfc() -> None:
+    assert list(Tree({"cafe\u0301/x": D}).members) == ["caf\u00e9/x"]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fixture_store import importers
 from fixture_store import registry as registry_mod
+from fixture_store.importers.entry import ManifestEntry, ManifestError
 from fixture_store.importers.plan import LocalOrigin, Plan
 from fixture_store.importers.register import Imported, register
 from fixture_store.objects.store import Store
@@ -47,3 +49,20 @@ def write(folder: Path, files: dict[str, bytes]) -> None:
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+
+
+def refusal(parse: Callable[[], tuple[ManifestEntry, ...]]) -> tuple[str, str]:
+    """(where, message) of the one refusal of a manifest: raised, when a line cannot be read at
+    all, or carried by the entry refused by itself (its neighbours stand; DESIGN 20)."""
+    try:
+        entries = parse()
+    except ManifestError as e:
+        return e.where, e.message
+    (refused,) = [e for e in entries if e.refused is not None]
+    return refused.where, f"{refused.where}: {refused.path!r}: {refused.refused}"
+
+
+def registered(project: Path, family: str) -> dict[str, Any]:
+    """The records of ``family`` in the project's registry file (none if it has no file)."""
+    path = project / "provenance" / f"{family}.json"
+    return json.loads(path.read_text())["records"] if path.exists() else {}
