@@ -470,15 +470,11 @@ def _folder_refusal(path: str, what: str) -> UsageError:
 def write_files(folder: Path, files: Mapping[str, bytes], *, store: Path) -> list[Path]:
     """Write ``files`` (name -> bytes) into ``folder`` through the path primitive; never inside
     the store."""
-    from fixture_store.objects import anchored
+    from fixture_store.objects import outputs
 
-    root, top = folder.resolve(), store.resolve()
-    if root == top or top in root.parents:
-        raise UsageError(
-            f"the certificate folder {folder} is inside the store {store}",
-            fix="name a folder outside the store",
-        )
-    with anchored.Folder.root(root, create=True, refuse=_folder_refusal) as where:
+    root = folder.resolve()
+    target = outputs.Target(root, (store,), "certificate folder")
+    with target.folder(_folder_refusal) as where:
         for name, data in files.items():
             where.write_atomically(name, data)
     return [root / name for name in files]

@@ -10,9 +10,9 @@ import click
 
 from fixture_store import attest as attest_mod
 from fixture_store.access import Fixtures, npy_name
-from fixture_store.cli._common import Context, err, handle_errors, leave, out
+from fixture_store.cli._common import Context, OutputPath, err, handle_errors, leave, out
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
-from fixture_store.objects import fsutil
+from fixture_store.objects.outputs import Target
 from fixture_store.parity.assertion import compare
 from fixture_store.registry import Content
 
@@ -48,15 +48,6 @@ def _outputs(path: Path, expected: dict[str, Any], profile: Any, name: str) -> d
     )
 
 
-def _refuse_inside(path: Path, root: Path, what: str) -> None:
-    resolved, top = path.resolve(), root.resolve()
-    if resolved == top or top in resolved.parents:
-        raise UsageError(
-            f"the certificate {path} would be written inside the {what} {root}",
-            fix="write it beside the candidate, outside the store",
-        )
-
-
 @click.command(name="attest")
 @click.argument("reference")
 @click.argument("outputs", type=click.Path(dir_okay=False, path_type=Path))
@@ -65,7 +56,7 @@ def _refuse_inside(path: Path, root: Path, what: str) -> None:
     "-o",
     "output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="certificate"),
     help="Write the signed certificate (a DSSE envelope, JSON) here.",
 )
 @click.option(
@@ -96,7 +87,7 @@ def attest(
     obj: Context,
     reference: str,
     outputs: Path,
-    output: Path,
+    output: Target,
     subjects: tuple[Path, ...],
     key: str | None,
     env_pairs: tuple[str, ...],
@@ -118,7 +109,6 @@ def attest(
     registry = obj.registry()
     store = obj.store
     key_file = attest_mod.key_path(key, forbidden=(store.root, registry.directory))
-    _refuse_inside(output, store.root, "store")
     env = attest_mod.environment(_env_pairs(env_pairs))
     attest_mod.signer(key_file)  # a bad key fails before the comparison runs
     fixtures = Fixtures(store, registry)
@@ -146,8 +136,7 @@ def attest(
     )
     envelope = attest_mod.sign(statement, key_file)
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        fsutil.write_synced(output, attest_mod.dumps(envelope))
+        output.write_bytes(attest_mod.dumps(envelope))
     except OSError as e:
         raise UsageError(
             f"cannot write the certificate {output}: {e.strerror or e}",

@@ -12,6 +12,7 @@ from rich.table import Table
 from fixture_store.cli._common import (
     Context,
     Failure,
+    OutputPath,
     counts_text,
     err,
     handle_errors,
@@ -22,6 +23,7 @@ from fixture_store.cli._common import (
     write_parts,
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
+from fixture_store.objects.outputs import Target
 from fixture_store.regenerate import Report, Verdict, regenerate
 from fixture_store.remotes import mirrors_opener
 from fixture_store.sources import offline_from_env
@@ -128,7 +130,7 @@ def _print_counts(report: Report) -> None:
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="regeneration report"),
     help="Also write the JSON report to this file, only what is the same on every machine "
     "(verdicts and counts, for DVC), and the rest (errors, times, the platform) to run/NAME "
     "beside it.",
@@ -146,7 +148,7 @@ def regenerate_cmd(
     remote: str | None,
     no_remote: bool,
     as_json: bool,
-    report_path: Path | None,
+    report_path: Target | None,
 ) -> None:
     """Rebuild a stage's artifacts and compare.
 
@@ -211,7 +213,7 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", 
 @click.option(
     "--metrics",
     "metrics_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="metrics file"),
     required=True,
     help="Write the headline counts here (DVC metrics: files that pass and drifted, artifacts "
     "verified) and this machine's identical and within-tolerance counts to run/ beside it; "
@@ -220,7 +222,7 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", 
 @click.option(
     "--plots",
     "plots_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(folder=True, what="plots folder"),
     help="Write the checkpoint chain's parity table here (DVC plots), and the errors of "
     "within-tolerance files, read from the stages' run reports, to run/ in it.",
 )
@@ -237,8 +239,8 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", 
 def regenerate_summary_cmd(
     obj: Context,
     reports: tuple[Path, ...],
-    metrics_path: Path,
-    plots_dir: Path | None,
+    metrics_path: Target,
+    plots_dir: Target | None,
     everything: bool,
     full: bool,
     as_json: bool,
