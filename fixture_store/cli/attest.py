@@ -168,17 +168,28 @@ def attest(
     "candidates",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Check this file's bytes against the subject of its name; repeat for several.",
+    help="Check this file's bytes against the subject named by this path (as it was given to "
+    "attest); repeat for several.",
+)
+@click.option(
+    "--all-subjects",
+    is_flag=True,
+    help="Require every subject of the certificate to be checked by a --candidate (default: "
+    "the subjects left unchecked are named on stderr).",
 )
 @click.pass_obj
 @handle_errors
 def verify_attestation(
-    obj: Context, envelope: Path, key: str | None, candidates: tuple[Path, ...]
+    obj: Context,
+    envelope: Path,
+    key: str | None,
+    candidates: tuple[Path, ...],
+    all_subjects: bool,
 ) -> None:
     """Verify a signed parity certificate offline.
 
     Check ENVELOPE's signature with the public key, each --candidate's bytes against the
-    subject of its name, and each reference the certificate names against today's registry
+    subject named by its path, and each reference the certificate names against today's registry
     (its digest and its tolerance). Nothing is fetched.
 
     Exit 0 when everything verifies and the certificate says PASSED; 1 when anything changed
@@ -188,7 +199,9 @@ def verify_attestation(
     key_file = attest_mod.key_path(
         key, forbidden=(obj.store.root, registry.directory), env=attest_mod.PUBLIC_KEY_ENV
     )
-    verified = attest_mod.verify(envelope, key_file, registry, candidates)
+    verified = attest_mod.verify(
+        envelope, key_file, registry, candidates, all_subjects=all_subjects
+    )
     for problem in verified.problems:
         err.print(f"changed: {problem}", markup=False)
     if verified.problems:
@@ -200,13 +213,25 @@ def verify_attestation(
         err.print("  fix: attest the candidate again against today's registry", markup=False)
         leave(EXIT_FAILED)
     doc = verified.statement
-    names = ", ".join(str(s.get("name")) for s in doc["subject"] if isinstance(s, dict))
+    subjects = attest_mod.subject_names(doc)
     refs = ", ".join(str(r.get("name")) for r in doc["predicate"]["references"])
+    checked = len(subjects) - len(verified.unchecked)
     out.print(
-        f"verified: {envelope}: {verified.result} ({names} against {refs}; "
-        f"{len(candidates)} candidate file{'s' * (len(candidates) != 1)} checked)",
+        f"verified: {envelope}: {verified.result} ({', '.join(subjects)} against {refs}; "
+        f"{checked} of {len(subjects)} subject{'s' * (len(subjects) != 1)} checked)",
         markup=False,
     )
+    if verified.unchecked:
+        err.print(
+            f"not checked: {', '.join(verified.unchecked)} (no --candidate names "
+            f"{'it' if len(verified.unchecked) == 1 else 'them'}: the signature and the "
+            "references verify, these files' bytes were not compared)",
+            markup=False,
+        )
+        err.print(
+            "  fix: pass --candidate PATH for each, and --all-subjects to require it",
+            markup=False,
+        )
     if verified.result != attest_mod.PASSED:
         err.print(
             f"error: {envelope} is authentic but records a failed parity result", markup=False
