@@ -376,20 +376,20 @@ def _base64(path: Path, text: object, field: str) -> bytes:
         raise _not_an_envelope(path, f"its {field} is not base64") from None
 
 
+_JSON_KINDS = (
+    (bool, "a boolean"),  # before int: a bool is an int to Python
+    (int | float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+)
+
+
 def _kind(value: object) -> str:
+    """What a JSON value is, in words (a message never echoes an envelope's values)."""
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    return next((said for t, said in _JSON_KINDS if isinstance(value, t)), type(value).__name__)
 
 
 def parse_envelope(path: Path, raw: object) -> Envelope:
