@@ -562,9 +562,7 @@ def check_candidates(doc: Mapping[str, Any], candidates: Sequence[Path]) -> Chec
 
 def subject_names(doc: Mapping[str, Any]) -> list[str]:
     """The names of the certificate's subjects, in its order."""
-    return [
-        str(s.get("name")) for s in doc["subject"] if isinstance(s, dict) and "name" in s
-    ]
+    return [str(s.get("name")) for s in doc["subject"] if isinstance(s, dict) and "name" in s]
 
 
 def check_references(doc: Mapping[str, Any], registry: Registry) -> list[str]:

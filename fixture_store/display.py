@@ -160,15 +160,22 @@ def _revision_userinfo(text: str, start: int, authority: str) -> int:
     segment reads ``REPO@REVISION`` or ``ORG``; it holds user information when that cannot be
     read so: a ':' before the '@' (no repository name or revision holds one, git's ref rules
     forbid it), a repo type right after the '@' (``hf://TOKEN@datasets/org/x``: the notation puts
-    the type first), or a token's shape before it (``hf_...``)."""
+    the type first), a second '@' in the repository that follows (``hf://TOKEN@org/x@REV``), or
+    a token's shape before it (``hf_...``)."""
     if "@" not in authority:
         if ":" not in authority:
             return 0
         last = text.rfind("@", start, len(text) - len(_query_part(text)))  # a '/' in a password
         return last + 1 if last >= 0 else 0
     user, _, _rest = authority.partition("@")
-    after = text[start + len(user) + 1 :]
-    if ":" in user or after.lower().startswith(_REPO_TYPES) or _HUB_TOKEN.fullmatch(user):
+    after = text[start + len(user) + 1 : len(text) - len(_query_part(text))]
+    repo = "/".join(after.split("/")[:2])  # what would be ORG/NAME after user information
+    if (
+        ":" in user
+        or after.lower().startswith(_REPO_TYPES)
+        or "@" in repo  # a second '@': the repo's own revision follows user information
+        or _HUB_TOKEN.fullmatch(user)
+    ):
         return start + authority.rindex("@") + 1
     return 0
 

@@ -41,6 +41,7 @@ MASKED: dict[str, list[tuple[str, str]]] = {
         (f"hf://hf_{SECRET}abcdefghij@org/x", "hf://***@org/x"),
         (f"hf://user:a/{SECRET}@datasets/org/x", "hf://***@datasets/org/x"),
         (f"hf://datasets/org/x?token={SECRET}", "hf://datasets/org/x?token=***"),
+        (f"hf://{SECRET}@org/x@{'a' * 40}/f", f"hf://***@org/x@{'a' * 40}/f"),
     ],
 }  # fmt: skip
 # What the Hub's notation spells with an '@' that is no credential: shown as it is.
@@ -50,6 +51,7 @@ HUB_PLAIN = [
     "hf://org/name@main",
     "hf://org/name@refs/pr/1/f",
     "hf://org/name@dev/a:b",
+    f"hf://gpt2@{'a' * 40}/dir/@scope/f",
 ]
 
 

@@ -134,8 +134,7 @@ class HubSource:
         found = display.credential_in(text)
         if found is not None:
             raise UsageError(
-                f"hub source {display.url(text)!r} carries a credential ({found}); it is not "
-                "shown",
+                f"hub source {display.url(text)!r} carries a credential ({found}); it is not shown",
                 fix="remove it: the Hub client reads its token from HF_TOKEN or its login",
             )
         repo_type, rest = split_repo_type(text[len(HUB_SCHEME) :])
