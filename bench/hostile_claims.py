@@ -126,7 +126,7 @@ def _range_round(case: str) -> Counter[str]:
         except FixtureStoreError:
             found["honest refused"] += edit is None
             return found
-        except Exception:  # noqa: BLE001 - what the report counts
+        except Exception:  # what the report counts
             found["tracebacks"] += 1
             return found
         found["accepted"] += edit is not None
@@ -188,7 +188,7 @@ def _resign(cert: Path, key: Path, change: Callable[[dict[str, Any]], None]) -> 
 CertCase = tuple[Callable[[Path, Path, Path], list[str]], bool]
 
 
-def _namesake(root: Path, _key: Path, cert: Path) -> list[str]:
+def _namesake(root: Path, _key: Path, _cert: Path) -> list[str]:
     (root / "x" / "model.bin").write_bytes((root / "y" / "model.bin").read_bytes())
     return ["--candidate", "x/model.bin"]
 
@@ -217,15 +217,10 @@ def _deep(_root: Path, _key: Path, cert: Path) -> list[str]:
 
 CERTIFICATES: dict[str, CertCase] = {
     "all subjects checked (honest)": (
-        lambda r, k, c: [
-            "--candidate",
-            "x/model.bin",
-            "--candidate",
-            "y/model.bin",
-            "--candidate",
-            "outputs.npz",
-            "--all-subjects",
-        ],  # fmt: skip
+        lambda _r, _k, _c: [
+            *("--candidate", "x/model.bin", "--candidate", "y/model.bin"),
+            *("--candidate", "outputs.npz", "--all-subjects"),
+        ],
         True,
     ),
     "keyid missing (honest)": (_field(lambda e: e["signatures"][0].pop("keyid")), True),
@@ -236,7 +231,7 @@ CERTIFICATES: dict[str, CertCase] = {
     "a candidate with its namesake's bytes": (_namesake, False),
     "a subject named twice": (_twice, False),
     "--all-subjects, one unchecked": (
-        lambda r, k, c: ["--candidate", "x/model.bin", "--all-subjects"],
+        lambda _r, _k, _c: ["--candidate", "x/model.bin", "--all-subjects"],
         False,
     ),
     "sig a number": (_field(lambda e: e["signatures"][0].update(sig=5)), False),

@@ -101,30 +101,29 @@ def _project() -> Iterator[Project]:
 # A surface: the project and the path to write -> the command; whether it writes a folder.
 SURFACES: dict[str, tuple[Callable[[Project, Path], list[str]], bool]] = {
     "fetch --tensor --output": (
-        lambda p, t: ["fetch", "fam/a", "--tensor", "w", "--output", str(t)],
+        lambda _p, t: ["fetch", "fam/a", "--tensor", "w", "--output", str(t)],
         False,
     ),
-    "fetch --report": (lambda p, t: ["fetch", "fam/a", "--report", str(t)], False),
+    "fetch --report": (lambda _p, t: ["fetch", "fam/a", "--report", str(t)], False),
     "attest -o": (
         lambda p, t: ["attest", "fam/a", str(p.outputs), "--key", str(p.key), "-o", str(t)],
         False,
     ),
-    "report --html DIR": (lambda p, t: ["report", "--html", str(t)], True),
+    "report --html DIR": (lambda _p, t: ["report", "--html", str(t)], True),
 }
 
 
 def _plant(project: Project, placement: str, folder: bool) -> Path | None:
     """The path a round gives the option (``None``: the placement does not apply)."""
-    if placement == "symlink to an object":
-        if folder:
+    out = project.root / "out"
+    if placement in ("symlink to an object", "hard link to an object"):
+        if folder:  # a folder output is never a link to an object's file
             return None
-        (project.root / "out").symlink_to(project.obj)
-        return project.root / "out"
-    if placement == "hard link to an object":
-        if folder:
-            return None
-        os.link(project.obj, project.root / "out")
-        return project.root / "out"
+        if placement.startswith("symlink"):
+            out.symlink_to(project.obj)
+        else:
+            os.link(project.obj, out)
+        return out
     if placement == "the object itself":
         return project.obj.parent if folder else project.obj
     if placement == "new file in the store":

@@ -108,6 +108,21 @@ def _registry(project: Path, url: str) -> tuple[list[Path], list[str]]:
     return [path], ["verify"]
 
 
+def _add_hub_source(url: str) -> list[str]:
+    """``add --source`` of an hf:// source at a commit, holding the URL's credential."""
+    where = url.split("://", 1)[1].replace("/prefix", f"@{'a' * 40}/a.bin", 1)
+    return [
+        "add",
+        "data/a.bin",
+        "--name",
+        "fam/a",
+        "--kind",
+        "fixture",
+        "--source",
+        f"hf://{where}",
+    ]
+
+
 ENTRIES: dict[str, Entry] = {
     **{
         f"pyproject {key} -> {' '.join(cmd)}": _pyproject(key, cmd)
@@ -127,19 +142,7 @@ ENTRIES: dict[str, Entry] = {
     ),
     **{f"--remote on {verb}": _on_the_command_line(verb) for verb in ("push", "pull", "fetch")},
     "record source.url -> verify": _registry,
-    "add --source hf://": lambda _p, url: (
-        [],
-        [
-            "add",
-            "data/a.bin",
-            "--name",
-            "fam/a",
-            "--kind",
-            "fixture",
-            "--source",
-            "hf://" + url.split("://", 1)[1].replace("/prefix", f"@{'a' * 40}/a.bin", 1),
-        ],
-    ),  # fmt: skip
+    "add --source hf://": lambda _p, url: ([], _add_hub_source(url)),
 }
 
 

@@ -20,6 +20,7 @@ from tests.support.cli import run
 
 PACKAGE = Path(fixture_store.__file__).parent
 SECRET = "s3cr3tT0ken"
+REV = "a" * 40
 # scheme -> URLs of it that carry SECRET as a credential, and how each must be shown.
 MASKED: dict[str, list[tuple[str, str]]] = {
     "https": [
@@ -30,7 +31,7 @@ MASKED: dict[str, list[tuple[str, str]]] = {
     "s3": [(f"s3://AKIA:{SECRET}@bucket/p", "s3://***@bucket/p")],
     "file": [(f"file://u:{SECRET}@host/data", "file://***@host/data")],
     "git+https": [
-        (f"git+https://u:{SECRET}@github.com/o/r@{'a' * 40}", f"git+https://***@github.com/o/r@{'a' * 40}")
+        (f"git+https://u:{SECRET}@github.com/o/r@{REV}", f"git+https://***@github.com/o/r@{REV}")
     ],
     "hf": [
         (f"hf://user:{SECRET}@datasets/org/x", "hf://***@datasets/org/x"),

@@ -53,7 +53,7 @@ def _subjects(cert: Path) -> list[str]:
 def test_subjects_are_named_by_the_path_given(
     two_models: tuple[Path, Path, Path], keys: tuple[Path, Path]
 ) -> None:
-    cert, x, y = two_models
+    cert, _, _ = two_models
     assert _subjects(cert) == ["x/model.bin", "y/model.bin", "outputs.npz"]
     code, out, err = _verify(
         cert, keys[1], "--candidate", "x/model.bin", "--candidate", "./y/model.bin",
@@ -104,10 +104,10 @@ def test_unchecked_subjects_are_named_and_all_subjects_requires_them(
 
 
 def test_a_certificate_naming_a_subject_twice_checks_neither(
-    two_models: tuple[Path, Path, Path], keys: tuple[Path, Path], project: Path
+    two_models: tuple[Path, Path, Path], keys: tuple[Path, Path]
 ) -> None:
     """An older certificate (base names) about two model.bin files: ambiguous, never matched."""
-    cert, x, y = two_models
+    cert, _, _ = two_models
     doc = json.loads(base64.b64decode(json.loads(cert.read_text())["payload"]))
     doc["subject"][0]["name"] = doc["subject"][1]["name"] = "model.bin"
     cert.write_bytes(attest_mod.dumps(attest_mod.sign(doc, keys[0])))
@@ -121,7 +121,7 @@ def test_a_certificate_naming_subjects_by_file_name_still_verifies(
 ) -> None:
     """The pytest plugin (and earlier certificates) name a subject by its file name: one such
     subject matches the candidate of that file name."""
-    cert, x, _ = two_models
+    cert, _, _ = two_models
     doc = json.loads(base64.b64decode(json.loads(cert.read_text())["payload"]))
     doc["subject"] = [doc["subject"][0] | {"name": "model.bin"}]
     cert.write_bytes(attest_mod.dumps(attest_mod.sign(doc, keys[0])))
@@ -190,7 +190,7 @@ def test_the_keyid_is_a_hint(
 
 
 def test_a_signature_by_another_key_fails_whatever_its_keyid(
-    two_models: tuple[Path, Path, Path], keys: tuple[Path, Path], tmp_path: Path
+    two_models: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     cert = two_models[0]
     _, other_pub = write_keys(tmp_path / "other")

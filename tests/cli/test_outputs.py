@@ -27,7 +27,7 @@ ARRAY = np.arange(12, dtype=np.float32).reshape(3, 4)
 
 
 @pytest.fixture
-def stored(project: Path, store: Store) -> Path:
+def stored(project: Path, store: Store) -> Path:  # noqa: ARG001 - the store the CLI uses
     """``fam/a``, an NPZ reference in the store; returns its object's path."""
     np.savez(project / "a.npz", w=ARRAY)
     assert run("add", "a.npz", "--name", "fam/a", "--kind", "fixture")[0] == 0
@@ -36,14 +36,14 @@ def stored(project: Path, store: Store) -> Path:
     return Path(out.strip())
 
 
-def _intact(store: Store, obj: Path, before: bytes) -> None:
+def _intact(obj: Path, before: bytes) -> None:
     assert obj.read_bytes() == before
     code, _, err = run("verify", "--full")
     assert code == 0, err
 
 
 def test_a_link_to_a_store_object_is_replaced_never_written_through(
-    project: Path, store: Store, stored: Path
+    project: Path, stored: Path
 ) -> None:
     before = stored.read_bytes()
     link = project / "w.npy"
@@ -52,12 +52,10 @@ def test_a_link_to_a_store_object_is_replaced_never_written_through(
     assert code == 0, err
     assert not link.is_symlink()
     np.testing.assert_array_equal(np.load(link), ARRAY)
-    _intact(store, stored, before)
+    _intact(stored, before)
 
 
-def test_a_hard_link_to_a_store_object_keeps_the_object_bytes(
-    project: Path, store: Store, stored: Path
-) -> None:
+def test_a_hard_link_to_a_store_object_keeps_the_object_bytes(project: Path, stored: Path) -> None:
     before = stored.read_bytes()
     hard = project / "w.npy"
     try:
@@ -65,7 +63,7 @@ def test_a_hard_link_to_a_store_object_keeps_the_object_bytes(
     except OSError:
         pytest.skip("no hard links on this file system")
     assert run("fetch", "fam/a", "--tensor", "w", "--output", str(hard))[0] == 0
-    _intact(store, stored, before)
+    _intact(stored, before)
 
 
 @pytest.mark.parametrize("where", ["the-object", "new-in-store", "through-a-folder-link"])
@@ -85,7 +83,7 @@ def test_a_path_inside_the_store_is_refused_in_one_line(
     assert "is inside the store" in err and "fix:" in err and "Traceback" not in err
     assert not (store.root / "objects" / "new").exists()
     assert not (stored.parent / "w.npy").exists()
-    _intact(store, stored, before)
+    _intact(stored, before)
 
 
 @pytest.mark.parametrize(
@@ -95,9 +93,8 @@ def test_a_path_inside_the_store_is_refused_in_one_line(
         ("report", "--html", "{}"),
     ],
 )
-def test_every_written_option_refuses_the_store(
-    project: Path, store: Store, stored: Path, args: tuple[str, ...]
-) -> None:
+@pytest.mark.usefixtures("stored")
+def test_every_written_option_refuses_the_store(store: Store, args: tuple[str, ...]) -> None:
     inside = store.root / "objects" / "report-here"
     code, _, err = run(*(a.replace("{}", str(inside)) for a in args))
     assert code == 2, err
@@ -107,9 +104,14 @@ def test_every_written_option_refuses_the_store(
 def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
     target = outputs.Target(tmp_path / "out.json", (tmp_path / "store",))
     target.write_text("old")
-    with pytest.raises(RuntimeError), target.writing() as out:
-        out.write(b"half")
-        raise RuntimeError
+
+    def fail() -> None:
+        with target.writing() as out:
+            out.write(b"half")
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        fail()
     assert (tmp_path / "out.json").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 

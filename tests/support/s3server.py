@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import http
 import http.client
-import ssl
 import re
+import ssl
 import threading
 import time
 import urllib.parse
