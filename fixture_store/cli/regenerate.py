@@ -109,7 +109,7 @@ def _print_counts(report: Report) -> None:
 @click.option("--no-remote", is_flag=True, help="Pull registered bytes from no remote.")
 @click.option(
     "--scratch",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(folder=True, what="scratch folder"),
     help="Folder for candidates and drift copies (default: a new temp folder).",
 )
 @click.option(
@@ -142,7 +142,7 @@ def regenerate_cmd(
     target: str,
     accept: bool,
     fetch: bool,
-    scratch: Path | None,
+    scratch: Target | None,
     python: str | None,
     offline: bool,
     remote: str | None,
@@ -167,7 +167,7 @@ def regenerate_cmd(
         obj.project(),
         obj.store,
         target,
-        scratch=scratch,
+        scratch=scratch.check_wipeable() if scratch is not None else None,
         accept=accept,
         fetch=fetch,
         python=python,

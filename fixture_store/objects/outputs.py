@@ -78,6 +78,28 @@ class Target:
         it."""
         return self._folder(self.path, refuse)
 
+    def check_wipeable(self) -> Path:
+        """The target as a folder a command empties before it writes (``regenerate --scratch``):
+        created if missing, refused inside the store (:meth:`folder`) and refused when the store
+        is inside it, since emptying it would delete the store. Returns its path."""
+        with self.folder() as folder:
+            for root in self.outside:
+                try:
+                    fd = os.open(root, os.O_RDONLY | anchored.FOLDER_FLAGS)
+                except OSError:
+                    continue  # no store there yet: nothing to delete
+                try:
+                    holds = _walks_to(fd, {_identity(os.fstat(folder.fd)): self.path})
+                finally:
+                    os.close(fd)
+                if holds is not None:
+                    raise UsageError(
+                        f"the {self.what} {self.path} holds the store {root}: it is emptied "
+                        "before it is written, which would delete the store",
+                        fix="name a folder outside the store and not above it",
+                    )
+        return self.path
+
     def _refusal(self, path: str, what: str) -> UsageError:
         return UsageError(
             f"cannot write the {self.what} {self.path}: {path} is {what}",
@@ -137,8 +159,12 @@ def _inside(fd: int, roots: Iterable[Path]) -> Path | None:
             st = os.stat(root)
             if stat.S_ISDIR(st.st_mode):
                 wanted[_identity(st)] = root
-    if not wanted:
-        return None
+    return _walks_to(fd, wanted) if wanted else None
+
+
+def _walks_to(fd: int, wanted: dict[tuple[int, int], Path]) -> Path | None:
+    """The first of ``wanted`` (by device and inode) met walking up from the open folder
+    ``fd`` by ``..``, itself included; ``None`` at the file system's root."""
     current = os.dup(fd)
     try:
         seen = _identity(os.fstat(current))

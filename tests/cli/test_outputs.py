@@ -101,6 +101,23 @@ def test_every_written_option_refuses_the_store(store: Store, args: tuple[str, .
     assert "is inside the store" in err and not inside.exists()
 
 
+@pytest.mark.usefixtures("project")
+@pytest.mark.parametrize("where", ["the-store", "inside", "above"])
+def test_a_scratch_folder_is_never_the_store_nor_holds_it(store: Store, where: str) -> None:
+    """regenerate empties its --scratch folder first: the store, a folder in it or one above
+    it would be deleted."""
+    scratch = {
+        "the-store": store.root,
+        "inside": store.root / "objects",
+        "above": store.root.parent,
+    }[where]
+    before = sorted(p.name for p in store.root.iterdir())
+    code, _, err = run("regenerate", "any-stage", "--scratch", str(scratch))
+    assert code == 2, err
+    assert "the store" in err and "fix:" in err and "Traceback" not in err
+    assert sorted(p.name for p in store.root.iterdir()) == before
+
+
 def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
     target = outputs.Target(tmp_path / "out.json", (tmp_path / "store",))
     target.write_text("old")
@@ -140,8 +157,6 @@ READ_ONLY: dict[tuple[str, str], str] = {
     ("remote gc", "keep_registries"): "other projects' registries, read",
     ("init", "project"): "the project folder: init writes the registry there, through the "
     "registry's own writer",
-    ("regenerate", "scratch"): "the regeneration's working folder: candidates are written by "
-    "the generator, never renamed over a user's file",
 }
 
 
@@ -177,6 +192,7 @@ def test_every_path_option_is_written_by_the_primitive_or_only_read() -> None:
     assert not stale, f"READ_ONLY names options that are gone: {stale}"
     written = {k for k, p in params.items() if isinstance(p.type, OutputPath)}
     assert {("fetch", "output"), ("attest", "output"), ("report", "html_dir")} <= written
+    assert ("regenerate", "scratch") in written  # emptied first: never the store, nor above it
     assert not written & set(READ_ONLY)
 
 
