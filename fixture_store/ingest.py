@@ -77,10 +77,17 @@ def array_name(source: Source, path: Path) -> str:
 
 
 def describe_file(
-    path: Path, name: str, kind: Kind, source: Source, profile: limits.Limits
+    path: Path,
+    name: str,
+    kind: Kind,
+    source: Source,
+    profile: limits.Limits,
+    *,
+    shown: str | None = None,
 ) -> tuple[content.Described, Pending]:
     """The content manifest of a file about to be added, its range digests pending (hashed as it
-    is stored); an UnsafeContentError naming ``name`` (nothing stored) if the readers refuse it."""
+    is stored); an UnsafeContentError naming ``name`` and ``shown`` (the file the user gave,
+    default ``path``), nothing stored, if the readers refuse it."""
     from fixture_store.readers.range_tap import RangeDigests  # numpy: only for a file added
 
     pending = RangeDigests(name)
@@ -94,7 +101,7 @@ def describe_file(
         reason = e.about(name)
         raise UnsafeContentError(
             name,
-            f"{path} is refused, nothing was stored or recorded: {reason}",
+            f"{shown or path} is refused, nothing was stored or recorded: {reason}",
             fix="an archive may hold only regular files with safe paths, an NPY/NPZ only plain "
             "dtypes (never a pickle), a safetensors file only allowed dtypes whose offsets tile "
             f"its data exactly, within the limits profile {profile.name!r}",
@@ -163,7 +170,7 @@ def copied_not_linked(store: Store, path: Path, record: Record) -> list[str]:
     return [p for p, h in pairs if not os.path.samefile(p, os.path.join(objects, h[:2], h[2:]))]
 
 
-def _confirm_content(store: Store, record: Record, path: Path, *, stated: bool = False) -> None:
+def _confirm_content(store: Store, record: Record, path: str, *, stated: bool = False) -> None:
     """The stored bytes pass the content check the record will be verified by (and the pass
     is remembered); a manifest ``stated`` by the caller that the bytes do not hold, or a file
     changed while it was added, is refused (range digests not stated were hashed as stored)."""
@@ -235,6 +242,14 @@ class Registration:
     suggested: bool = False
     unset_metadata: tuple[str, ...] = ()  # metadata keys of the existing record to remove
     stated_in: str | None = None  # where the stated values were typed ("the command line")
+    # The file the user gave, when ``path`` is a copy of it (an importer's scratch copy of a
+    # cache blob, an installed file, a wheel's member): every message names this one.
+    shown: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The registration's bytes as a message names them: the file the user gave."""
+        return self.shown if self.shown is not None else str(self.path)
 
     @property
     def file(self) -> str:
@@ -416,7 +431,7 @@ def _shown(value: Any, limit: int = 120) -> str:
 
 def _refusal(reg: Registration, diffs: Sequence[str]) -> str:
     shown = "".join(f"\n    {d}" for d in diffs)
-    what = f"this registration ({reg.path})" if reg.path is not None else "this declared gap"
+    what = f"this registration ({reg.label})" if reg.path is not None else "this declared gap"
     return f"{reg.name} is already registered, and {what} differs:{shown}"
 
 
@@ -426,8 +441,8 @@ def _check_distinct(registrations: Sequence[Registration]) -> None:
         check_name(reg.name)
         if reg.name in seen:
             raise UsageError(
-                f"{reg.name} is named twice in one registration ({seen[reg.name].path} and "
-                f"{reg.path}); nothing was registered",
+                f"{reg.name} is named twice in one registration ({seen[reg.name].label} and "
+                f"{reg.label}); nothing was registered",
                 fix="give each file its own --name, or add them from different families",
             )
         seen[reg.name] = reg
@@ -517,16 +532,17 @@ def _prepare(
         )
     p = reg.path
     if not p.exists():
-        raise UsageError(f"{p} does not exist")
+        raise UsageError(f"{reg.label} does not exist")
     source = reg.source if reg.source is not None else _local_source(registry, p)
     source.check(reg.where)  # before any byte enters the store
     if p.is_dir():
         return _prepare_folder(store, reg, p, source, link=link), content.PLAIN
     if reg.kind in TREE_KINDS:
-        raise UsageError(f"{p} is a file: --kind {reg.kind} needs a folder")
+        raise UsageError(f"{reg.label} is a file: --kind {reg.kind} needs a folder")
     kind = parse_kind(reg.kind, reg.where)
     profile = limits.profile(reg.annotations.profile)
-    return _File(reg, p, source, kind, *describe_file(p, reg.name, kind, source, profile))
+    described = describe_file(p, reg.name, kind, source, profile, shown=reg.label)
+    return _File(reg, p, source, kind, *described)
 
 
 def _prepare_gap(reg: Registration) -> Record:
@@ -561,7 +577,7 @@ def _prepare_folder(
     store: Store, reg: Registration, p: Path, source: Source, *, link: bool
 ) -> Record:
     if reg.kind not in TREE_KINDS:
-        raise UsageError(f"{p} is a folder: use --kind tree or --kind onnx-case")
+        raise UsageError(f"{reg.label} is a folder: use --kind tree or --kind onnx-case")
     tree, member_b3 = ingest_folder_stored(store, p, link=link)
     record = build_record(
         reg.name,
@@ -583,13 +599,13 @@ def _ranged(arrays: Mapping[str, Mapping[str, Any]] | None) -> bool:
 def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, content.Described]:
     """The record of a described file whose bytes are ``stored``: refused if they are not the
     bytes the caller checked, or not what the record says of them."""
-    reg, p, described = file.reg, file.path, file.described
+    reg, described = file.reg, file.described
     if file.pending and described.arrays is not None:  # digests of the bytes as stored
         described = dataclasses.replace(described, arrays=file.pending.fill(described.arrays))
     if reg.digest is not None and stored.digest != reg.digest:
         raise IntegrityError(
-            f"{p} changed while it was registered: it now has {stored.digest}, it was checked "
-            f"as {reg.digest}; nothing was registered",
+            f"{reg.label} changed while it was registered: it now has {stored.digest}, it was "
+            f"checked as {reg.digest}; nothing was registered",
             fix="register it again once nothing writes to it",
         )
     annotations = reg.annotations
@@ -599,7 +615,7 @@ def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, co
         file.kind,
         stored.digest,
         file.source,
-        media_type=described.media_type or media_type_by_name(p),
+        media_type=described.media_type or media_type_by_name(Path(reg.label)),
         members=described.members,
         # The arrays of the bytes, unless the caller gives a manifest of its own.
         annotations=dataclasses.replace(
@@ -610,5 +626,5 @@ def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, co
         file=reg.file,
     )
     record = with_blake3(record, stored.blake3, {})
-    _confirm_content(store, record, p, stated=annotations.arrays is not None)
+    _confirm_content(store, record, reg.label, stated=annotations.arrays is not None)
     return record, described

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
+from urllib.parse import quote
 
 from fixture_store.objects.digests import Digest
 from fixture_store.registry import (
@@ -20,6 +21,7 @@ from fixture_store.registry import (
     HubSource,
     HubUpstream,
     PackageSource,
+    PackageUpstream,
     Record,
     Registry,
     Upstream,
@@ -77,6 +79,25 @@ def _named_parent(child: Record, digest: str) -> str | None:
     return None
 
 
+def pypi_purl(
+    name: str, version_: str, *, file_name: str | None = None, subpath: str | None = None
+) -> str:
+    """The package URL of a PyPI distribution, the one place the export writes one
+    (https://github.com/package-url/purl-spec, type ``pypi``): the name lowercased with ``_`` as
+    ``-``, the distribution file in the ``file_name`` qualifier (a ``#subpath`` is a path
+    *inside* the package, which a wheel's file name is not), every part percent-encoded."""
+
+    def part(text: str) -> str:
+        return quote(text, safe="")
+
+    purl = f"pkg:pypi/{part(name.lower().replace('_', '-'))}@{part(version_)}"
+    if file_name is not None:
+        purl += f"?file_name={part(file_name)}"
+    if subpath is not None:
+        purl += "#" + "/".join(part(s) for s in subpath.split("/") if s not in ("", ".", ".."))
+    return purl
+
+
 def _digest_set(d: Digest) -> dict[str, str]:
     return {"sha256": d.hex}
 
@@ -86,7 +107,7 @@ def _source_dependency(record: Record) -> dict[str, Any] | None:
         case PackageSource() as src:
             name, version_ = src.name_and_version
             return {
-                "uri": f"pkg:pypi/{name.lower()}@{version_}#{src.file}",
+                "uri": pypi_purl(name, version_, file_name=src.file),
                 "name": src.file,
                 "digest": {"sha256": src.file_hex},
                 "annotations": {"path": src.path, "requirement": src.requirement},
@@ -106,7 +127,11 @@ def _upstream_dependency(up: Upstream) -> dict[str, Any]:
         digest["gitCommit"] = up.revision if isinstance(up, HubUpstream) else up.commit
     if up.digest is not None:
         digest["sha256"] = up.digest.removeprefix("sha256:")
-    dep: dict[str, Any] = {"uri": up.uri(), "annotations": {"role": "upstream"}}
+    uri = up.uri()
+    if isinstance(up, PackageUpstream):  # a file inside the package: a purl's subpath
+        name, _, version_ = up.requirement.partition("==")
+        uri = pypi_purl(name, version_, subpath=up.path)
+    dep: dict[str, Any] = {"uri": uri, "annotations": {"role": "upstream"}}
     if digest:
         dep["digest"] = digest
     if up.license is not None:

@@ -36,6 +36,7 @@ from fixture_store.registry import (
     PackageSource,
     Record,
     Registry,
+    Tolerance,
     UrlSource,
 )
 from fixture_store.registry.files import DIRNAME
@@ -107,6 +108,9 @@ class Report:
     known_failures: tuple[tuple[KnownFailure, tuple[str, ...]], ...]  # each with its matches
     # What the pages show of a message: this machine's paths read as names.
     plain: _Plain = field(default_factory=lambda: _Plain("", ""))
+    # family -> the tolerance regeneration judges its files by when their record states none
+    # (the stage's, in params.yaml)
+    stage_tolerances: Mapping[str, Tolerance] = field(default_factory=dict)
 
     def counts(self, family: str | None = None) -> Counter[str]:
         return Counter(
@@ -124,8 +128,10 @@ def build(
     families: Sequence[str] = (),
     full: bool = False,
     workers: int | None = None,
+    stage_tolerances: Mapping[str, Tolerance] | None = None,
 ) -> Report:
-    """Verify every artifact of ``families`` (all when none) and gather what the pages show."""
+    """Verify every artifact of ``families`` (all when none) and gather what the pages show;
+    ``stage_tolerances``: each regenerated family's stage tolerance (see :class:`Report`)."""
     names = registry.select((), families)
     results = verify_names(store, registry, names, full=full, workers=workers)
     plain = _Plain(str(store.root), str(registry.root))
@@ -153,6 +159,7 @@ def build(
         {f: registry.families[f].description or "" for f in chosen if f in registry.families},
         tuple((k, m) for k, m in known if m or not families),
         plain,
+        dict(stage_tolerances or {}),
     )
 
 
@@ -257,7 +264,9 @@ def render_family(report: Report, family: str) -> str:
     kinds = sorted({a.record.kind.value for a in members if a.record is not None})
     sections = [
         Section("lineage", "Lineage", _lineage_section(report, family, members)),
-        Section("tolerances", "Tolerances", _tolerances(members)),
+        Section(
+            "tolerances", "Tolerances", _tolerances(members, report.stage_tolerances.get(family))
+        ),
         Section("known-failures", f"Known failures ({len(known)})", _known_table(known)),
         Section(
             "artifacts",
@@ -321,12 +330,20 @@ def _declared_in(k: KnownFailure) -> str:
     return f"{DIRNAME}/{Path(k.file).name}" if k.file else ""
 
 
-def _tolerances(members: Iterable[Artifact]) -> str:
-    """Each distinct tolerance with how many artifacts are judged by it."""
+def _tolerances(members: Iterable[Artifact], stage: Tolerance | None = None) -> str:
+    """Each distinct tolerance with how many artifacts are judged by it; those whose record
+    states none are judged exactly by a parity assertion and, regenerated, by their stage's
+    tolerance (``stage``), which the page says rather than calling their parity exact."""
     seen: Counter[str] = Counter()
+    unstated = 0
     for a in members:
         if a.record is not None and a.record.tolerance is not None:
             seen[_tolerance_text(a.record)] += 1
+        elif a.record is not None:
+            unstated += 1
+    if stage is not None and unstated:
+        text = json.dumps(stage.to_json(), sort_keys=True)
+        seen[f"{text} (none recorded: regeneration uses its stage's, in params.yaml)"] = unstated
     if not seen:
         return "<p>no artifact of this family records a tolerance (parity is exact)</p>"
     rows = "".join(

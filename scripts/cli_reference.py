@@ -64,6 +64,20 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
             "sign a certificate that the converted checkpoint's outputs are at parity",
         ),
     ),
+    "check": (
+        (
+            "fixture-store check",
+            "check every registry file and record without the store (the pre-commit hook)",
+        ),
+    ),
+    "diff": (
+        ("fixture-store diff", "what the uncommitted registry change does to trust"),
+        (
+            "fixture-store diff origin/main HEAD --format markdown --fail-on loosened,digest,gap",
+            "a pull request's registry change as a comment; exit 1 if it loosens a tolerance, "
+            "replaces a digest or makes a gap",
+        ),
+    ),
     "compare": (
         (
             "fixture-store compare --family onnx-node --runtime ort --report compare.html",

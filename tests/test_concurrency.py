@@ -288,7 +288,7 @@ def test_trial(kind: str, tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(SLOW))
-def test_trial_many_rounds(kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_trial_many_rounds(kind: str, tmp_path: Path, campaign_summary: list[str]) -> None:
     if kind == "gc-regenerate":
         tally = trials.gc_against_regenerate(
             tmp_path / "trial", SLOW[kind], budget=REGENERATE_BUDGET
@@ -297,6 +297,5 @@ def test_trial_many_rounds(kind: str, tmp_path: Path, capsys: pytest.CaptureFixt
     else:
         tally = trials.TRIALS[kind](tmp_path / "trial", SLOW[kind])
         assert tally.rounds == SLOW[kind]
-    with capsys.disabled():
-        print(f"\n{tally}")
+    campaign_summary.append(str(tally))
     assert tally.clean, str(tally)

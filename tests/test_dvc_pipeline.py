@@ -254,6 +254,9 @@ def test_dvc_metrics_show_fits_in_100_columns(tmp_path: Path) -> None:
     assert "17777" in shown and "2223" in shown and "99999" in shown
 
 
+# DVC takes a lock on the repository it runs in: the tests that run it in this checkout share a
+# group, so that xdist never runs two of them at once.
+@pytest.mark.xdist_group("dvc-in-this-checkout")
 def test_the_committed_lock_records_the_committed_dependencies() -> None:
     """``dvc.lock`` holds the hash of every committed file a stage depends on (its generator,
     the library code that judges): a change to one without a refreshed lock makes a fresh

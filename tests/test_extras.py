@@ -328,3 +328,45 @@ def test_extras_table_matches_pyproject() -> None:
     assert listed is not None
     assert set(listed.group(1).split(",")) == set(declared) - {"all"}
     assert set(EXTRAS) <= set(declared)
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "uv_lock", "expected"),
+    [
+        (
+            '[project]\nname = "lib"\n[dependency-groups]\ndev = ["fixture-store>=0.3"]\n',
+            True,
+            "uv add --dev 'fixture-store[s3]'",
+        ),
+        (
+            '[project]\nname = "lib"\n[dependency-groups]\ntest = ["fixture_store[onnx]==1.0"]\n',
+            True,
+            "uv add --group test 'fixture-store[onnx,s3]'",
+        ),
+        (
+            '[project]\nname = "lib"\ndependencies = ["fixture-store"]\n',
+            True,
+            "uv add 'fixture-store[s3]'",
+        ),
+        (
+            '[project]\nname = "lib"\ndependencies = ["fixture-store-extra", "numpy"]\n',
+            True,
+            "uv add 'fixture-store[s3]'  (or: pip install 'fixture-store[s3]')",
+        ),
+        (
+            '[project]\nname = "lib"\n[project.optional-dependencies]\ntest = ["fixture-store"]\n',
+            False,
+            "pip install 'fixture-store[s3]'",
+        ),
+    ],
+)
+def test_the_missing_extra_fix_adds_it_where_fixture_store_was_added(
+    tmp_path: Path, pyproject: str, uv_lock: bool, expected: str
+) -> None:
+    from fixture_store._extras import install_command
+
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    if uv_lock:
+        (tmp_path / "uv.lock").write_text("")
+    (tmp_path / "tests").mkdir()
+    assert install_command("s3", tmp_path / "tests") == expected

@@ -273,27 +273,32 @@ def _aimed_kill_trials(
 
 @pytest.mark.timeout(600)
 def test_sigkill_during_put_and_extract_leaves_the_store_clean(
-    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, work: Path, campaign_summary: list[str]
 ) -> None:
     phases = _aimed_kill_trials(tmp_path, work, FAST_TRIALS, seed=1)
-    with capsys.disabled():
-        print(f"\ncrash trials: {FAST_TRIALS}, kills by phase: {dict(phases)}")
+    campaign_summary.append(f"crash trials: {FAST_TRIALS}, kills by phase: {dict(phases)}")
     assert FAST_TRIALS - phases["finished"] >= FAST_TRIALS // 3
     aimed = {PHASES[trial % len(PHASES)] for trial in range(FAST_TRIALS)}
     assert all(phases[p] > 0 for p in aimed), phases
 
 
+# The slow campaign's trials in parts of their own seeds, so that the parts run beside each other
+# under xdist: the same number of kills in all, a quarter of the wall time on each worker.
+SLOW_PARTS = 4
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
+@pytest.mark.parametrize("part", range(SLOW_PARTS))
 def test_sigkill_trials_slow(
-    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, work: Path, part: int, campaign_summary: list[str]
 ) -> None:
+    trials = SLOW_TRIALS // SLOW_PARTS + (part < SLOW_TRIALS % SLOW_PARTS)
     phases = _aimed_kill_trials(
-        tmp_path, work, SLOW_TRIALS, seed=2, within=(0.0, 1.0), any_phase=True
+        tmp_path, work, trials, seed=2 + part, within=(0.0, 1.0), any_phase=True
     )
-    with capsys.disabled():
-        print(f"\ncrash trials: {SLOW_TRIALS}, kills by phase: {dict(phases)}")
-    assert SLOW_TRIALS - phases["finished"] >= SLOW_TRIALS // 2
+    campaign_summary.append(f"crash trials: {trials}, kills by phase: {dict(phases)}")
+    assert trials - phases["finished"] >= trials // 2, phases
     assert all(phases[p] > 0 for p in ("fetch", "put", "extract")), phases
 
 
@@ -305,13 +310,12 @@ def test_eight_concurrent_writers_all_succeed_with_one_copy_each(
 
 @pytest.mark.slow
 def test_eight_concurrent_writers_repeated(
-    tmp_path: Path, work: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, work: Path, campaign_summary: list[str]
 ) -> None:
     runs = int(os.environ.get("FIXTURE_STORE_CONCURRENCY_RUNS", "5"))
     for run in range(runs):
         _eight_writers(tmp_path / f"run-{run}", work)
-    with capsys.disabled():
-        print(f"\nconcurrency runs: {runs} x 8 writers")
+    campaign_summary.append(f"concurrency runs: {runs} x 8 writers")
 
 
 def _eight_writers(tmp_path: Path, work: Path) -> None:
@@ -353,6 +357,7 @@ def small_tmpfs(path: Path, size: str = "1m") -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+@pytest.mark.smoke
 def test_disk_full_gives_a_clear_error_and_no_corrupt_object(tmp_path: Path, work: Path) -> None:
     with small_tmpfs(tmp_path / "small") as small:
         store = Store.at(small / "store").ensure()

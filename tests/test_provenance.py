@@ -98,8 +98,75 @@ def test_package_source_becomes_a_purl_dependency(tmp_path: Path) -> None:
     )
     st = provenance.in_toto_statement(load(root), "up/x.pb")
     (dep,) = st["predicate"]["buildDefinition"]["resolvedDependencies"]
-    assert dep["uri"] == "pkg:pypi/onnx@1.22.0#onnx-1.22.0-cp311-abi3-manylinux.whl"
+    assert dep["uri"] == "pkg:pypi/onnx@1.22.0?file_name=onnx-1.22.0-cp311-abi3-manylinux.whl"
     assert dep["digest"] == {"sha256": "ab" * 32}
+
+
+def _purls(value: Any) -> list[str]:
+    """Every package URL in a JSON value."""
+    if isinstance(value, str):
+        return [value] if value.startswith("pkg:") else []
+    if isinstance(value, dict):
+        return [p for v in value.values() for p in _purls(v)]
+    if isinstance(value, list):
+        return [p for v in value for p in _purls(v)]
+    return []
+
+
+def _read_purl(text: str) -> Any:
+    """``text`` read by a purl library; it must print back as written (the canonical form)."""
+    from packageurl import PackageURL
+
+    purl = PackageURL.from_string(text)
+    assert purl.to_string() == text, f"{text} is not a canonical purl: {purl.to_string()}"
+    return purl
+
+
+def test_every_purl_the_export_writes_reads_back_with_a_purl_library(tmp_path: Path) -> None:
+    """A distribution file is the ``file_name`` qualifier (a ``#subpath`` is a path inside the
+    package); a file inside a package upstream is the subpath; names, versions and file names
+    that need it (``_``, ``+``, uppercase) are normalized and percent-encoded as the purl spec
+    says, so a purl parser reads the same values back."""
+    root = tmp_path / "p"
+    (root / "provenance").mkdir(parents=True)
+    wheel = "Zope_Interface-1.0+cpu-cp311-abi3-manylinux.whl"
+    record = {
+        "kind": "fixture",
+        "digest": "sha256:" + "cd" * 32,
+        "size": 3,
+        "source": {
+            "type": "package",
+            "requirement": "Zope_Interface==1.0+cpu",
+            "file": wheel,
+            "file_digest": "sha256:" + "ab" * 32,
+            "path": "zope/x.pb",
+        },
+        "upstream": [{"type": "package", "requirement": "onnx==1.22.0", "path": "onnx/a+b.py"}],
+    }
+    (root / "provenance" / "up.json").write_text(
+        json.dumps({"format_version": 1, "records": {"up/x.pb": record}})
+    )
+    statement = provenance.in_toto_statement(load(root), "up/x.pb")
+    source, upstream = (_read_purl(p) for p in _purls(statement))
+    assert (source.type, source.name, source.version) == ("pypi", "zope-interface", "1.0+cpu")
+    assert source.qualifiers == {"file_name": wheel} and source.subpath is None
+    assert (upstream.name, upstream.version, upstream.subpath) == ("onnx", "1.22.0", "onnx/a+b.py")
+    assert not upstream.qualifiers
+
+
+def test_every_purl_of_the_repositorys_own_registry_reads_back() -> None:
+    """The export of one record of each family of this repository's registry: every purl in
+    it reads back with a purl library (the corpus's onnx wheel among them)."""
+    registry = load(Path(__file__).resolve().parents[1])
+    purls = [
+        p
+        for family in registry.families.values()
+        for name in list(family.kinds())[:1]
+        for p in _purls(provenance.in_toto_statement(registry, name, members=False))
+    ]
+    assert purls, "the corpus's package sources write purls"
+    for text in purls:
+        assert "file_name" in _read_purl(text).qualifiers
 
 
 def test_pinned_upstreams_are_resolved_dependencies(tmp_path: Path, monkeypatch: Any) -> None:

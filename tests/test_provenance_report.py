@@ -169,3 +169,29 @@ def test_text_from_the_registry_is_escaped(project: Path, store: Store, tmp_path
     assert (
         "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &lt;b&gt;" in pages[0].read_text()
     )
+
+
+@pytest.mark.usefixtures("store")
+def test_a_regenerated_familys_page_names_the_stage_tolerance_it_is_judged_by(
+    project: Path, tmp_path: Path
+) -> None:
+    """A family whose records state no tolerance but whose stage in params.yaml does is judged
+    by the stage's when regenerated: its page says so, never "parity is exact"."""
+    import numpy as np
+    import yaml
+
+    (project / "data").mkdir()
+    np.save(project / "data" / "v.npy", np.arange(3.0))
+    added = CliRunner().invoke(
+        main, ["add", "data/v.npy", "--name", "toy/v.npy", "--kind", "fixture"]
+    )
+    assert added.exit_code == 0, added.output
+    stage = {"generator": "models/toy.py", "family": "toy", "requirements": ["numpy==2.0.0"],
+             "tolerance": {"metric": "allclose", "rtol": 1e-3, "atol": 1e-7}}  # fmt: skip
+    (project / "params.yaml").write_text(yaml.safe_dump({"regenerate": {"toy": stage}}))
+    result = CliRunner().invoke(main, ["report", "--html", str(tmp_path / "site")])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "site" / "family-toy.html").read_text()
+    assert "parity is exact" not in page
+    assert "none recorded: regeneration uses its stage&#x27;s, in params.yaml" in page, page
+    assert "&quot;rtol&quot;: 0.001" in page

@@ -20,6 +20,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     """An inner project with provenance/, two real onnx cases and a small blob, all stored."""
     monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
     monkeypatch.delenv("FIXTURE_STORE_REQUIRE", raising=False)
+    monkeypatch.delenv("CI", raising=False)  # a CI job's CI=true fails missing fixtures
     root = pytester.path
     (root / "provenance").mkdir()
     store = Store.at(root / "store").ensure()
@@ -669,6 +670,7 @@ _ROWS = {
     "a name without a record": ("test_unknown", ""),
     "a missing object": ("test_missing", ""),
     "a missing object under `--fixture-store-require`": ("test_missing", "require"),
+    "a missing object under `CI=true`": ("test_missing", "ci"),
     "a declared gap": ("test_gap", ""),
     "a registry file that does not parse": ("test_at_parity", "broken"),
 }
@@ -685,7 +687,9 @@ def _row_key(case: str) -> str:
     return next(key for key in sorted(_ROWS, key=len, reverse=True) if case.startswith(key))
 
 
-def test_each_row_of_the_outcome_table_is_what_pytest_reports(inner: pytest.Pytester) -> None:
+def test_each_row_of_the_outcome_table_is_what_pytest_reports(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A refusal of the data (in a marker or in the test body, in ``assert_parity`` too) is an
     ERROR with one line and its fix; a parity failure is a FAILURE: as the docs' table says."""
     import numpy as np
@@ -715,6 +719,9 @@ def test_each_row_of_the_outcome_table_is_what_pytest_reports(inner: pytest.Pyte
     )
     inner.makepyfile(test_inner=_OUTCOMES_INNER)
     runs = {"": inner.runpytest("-v"), "require": inner.runpytest("-v", "--fixture-store-require")}
+    with monkeypatch.context() as ci:
+        ci.setenv("CI", "true")
+        runs["ci"] = inner.runpytest("-v")
     (root / "provenance" / "broken.json").write_text('{"format_version": 1, "records": ')
     runs["broken"] = inner.runpytest("-v")
     table = _outcome_table()

@@ -81,6 +81,7 @@ def test_the_plugin_writes_a_certificate_per_parity_assertion_that_verifies(
     assert f"candidate {certs / names[1]} changed" in proc.stderr
 
 
+@pytest.mark.smoke
 def test_without_a_key_the_session_stops_naming_the_option(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,3 +110,88 @@ def test_without_a_key_the_session_stops_naming_the_option(
         ]
     )
     assert "test_at_parity" not in result.stdout.str()  # before any test ran
+
+
+def _downstream(root: Path, store: Path) -> None:
+    """A downstream project: pyproject.toml, provenance/ with one reference, one test that
+    asserts parity with it after changing into another folder."""
+    root.mkdir(exist_ok=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "downstream"\nversion = "0"\n')
+    (root / "provenance").mkdir()
+    np.savez(root / "ref.npz", a=np.ones(3))
+    ingest.add(
+        Store.at(store).ensure(),
+        registry_mod.load(root),
+        root / "ref.npz",
+        name="misc/ref",
+        kind="array",
+    )
+    (root / "test_inner.py").write_text(
+        "import os\n\nimport numpy as np\n\n\n"
+        "def test_at_parity(fixture_store, tmp_path):\n"
+        "    os.chdir(tmp_path)  # relative path options stay the invocation folder's\n"
+        '    fixture_store.assert_parity("misc/ref", {"a": np.ones(3)})\n'
+    )
+
+
+def _assert_certificates(folder: Path) -> None:
+    """The one test's certificate and outputs are in ``folder`` (named by the test's node id,
+    which pytest makes relative to the rootdir it guessed)."""
+    names = sorted(p.name for p in folder.iterdir())
+    ends = ("test_inner.py_test_at_parity--ref.intoto.json", "test_at_parity--ref.outputs.npz")
+    assert len(names) == 2 and all(n.endswith(e) for n, e in zip(names, ends, strict=True))
+
+
+def test_the_documented_command_works_on_its_first_run_whatever_rootdir_pytest_guesses(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``pytest --fixture-store-attest certs/ --fixture-store-attest-key ~/.keys/parity.pem``
+    as docs/attestations.md writes it: ``certs/`` does not exist yet and the key is outside the
+    project, so pytest takes the key's folder for its rootdir. The project is still the folder
+    pytest was started in, as the CLI finds it."""
+    monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
+    monkeypatch.delenv("FIXTURE_STORE_ATTEST_KEY", raising=False)
+    monkeypatch.setenv("FIXTURE_STORE_DIR", str(tmp_path / "store"))
+    _downstream(pytester.path, tmp_path / "store")
+    priv, _ = write_keys(tmp_path / "home" / ".keys", "parity")
+    result = pytester.runpytest(
+        "--fixture-store-attest", "certs/", "--fixture-store-attest-key", str(priv)
+    )
+    assert result.ret == 0, result.stderr.str() + result.stdout.str()
+    _assert_certificates(pytester.path / "certs")
+
+
+def test_every_path_option_is_the_invocation_folders_even_after_a_test_changed_folder(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative values of the plugin's path options (store, registry, certificates, key) are
+    read against the folder pytest was started in, not the one a test changed into."""
+    for name in ("FIXTURE_STORE_REGISTRY", "FIXTURE_STORE_ATTEST_KEY", "FIXTURE_STORE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    _downstream(pytester.path / "project", pytester.path / "store")
+    write_keys(pytester.path / "keys", "parity")
+    result = pytester.runpytest(
+        "project/test_inner.py",
+        "--fixture-store-dir", "store", "--fixture-store-registry", "project",
+        "--fixture-store-attest", "certs", "--fixture-store-attest-key", "keys/parity.pem",
+    )  # fmt: skip
+    assert result.ret == 0, result.stderr.str() + result.stdout.str()
+    _assert_certificates(pytester.path / "certs")
+
+
+def test_outside_any_project_the_plugin_names_the_folder_it_started_in(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No provenance/ in the invocation folder or its parents: the refusal names that folder
+    and the plugin's own option, not a folder pytest guessed nor the CLI's --registry."""
+    monkeypatch.delenv("FIXTURE_STORE_REGISTRY", raising=False)
+    priv, _ = write_keys(tmp_path / "keys", "parity")
+    (tmp_path / "provenance").mkdir()  # beside the key: pytest's guessed rootdir has one
+    pytester.makepyfile(test_inner="def test_x():\n    pass\n")
+    result = pytester.runpytest(
+        "--fixture-store-attest", "certs/", "--fixture-store-attest-key", str(priv)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stderr.str()
+    assert f"no provenance/ folder in {pytester.path} or any parent" in text, text
+    assert "--fixture-store-registry" in text and "--registry " not in text

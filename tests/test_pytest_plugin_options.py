@@ -140,6 +140,10 @@ HOSTILE: dict[str, list[Case]] = {
             "{root}/provenance",
         ),
     ],
+    "fixture_store_allow_ci_skips": [
+        ((), {"CI": "true"}, f"fixture_store_allow_ci_skips = {ESCAPES}", "fixture_store_allow_"),
+        ((), {"CI": "true"}, f"fixture_store_allow_ci_skips = {LONG}", "fixture_store_allow_"),
+    ],
     "fixture_store_gaps": [
         (("--fixture-store-complete",), {}, f"fixture_store_gaps =\n    x: {LONG}", "gaps"),
     ],

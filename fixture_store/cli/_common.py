@@ -56,7 +56,7 @@ def _escaping_console() -> type[Console]:
     errors and plain lines alike) and redacts the credentials of every URL in it, leaving only
     its own control sequences (colours, cursor moves) as they are: the one place where text
     reaches the terminal."""
-    from rich.console import Console
+    from rich.console import Console, ConsoleDimensions
     from rich.segment import Segment
 
     class EscapingConsole(Console):
@@ -66,7 +66,22 @@ def _escaping_console() -> type[Console]:
                 for seg in buffer
             )
 
+        # Not a terminal (a pipe, a log, a file): no width to fit, so a table is as wide as its
+        # rows and never splits a name or a digest over lines (rich would wrap at 80 columns).
+        @property
+        def size(self) -> ConsoleDimensions:
+            size = Console.size.fget(self)  # type: ignore[attr-defined]
+            return size if self.is_terminal else ConsoleDimensions(UNWRAPPED_WIDTH, size.height)
+
+        @size.setter
+        def size(self, new_size: tuple[int, int]) -> None:
+            Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
     return EscapingConsole
+
+
+# The width of a console that is not a terminal: wider than any row a table prints.
+UNWRAPPED_WIDTH = 100_000
 
 
 def __getattr__(name: str) -> Console:
@@ -93,6 +108,36 @@ class Context:
     def project(self) -> Path:
         """The folder holding ``provenance/``: the flag, else the nearest parent with one."""
         return registry_mod.project_root(self.registry_flag)
+
+
+def check_store_flag(flag: str, *, creates: bool) -> None:
+    """Refuse (exit 2, with the fix) a ``--store`` that is not a folder, or that does not exist
+    for a command that only reads the store (it would look empty): the flag is named as the
+    problem, not the objects it seems to lack."""
+    path = Path(flag).expanduser()
+    try:
+        exists, folder = path.exists(), path.is_dir()
+    except OSError:  # an unreadable parent: the store's own error says more when it is used
+        return
+    if exists and not folder:
+        handle_errors(_refuse)(
+            UsageError(
+                f"--store {flag}: not a folder (a store is a folder holding objects/sha256/)",
+                fix="pass the store's folder with --store, or leave it out for the default store",
+            )
+        )
+    if not exists and not creates:
+        handle_errors(_refuse)(
+            UsageError(
+                f"--store {flag}: no such folder (the store would be empty, so every object "
+                "would look missing)",
+                fix=f"check the path, or create the store there: fixture-store --store {flag} init",
+            )
+        )
+
+
+def _refuse(error: UsageError) -> NoReturn:
+    raise error
 
 
 def handle_errors(fn: F) -> F:

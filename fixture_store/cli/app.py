@@ -6,6 +6,7 @@ registry error. Tables go to stdout for people, ``--json`` for machines, errors 
 
 from __future__ import annotations
 
+import difflib
 import importlib
 
 import click
@@ -18,7 +19,9 @@ from fixture_store.objects.store import ENV_VAR
 COMMANDS: dict[str, str] = {
     "add": "store:add",
     "attest": "attest:attest",
+    "check": "review:check",
     "compare": "compare:compare_cmd",
+    "diff": "review:diff",
     "expectations": "expectations:expectations",
     "fetch": "fetch:fetch",
     "gc": "store:gc",
@@ -42,6 +45,14 @@ COMMANDS: dict[str, str] = {
 }
 
 
+# The commands whose answer is what the store holds: at a --store that does not exist they would
+# report every object missing, so they are told the flag is wrong instead. The others create
+# the store there (fetch, pull, add, init) or do not depend on what it holds.
+READ_THE_STORE = frozenset(
+    {"attest", "compare", "gc", "path", "push", "rehash", "status", "verify"}
+)
+
+
 def load_command(name: str) -> click.Command:
     module, _, attr = COMMANDS[name].partition(":")
     command: click.Command = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
@@ -58,6 +69,20 @@ class LazyGroup(click.Group):
         if cmd_name in COMMANDS and cmd_name not in self.commands:
             self.add_command(load_command(cmd_name), cmd_name)
         return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command ``args`` name; a mistyped one is refused with the closest names."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            typed = args[0] if args else ""
+            close = difflib.get_close_matches(typed, self.list_commands(ctx), n=3, cutoff=0.6)
+            if not close or typed.startswith("-"):
+                raise
+            names = " or ".join(repr(c) for c in close)
+            raise click.UsageError(f"{e.message} Did you mean {names}?", ctx=e.ctx) from None
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -83,6 +108,8 @@ def main(ctx: click.Context, store_flag: str | None, registry_flag: str | None) 
     Every artifact is a record in provenance/ (digest, size, pinned source, lineage, tolerance);
     bytes live in a content-addressed store and are handed out only after verification.
     """
-    from fixture_store.cli._common import Context  # with the consoles: only once a command runs
+    from fixture_store.cli._common import Context, check_store_flag  # with the consoles
 
+    if store_flag is not None:
+        check_store_flag(store_flag, creates=ctx.invoked_subcommand not in READ_THE_STORE)
     ctx.obj = Context(store_flag, registry_flag)

@@ -12,6 +12,7 @@ from fixture_store.access import Fixtures
 from fixture_store.cli._common import (
     Context,
     OutputPath,
+    counts_text,
     err,
     handle_errors,
     out,
@@ -209,6 +210,9 @@ def print_report(report: Report, *, limit: int = 60) -> None:
     for rt, counts in report.counts().items():
         summary.add_row(rt, *(str(counts.get(str(o), 0)) for o in outcomes))
     out.print(summary)
+    # One line per runtime a log can be searched for, whatever became of the table there.
+    for rt, counts in report.counts().items():
+        out.print(f"{rt}: {counts_text(counts.items()) or 'no results'}", markup=False)
 
 
 def _styled(r: CaseResult) -> Text:

@@ -160,7 +160,7 @@ def import_cmd(
         imported = None
         if not dry_run:
             imported = register_mod.commit(store, registry, prepared, replace=replace)
-    _report(prepared, imported, gaps=gaps, as_json=as_json)
+    _report(prepared, imported, as_json=as_json)
 
 
 def _manifest_origin(
@@ -203,7 +203,6 @@ def _report(
     prepared: register_mod.Prepared,
     imported: register_mod.Imported | None,
     *,
-    gaps: bool,
     as_json: bool,
 ) -> None:
     plan = prepared.plan
@@ -215,27 +214,13 @@ def _report(
                 "imported": imported.to_json() if imported else None,
             }
         )
-    elif imported is None:
-        out.print(
-            f"would import {len(plan.accepted)} file(s) from {plan.manifest} ({plan.format}); "
-            "nothing stored or registered (--dry-run)",
-            markup=False,
-        )
     else:
-        out.print(
-            f"imported {len(imported.written)} new record(s), {len(imported.kept)} unchanged, "
-            f"{len(imported.gaps)} gap(s) from {plan.manifest} ({plan.format})",
-            markup=False,
-        )
+        out.print(register_mod.outcome(prepared, imported), markup=False)
     if not as_json:
         for line in report.lines(plan.entries()):
             out.print(line, markup=False)
         absent = [e.path for e in plan.absent]
-        _note(
-            "absent",
-            absent,
-            "declared as gaps" if gaps and imported else "not registered (--gaps declares them)",
-        )
+        _note("absent", absent, register_mod.absent_fate(prepared, imported))
         _note("orphans", list(plan.orphans), "present but not in the manifest; not registered")
         for u in plan.unverified:
             err.print(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from fixture_store import provenance as provenance_mod
@@ -21,7 +23,7 @@ from fixture_store.cli._common import (
     workers_option,
 )
 from fixture_store.objects.outputs import Target
-from fixture_store.registry import Registry
+from fixture_store.registry import Registry, Tolerance
 
 
 @click.command()
@@ -85,6 +87,27 @@ def print_lineage(registry: Registry, name: str, *, as_json: bool) -> None:
 FAILURES_SHOWN = 20  # stderr names the first artifacts that do not verify; the pages name all
 
 
+def _stage_tolerances(root: Path) -> dict[str, Tolerance]:
+    """Each regenerated family's stage tolerance, from the project's params.yaml: what
+    regeneration judges a record that states none by (none without the file, or without the
+    regenerate extra that reads it)."""
+    from fixture_store._extras import MissingExtraError
+    from fixture_store.regenerate import stages
+
+    if not (root / stages.PARAMS_FILE).is_file():
+        return {}
+    try:
+        declared = stages.load(root)
+    except MissingExtraError:
+        return {}
+    return {
+        family: stage.tolerance
+        for stage in declared.values()
+        if stage.tolerance is not None
+        for family in stage.families
+    }
+
+
 @click.command()
 @click.option(
     "--html",
@@ -117,8 +140,14 @@ def report(
     """
     from fixture_store import provenance_report
 
+    registry = obj.registry()
     built = provenance_report.build(
-        obj.store, obj.registry(), families=families, full=full, workers=workers
+        obj.store,
+        registry,
+        families=families,
+        full=full,
+        workers=workers,
+        stage_tolerances=_stage_tolerances(registry.root),
     )
     pages = provenance_report.write_html(built, html_dir)
     artifacts = built.artifacts.values()

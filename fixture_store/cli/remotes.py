@@ -272,7 +272,7 @@ def _target(obj: Context, project: bool) -> Path:
     type=click.IntRange(min=0),
     metavar="BYTES",
     help="Folder and S3 remotes: push packs objects smaller than this (default 1 MiB; 0: no "
-    "packs, each object under its own key, as an https mirror of the remote reads them).",
+    "packs, each object under its own key).",
 )
 @click.option("--default", "default", is_flag=True, help="Make it the default remote.")
 @click.option(

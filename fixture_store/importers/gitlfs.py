@@ -77,7 +77,8 @@ class LfsOrigin:
             return None
         with folder:
             copied = held.copy_in(folder, [oid[:2], oid[2:4], oid], self.scratch)
-        return None if copied is None else Located(copied, self.source(entry.path))
+        shown = str(self.local.root / entry.path)  # the pointer the user's tree holds
+        return None if copied is None else Located(copied, self.source(entry.path), shown)
 
     def unlisted(self, _listed: frozenset[str], _manifest: str) -> list[str]:
         return []

@@ -105,7 +105,15 @@ def plan(path: Path, options: held.Options) -> tuple[Plan, HubCacheOrigin]:
                 unverified.append(Unverified(rel, shown, _NOT_A_LINK))
                 continue
             blob = _blob(rel, target, f"{shown}/{rel}", repo)
-            outcome = _check(folder, rel, blob, shown=shown, origin=origin, scratch=options.scratch)
+            outcome = _check(
+                folder,
+                rel,
+                blob,
+                shown=shown,
+                origin=origin,
+                scratch=options.scratch,
+                snapshot=repo / "snapshots" / commit,
+            )
             if isinstance(outcome, Accepted):
                 accepted.append(outcome)
             elif isinstance(outcome, Mismatch):
@@ -221,9 +229,17 @@ def _blob(rel: str, target: str, shown: str, repo: Path) -> str:
 
 
 def _check(
-    folder: Folder, rel: str, blob: str, *, shown: str, origin: HubCacheOrigin, scratch: Path
+    folder: Folder,
+    rel: str,
+    blob: str,
+    *,
+    shown: str,
+    origin: HubCacheOrigin,
+    scratch: Path,
+    snapshot: Path,
 ) -> Accepted | Mismatch | Unverified | ManifestEntry:
-    """The blob's bytes checked against its name: a SHA-256 (LFS) or a git blob id."""
+    """The blob's bytes checked against its name: a SHA-256 (LFS) or a git blob id. The copy
+    in ``scratch`` is named by its snapshot path, the file the user's cache shows."""
     lfs = _SHA256.fullmatch(blob) is not None
     if not lfs and _COMMIT.fullmatch(blob) is None:
         return Unverified(
@@ -233,10 +249,11 @@ def _check(
     if lfs:
         entry = ManifestEntry(rel, (ExpectedDigest("sha256", blob),), shown)
         # A dangling link (the blob was never downloaded, or was removed) is absent.
-        return entry if copied is None else check_bytes(entry, Located(copied, origin.source(rel)))
+        located = Located(copied, origin.source(rel), str(snapshot / rel)) if copied else None
+        return entry if located is None else check_bytes(entry, located)
     if copied is None:
         return Unverified(rel, shown, f"its blob {blob} is not in blobs/ (a dangling link)")
-    located = Located(copied, origin.source(rel))
+    located = Located(copied, origin.source(rel), str(snapshot / rel))
     blob_id, digest = digests.git_blob_id_of_file(copied)
     read = ManifestEntry(rel, (ExpectedDigest("sha256", digest.hex),), shown)
     if blob_id != blob:

@@ -55,7 +55,8 @@ class InstalledOrigin:
     def locate(self, entry: ManifestEntry) -> Located | None:
         with Folder.root(self.base, refuse=held.refusal) as folder:
             copied = held.copy_in(folder, entry.path.split("/"), self.scratch)
-        return None if copied is None else Located(copied, self.source(entry.path))
+        shown = str(self.base / entry.path)  # the installed file, not its copy
+        return None if copied is None else Located(copied, self.source(entry.path), shown)
 
     def unlisted(self, _listed: frozenset[str], _manifest: str) -> list[str]:
         return []

@@ -40,10 +40,13 @@ from fixture_store.sources.members import SafeArchive
 
 @dataclass(frozen=True)
 class Located:
-    """A readable file holding an entry's bytes, and the source its record will name."""
+    """A readable file holding an entry's bytes, the source its record will name, and the
+    file the user gave as every message names it (``shown``): ``path`` may be a copy in the
+    import's scratch folder, which means nothing to them and is gone when the command ends."""
 
     path: Path
     source: Source
+    shown: str
 
 
 class Origin(Protocol):
@@ -110,11 +113,11 @@ class LocalOrigin:
             st = None
         source = self.source(entry.path)
         if st is not None and stat.S_ISREG(st.st_mode):
-            return Located(path, source)
+            return Located(path, source, str(path))
         if entry.cached_at is not None and (st is None or stat.S_ISLNK(st.st_mode)):
             # Absent, or a link DVC made into its cache: the cache object itself is read (and
             # checked), the link is not followed.
-            return Located(Path(entry.cached_at), source)
+            return Located(Path(entry.cached_at), source, entry.cached_at)
         if st is not None:
             raise ManifestError(
                 entry.where,
@@ -180,7 +183,7 @@ class PackageOrigin:
         fd, name = tempfile.mkstemp(dir=self.scratch, prefix="member-")
         with os.fdopen(fd, "wb") as out, self.archive.open(member, found.size) as stream:
             shutil.copyfileobj(stream, out, digests.CHUNK)
-        return Located(Path(name), self.source(entry.path))
+        return Located(Path(name), self.source(entry.path), f"{self.distribution.file}:{member}")
 
     def unlisted(self, listed: frozenset[str], manifest: str) -> list[str]:
         folders = {str(PurePosixPath(p).parent) for p in listed}

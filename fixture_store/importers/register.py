@@ -331,6 +331,7 @@ def _registration(
         _fields(accepted.entry, plan, name),
         digest=accepted.digest,
         suggested=True,
+        shown=accepted.located.shown,
     )
 
 
@@ -360,3 +361,27 @@ def _fields(entry: ManifestEntry, plan: Plan, name: str) -> Annotations:
         return _record_fields(entry, plan, Where(None, name))
     except RegistryError as e:
         raise blamed(entry, e) from e
+
+
+def outcome(prepared: Prepared, imported: Imported | None) -> str:
+    """What the import did (``imported``), or would do (``None``: a dry run): both told from
+    what was prepared, never from the flags, so that a dry run says what the import then does."""
+    plan = prepared.plan
+    origin = f"from {plan.manifest} ({plan.format})"
+    if imported is not None:
+        return (
+            f"imported {len(imported.written)} new record(s), {len(imported.kept)} unchanged, "
+            f"{len(imported.gaps)} gap(s) {origin}"
+        )
+    return (
+        f"would import {len(prepared.registrations)} file(s) and declare "
+        f"{len(prepared.gaps)} gap(s) {origin}; nothing stored or registered (--dry-run)"
+    )
+
+
+def absent_fate(prepared: Prepared, imported: Imported | None) -> str:
+    """What becomes of the listed files that are absent: declared as gaps when the import
+    prepared their gap records, else not registered."""
+    if not prepared.gaps:
+        return "not registered (--gaps declares them)"
+    return "declared as gaps" if imported is not None else "would be declared as gaps (--gaps)"

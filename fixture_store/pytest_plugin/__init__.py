@@ -18,7 +18,10 @@
   body (an accessor, ``assert_parity``); outputs not at parity are a **failure**; a missing
   object is a **skip** naming the fetch command, or a **failure** under
   ``--fixture-store-require`` or ``FIXTURE_STORE_REQUIRE=1`` (exactly ``1``; ``0`` or empty mean
-  off, any other value is a usage error); a declared gap is an **xfail** with its reason.
+  off, any other value is a usage error) and under ``CI=true`` unless the ini option
+  ``fixture_store_allow_ci_skips`` is true; the run ends with one line counting the tests a
+  missing fixture skipped or failed, and the fix, whatever ``-r`` says; a declared gap is an
+  **xfail** with its reason.
 - ``--fixture-store-complete``: adds a check that every registry family is consumed by a
   collected test or declared a gap (every record a ``gap``, or the family listed in the ini option
   ``fixture_store_gaps``), and that no gap is stale: a gap record whose object is in the store, or
@@ -53,13 +56,16 @@ from fixture_store.pytest_plugin.options import (
     REQUIRE_ENV,
     REQUIRE_VALUES,
     Shard,
+    allow_ci_skips,
     pytest_addoption,
     require_from_env,
     shard_count,
     shard_of,
 )
 from fixture_store.pytest_plugin.reporting import (
+    MISSING,
     REFUSED,
+    MissingSummary,
     pytest_report_teststatus,
     pytest_runtest_makereport,
 )
@@ -76,12 +82,14 @@ def pytest_configure(config: pytest.Config) -> None:
     state = PluginState(config)
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(ShardHooks(), "fixture-store-shards")
+    config.pluginmanager.register(MissingSummary(), "fixture-store-missing-summary")
     state_mod.set_current(state)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     # Here rather than at configure time, so that ``pytest --help`` still works.
     require_from_env()
+    allow_ci_skips(session.config)
     from fixture_store.parity import environment
 
     try:
@@ -103,11 +111,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 __all__ = [
     "MARKER",
     "MAX_SHARDS",
+    "MISSING",
     "REFUSED",
     "REQUIRE_ENV",
     "REQUIRE_VALUES",
     "CompletenessError",
     "CompletenessItem",
+    "MissingSummary",
     "PluginState",
     "Shard",
     "ShardHooks",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from fixture_store.readers.safetensors import Tensors
     from fixture_store.registry.tolerance import ArrayTolerance
 from fixture_store.pytest_plugin.collection import declared
+from fixture_store.pytest_plugin.options import path_option
 from fixture_store.pytest_plugin.state import REQUIRED_MISSING, PluginState, current, state_of
 
 
@@ -136,7 +137,7 @@ class VerifiedFixtures:
         from fixture_store.parity.environment import resolve
 
         self._state.enforce(name)
-        folder = dump or self._state.config.getoption("fixture_store_parity_dump")
+        folder = dump or path_option(self._state.config, "fixture_store_parity_dump")
         where = resolve(self._state.config.getoption("fixture_store_env"))
         how: dict[str, Any] = {
             "fixtures": self.fixtures,

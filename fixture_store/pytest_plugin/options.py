@@ -7,16 +7,16 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pytest
 
-if TYPE_CHECKING:
-    pass
-
-
 REQUIRE_ENV = "FIXTURE_STORE_REQUIRE"
 REQUIRE_VALUES = {"1": True, "0": False, "": False}
+# Under CI=true (what GitHub Actions, GitLab CI and most others set) a test that would skip for a
+# missing fixture fails, unless the project's pytest configuration says this ini option.
+CI_ENV = "CI"
+ALLOW_CI_SKIPS = "fixture_store_allow_ci_skips"
 
 
 # -- shards and shard-aware fetch -----------------------------------------------------------------
@@ -40,8 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fixture-store-registry",
         metavar="DIR",
         default=None,
-        help="Project folder holding provenance/ (default: "
-        "$FIXTURE_STORE_REGISTRY, else the rootdir's provenance/).",
+        help="Project folder holding provenance/ (default: $FIXTURE_STORE_REGISTRY, else the "
+        "folder pytest was started in or its nearest parent with a provenance/ folder).",
     )
     group.addoption(
         "--fixture-store-require",
@@ -111,11 +111,46 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "-k, -m and --fixture-store-shard) name, from their pinned sources.",
     )
     parser.addini(
+        ALLOW_CI_SKIPS,
+        type="bool",
+        default=False,
+        help=f"Under {CI_ENV}=true, let a test whose fixture is missing skip (default: it "
+        "fails, so a CI run never goes green having tested nothing).",
+    )
+    parser.addini(
         "fixture_store_gaps",
         type="linelist",
         default=[],
         help="Families declared as gaps, one 'family: reason' per line.",
     )
+
+
+# The options that name a file or folder. Each is read through path_option(): a relative path is
+# the invocation folder's (where the user typed it), whatever pytest guessed as its rootdir from
+# the arguments and whatever folder a test has changed into since.
+PATH_OPTIONS = (
+    "fixture_store_dir",
+    "fixture_store_registry",
+    "fixture_store_parity_dump",
+    "fixture_store_attest",
+    "fixture_store_attest_key",
+)
+
+
+def path_option(config: pytest.Config, name: str) -> Path | None:
+    """The path option ``name`` as given (``~`` expanded), relative to the folder pytest was
+    started in; ``None`` if not given."""
+    if name not in PATH_OPTIONS:
+        raise ValueError(f"{name} is not a path option")  # a caller's slip, not a user's
+    value = config.getoption(name)
+    if value is None or value == "":
+        return None
+    return invocation_dir(config) / Path(value).expanduser()
+
+
+def invocation_dir(config: pytest.Config) -> Path:
+    """The folder pytest was started in: where a user's relative paths and project are."""
+    return Path(config.invocation_params.dir)
 
 
 def require_from_env() -> bool:
@@ -129,6 +164,23 @@ def require_from_env() -> bool:
             f"set {REQUIRE_ENV}=1 for require mode, or unset it"
         )
     return REQUIRE_VALUES[value]
+
+
+def allow_ci_skips(config: pytest.Config) -> bool:
+    """The ini option :data:`ALLOW_CI_SKIPS`; a value that is no boolean is a usage error naming
+    the option (never echoed: it may be long or hold control characters)."""
+    try:
+        return bool(config.getini(ALLOW_CI_SKIPS))
+    except (ValueError, pytest.UsageError):  # pytest raises the one with the value in it
+        raise pytest.UsageError(
+            f"{ALLOW_CI_SKIPS} is not true or false; set '{ALLOW_CI_SKIPS} = true' to let a "
+            f"test whose fixture is missing skip under {CI_ENV}=true, or remove it"
+        ) from None
+
+
+def in_ci() -> bool:
+    """Whether this run is a CI job's: ``$CI`` is ``true`` (or ``1``), as CI services set it."""
+    return os.environ.get(CI_ENV, "").strip().lower() in ("true", "1")
 
 
 def shard_count(text: str, *, option: str = "--fixture-store-shards") -> int:

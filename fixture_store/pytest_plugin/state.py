@@ -22,7 +22,16 @@ from fixture_store.verify import Result, Status
 if TYPE_CHECKING:
     from fixture_store.access import Fixtures
     from fixture_store.parity.assertion import ParityReport
-from fixture_store.pytest_plugin.options import REQUIRE_ENV, require_from_env
+from fixture_store.pytest_plugin.options import (
+    ALLOW_CI_SKIPS,
+    CI_ENV,
+    REQUIRE_ENV,
+    allow_ci_skips,
+    in_ci,
+    invocation_dir,
+    path_option,
+    require_from_env,
+)
 
 MARKER = "fixture_store"
 STATE_KEY = pytest.StashKey["PluginState"]()
@@ -45,24 +54,53 @@ class PluginState:
     _fixtures: Fixtures | None = None
     current_test: str | None = None
     _certificates: set[str] = field(default_factory=set)
+    # The fixtures each test found missing (name, the command that repairs it), by node id,
+    # until its report carries them (see reporting.py).
+    missing: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
 
     @property
     def require(self) -> bool:
         return bool(self.config.getoption("fixture_store_require")) or require_from_env()
 
+    @property
+    def fails_in_ci(self) -> bool:
+        """Whether a missing fixture fails the test because this is a CI run that did not
+        opt out: a skip there would let the run pass having tested nothing."""
+        return in_ci() and not allow_ci_skips(self.config)
+
+    def _why_not_skipped(self) -> str | None:
+        if self.require:
+            return f"required by --fixture-store-require or {REQUIRE_ENV}=1"
+        if self.fails_in_ci:
+            return (
+                f"{CI_ENV}=true: a skip would let the run pass having tested nothing; "
+                f"'{ALLOW_CI_SKIPS} = true' in the pytest configuration lets it skip"
+            )
+        return None
+
     def store(self) -> Store:
-        return Store.at(self.config.getoption("fixture_store_dir"))
+        return Store.at(path_option(self.config, "fixture_store_dir"))
 
     def root(self) -> Path:
-        """The project whose registry the session uses."""
-        flag = self.config.getoption("fixture_store_registry")
-        if flag:
+        """The project whose registry the session uses: ``--fixture-store-registry``, else
+        ``$FIXTURE_STORE_REGISTRY``, else the folder pytest was started in or its nearest parent
+        with ``provenance/``, as the CLI finds it. Never pytest's rootdir: pytest guesses that
+        from the arguments, and a path given as an option's value (a key outside the project)
+        moves it."""
+        flag = path_option(self.config, "fixture_store_registry")
+        if flag is not None:
             return registry_mod.project_root(flag)
         if os.environ.get(registry_mod.files.ENV_VAR):
             return registry_mod.project_root()
-        if (self.config.rootpath / registry_mod.files.DIRNAME).is_dir():
-            return self.config.rootpath
-        return registry_mod.find_root(self.config.rootpath)
+        try:
+            return registry_mod.find_root(invocation_dir(self.config))
+        except UsageError as e:
+            raise UsageError(
+                e.message,
+                fix="run pytest in your project (the folder holding provenance/, or below it), "
+                "or pass --fixture-store-registry DIR (or set FIXTURE_STORE_REGISTRY); "
+                "'fixture-store init' makes one",
+            ) from None
 
     def registry(self) -> Registry:
         if self._registry is None:
@@ -118,12 +156,12 @@ class PluginState:
             pytest.xfail(shown(f"{name}: declared gap: {result.message}", keep="\n"))
         if result.status is Status.MISSING:
             how = f"{result.message}; fetch it: {result.fix}"
-            if self.require:
-                message = shown(
-                    f"{name}: missing object (required by --fixture-store-require or "
-                    f"{REQUIRE_ENV}=1): {how}",
-                    keep="\n",
-                )
+            test = item.nodeid if item is not None else self.current_test
+            if test is not None:
+                self.missing.setdefault(test, []).append((name, result.fix or ""))
+            failing = self._why_not_skipped()
+            if failing is not None:
+                message = shown(f"{name}: missing object ({failing}): {how}", keep="\n")
                 if item is None:
                     pytest.fail(message, pytrace=False)
                 item.stash.setdefault(REQUIRED_MISSING, []).append(message)
@@ -139,7 +177,7 @@ class PluginState:
 
         try:
             key = attest_mod.key_path(
-                self.config.getoption("fixture_store_attest_key"),
+                path_option(self.config, "fixture_store_attest_key"),
                 forbidden=(self.store().root, self.root() / registry_mod.files.DIRNAME),
                 option="--fixture-store-attest-key",
             )
@@ -153,7 +191,8 @@ class PluginState:
         subject the outputs compared (written beside it as an NPZ), its predicate the report."""
         from fixture_store import attest as attest_mod
 
-        folder = Path(self.config.getoption("fixture_store_attest"))
+        folder = path_option(self.config, "fixture_store_attest")
+        assert folder is not None  # called only under --fixture-store-attest
         store, registry = self.store(), self.registry()
         key = self.attest_key()
         keys = [c.name for c in report.comparisons] + list(report.missing)

@@ -4,8 +4,9 @@ and the parsers of a rule's plain fields (each refusal names the file, the recor
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -69,8 +70,19 @@ def parse_metric(raw: Mapping[str, Any], where: Where, field: str) -> Metric | N
     if metric is None:
         return None
     if metric not in METRICS:
-        raise where.fail(f"{field}.metric", f"unknown metric {metric!r}; one of {METRICS}")
+        raise where.fail(
+            f"{field}.metric",
+            f"unknown metric {metric!r}{did_you_mean(metric, METRICS)}; one of {METRICS}",
+        )
     return Metric(metric)
+
+
+def did_you_mean(word: object, choices: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for a mistyped name close to one of ``choices``, else ``""``."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word.lower(), choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def refuse_orphan_bounds(raw: Mapping[str, Any], where: Where, field: str) -> None:

@@ -142,6 +142,34 @@ def loads(
     return doc, bool(flagged) or "\\u" in text
 
 
+def parse_bounded(data: bytes, *, limit: int = MAX_DEPTH) -> Any:
+    """A JSON document that came from elsewhere (a remote's pack index, a list of them), its
+    bytes already read under their size cap: strict UTF-8, strict JSON (no ``NaN``), nested at
+    most ``limit`` deep and holding no value past a bound (:func:`first_flaw`), whatever the
+    interpreter's recursion limit; :class:`ValueError` saying what is wrong and where."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        doc, flagged = loads(text, constants=False)
+    except RecursionError:
+        where = first_too_deep(text, limit) or ()
+        raise ValueError(
+            f"nested more than {limit} levels deep (at {field_name(where) or 'its top'})"
+        ) from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"not JSON: {e}") from None
+    found = first_flaw(doc, limit) if flagged else None
+    deep = too_deep(doc, limit) if found is None else None
+    if found is None and deep is not None:
+        found = deep, f"nested more than {limit} levels deep"
+    if found is not None:
+        path, message = found
+        raise ValueError(f"{field_name(path) or 'its top'}: {message}")
+    return doc
+
+
 def first_flaw(value: Any, limit: int = MAX_DEPTH) -> tuple[Path, str] | None:
     """The path to the first value (or key) of a parsed document that breaks a bound, and what
     is wrong with it; ``None`` if none does. Works on values read from any format (JSON, YAML,

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fixture_store.registry.metrics import did_you_mean
 from fixture_store.registry.where import Where
 
 KEY = "oracle"
@@ -44,7 +45,11 @@ class Oracle:
         if not isinstance(record, str) or not record:
             raise where.fail(f"{at}.record", "must name the registered record of the oracle")
         if raw.get("metric") not in METRICS:
-            raise where.fail(f"{at}.metric", f"must be one of {METRICS}, not {raw.get('metric')!r}")
+            raise where.fail(
+                f"{at}.metric",
+                f"must be one of {METRICS}, not {raw.get('metric')!r}"
+                + did_you_mean(raw.get("metric"), METRICS),
+            )
         for key in ("factor", "floor"):
             if (key in raw or key == "factor") and not _finite(raw.get(key)):
                 raise where.fail(f"{at}.{key}", "must be a finite, non-negative number")

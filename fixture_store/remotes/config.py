@@ -128,8 +128,8 @@ class RemoteSpec:
         if threshold is not None and url.startswith((HUB_SCHEME, "https://")):
             raise UsageError(
                 f"{where}: pack_threshold is for folder and S3 remotes, which push writes packs "
-                "to; a Hub remote keeps each object as its own file and an https mirror is read "
-                "one object per key",
+                "to; a Hub remote keeps each object as its own file and an https mirror serves "
+                "the packs of the folder or bucket it mirrors",
                 fix=f"remove pack_threshold from {origin}",
             )
         return cls(

@@ -196,6 +196,15 @@ class FolderRemote:
         except OSError as e:
             raise self._error(e, f"cannot remove {self.root.joinpath(*parts, name)}") from e
 
+    def replace(self, parts: tuple[str, ...], name: str, data: bytes) -> None:
+        """Replace (or create) the file ``<root>/<parts>/<name>`` with ``data`` at once: a temp
+        file beside it, fsynced, renamed over it (the list of pack indexes a mirror reads)."""
+        try:
+            with self._root(create=True) as root, root.folder(*parts, create=True) as folder:
+                folder.write_atomically(name, data, temp=f".{name}.")
+        except OSError as e:
+            raise self._error(e, f"cannot write {self.root.joinpath(*parts, name)}") from e
+
     def read_range(self, parts: tuple[str, ...], name: str, start: int, length: int) -> BinaryIO:
         """Bytes ``start`` to ``start + length`` of ``<root>/<parts>/<name>``, read with
         ``pread`` as they are asked for; :class:`MissingRemoteObject` if the file is not there."""

@@ -414,6 +414,11 @@ def execute(
         keys, the_plan.uploads, retry=retry, jobs=jobs, on_key=on_key
     )
     swept.failed.update(failed)
+    if the_plan.replaced:  # the list an https mirror reads the packs by names the new index
+        try:
+            packs.refresh_list(keys, retry)
+        except FixtureStoreError as e:
+            swept.failed[packs.LIST_KEY] = e
     return swept
 
 

@@ -5,7 +5,8 @@ digest of their own bytes too, under ``objects/packs/`` (see ``packs``). Packs n
 of a remote that objects do not: a listing of a folder of keys (which pack indexes exist, which
 objects the remote holds one per key), a write-once upload under a given key, and a read of a
 byte range of a key. :func:`keys_of` gives them for the kinds that have them (a folder, S3); an
-https mirror has no listing, so it is read one object per key, as before. A remote's gc
+https mirror has only the reads (:class:`RangeReads`, in ``https``), its listing of the pack
+indexes being the list push writes beside them. A remote's gc
 (``remotes.gc``) needs two more: a listing that says when each key was written, and a delete;
 and of S3, the multipart uploads a cut push left open (``remotes.uploads``).
 """
@@ -18,9 +19,16 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 from fixture_store.errors import FixtureStoreError
+from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.remotes import uploads as uploads_mod
-from fixture_store.remotes.base import OBJECTS_PREFIX, RangeRefused, Remote, RemoteError
+from fixture_store.remotes.base import (
+    OBJECTS_PREFIX,
+    RangeRefused,
+    Remote,
+    RemoteError,
+    checksum_sha256,
+)
 from fixture_store.remotes.folder import TEMPS
 from fixture_store.remotes.uploads import Upload
 from fixture_store.sources.ranges import range_problem
@@ -39,20 +47,41 @@ class Entry:
     written: float
 
 
-class Keys(Protocol):
-    """The named files of one remote (keys below its prefix, ``/``-separated)."""
+class RangeReads(Protocol):
+    """What reading packs needs of a remote: which keys a folder of it holds, and byte ranges of
+    a key. A folder and an S3 remote list their folders; an https mirror, which lists nothing,
+    says what its pack index folder holds through the list push writes beside it
+    (:data:`~fixture_store.remotes.packs.LIST_KEY`)."""
 
     @property
     def label(self) -> str: ...
 
     @property
-    def temps(self) -> str | None:
-        """The folder where pushes write temp files before naming them (a folder remote's
-        ``tmp``; ``None``: the kind writes none)."""
+    def read_only(self) -> bool:
+        """Whether the remote only serves what is pushed elsewhere (an https mirror)."""
         ...
 
     def listing(self, folder: str) -> dict[str, int]:
         """The keys directly in ``folder`` (their last part) and their sizes."""
+        ...
+
+    def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:
+        """A stream of ``length`` bytes of ``key`` (whose whole is ``digest``) from ``start``;
+        the caller reads it through a bounded reader and closes it. An answer that is not that
+        range of an object of ``digest.size`` bytes (a server that ignores ``Range``, another
+        Content-Range) is :class:`~fixture_store.remotes.base.RangeRefused` before its body is
+        read (:func:`~fixture_store.sources.ranges.range_problem`, the check of every ranged
+        read)."""
+        ...
+
+
+class Keys(RangeReads, Protocol):
+    """The named files of one remote (keys below its prefix, ``/``-separated)."""
+
+    @property
+    def temps(self) -> str | None:
+        """The folder where pushes write temp files before naming them (a folder remote's
+        ``tmp``; ``None``: the kind writes none)."""
         ...
 
     def objects(self) -> dict[str, int]:
@@ -64,13 +93,10 @@ class Keys(Protocol):
         False if something is there already."""
         ...
 
-    def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:
-        """A stream of ``length`` bytes of ``key`` (whose whole is ``digest``) from ``start``;
-        the caller reads it through a bounded reader and closes it. An answer that is not that
-        range of an object of ``digest.size`` bytes (a server that ignores ``Range``, another
-        Content-Range) is :class:`~fixture_store.remotes.base.RangeRefused` before its body is
-        read (:func:`~fixture_store.sources.ranges.range_problem`, the check of every ranged
-        read)."""
+    def replace(self, key: str, data: bytes) -> None:
+        """Write ``data`` under ``key``, replacing what is there at once (a reader sees the old
+        bytes or the new ones): the one key that is not write-once, the list of pack indexes an
+        https mirror reads (it is a hint; every index it names is checked on its own)."""
         ...
 
     def stamped(self, folder: str) -> dict[str, Entry]:
@@ -113,6 +139,7 @@ def keys_of(remote: Remote) -> Keys | None:
 
 class _FolderKeys:
     temps = TEMPS
+    read_only = False
 
     def __init__(self, remote: Any) -> None:
         self.remote = remote
@@ -162,6 +189,10 @@ class _FolderKeys:
         *parts, name = key.split("/")
         return bool(self.remote.put(tuple(parts), name, path, digest))
 
+    def replace(self, key: str, data: bytes) -> None:
+        *parts, name = key.split("/")
+        self.remote.replace(tuple(parts), name, data)
+
     def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:  # noqa: ARG002
         *parts, name = key.split("/")
         stream: BinaryIO = self.remote.read_range(tuple(parts), name, start, length)
@@ -170,6 +201,7 @@ class _FolderKeys:
 
 class _S3Keys:
     temps = None
+    read_only = False
 
     def __init__(self, remote: Any) -> None:
         self.remote = remote
@@ -246,6 +278,21 @@ class _S3Keys:
 
     def put(self, key: str, path: Path, digest: Digest) -> bool:
         return bool(self.remote.upload(path, digest, key=key))
+
+    def replace(self, key: str, data: bytes) -> None:
+        remote = self.remote
+        digest = digests.of_bytes(data)
+        try:
+            remote.client.put_object(
+                Bucket=remote.bucket,
+                Key=remote.prefix + key,
+                Body=data,
+                ContentLength=len(data),
+                ChecksumAlgorithm="SHA256",
+                ChecksumSHA256=checksum_sha256(digest),
+            )
+        except Exception as e:
+            raise remote._error(e, digest, remote.prefix + key) from e
 
     def open_range(self, key: str, digest: Digest, start: int, length: int) -> BinaryIO:
         from fixture_store.remotes.s3 import _Body

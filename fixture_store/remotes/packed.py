@@ -3,8 +3,9 @@
 Push and pull (``sync``) hand every object of their plan here first: what a pack index of the
 remote places is present (push) or staged from its pack (pull, fetch's mirrors); what is
 under the remote's pack threshold and verifies in the store is sent in packs (push). The
-rest goes one object per key, as before packs. A remote kind without named files (an https
-mirror) has no packs, and everything goes one per key.
+rest goes one object per key, as before packs. An https mirror is read only: pull and fetch
+read the packs it serves through the list of indexes push writes (see ``packs``); a Hub remote
+has no packs, and everything goes one per key.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from fixture_store.errors import FixtureStoreError
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Staging, Store
 from fixture_store.remotes import packs
-from fixture_store.remotes.base import Remote, Retry
-from fixture_store.remotes.keys import keys_of
+from fixture_store.remotes.base import Remote, RemoteError, Retry
+from fixture_store.remotes.keys import RangeReads, keys_of
 from fixture_store.sources.transfer import DownloadPolicy
 from fixture_store.verify import Status, Verifier
 
@@ -55,7 +57,29 @@ def push(
     small = [d for h, d in objects.items() if h not in done and packing.packs(d)]
     found = statuses(store, small, jobs)
     small = [d for d in small if found[d.hex] is Status.VERIFIED]
-    return done | packs.push_packed(store, keys, small, packing=packing, retry=retry, jobs=jobs)
+    sent = packs.push_packed(store, keys, small, packing=packing, retry=retry, jobs=jobs)
+    wrote = any(got is True for got in sent.values())
+    try:  # the list an https mirror of the remote reads its packs by: new, or never written
+        if wrote or (index.slots and retry.run(lambda: packs.lacks_list(keys))):
+            packs.refresh_list(keys, retry)
+    except FixtureStoreError as e:
+        listed = RemoteError(
+            f"{e.message} (the list of pack indexes, {packs.LIST_KEY}, was not written: an "
+            "https mirror of the remote does not see the packs it misses)",
+            fix="push again",
+        )
+        sent = {h: listed if got is True else got for h, got in sent.items()}
+    return done | sent
+
+
+def readable_of(remote: Remote) -> RangeReads | None:
+    """How the packs of ``remote`` are read: its named files (a folder, S3), an https mirror's
+    GETs, or ``None`` (a kind without packs)."""
+    from fixture_store.remotes.https import HttpsRemote, MirrorReads
+
+    if isinstance(remote, HttpsRemote):
+        return MirrorReads(remote)
+    return keys_of(remote)
 
 
 def pull(
@@ -74,7 +98,7 @@ def pull(
     what to say if the remote lacks them at their own key too (see
     :meth:`~fixture_store.remotes.packs.PackIndex.missing`). ``index``: the remote's, read
     before (else it is read now)."""
-    keys = keys_of(remote)
+    keys = readable_of(remote)
     if keys is None or not objects:
         return {}
     if index is None:
@@ -92,5 +116,5 @@ def pull(
 
 def index_of(remote: Remote, retry: Retry, jobs: int) -> packs.PackIndex:
     """The remote's pack indexes (none for a kind without packs)."""
-    keys = keys_of(remote)
+    keys = readable_of(remote)
     return packs.PackIndex() if keys is None else packs.load_index(keys, retry, jobs)

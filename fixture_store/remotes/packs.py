@@ -10,6 +10,11 @@ into pack files, and one index that says where each is::
                                                    "objects": {hex: [pack number, offset, length]}}
 
 Both are named by the SHA-256 of their own bytes and written once, like every remote object.
+Beside them, one file is rewritten (at once, never torn) by every push and gc: the list of the
+indexes, ``<prefix>/objects/packs/indexes.json`` (``{"format", "indexes": {hex: size}}``), for
+a remote that lists nothing, an https mirror of the folder or bucket (as git's dumb protocol
+reads ``objects/info/packs``). It is a hint like the rest: each index it names is fetched and
+checked as a listed one is; one it misses is not read, and its objects read as missing.
 A push writes its packs first and its index last: an index names only packs that were written
 whole, so a push cut anywhere leaves at most packs no index names (the next push writes the
 same packs again, found already there, and then the index). Objects from the threshold on stay
@@ -25,6 +30,7 @@ byte refuses the one object it belongs to, and every other object of the pack la
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import re
@@ -40,9 +46,10 @@ from fixture_store.limits import KiB, MiB
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Staged, Staging, Store
+from fixture_store.registry import nesting
 from fixture_store.remotes.base import GuardedBody, MissingRemoteObject, RemoteError, Retry
 from fixture_store.remotes.config import RemoteSpec
-from fixture_store.remotes.keys import Keys
+from fixture_store.remotes.keys import Keys, RangeReads
 from fixture_store.sources.transfer import DownloadPolicy
 
 # Objects under 1 MiB go into packs: below it a request's round trip (10 ms on loopback, 20-100
@@ -66,6 +73,11 @@ INDEX_CAP = 256 * MiB  # an index longer than this is not read (~2.5 million obj
 INDEX_FORMAT = "fixture-store/pack-index/1"
 PACKS = "objects/packs"
 INDEXES = f"{PACKS}/index"
+LIST_KEY = f"{PACKS}/indexes.json"
+LIST_FORMAT = "fixture-store/pack-indexes/1"
+LIST_CAP = 4 * MiB  # ~50,000 indexes (a gc merges them into one); a longer list is not read
+# An index nests three levels ({"objects": {hex: [n, offset, length]}}), a list two.
+_JSON_DEPTH = 4
 _NAME = re.compile(r"([0-9a-f]{64})\.json")
 PACK_NAME = re.compile(r"([0-9a-f]{64})\.pack")
 INDEX_NAME = _NAME
@@ -141,11 +153,11 @@ class PackIndex:
         return found if found is not None and found.length == digest.size else None
 
 
-def load_index(keys: Keys, retry: Retry, jobs: int) -> PackIndex:
+def load_index(keys: RangeReads, retry: Retry, jobs: int) -> PackIndex:
     """The remote's pack indexes (a listing, and a read of each), merged."""
     index = PackIndex()
     try:
-        listed = keys.listing(INDEXES)
+        listed = retry.run(lambda: keys.listing(INDEXES))
     except FixtureStoreError as e:
         index.unlisted = e
         index.problems.append(f"cannot list {INDEXES}/: {e.message}")
@@ -178,7 +190,7 @@ def parse_index(data: bytes, hexpart: str) -> dict[str, Slot]:
     :class:`ValueError` saying why if the bytes are not its name's or not a well-formed index."""
     if digests.of_bytes(data).hex != hexpart:
         raise ValueError("its bytes are not the ones its name is the digest of (damaged)")
-    doc = json.loads(data)
+    doc = nesting.parse_bounded(data, limit=_JSON_DEPTH)
     if not isinstance(doc, dict) or doc.get("format") != INDEX_FORMAT:
         raise ValueError(f"not a pack index (format {INDEX_FORMAT!r})")
     packs = [_pack(p) for p in _list(doc.get("packs"))]
@@ -240,7 +252,54 @@ def index_bytes(packs: Sequence[tuple[Digest, Sequence[tuple[Digest, int]]]]) ->
     return json.dumps(doc, separators=(",", ":")).encode()
 
 
-def read_whole(keys: Keys, key: str, digest: Digest, retry: Retry) -> bytes:
+def list_bytes(indexes: Mapping[str, int]) -> bytes:
+    """The list of pack indexes (name hex → size) a mirror reads (:data:`LIST_KEY`)."""
+    doc = {"format": LIST_FORMAT, "indexes": dict(sorted(indexes.items()))}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def parse_list(data: bytes) -> dict[str, int]:
+    """The index names and sizes of a list's bytes, read through the bounded JSON reader;
+    :class:`ValueError` saying why if it is not a well-formed list."""
+    if len(data) > LIST_CAP:
+        raise ValueError(f"longer than the {LIST_CAP:,} bytes read")
+    doc = nesting.parse_bounded(data, limit=_JSON_DEPTH)
+    if not isinstance(doc, dict) or doc.get("format") != LIST_FORMAT:
+        raise ValueError(f"not a list of pack indexes (format {LIST_FORMAT!r})")
+    indexes = doc.get("indexes")
+    if not isinstance(indexes, dict):
+        raise ValueError("'indexes' is not a table")
+    for name in indexes:
+        if _HEX.fullmatch(name) is None:
+            raise ValueError(f"the entry {name[:80]!r} is not an index's digest")
+    return {f"{name}.json": _count(size) for name, size in indexes.items()}
+
+
+def indexes_listed(keys: Keys) -> dict[str, int]:
+    """The remote's pack indexes as its listing shows them: name hex → size."""
+    return {m[1]: size for n, size in keys.listing(INDEXES).items() if (m := _NAME.fullmatch(n))}
+
+
+def refresh_list(keys: Keys, retry: Retry, rounds: int = 5) -> None:
+    """Make the remote's :data:`LIST_KEY` name exactly the indexes it holds: written (at once),
+    then the indexes listed again, and written again until that listing shows no other index,
+    so that of several pushes ending together the last to write names every index written
+    before it listed."""
+    written: dict[str, int] | None = None
+    for _ in range(rounds):
+        listed = retry.run(lambda: indexes_listed(keys))
+        if listed == written:
+            return
+        retry.run(functools.partial(keys.replace, LIST_KEY, list_bytes(listed)))
+        written = listed
+
+
+def lacks_list(keys: Keys) -> bool:
+    """Whether the remote has no :data:`LIST_KEY` (one packed before lists were written)."""
+    return LIST_KEY.rsplit("/", 1)[1] not in keys.listing(PACKS)
+
+
+def read_whole(keys: RangeReads, key: str, digest: Digest, retry: Retry) -> bytes:
     """The ``digest.size`` bytes at ``key``, read bounded and retried (not checked: the caller
     hashes them)."""
 
@@ -448,7 +507,7 @@ def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[Run]:
 
 def pull_packed(
     staging: Staging,
-    keys: Keys,
+    keys: RangeReads,
     wanted: Mapping[str, tuple[Slot, Digest]],
     *,
     retry: Retry,
@@ -466,7 +525,7 @@ def pull_packed(
 
 
 def _pull_run(
-    staging: Staging, keys: Keys, run: Run, retry: Retry, rate: DownloadPolicy
+    staging: Staging, keys: RangeReads, run: Run, retry: Retry, rate: DownloadPolicy
 ) -> dict[str, Got]:
     results: dict[str, Got] = {}
     pending = collections.deque(run.items)
@@ -500,11 +559,14 @@ def _pull_run(
     return results
 
 
-def _damaged(keys: Keys, key: str, slot: Slot, digest: Digest, e: IntegrityError) -> RemoteError:
+def _damaged(
+    keys: RangeReads, key: str, slot: Slot, digest: Digest, e: IntegrityError
+) -> RemoteError:
+    where = "the folder or bucket the mirror serves" if keys.read_only else "the remote"
     return RemoteError(
         f"the remote {keys.label} holds other bytes for {digest.text} in the pack {key} (bytes "
         f"{slot.offset}-{slot.offset + slot.length - 1}): {e.message}; nothing of it was stored",
-        fix=f"remove {key} and every index under {INDEXES}/ that names it from the remote, then "
+        fix=f"remove {key} and every index under {INDEXES}/ that names it from {where}, then "
         "push again from a store where the object verifies",
     )
 

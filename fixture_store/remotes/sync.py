@@ -507,12 +507,18 @@ def _failure(
     if isinstance(first, MissingRemoteObject) and all(
         isinstance(e, MissingRemoteObject) for e in errors
     ):
+        # A read-only mirror takes no push: what it serves is pushed to what it mirrors.
+        push_to = (
+            "REMOTE  (the folder or bucket the mirror serves, from a store that has it)"
+            if not remote.writable
+            else f"{_remote_arg(remote)}  (from a store that has it)"
+        )
         return SyncResult(
             name,
             Outcome.MISSING,
             f"{first.message}{more}; nothing was stored",
-            f"fixture-store push {name} --remote {_remote_arg(remote)}  (from a store that "
-            f"has it), or: {repair_command(registry.get(name))}",
+            f"fixture-store push {name} --remote {push_to}, or: "
+            f"{repair_command(registry.get(name))}",
             count,
             size,
         )

@@ -1,14 +1,15 @@
 """Run the guard mutation campaign: break each guard on purpose, and check that its tests fail.
 
 Each guard of ``guards.toml`` names one file, an exact snippet of it (found exactly once), the
-replacement that breaks the guard, and the tests that must fail then. For every guard the
-repository (the files git knows, as they are in the working tree) is copied to a temp folder,
-the one replacement is applied there, and the tests run in that copy with the copy first on
-``PYTHONPATH``: the working tree is never edited. A guard is *killed* when its tests fail,
-*survived* when they pass (the promise is unprotected), and an *error* when its snippet is
+replacement that breaks the guard, and the tests that must fail then. The repository (the files
+git knows, as they are in the working tree) is copied once per job to a temp folder; a
+long-lived worker (``worker.py``) in each copy applies one guard's replacement, runs its tests in
+a forked pytest with the copy first on ``PYTHONPATH``, and puts the file back byte for byte
+before the next guard: the working tree is never edited. A guard is *killed* when its tests
+fail, *survived* when they pass (the promise is unprotected), and an *error* when its snippet is
 missing or ambiguous, its selection matches no test, or the run broke in another way.
 
-    uv run python scripts/mutation/run.py            # every guard, 2 at a time
+    uv run python scripts/mutation/run.py            # every guard, one worker per core
     uv run python scripts/mutation/run.py -j 1 --only store-has-size --json out.json
 
 Exit status: 0 when every guard is killed, 1 otherwise, 2 for a bad guard list.
@@ -19,23 +20,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 GUARDS = HERE / "guards.toml"
-PYTEST = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
-# Plugins of dependencies that no guard's tests use; loading them cost a second of each run.
-UNUSED_PLUGINS = ["-p", "no:hydra_pytest", "-p", "no:hypothesispytest"]
+WORKER = HERE / "worker.py"
+# Tests per baseline run.
+BASELINE_PART = 16
 # Variables of the caller that would point the copy's tests at the caller's store or registry.
 _DROPPED_ENV = ("FIXTURE_STORE_REGISTRY", "FIXTURE_STORE_REQUIRE", "PYTEST_ADDOPTS")
 
@@ -145,13 +148,6 @@ def clone(template: Path, target: Path) -> None:
     shutil.copytree(template, target, copy_function=shutil.copy2)
 
 
-def _drop_bytecode(source: Path) -> None:
-    """Remove the compiled form of ``source``: a mutation of the same length written within the
-    second of the original's mtime would otherwise look unchanged to the bytecode check."""
-    for pyc in (source.parent / "__pycache__").glob(f"{source.stem}.*.pyc"):
-        pyc.unlink()
-
-
 def environment(copy: Path, store: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
     env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
@@ -183,82 +179,131 @@ def check_imports_from_copy(copy: Path, store: Path) -> None:
             raise GuardListError(f"the copy imports {imported}, not its own modules: aborting")
 
 
-def run_pytest(copy: Path, store: Path, args: Sequence[str], timeout: float) -> tuple[int, str]:
-    try:
-        done = subprocess.run(
-            [sys.executable, *PYTEST, *UNUSED_PLUGINS, *args],
-            cwd=copy,
-            env=environment(copy, store),
-            capture_output=True,
+class Worker:
+    """One copy of the repository and the long-lived ``worker.py`` process that runs guards in
+    it, one at a time (see worker.py for the protocol)."""
+
+    def __init__(self, template: Path, folder: Path) -> None:
+        self.copy = folder / "repo"
+        self.stores = folder / "stores"
+        self.stores.mkdir(parents=True)
+        clone(template, self.copy)
+        self.runs = 0
+        self.log = (folder / "worker.log").open("w", encoding="utf-8")
+        self.process = subprocess.Popen(
+            [sys.executable, str(WORKER)],
+            cwd=self.copy,
+            env=environment(self.copy, self.stores / "worker"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.log,
             text=True,
-            timeout=timeout,
-            check=False,
+            encoding="utf-8",
         )
-    except subprocess.TimeoutExpired as e:
-        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
-        return -1, out
-    return done.returncode, done.stdout + done.stderr
+        ready = self._read()
+        if "ready" not in ready:
+            raise GuardListError(f"the mutation worker did not start: {ready}")
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            self.log.flush()
+            tail = _tail(Path(self.log.name).read_text(encoding="utf-8", errors="replace"))
+            raise GuardListError(f"the mutation worker stopped:\n{tail}")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    def run(
+        self, guard: Guard | None, args: Sequence[str], timeout: float
+    ) -> tuple[int | None, str, str]:
+        """(pytest's exit code, -1 on timeout, None on error; its output; the error)."""
+        assert self.process.stdin is not None
+        self.runs += 1
+        store = self.stores / f"store-{self.runs}"
+        request: dict[str, Any] = {"args": list(args), "timeout": timeout, "store": str(store)}
+        if guard is not None:
+            request |= {
+                "file": guard.file,
+                "original": guard.original,
+                "replacement": guard.replacement,
+            }
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self._read()
+        shutil.rmtree(store, ignore_errors=True)
+        return answer["code"], answer["output"], answer["error"]
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.close()
 
 
 def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def run_guard(guard: Guard, template: Path, work: Path, timeout: float) -> Outcome:
+def run_guard(guard: Guard, worker: Worker, timeout: float) -> Outcome:
     start = time.monotonic()
-    folder = Path(tempfile.mkdtemp(prefix=f"{guard.id}-", dir=work))
-    copy, store = folder / "repo", folder / "store"
-    try:
-        clone(template, copy)
-        target = copy / guard.file
-        if not target.is_file():
-            return Outcome(guard.id, "error", time.monotonic() - start, f"no file {guard.file}")
-        text = target.read_text(encoding="utf-8")
-        found = text.count(guard.original)
-        if found != 1:
-            return Outcome(
-                guard.id,
-                "error",
-                time.monotonic() - start,
-                f"the original text is found {found} times in {guard.file} (needs exactly "
-                "once): re-target the guard's snippet",
-            )
-        target.write_text(text.replace(guard.original, guard.replacement), encoding="utf-8")
-        _drop_bytecode(target)
-        code, output = run_pytest(copy, store, guard.pytest_args(), timeout)
-        seconds = time.monotonic() - start
-        if code == 1:
-            # The run's own summary line (an inner pytest run in a test prints its own too).
-            failed = [ln for ln in output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
-            ours = [ln for ln in failed if ln.split()[1].startswith("tests/")] or failed
-            return Outcome(guard.id, "killed", seconds, ours[-1] if ours else "")
-        if code == -1:
-            return Outcome(guard.id, "killed", seconds, f"timed out after {timeout:.0f}s")
-        if code == 0:
-            return Outcome(guard.id, "survived", seconds, "its tests pass with the guard broken")
-        return Outcome(guard.id, "error", seconds, f"pytest exit {code}:\n{_tail(output)}")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    code, output, error = worker.run(guard, guard.pytest_args(), timeout)
+    seconds = time.monotonic() - start
+    if error:
+        return Outcome(guard.id, "error", seconds, error)
+    if code == 1:
+        # The run's own summary line (an inner pytest run in a test prints its own too).
+        failed = [ln for ln in output.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
+        ours = [ln for ln in failed if ln.split()[1].startswith("tests/")] or failed
+        return Outcome(guard.id, "killed", seconds, ours[-1] if ours else "")
+    if code == -1:
+        return Outcome(guard.id, "killed", seconds, f"timed out after {timeout:.0f}s")
+    if code == 0:
+        return Outcome(guard.id, "survived", seconds, "its tests pass with the guard broken")
+    return Outcome(guard.id, "error", seconds, f"pytest exit {code}:\n{_tail(output)}")
 
 
-def baseline(guards: list[Guard], template: Path, work: Path, jobs: int, timeout: float) -> str:
-    """Run every guard's tests once on an unbroken copy; '' if they pass, else the failure. A
-    test that fails anyway would count as a kill of every guard it protects."""
-    copy, store = work / "baseline" / "repo", work / "baseline" / "store"
-    clone(template, copy)
+def run_all(
+    workers: Sequence[Worker], jobs: Sequence[Any], do: Callable[[Worker, Any], Any]
+) -> list[Any]:
+    """``do(worker, job)`` for every job, each worker taking the next job when it is free; the
+    results in the jobs' order."""
+    pending: queue.Queue[tuple[int, Any]] = queue.Queue()
+    for item in enumerate(jobs):
+        pending.put(item)
+    results: list[Any] = [None] * len(jobs)
+
+    def drain(worker: Worker) -> None:
+        while True:
+            try:
+                i, job = pending.get_nowait()
+            except queue.Empty:
+                return
+            results[i] = do(worker, job)
+
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        list(pool.map(drain, workers))
+    return results
+
+
+def baseline(guards: list[Guard], workers: Sequence[Worker], timeout: float) -> str:
+    """Run every guard's tests once, unbroken; '' if they pass, else the failure. A test that
+    fails anyway would count as a kill of every guard it protects."""
     plain = sorted({t for g in guards if not g.k for t in g.tests})
-    selections: list[list[str]] = [plain[i::jobs] for i in range(jobs) if plain[i::jobs]]
+    # In parts of a few tests each: every part runs under the guards' own timeout, and the workers
+    # share them out as they free up.
+    selections: list[list[str]] = [
+        plain[i : i + BASELINE_PART] for i in range(0, len(plain), BASELINE_PART)
+    ]
     selections += [g.pytest_args() for g in guards if g.k]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        runs = list(
-            pool.map(
-                lambda sel: run_pytest(copy, store.with_name(f"store-{id(sel)}"), sel, timeout),
-                selections,
-            )
-        )
-    for sel, (code, output) in zip(selections, runs, strict=True):
-        if code != 0:
-            return f"pytest exit {code} for {' '.join(sel)}:\n{_tail(output, 30)}"
+    runs = run_all(workers, selections, lambda w, sel: w.run(None, sel, timeout))
+    for sel, (code, output, error) in zip(selections, runs, strict=True):
+        if error or code != 0:
+            return f"pytest exit {code} for {' '.join(sel)}:\n{error or _tail(output, 30)}"
     return ""
 
 
@@ -272,9 +317,37 @@ def table(outcomes: list[Outcome], guards: dict[str, Guard]) -> str:
     return "\n".join(rows)
 
 
+def campaign(
+    guards: list[Guard],
+    template: Path,
+    work: Path,
+    *,
+    jobs: int,
+    args: argparse.Namespace,
+    report: Any,
+) -> list[Outcome]:
+    """The baseline, then every guard, on ``jobs`` long-lived workers."""
+    started = time.monotonic()
+    workers = [Worker(template, work / f"worker-{i}") for i in range(jobs)]
+    try:
+        broken = "" if args.no_baseline else baseline(guards, workers, args.timeout)
+        if broken:
+            print(f"the guards' tests fail without any mutation:\n{broken}", file=sys.stderr)
+            return [Outcome(g.id, "error", 0.0, "baseline failed") for g in guards]
+        base_seconds = time.monotonic() - started
+        print(f"baseline: {base_seconds:.1f}s; {len(guards)} guards, -j {jobs}", file=report)
+        outcomes: list[Outcome] = run_all(
+            workers, guards, lambda w, g: run_guard(g, w, args.timeout)
+        )
+        return outcomes
+    finally:
+        for worker in workers:
+            worker.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="guards run in parallel")
+    parser.add_argument("-j", "--jobs", type=int, default=0, help="workers (default: one per core)")
     parser.add_argument("--only", action="append", default=[], metavar="ID", help="run one guard")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON ('-')")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per guard")
@@ -297,27 +370,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{g.id}: {g.file}: {g.promise}")
         return 0
     report = sys.stderr if args.json == "-" else sys.stdout
-    jobs = max(1, args.jobs)
+    jobs = max(1, min(args.jobs or os.cpu_count() or 1, len(guards)))
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="fs-mutation-") as tmp:
         work = Path(tmp)
         template = make_template(repository_files(), work / "template")
         try:
             check_imports_from_copy(template, work / "probe-store")
+            outcomes = campaign(guards, template, work, jobs=jobs, args=args, report=report)
         except GuardListError as e:
             print(str(e), file=sys.stderr)
             return 2
-        broken = "" if args.no_baseline else baseline(guards, template, work, jobs, args.timeout)
-        if broken:
-            print(f"the guards' tests fail without any mutation:\n{broken}", file=sys.stderr)
-            outcomes = [Outcome(g.id, "error", 0.0, "baseline failed") for g in guards]
-        else:
-            base_seconds = time.monotonic() - started
-            print(f"baseline: {base_seconds:.1f}s; {len(guards)} guards, -j {jobs}", file=report)
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                outcomes = list(
-                    pool.map(lambda g: run_guard(g, template, work, args.timeout), guards)
-                )
     total = time.monotonic() - started
     by_id = {g.id: g for g in guards}
     print(table(outcomes, by_id), file=report)

@@ -211,6 +211,21 @@ def test_a_removed_reference_record_fails_naming_it(
     assert f"reference {NAME}: no record of that name" in stderr
 
 
+def test_an_unreadable_reference_record_fails_naming_it(
+    attested: tuple[Path, Path, Path], keys: tuple[Path, Path], project: Path
+) -> None:
+    """A reference whose record no longer parses cannot vouch for the certificate: it fails,
+    naming the record and why, instead of being passed over."""
+    cert = attested[0]
+    family = project / "provenance" / "equimo.json"
+    text = family.read_text()
+    assert text.count('"size": ') == 1
+    family.write_text(text.replace('"size": ', '"size": -', 1))  # a size no record can have
+    code, _, stderr = _verify(cert, keys[1])
+    assert code == 1
+    assert f"reference {NAME}: its record cannot be read" in stderr
+
+
 def test_a_changed_tolerance_fails_naming_it(
     attested: tuple[Path, Path, Path], keys: tuple[Path, Path], project: Path
 ) -> None:

@@ -151,3 +151,43 @@ def test_json_is_indented_at_a_terminal_and_one_line_in_a_pipe(project: Path) ->
     assert json.loads(piped.stdout) == json.loads(at_a_terminal)
     assert piped.stdout.count("\n") == 1
     assert at_a_terminal.count("\n") > 10 and '\n  "results": [' in at_a_terminal
+
+
+@pytest.mark.usefixtures("store")
+def test_tables_through_a_pipe_are_as_wide_as_their_rows_and_never_split_a_name(
+    project: Path,
+) -> None:
+    """Not at a terminal (``fixture-store list | cat``, a CI log), a table is printed at its full
+    width: a long name stays on one line, whatever 80 columns would have made of it."""
+    long_name = "fam/" + "a-rather-long-fixture-name-" * 4 + "end"
+    (project / "long.bin").write_bytes(b"x" * 10)
+    assert run("add", "long.bin", "--name", long_name, "--kind", "fixture")[0] == 0
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    piped = subprocess.run(
+        [sys.executable, "-m", "fixture_store", "list"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert piped.returncode == 0, piped.stderr
+    (row,) = [ln for ln in piped.stdout.splitlines() if long_name in ln]
+    assert len(row) > 120
+
+
+@pytest.mark.usefixtures("store")
+def test_a_store_flag_that_is_a_file_or_missing_is_named_as_the_problem(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    code, _, err = run("--store", str(tmp_path / "a-file"), "list")
+    assert code == EXIT_USAGE and "--store" in err and "not a folder" in err and "fix:" in err
+    code, _, err = run("--store", str(tmp_path / "nowhere"), "verify")
+    assert code == EXIT_USAGE and "no such folder" in err
+    assert f"fixture-store --store {tmp_path / 'nowhere'} init" in err.replace("\n  ", " ")
+
+
+def test_a_mistyped_command_gets_the_closest_names() -> None:
+    code, _, err = run("verfy")
+    assert code == EXIT_USAGE and "Did you mean 'verify'?" in err
+    code, _, err = run("remote-gc-everything")
+    assert code == EXIT_USAGE and "No such command" in err

@@ -41,7 +41,10 @@ GOOD_MEMBERS = {"data/a.bin": b"alpha" * 10, "b.txt": b"bravo\n"}
 INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "add": (("add", "data/new.bin", "--name", "fam/new", "--kind", "fixture"), ("fam/new",)),
     "attest": (("attest", "fam/a", "data/out.npz", "-o", "out/cert.json"), ("--key",)),
+    "check": (("check",), ()),
     "compare": (("compare",), ("onnx-case",)),
+    # a project of the harness is no git repository: diff says so, naming git
+    "diff": (("diff",), ("git",)),
     "expectations": (("expectations",), ()),
     "fetch": (("fetch", "--all"), ()),
     "gc": (("gc", "--yes"), ()),

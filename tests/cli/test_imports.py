@@ -57,6 +57,29 @@ def test_gaps_flag_declares_the_absent_files(project: Path) -> None:
 
 
 @pytest.mark.usefixtures("store")
+@pytest.mark.parametrize("gaps", [(), ("--gaps",)])
+def test_the_dry_run_text_says_what_the_import_then_does(project: Path, gaps: tuple[str]) -> None:
+    """``--dry-run`` says, in words, what the same import then does: how many files it
+    imports, how many gaps it declares and what becomes of the absent files (as the --json
+    plans agree)."""
+    _project_with_sums(project)
+    args = ("import", "data/SHA256SUMS", "--family", "imp", *gaps)
+    code, dry, dry_err = run(*args, "--dry-run")
+    assert code == 0, dry_err
+    assert family_doc(project) == {}
+    code, real, real_err = run(*args)
+    assert code == 0, real_err
+    declared = len(family_doc(project)["records"]) - 2
+    assert declared == (1 if gaps else 0)
+    assert "imported 2 new record(s), 0 unchanged" in real and f"{declared} gap(s)" in real
+    assert f"would import 2 file(s) and declare {declared} gap(s) from data/SHA256SUMS" in dry
+    fate = "declared as gaps" if gaps else "not registered (--gaps declares them)"
+    assert f"absent: 1 (gone.bin); {fate}" in real_err
+    would = "would be declared as gaps (--gaps)" if gaps else fate
+    assert f"absent: 1 (gone.bin); {would}" in dry_err
+
+
+@pytest.mark.usefixtures("store")
 def test_a_mismatch_exits_1_and_registers_nothing(project: Path) -> None:
     _project_with_sums(project)
     (project / "data" / "b.bin").write_bytes(b"changed")

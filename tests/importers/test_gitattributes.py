@@ -149,6 +149,7 @@ def test_every_file_s_filter_is_what_git_check_attr_says(
         ("[attr]f filter=lfs\n*.bin f -f", "x.bin", "unspecified"),  # an unset macro sets nothing
     ],
 )
+@pytest.mark.smoke
 def test_git_s_own_readings(tmp_path: Path, line: str, path: str, expected: str) -> None:
     gitoracle.init(tmp_path)
     (tmp_path / ".gitattributes").write_text(line + "\n")

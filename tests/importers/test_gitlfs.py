@@ -168,6 +168,24 @@ def test_parse_pointer_reads_the_spec_form() -> None:
         gitlfs.parse_pointer(b"version https://git-lfs.github.com/spec/v1\nnospace\n", "f")
 
 
+@pytest.mark.parametrize(
+    ("repeated", "line"),
+    [
+        ("oid sha256:" + "b" * 64, 3),  # which oid is the file's? refused, not the last taken
+        ("size 4", 4),
+        ("version https://git-lfs.github.com/spec/v1", 2),
+    ],
+    ids=["oid", "size", "version"],
+)
+def test_a_pointer_with_a_repeated_key_is_refused_naming_the_line(repeated: str, line: int) -> None:
+    lines = pointer(b"abc").decode().splitlines()
+    lines.insert(line - 1, repeated)
+    data = ("\n".join(lines) + "\n").encode()
+    with pytest.raises(ManifestError, match=rf"f line {line}") as caught:
+        gitlfs.parse_pointer(data, "f")
+    assert repeated in str(caught.value)
+
+
 @pytest.mark.usefixtures("store")
 def test_ls_files_output_imports_the_same_files(repo: Path) -> None:
     lines = [

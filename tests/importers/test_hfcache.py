@@ -108,6 +108,24 @@ def test_the_repository_folder_imports_at_a_ref_and_a_dataset_keeps_its_type(
     assert registry_mod.load(project).get("t/model.bin").source.to_json()["revision"] == COMMIT
 
 
+@pytest.mark.usefixtures("store")
+def test_a_snapshot_with_another_revision_is_refused_and_nothing_is_imported(
+    cache: Path, project: Path
+) -> None:
+    """A snapshot folder is one commit: a --revision naming another (a ref, another commit)
+    is a usage error naming both, not silently imported as the snapshot's commit."""
+    other = "d" * 40
+    for revision in (other, "main"):
+        code, _, err = run(
+            "import", str(snapshot(cache)), "--family", "tiny", "--revision", revision
+        )
+        assert code == 2
+        assert f"is the snapshot of {COMMIT}, not of --revision {revision}" in err
+    assert registry_mod.load(project).names() == []
+    code, _, err = run("import", str(snapshot(cache)), "--family", "tiny", "--revision", COMMIT)
+    assert code == 0, err
+
+
 @pytest.mark.parametrize(
     ("blob", "path", "why"),
     [

@@ -149,6 +149,7 @@ def test_unknown_fields_are_kept_verbatim_reported_and_the_dry_run_agrees(
 
 
 @pytest.mark.usefixtures("store")
+@pytest.mark.smoke
 def test_a_field_given_twice_with_other_values_is_kept_not_guessed(project: Path) -> None:
     doc = _valid()
     entry = doc["fixtures"]["a.npz"]

@@ -14,6 +14,8 @@ CASES = [
     ("cat[[:space:]]1.png", "cat 1.png", True),  # git lfs track "cat 1.png"
     ("[[:digit:]][[:alpha:]]", "1a", True),
     ("a[!x]b", "a/b", False),  # no bracket matches a slash
+    ("a[!x]b", "azb", True),  # [!x]: one character that is not x
+    ("a[!x]b", "axb", False),
     ("a[^x]b", "azb", True),
     ("a/*.bin", "a/b/c.bin", False),  # one star stays in its folder
     ("a/**/c.bin", "a/c.bin", True),  # /**/ is zero or more folders

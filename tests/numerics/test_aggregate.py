@@ -173,6 +173,7 @@ def _video(bad_frames: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     return exp, act
 
 
+@pytest.mark.smoke
 def test_the_median_over_frames_lets_one_bad_frame_through_and_not_three() -> None:
     tol = rule({"metric": "max_abs", "reduce": "median", "axis": 0, "max": 1e-3})
     assert tol.describe() == "median over axis 0 of max_abs <= 0.001"

@@ -116,6 +116,7 @@ def test_a_record_judged_in_batches_equals_each_array_judged_alone(record: _Reco
     assert repr(together) == repr(alone)
 
 
+@pytest.mark.smoke
 def test_a_record_of_many_small_arrays_is_decided_in_one_batch() -> None:
     rng = np.random.default_rng(0)
     expected = [rng.standard_normal(16).astype(np.float32) for _ in range(500)]

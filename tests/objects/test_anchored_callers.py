@@ -100,9 +100,11 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("objects/hashcopy.py", "_open_source"): f"{_NOT_A_ROOT} the user's file to add",
     ("registry/project.py", "orphans_ignored"): f"{_NOT_A_ROOT} the project's pyproject.toml",
     ("registry/documents.py", "schema"): f"{_NOT_A_ROOT} the package's own JSON Schema",
-    ("objects/outputs.py", "_inside"): "opens '..' from an open folder's descriptor "
+    ("objects/outputs.py", "_walks_to"): "opens '..' from an open folder's descriptor "
     "(O_DIRECTORY | O_NOFOLLOW) to walk up to the file system's root; nothing is read or "
     "written through it",
+    ("objects/outputs.py", "Target.check_wipeable"): "opens the store's root read-only as a "
+    "folder, only to walk up from it (is the store below a folder about to be emptied?)",
     # -- the verbs and readers ----------------------------------------------------------------
     ("readers/archives/write.py", "write_tar"): f"{_NOT_A_ROOT} writes a user's archive",
     ("readers/formats.py", "sniff"): f"{_NOT_A_ROOT} reads the leading bytes of the "

@@ -149,6 +149,8 @@ def _plots_template() -> Path | None:
     return (ROOT / ".dvc" / value).resolve() if found.returncode == 0 and value else None
 
 
+# It runs DVC in this checkout, which takes the repository's lock (tests/test_dvc_pipeline.py).
+@pytest.mark.xdist_group("dvc-in-this-checkout")
 def test_the_plots_page(chromium: Browser, tmp_path: Path) -> None:
     template = _plots_template()
     if template is None:

@@ -65,9 +65,12 @@ def test_arbitrary_bytes_raise_only_typed_errors(tmp_path: Path, target: str, da
 
 
 @pytest.mark.slow
-def test_fuzz_campaign(capsys: pytest.CaptureFixture[str]) -> None:
-    seconds = float(os.environ.get("FIXTURE_STORE_FUZZ_SECONDS", "120"))
-    counts = fuzzing.campaign(seconds, seed=int(os.environ.get("FIXTURE_STORE_FUZZ_SEED", "1")))
-    with capsys.disabled():
-        print(f"\nfuzz campaign: {counts} total {sum(counts.values())}")
+@pytest.mark.parametrize("half", [0, 1])
+def test_fuzz_campaign(half: int, campaign_summary: list[str]) -> None:
+    """The campaign's time (FIXTURE_STORE_FUZZ_SECONDS, 120 s) in two halves of their own seeds,
+    so the two run beside each other under xdist."""
+    seconds = float(os.environ.get("FIXTURE_STORE_FUZZ_SECONDS", "120")) / 2
+    seed = int(os.environ.get("FIXTURE_STORE_FUZZ_SEED", "1")) * 2 + half
+    counts = fuzzing.campaign(seconds, seed=seed)
+    campaign_summary.append(f"fuzz campaign (seed {seed}): {counts} total {sum(counts.values())}")
     assert all(n > 0 for n in counts.values())

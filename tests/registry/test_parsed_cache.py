@@ -251,6 +251,32 @@ def test_a_cache_folder_others_can_write_is_not_used(project: Path) -> None:
     assert parsed_cache.Cache.open() is None
 
 
+def test_a_cache_folder_owned_by_another_user_is_not_used(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user could write entries there (or make it so): the folder must be ours."""
+    _write_raw(project, _records())
+    registry_mod.load(project)
+    ours = parsed_cache.Cache.open()
+    assert ours is not None
+    ours.close()
+    others = os.geteuid() + 1
+    monkeypatch.setattr(os, "geteuid", lambda: others)  # the folder is now another user's
+    assert parsed_cache.Cache.open() is None
+
+
+def test_a_cache_folder_under_a_parent_others_can_write_is_not_used(project: Path) -> None:
+    """Whoever can write the parent can put another folder in the cache folder's place."""
+    _write_raw(project, _records())
+    registry_mod.load(project)
+    parsed_cache.folder().parent.chmod(0o777)
+    assert parsed_cache.Cache.open() is None
+    parsed_cache.folder().parent.chmod(0o700)
+    ours = parsed_cache.Cache.open()
+    assert ours is not None
+    ours.close()
+
+
 def test_verify_full_never_reads_the_cache(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     Store.at(project / "store").ensure()
     monkeypatch.setenv("FIXTURE_STORE_DIR", str(project / "store"))

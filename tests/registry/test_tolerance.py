@@ -110,6 +110,8 @@ def test_a_tolerance_crosses_process_boundaries() -> None:
         ([], "tolerance", "must be an object"),
         ({"atol": 1}, "tolerance.metric", "missing required field"),
         ({"metric": "close-enough"}, "tolerance.metric", "unknown metric 'close-enough'"),
+        ({"metric": "max_ab"}, "tolerance.metric", "'max_ab' (did you mean 'max_abs'?)"),
+        ({"metric": "ALLCLOSE"}, "tolerance.metric", "(did you mean 'allclose'?)"),
         ({"metric": ["exact"]}, "tolerance.metric", "unknown metric"),
         ({"metric": "allclose", "rtol": -1}, "tolerance.rtol", "non-negative number"),
         ({"metric": "allclose", "atol": math.nan}, "tolerance.atol", "non-negative number"),

@@ -15,16 +15,21 @@ from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
+from fixture_store.remotes import packed
 from fixture_store.remotes.base import Retry, object_key
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.keys import keys_of
 from fixture_store.remotes.mirrors import Mirrors
 from fixture_store.remotes.packs import (
+    INDEX_CAP,
     INDEXES,
     ONE_PER_KEY,
     PACKS,
     Packing,
     index_bytes,
+    index_key,
+    load_index,
     pack_key,
     parse_index,
 )
@@ -147,6 +152,40 @@ def test_a_damaged_pack_byte_refuses_exactly_the_object_it_belongs_to(
     assert all(r.ok for r in verify_names(other, registry, good))
 
 
+def test_an_object_that_changes_in_the_store_during_a_push_is_not_packed(
+    project: Path, store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remote objects are write-once: bytes packed under a digest they no longer have would be
+    served as that object for good. Each object is hashed as it is copied into its pack; one
+    that changed after the push verified it is left out, named, and its neighbours still go."""
+    registry, the_plan = _project(project, store)
+    victim = the_plan.wants["fam/r05"][0]
+    checked = packed.statuses
+
+    def then_changed(s: Store, objects: Any, jobs: int) -> Any:
+        found = checked(s, objects, jobs)
+        if s is not store:
+            return found
+        path = s.object_path(victim)  # edited in place after it verified, same size
+        os.chmod(path, 0o644)
+        path.write_bytes(path.read_bytes().upper())
+        return found
+
+    monkeypatch.setattr(packed, "statuses", then_changed)
+    root = tmp_path / "remote"
+    report = push(store, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    failed = {r.name: r for r in report.results if not r.ok}
+    assert set(failed) == {"fam/r05"}
+    assert "mismatch in the store" in failed["fam/r05"].message
+    assert set(_slots(root)) == {d.hex for d in the_plan.objects.values()} - {victim.hex}
+    (pack,) = (root / PACKS).glob("*.pack")
+    assert store.object_path(victim).read_bytes() not in pack.read_bytes()
+    other = _fresh(tmp_path)
+    pulled = pull(other, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    assert {r.name for r in pulled.results if not r.ok} == {"fam/r05"}
+    assert not other.has(victim)
+
+
 def test_an_old_style_remote_and_a_mixed_one_still_read(
     project: Path, store: Store, tmp_path: Path
 ) -> None:
@@ -192,6 +231,44 @@ def test_a_damaged_index_is_not_used_and_the_pull_says_so(
     assert "damaged" in report.results[0].message
 
 
+class _ListsAHugeIndex:
+    """A folder remote's keys whose listing also names an index of ``INDEX_CAP + 1`` bytes;
+    every ranged read is recorded."""
+
+    def __init__(self, keys: Any, huge: str) -> None:
+        self.keys, self.huge = keys, huge
+        self.opened: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.keys, name)
+
+    def listing(self, folder: str) -> dict[str, int]:
+        found: dict[str, int] = self.keys.listing(folder)
+        return found | ({f"{self.huge}.json": INDEX_CAP + 1} if folder == INDEXES else {})
+
+    def open_range(self, key: str, digest: Digest, start: int, length: int) -> Any:
+        self.opened.append(key)
+        return self.keys.open_range(key, digest, start, length)
+
+
+def test_an_index_over_the_cap_is_never_read_and_the_others_are_used(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    """One index on a shared remote larger than the cap is named and not read (a pull would
+    otherwise hold it all in memory); the remote's other indexes still place their objects."""
+    registry, the_plan = _project(project, store)
+    remote = FolderRemote("shared", tmp_path / "remote")
+    push(store, registry, remote, the_plan, retry=FAST)
+    huge = "f" * 64
+    keys = _ListsAHugeIndex(keys_of(remote), huge)
+    index = load_index(keys, FAST, jobs=1)
+    assert index_key(huge) not in keys.opened and len(keys.opened) == 1
+    assert index.problems == [
+        f"{index_key(huge)}: {INDEX_CAP + 1:,} bytes, more than the {INDEX_CAP:,} read"
+    ]
+    assert all(index.slot(d) is not None for d in the_plan.objects.values())
+
+
 def test_an_index_is_used_only_if_its_bytes_are_its_name_and_well_formed() -> None:
     pack = Digest(digests.of_bytes(b"ab").hex, 2)
     one = Digest(digests.of_bytes(b"a").hex, 1)
@@ -222,16 +299,17 @@ def test_s3_push_and_pull_take_a_handful_of_requests_and_a_second_push_writes_no
     registry, the_plan = _project(project, store)
     remote = _s3(proxy.url, bucket)
     push(store, registry, remote, the_plan, retry=FAST)
-    # list the indexes, list the objects, the pack, the index: not one request an object
-    assert proxy.faults.requests == 4
+    # list the indexes, list the objects, the pack, the index, then the list of indexes a
+    # mirror reads (list the indexes, write it, list them again): not one request an object
+    assert proxy.faults.requests == 7
     keys = _keys(proxy.url, bucket)
     assert sum(k.endswith(".pack") for k in keys) == 1
-    assert sum(k.endswith(".json") for k in keys) == 1
-    proxy.faults.requests = 0
+    assert sum(k.endswith(".json") for k in keys) == 2  # the index, the list of indexes
+    proxy.faults.requests, before = 0, len(proxy.faults.seen)
     again = push(store, registry, remote, the_plan, retry=FAST)
     assert {r.outcome for r in again.results} == {Outcome.PRESENT}
-    assert [m for m, _, _ in proxy.faults.seen[-1:]] == ["GET"]  # the index, nothing written
-    assert proxy.faults.requests == 2  # list the indexes, read the one
+    assert "PUT" not in [m for m, _, _ in proxy.faults.seen[before:]]  # nothing written
+    assert proxy.faults.requests == 3  # list the indexes, read the one, see the list is there
     assert _keys(proxy.url, bucket) == keys
     proxy.faults.requests = 0
     other = _fresh(tmp_path)

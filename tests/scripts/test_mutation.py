@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -57,17 +59,81 @@ def test_a_bad_guard_list_is_refused(runner: ModuleType, tmp_path: Path) -> None
         runner.load_guards(path)
 
 
-@pytest.mark.parametrize(("text", "count"), [("nothing here\n", 0), ("x = 1\nx = 1\n", 2)])
-def test_a_snippet_not_found_exactly_once_is_an_error_naming_the_guard(
-    runner: ModuleType, tmp_path: Path, text: str, count: int
+def _mini_repository(root: Path) -> Path:
+    """A repository of its own: a ``fixture_store`` package (the copy's, first on the path, as in
+    the real campaign), a guard in it and the tests that hold it."""
+    (root / "fixture_store").mkdir(parents=True)
+    (root / "fixture_store" / "__init__.py").write_text("")
+    (root / "fixture_store" / "pytest_plugin.py").write_text("")
+    (root / "fixture_store" / "mod.py").write_text(
+        "def positive(x: int) -> bool:\n    return x > 0\n\n\ndef double(x: int) -> int:\n"
+        "    return 2 * x\n"
+    )
+    (root / "tests").mkdir()
+    (root / "tests" / "test_mod.py").write_text(
+        "from fixture_store.mod import double, positive\n\n\n"
+        "def test_positive():\n    assert positive(1) and not positive(0)\n\n\n"
+        "def test_double_runs():\n    double(3)\n"
+    )
+    (root / "pkg").mkdir()
+    (root / "pkg" / "none.py").write_text("nothing here\n")
+    (root / "pkg" / "twice.py").write_text("x = 1\nx = 1\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def worker(runner: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One worker for the module's tests, as in a campaign: each guard must leave it clean."""
+    root = tmp_path_factory.mktemp("campaign")
+    w = runner.Worker(_mini_repository(root / "template"), root / "worker")
+    yield w
+    w.close()
+
+
+def test_a_worker_kills_a_guard_its_tests_hold_and_restores_the_file(
+    runner: ModuleType, worker: Any
 ) -> None:
-    template = tmp_path / "template"
-    (template / "pkg").mkdir(parents=True)
-    (template / "pkg" / "mod.py").write_text(text)
-    guard = runner.Guard("the-guard", "pkg/mod.py", "x = 1", "x = 2", ("t.py::t",), "p")
-    work = tmp_path / "work"
-    work.mkdir()
-    outcome = runner.run_guard(guard, template, work, timeout=60)
+    module = worker.copy / "fixture_store" / "mod.py"
+    before = module.read_bytes()
+    held = runner.Guard(
+        "held", "fixture_store/mod.py", "x > 0", "x >= 0", ("tests/test_mod.py",), "p"
+    )
+    unheld = runner.Guard(
+        "unheld", "fixture_store/mod.py", "2 * x", "3 * x", ("tests/test_mod.py",), "p"
+    )
+    killed = runner.run_guard(held, worker, timeout=120)
+    assert (killed.status, killed.detail) == ("killed", killed.detail)
+    assert "test_positive" in killed.detail
+    assert module.read_bytes() == before
+    # The same worker, the next guard: the first break is gone, this one is not held.
+    survived = runner.run_guard(unheld, worker, timeout=120)
+    assert survived.status == "survived"
+    assert module.read_bytes() == before
+
+
+def test_a_guard_whose_tests_hang_is_killed_at_its_timeout(runner: ModuleType, worker: Any) -> None:
+    hangs = runner.Guard(
+        "hangs",
+        "fixture_store/mod.py",
+        "return x > 0",
+        "import time; time.sleep(120); return x > 0",
+        ("tests/test_mod.py",),
+        "p",
+    )
+    outcome = runner.run_guard(hangs, worker, timeout=2)
+    assert outcome.status == "killed"
+    assert "timed out" in outcome.detail
+    assert outcome.seconds < 60
+    assert "sleep" not in (worker.copy / "fixture_store" / "mod.py").read_text()
+
+
+@pytest.mark.parametrize(("file", "count"), [("pkg/none.py", 0), ("pkg/twice.py", 2)])
+def test_a_snippet_not_found_exactly_once_is_an_error_naming_the_guard(
+    runner: ModuleType, worker: Any, file: str, count: int
+) -> None:
+    before = (worker.copy / file).read_bytes()
+    guard = runner.Guard("the-guard", file, "x = 1", "x = 2", ("t.py::t",), "p")
+    outcome = runner.run_guard(guard, worker, timeout=60)
     assert (outcome.id, outcome.status) == ("the-guard", "error")
-    assert f"found {count} times in pkg/mod.py" in outcome.detail
-    assert (template / "pkg" / "mod.py").read_text() == text  # only the copy is ever edited
+    assert f"found {count} times in {file}" in outcome.detail
+    assert (worker.copy / file).read_bytes() == before

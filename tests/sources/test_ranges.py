@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import ssl
 import threading
@@ -17,6 +18,7 @@ import pytest
 from safetensors.numpy import save
 
 from bench.harness import make_cert
+from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.errors import IntegrityError, MissingObjectError
 from fixture_store.fetch import fetch_names
@@ -202,6 +204,30 @@ def test_a_local_source_is_read_by_pread_and_verified(tmp_path: Path) -> None:
     header_last = max(WEIGHTS, key=lambda k: int(arrays[k]["offset"]))
     with pytest.raises(IntegrityError, match=rf"tensor '{header_last}'"):
         fixtures.tensor("ckpt/big", header_last)
+
+
+def test_a_range_whose_length_is_not_shape_times_dtype_is_refused_naming_the_tensor(
+    tmp_path: Path,
+) -> None:
+    """A record's range one element short of its tensor, with the digest of those bytes: it
+    is refused naming the record and the tensor, not read and then left to
+    end in a traceback when the bytes cannot take the tensor's shape."""
+    fixtures, data = _project(tmp_path, {"type": "local", "path": "model.safetensors"})
+    family = tmp_path / "p" / "provenance" / "ckpt.json"
+    doc = json.loads(family.read_text())
+    small = doc["records"]["ckpt/big"]["arrays"]["small"]
+    small["length"] -= WEIGHTS["small"].itemsize
+    start = small["offset"]
+    small["sha256"] = hashlib.sha256(data[start : start + small["length"]]).hexdigest()
+    # the ranges still tile the data section after the header (else the record is refused
+    # when it is read): the next tensor begins those bytes earlier
+    big = doc["records"]["ckpt/big"]["arrays"]["big"]
+    big["offset"] -= WEIGHTS["small"].itemsize
+    big["length"] += WEIGHTS["small"].itemsize
+    family.write_text(json.dumps(doc, indent=2, sort_keys=True))
+    fixtures = Fixtures(fixtures.store, registry_mod.load(tmp_path / "p"))
+    with pytest.raises(IntegrityError, match=r"ckpt/big: tensor 'small': .* is not shape \[300\]"):
+        fixtures.tensor("ckpt/big", "small")
 
 
 def test_offline_reads_no_range(

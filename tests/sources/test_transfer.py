@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import socket
 import threading
 from pathlib import Path
@@ -205,6 +206,28 @@ def test_a_socket_read_under_a_deadline_is_cut_when_it_passes() -> None:
             assert inner is outer  # a nested bound never extends the one in force
         assert current_deadline() is None
     finally:
+        ours.close()
+        theirs.close()
+
+
+def test_a_shorter_deadline_nested_inside_a_longer_one_is_the_one_in_force() -> None:
+    """An object's deadline inside a command's longer one still bounds the object: a socket
+    read under it is cut when the shorter one passes, and the longer one is back after it."""
+    ours, theirs = socket.socketpair()
+    got: list[bytes] = []
+    try:
+        with bounded_by(deadline_in(600)) as outer:
+            with bounded_by(deadline_in(0.2)) as inner:
+                assert inner is not outer and current_deadline() is inner
+                watch(ours)
+                reader = threading.Thread(target=lambda: got.append(ours.recv(10)))
+                reader.start()
+                reader.join(10)
+            assert current_deadline() is outer
+        assert got == [b""]  # cut at the inner deadline, not left to wait for the outer one
+    finally:
+        with contextlib.suppress(OSError):
+            ours.shutdown(socket.SHUT_RDWR)  # wakes the reader if it is still waiting
         ours.close()
         theirs.close()
 

@@ -2,9 +2,10 @@
 
 Every artifact a test names in its ``fixture_store`` marker is checked against its record before
 the test runs; a tampered reference is an error (it is never compared), a missing one a skip
-naming the fetch command (a failure under --fixture-store-require), a declared gap an xfail with
-its reason. ``--fixture-store-complete`` (in pyproject.toml) fails the run if a family of the
-registry is consumed by no test.
+naming the fetch command, counted in one line that ends the run (a failure under
+--fixture-store-require or CI=true), a declared gap an xfail with its reason.
+``--fixture-store-complete`` (in pyproject.toml) fails the run if a family of the registry is
+consumed by no test.
 """
 
 from __future__ import annotations
