@@ -10,11 +10,17 @@ It runs, with modest rounds by default (a few minutes on two cores):
   one row for all of them;
 - the bodies report (``bench/hostile_bodies.py``): ``pull`` against a hostile S3 server; one row
   per case, with its peak memory against the promised bound (the clean pull's peak plus
-  7 ranges of 8 MiB and a byte each).
+  7 ranges of 8 MiB and a byte each);
+- the outputs report (``bench/hostile_outputs.py``): every option that writes at a path the user
+  names, aimed at the store (links to objects, the objects, new files in it); one row per option;
+- the claims report (``bench/hostile_claims.py``): registry edits that move a tensor's range, and
+  hostile certificates and signing keys, against what says "verified"; one row each.
 
 Columns: rounds, objects lost, bytes outside the store (files created or changed outside every
-root), secrets printed (or written where they should not be), tracebacks, other faults (records
-lost, stray files, hangs, exits other than the expected refusal), peak memory and its bound,
+root), secrets printed (or written where they should not be), hostile input accepted (values or
+bytes handed out as verified, a refused key signing), tracebacks, other faults (records lost,
+stray files, files written into the store, hangs, exits other than the expected refusal, an
+honest input refused), peak memory and its bound,
 and whether the row is within bounds: every count zero, the peak within its bound. The exit
 status is 1 if any row is not.
 
@@ -35,16 +41,17 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import hostile_bodies, hostile_links, hostile_secrets
+from bench import hostile_bodies, hostile_claims, hostile_links, hostile_outputs, hostile_secrets
 from bench.trials import SCALE
 from tests.support import trials
 
-PARTS = ("trials", "links", "secrets", "bodies")
+PARTS = ("trials", "links", "secrets", "bodies", "outputs", "claims")
 REPO = Path(__file__).resolve().parents[1]
 COUNTS = (
     "objects_lost",
     "bytes_outside",
     "secrets_printed",
+    "accepted",
     "tracebacks",
     "other_faults",
 )
@@ -59,6 +66,7 @@ class Row:
     objects_lost: int = 0
     bytes_outside: int = 0
     secrets_printed: int = 0
+    accepted: int = 0
     tracebacks: int = 0
     other_faults: int = 0
     peak_mib: float | None = None
@@ -143,9 +151,36 @@ def body_rows(error_mib: int, extra_mib: int) -> list[Row]:
     ]
 
 
+def output_rows(rounds: int) -> list[Row]:
+    return [
+        Row(
+            f"outputs: {surface}",
+            n,
+            objects_lost=c["objects lost"],
+            tracebacks=c["tracebacks"],
+            other_faults=c["store writes"] + c["other exits"],
+        )
+        for surface, (n, c) in hostile_outputs.run(rounds).items()
+    ]
+
+
+def claim_rows(rounds: int) -> list[Row]:
+    return [
+        Row(
+            f"claims: {surface}",
+            n,
+            accepted=c["accepted"],
+            tracebacks=c["tracebacks"],
+            other_faults=c["honest refused"],
+        )
+        for surface, (n, c) in hostile_claims.run(rounds).items()
+    ]
+
+
 def table(rows: list[Row]) -> str:
     heads = ["surface", "rounds", "objects lost", "bytes outside", "secrets printed",
-             "tracebacks", "other faults", "peak MiB / bound", "within bounds"]  # fmt: skip
+             "accepted", "tracebacks", "other faults", "peak MiB / bound",
+             "within bounds"]  # fmt: skip
 
     def cells(r: Row) -> list[str]:
         peak = "-" if r.peak_mib is None else f"{r.peak_mib:.0f} / {r.bound_mib:.0f}"
@@ -169,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--secrets-rounds", type=int, default=5, help="per entry point (5)")
     parser.add_argument("--error-mib", type=int, default=64, help="error body size (64)")
     parser.add_argument("--extra-mib", type=int, default=64, help="filler after a range (64)")
+    parser.add_argument("--surface-rounds", type=int, default=1, help="outputs, claims (1)")
     parser.add_argument("--only", choices=PARTS, action="append", help="only these (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON line per row")
     args = parser.parse_args(argv)
@@ -177,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         "links": lambda: link_rows(args.links_rounds),
         "secrets": lambda: secret_rows(args.secrets_rounds),
         "bodies": lambda: body_rows(args.error_mib, args.extra_mib),
+        "outputs": lambda: output_rows(args.surface_rounds),
+        "claims": lambda: claim_rows(args.surface_rounds),
     }
     chosen = [part for name, part in parts.items() if not args.only or name in args.only]
     rows = [row for part in chosen for row in part()]

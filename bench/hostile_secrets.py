@@ -8,7 +8,9 @@ every count must be zero, and the exit status says whether they all were.
 
 Entry points: a remote's ``url`` and ``endpoint_url`` in ``pyproject.toml`` and in the user's
 file (read by push, pull, fetch and remote list), ``remote add`` (URL and ``--endpoint-url``),
-``--remote`` on push, pull and fetch, and a record's ``source.url``.
+``--remote`` on push, pull and fetch, a record's ``source.url``, and ``add --source`` of an
+``hf://`` source. URLs are https, http, s3, ftp and the Hub's hf:// (whose '@' otherwise names a
+revision).
 
     uv run python -m bench.hostile_secrets                 # 50 rounds of each
     uv run python -m bench.hostile_secrets --rounds 200
@@ -45,14 +47,18 @@ def _secret(rng: random.Random) -> str:
 
 def _url(rng: random.Random, secret: str) -> str:
     """A URL holding ``secret`` in its user information, its password or a parameter."""
-    scheme = rng.choice(["https", "s3", "http", "ftp"])
+    scheme = rng.choice(["https", "s3", "http", "ftp", "hf"])
     where = rng.choice(["user", "password", "query", "fragment"])
+    # The Hub's notation: a repo (type first), where '@' otherwise names a revision.
+    host = (
+        rng.choice(["datasets/org/name", "models/org/name"]) if scheme == "hf" else "host.example"
+    )
     if where == "user":
-        return f"{scheme}://{secret.replace('/', '')}@host.example/prefix"
+        return f"{scheme}://{secret.replace('/', '')}@{host}/prefix"
     if where == "password":
-        return f"{scheme}://me:{secret}@host.example/prefix"
+        return f"{scheme}://me:{secret}@{host}/prefix"
     sep = "?" if where == "query" else "#"
-    return f"{scheme}://host.example/prefix{sep}a=1&{rng.choice(_PARAMS)}={secret}"
+    return f"{scheme}://{host}/prefix{sep}a=1&{rng.choice(_PARAMS)}={secret}"
 
 
 @contextmanager
@@ -102,6 +108,21 @@ def _registry(project: Path, url: str) -> tuple[list[Path], list[str]]:
     return [path], ["verify"]
 
 
+def _add_hub_source(url: str) -> list[str]:
+    """``add --source`` of an hf:// source at a commit, holding the URL's credential."""
+    where = url.split("://", 1)[1].replace("/prefix", f"@{'a' * 40}/a.bin", 1)
+    return [
+        "add",
+        "data/a.bin",
+        "--name",
+        "fam/a",
+        "--kind",
+        "fixture",
+        "--source",
+        f"hf://{where}",
+    ]
+
+
 ENTRIES: dict[str, Entry] = {
     **{
         f"pyproject {key} -> {' '.join(cmd)}": _pyproject(key, cmd)
@@ -121,6 +142,7 @@ ENTRIES: dict[str, Entry] = {
     ),
     **{f"--remote on {verb}": _on_the_command_line(verb) for verb in ("push", "pull", "fetch")},
     "record source.url -> verify": _registry,
+    "add --source hf://": lambda _p, url: ([], _add_hub_source(url)),
 }
 
 
@@ -128,7 +150,8 @@ def _round(name: str, rng: random.Random) -> Counter[str]:
     secret = _secret(rng)
     url = _url(rng, secret)
     if "endpoint" in name:  # an endpoint is http(s): the secret must be what is refused
-        url = url.replace("s3://", "https://", 1).replace("ftp://", "https://", 1)
+        for scheme in ("s3://", "ftp://", "hf://"):
+            url = url.replace(scheme, "https://", 1)
     entry = ENTRIES[name]
     found: Counter[str] = Counter()
     with _project() as project:

@@ -24,10 +24,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import math
 import os
 import platform
+import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -43,7 +46,7 @@ from fixture_store.errors import (
     UsageError,
 )
 from fixture_store.objects import digests
-from fixture_store.registry import Record, Registry
+from fixture_store.registry import Record, Registry, nesting
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
@@ -55,6 +58,18 @@ PUBLIC_KEY_ENV = "FIXTURE_STORE_ATTEST_PUBLIC_KEY"
 FOR_WHAT = "a signed parity certificate"
 _MAX_ENVELOPE = 64 * 1024 * 1024  # a certificate is small; a larger file is not one
 _MAX_KEY = 1024 * 1024
+
+
+def subject_name(path: Path) -> str:
+    """The name a certificate gives the candidate at ``path``: the path as it was given,
+    normalized (``./x/../y/m.bin`` is ``y/m.bin``), in POSIX form, an absolute path below the
+    current folder made relative to it (so another checkout verifies it from its own root);
+    never its base name alone, which two candidates in two folders share."""
+    normal = Path(os.path.normpath(path))
+    if normal.is_absolute():
+        with contextlib.suppress(ValueError):
+            normal = normal.relative_to(os.path.normpath(os.getcwd()))
+    return normal.as_posix()
 
 
 @dataclass(frozen=True)
@@ -71,7 +86,7 @@ class Subject:
                 f"the candidate {path} is not a file", fix="name the file the certificate is about"
             )
         try:
-            return cls(name or path.name, digests.of_file(path))
+            return cls(name or subject_name(path), digests.of_file(path))
         except OSError as e:
             raise UsageError(
                 f"cannot read the candidate {path}: {e.strerror or e}",
@@ -141,6 +156,15 @@ def statement(
     per array compared)."""
     if not subjects:
         raise UsageError("a certificate needs a candidate: name the file it is about")
+    seen: set[str] = set()
+    for subject in subjects:
+        if subject.name in seen:
+            raise UsageError(
+                f"the subject {subject.name} is given twice: a certificate names each candidate "
+                "once, by its path",
+                fix="give each --subject once (the outputs file is a subject already)",
+            )
+        seen.add(subject.name)
     passed = [str(a["name"]) for a in arrays if a.get("outcome") != "drift"]
     failed = [str(a["name"]) for a in arrays if a.get("outcome") == "drift"]
     predicate: dict[str, Any] = {
@@ -198,6 +222,30 @@ def key_path(
     return path
 
 
+def _private_key_place(path: Path) -> None:
+    """Refuse a private key others can read, as ssh refuses one: a file with any group or
+    other permission bit, or one inside a git work tree (where ``git add .`` commits it)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # _read_key says why it cannot be read
+    if os.name == "posix" and mode & 0o077:
+        raise UsageError(
+            f"the private key {path} can be read by others (mode {stat.S_IMODE(mode):04o}): "
+            "a signing key must be yours alone, as ssh requires of its keys",
+            fix=f"chmod 600 {path}",
+        )
+    resolved = path.resolve()
+    for folder in resolved.parents:
+        if os.path.lexists(folder / ".git"):
+            raise UsageError(
+                f"the private key {path} is inside the git work tree {folder}: `git add .` "
+                "would commit it for everyone who can read the repository",
+                fix="move the key out of the work tree (to your home folder, or a secret your "
+                "CI provides) and pass its path",
+            )
+
+
 def _read_key(path: Path) -> bytes:
     try:
         data = path.read_bytes()[: _MAX_KEY + 1]
@@ -231,6 +279,7 @@ def signer(path: Path) -> Any:
             f"{path} is not a PEM private key ({e})",
             fix="sign with your private key; verify with the public one",
         ) from None
+    _private_key_place(path)  # a private key indeed: it must be its owner's alone
     try:
         return CryptoSigner(private)
     except ValueError as e:
@@ -293,11 +342,91 @@ def _not_an_envelope(path: Path, why: str) -> AttestationError:
     )
 
 
-def load_envelope(path: Path) -> Any:
-    """The DSSE envelope in ``path`` (securesystemslib ``Envelope``)."""
-    require("attest", for_what="verifying " + FOR_WHAT)
-    from securesystemslib.dsse import Envelope
+@dataclass(frozen=True)
+class Envelope:
+    """A DSSE envelope as read, every field type-checked: the payload, its type, and each
+    signature's bytes with its ``keyid`` (a hint, as the DSSE spec says: ``None`` when absent,
+    never what decides which key verifies it)."""
 
+    payload: bytes
+    payload_type: str
+    signatures: tuple[tuple[str | None, bytes], ...]
+
+    def pae(self) -> bytes:
+        """The DSSE pre-authentication encoding: what each signature signs."""
+        kind = self.payload_type.encode("utf-8")
+        return b"DSSEv1 %d %b %d %b" % (len(kind), kind, len(self.payload), self.payload)
+
+
+_ENVELOPE_KEYS = frozenset({"payload", "payloadType", "signatures"})
+_SIGNATURE_KEYS = frozenset({"sig", "keyid"})
+_BASE64 = re.compile(r"[A-Za-z0-9+/_-]*={0,2}")
+
+
+def _base64(path: Path, text: object, field: str) -> bytes:
+    """A DSSE base64 field (standard or URL-safe alphabet), strictly."""
+    if not isinstance(text, str):
+        raise _not_an_envelope(path, f"its {field} is {_kind(text)}, not a base64 string")
+    if _BASE64.fullmatch(text) is None or len(text.rstrip("=")) % 4 == 1:
+        raise _not_an_envelope(path, f"its {field} is not base64")
+    padded = text.replace("-", "+").replace("_", "/") + "=" * (-len(text) % 4)
+    try:
+        return base64.b64decode(padded, validate=True)
+    except binascii.Error:
+        raise _not_an_envelope(path, f"its {field} is not base64") from None
+
+
+_JSON_KINDS = (
+    (bool, "a boolean"),  # before int: a bool is an int to Python
+    (int | float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (dict, "an object"),
+)
+
+
+def _kind(value: object) -> str:
+    """What a JSON value is, in words (a message never echoes an envelope's values)."""
+    if value is None:
+        return "null"
+    return next((said for t, said in _JSON_KINDS if isinstance(value, t)), type(value).__name__)
+
+
+def parse_envelope(path: Path, raw: object) -> Envelope:
+    """The envelope of the JSON value ``raw``, every field checked for its type: an object of
+    exactly ``payload`` (base64), ``payloadType`` (a string) and ``signatures`` (a non-empty
+    list of objects of ``sig``, base64, and optionally ``keyid``, a string)."""
+    if not isinstance(raw, dict):
+        raise _not_an_envelope(path, f"it holds {_kind(raw)}, not a JSON object")
+    if set(raw) != _ENVELOPE_KEYS:
+        missing, extra = sorted(_ENVELOPE_KEYS - set(raw)), sorted(set(raw) - _ENVELOPE_KEYS)
+        said = "; ".join(
+            [*([f"no {', '.join(missing)}"] if missing else []),
+             *([f"unknown {', '.join(map(repr, extra))}"] if extra else [])]
+        )  # fmt: skip
+        raise _not_an_envelope(path, f"its fields are not a DSSE envelope's ({said})")
+    payload = _base64(path, raw["payload"], "payload")
+    kind = raw["payloadType"]
+    if not isinstance(kind, str):
+        raise _not_an_envelope(path, f"its payloadType is {_kind(kind)}, not a string")
+    signatures = raw["signatures"]
+    if not isinstance(signatures, list) or not signatures:
+        raise _not_an_envelope(path, "its signatures are not a non-empty list")
+    found: list[tuple[str | None, bytes]] = []
+    for i, sig in enumerate(signatures):
+        field = f"signatures[{i}]"
+        if not isinstance(sig, dict) or "sig" not in sig or set(sig) - _SIGNATURE_KEYS:
+            raise _not_an_envelope(path, f"its {field} is not an object of sig and keyid")
+        keyid = sig.get("keyid")
+        if keyid is not None and not isinstance(keyid, str):
+            raise _not_an_envelope(path, f"its {field}.keyid is {_kind(keyid)}, not a string")
+        found.append((keyid, _base64(path, sig["sig"], f"{field}.sig")))
+    return Envelope(payload, kind, tuple(found))
+
+
+def load_envelope(path: Path) -> Envelope:
+    """The DSSE envelope in ``path``, read under a size and a depth bound and type-checked."""
+    require("attest", for_what="verifying " + FOR_WHAT)
     try:
         data = path.read_bytes()[: _MAX_ENVELOPE + 1]
     except OSError as e:
@@ -307,22 +436,27 @@ def load_envelope(path: Path) -> Any:
         ) from None
     if len(data) > _MAX_ENVELOPE:
         raise _not_an_envelope(path, f"larger than {_MAX_ENVELOPE:,} bytes")
+    return parse_envelope(path, _json(path, data, "it"))
+
+
+def _json(path: Path, data: bytes, what: str) -> Any:
+    """JSON ``data`` (the envelope, or its payload), its nesting bounded before it is parsed."""
     try:
-        raw = json.loads(data)
-        if not isinstance(raw, dict):
-            raise TypeError("not a JSON object")
-        return Envelope.from_dict(raw)
-    except (ValueError, TypeError, KeyError, binascii.Error) as e:
-        raise _not_an_envelope(path, f"no DSSE envelope in it ({type(e).__name__}: {e})") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _not_an_envelope(path, f"{what} is not UTF-8 text") from None
+    if nesting.first_too_deep(text) is not None:
+        raise _not_an_envelope(path, f"{what} nests more than {nesting.MAX_DEPTH} levels deep")
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise _not_an_envelope(path, f"{what} is not JSON ({e})") from None
 
 
-def _payload(path: Path, envelope: Any) -> dict[str, Any]:
+def _payload(path: Path, envelope: Envelope) -> dict[str, Any]:
     if envelope.payload_type != PAYLOAD_TYPE:
         raise _not_an_envelope(path, f"its payload type is {envelope.payload_type!r}")
-    try:
-        doc = json.loads(envelope.payload)
-    except ValueError as e:
-        raise _not_an_envelope(path, f"its payload is not JSON ({e})") from None
+    doc = _json(path, envelope.payload, "its payload")
     if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
         raise _not_an_envelope(path, "its payload is not an in-toto Statement v1")
     if doc.get("predicateType") != PREDICATE_TYPE:
@@ -340,49 +474,95 @@ class Verified:
 
     statement: dict[str, Any]
     problems: tuple[str, ...]
+    unchecked: tuple[str, ...] = ()
 
     @property
     def result(self) -> str:
         return str(self.statement["predicate"].get("result"))
 
 
-def check_signature(path: Path, envelope: Any, key: Any, key_file: Path) -> None:
+def check_signature(path: Path, envelope: Envelope, key: Any, key_file: Path) -> None:
+    """One of the envelope's signatures verifies with ``key``. Every signature is tried with
+    the key whatever its ``keyid`` says: the keyid is a hint (DSSE), and a certificate whose
+    hint is missing or another tool's is still checked by its signature alone."""
     require("attest", for_what="verifying " + FOR_WHAT)
-    from securesystemslib.exceptions import VerificationError
+    from securesystemslib.exceptions import UnverifiedSignatureError
+    from securesystemslib.signer import Signature  # type: ignore[attr-defined]
 
-    try:
-        envelope.verify([key], 1)
-    except VerificationError:
-        raise AttestationError(
-            f"the signature of {path} does not verify with the key {key_file} "
-            f"(keyid {key.keyid[:16]}…): it was signed with another key, or its statement "
-            "was changed after signing",
-            fix="pass the public key of whoever signed it; a changed certificate must be "
-            "written again (fixture-store attest)",
-        ) from None
+    pae = envelope.pae()
+    for _hint, sig in envelope.signatures:
+        try:
+            key.verify_signature(Signature(key.keyid, sig.hex()), pae)
+        except UnverifiedSignatureError:
+            continue
+        return
+    raise AttestationError(
+        f"the signature of {path} does not verify with the key {key_file} "
+        f"(keyid {key.keyid[:16]}…): it was signed with another key, or its statement "
+        "was changed after signing",
+        fix="pass the public key of whoever signed it; a changed certificate must be "
+        "written again (fixture-store attest)",
+    )
 
 
-def check_candidates(doc: Mapping[str, Any], candidates: Sequence[Path]) -> list[str]:
-    """Each candidate file against the subject of its name."""
-    subjects = {
-        s.get("name"): s.get("digest", {}).get("sha256")
-        for s in doc["subject"]
-        if isinstance(s, dict)
-    }
-    problems = []
+@dataclass(frozen=True)
+class Checked:
+    """What the candidates given showed: the problems found, and the subjects checked."""
+
+    problems: list[str]
+    checked: frozenset[str]
+
+
+def check_candidates(doc: Mapping[str, Any], candidates: Sequence[Path]) -> Checked:
+    """Each candidate file against the subject named by its path as given (normalized); a
+    certificate that names its subjects by bare file names (the pytest plugin's, and earlier
+    ones) is matched by the candidate's file name when exactly one subject has it. A subject
+    the certificate names twice is a problem, never matched."""
+    names: list[str] = []
+    subjects: dict[str, object] = {}
+    problems: list[str] = []
+    for s in doc["subject"]:
+        name = s.get("name") if isinstance(s, dict) else None
+        digest = s.get("digest") if isinstance(s, dict) else None
+        sha = digest.get("sha256") if isinstance(digest, dict) else None
+        if not isinstance(name, str) or not isinstance(sha, str):
+            problems.append(f"a subject of the certificate has no name or sha256: {s!r}")
+            continue
+        names.append(name)
+        subjects[name] = sha
+    twice = sorted({n for n in names if names.count(n) > 1})
+    for name in twice:
+        problems.append(
+            f"the certificate names the subject {name!r} twice: which file it means is "
+            "ambiguous, so neither is checked"
+        )
+        del subjects[name]
+    checked: set[str] = set()
     for path in candidates:
         now = Subject.of_file(path)
-        if now.name not in subjects:
+        name = now.name
+        if name not in subjects and "/" not in path.name and path.name in subjects:
+            name = path.name  # a certificate naming its subject by file name
+        if name in twice or (name not in subjects and path.name in twice):
+            continue  # said above
+        if name not in subjects:
             problems.append(
                 f"candidate {path}: the certificate has no subject named {now.name!r} "
-                f"(its subjects: {', '.join(map(str, subjects)) or 'none'})"
+                f"(its subjects: {', '.join(names) or 'none'})"
             )
-        elif subjects[now.name] != now.digest.hex:
+            continue
+        checked.add(name)
+        if subjects[name] != now.digest.hex:
             problems.append(
                 f"candidate {path} changed: the certificate was signed for sha256:"
-                f"{str(subjects[now.name])[:16]}…, the file is now {now.digest.text[:23]}…"
+                f"{str(subjects[name])[:16]}…, the file is now {now.digest.text[:23]}…"
             )
-    return problems
+    return Checked(problems, frozenset(checked))
+
+
+def subject_names(doc: Mapping[str, Any]) -> list[str]:
+    """The names of the certificate's subjects, in its order."""
+    return [str(s.get("name")) for s in doc["subject"] if isinstance(s, dict) and "name" in s]
 
 
 def check_references(doc: Mapping[str, Any], registry: Registry) -> list[str]:
@@ -420,17 +600,29 @@ def check_references(doc: Mapping[str, Any], registry: Registry) -> list[str]:
 
 
 def verify(
-    path: Path, key_file: Path, registry: Registry, candidates: Sequence[Path] = ()
+    path: Path,
+    key_file: Path,
+    registry: Registry,
+    candidates: Sequence[Path] = (),
+    *,
+    all_subjects: bool = False,
 ) -> Verified:
     """Check the certificate at ``path``: its signature (raises :class:`AttestationError`: an
     unsigned statement says nothing), then each candidate and each reference (the problems
-    returned, each naming what changed)."""
+    returned, each naming what changed). The subjects no candidate checked are named in
+    ``unchecked``; with ``all_subjects`` each of them is a problem too."""
     envelope = load_envelope(path)
     key = public_key(key_file)
     check_signature(path, envelope, key, key_file)
     doc = _payload(path, envelope)
-    problems = check_candidates(doc, candidates) + check_references(doc, registry)
-    return Verified(doc, tuple(problems))
+    checked = check_candidates(doc, candidates)
+    unchecked = tuple(n for n in dict.fromkeys(subject_names(doc)) if n not in checked.checked)
+    problems = checked.problems + check_references(doc, registry)
+    if all_subjects:
+        problems += [
+            f"subject {name!r} was not checked: no --candidate names it" for name in unchecked
+        ]
+    return Verified(doc, tuple(problems), unchecked)
 
 
 def decode_payload(envelope: Mapping[str, Any]) -> dict[str, Any]:
@@ -470,15 +662,11 @@ def _folder_refusal(path: str, what: str) -> UsageError:
 def write_files(folder: Path, files: Mapping[str, bytes], *, store: Path) -> list[Path]:
     """Write ``files`` (name -> bytes) into ``folder`` through the path primitive; never inside
     the store."""
-    from fixture_store.objects import anchored
+    from fixture_store.objects import outputs
 
-    root, top = folder.resolve(), store.resolve()
-    if root == top or top in root.parents:
-        raise UsageError(
-            f"the certificate folder {folder} is inside the store {store}",
-            fix="name a folder outside the store",
-        )
-    with anchored.Folder.root(root, create=True, refuse=_folder_refusal) as where:
+    root = folder.resolve()
+    target = outputs.Target(root, (store,), "certificate folder")
+    with target.folder(_folder_refusal) as where:
         for name, data in files.items():
             where.write_atomically(name, data)
     return [root / name for name in files]

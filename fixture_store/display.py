@@ -124,9 +124,14 @@ def type_name(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-# Schemes whose '@' names a revision, never user information: ``hf://gpt2@<sha>/file`` is a
-# repository without an owner at a commit (the Hub's token comes from HF_TOKEN, never a URL).
+# Schemes whose '@' names a revision: ``hf://gpt2@<sha>/file`` is a repository without an owner
+# at a commit (the Hub's token comes from HF_TOKEN, never a URL). An '@' there is user
+# information only where no repository and revision can be read (:func:`_revision_userinfo`).
 _REVISION_AT = ("hf://",)
+# What follows the '@' of user information in the Hub's notation, never a revision: a repo type.
+_REPO_TYPES = ("datasets/", "spaces/", "models/")
+# A Hub access token's shape: never a repository name.
+_HUB_TOKEN = re.compile(r"hf_[A-Za-z0-9]{16,}")
 
 
 def _userinfo_end(text: str) -> int:
@@ -136,8 +141,10 @@ def _userinfo_end(text: str) -> int:
     a password is never shown in part, and an '@' in a path (``https://host/@scope/x``) is not
     taken for one."""
     m = _AUTHORITY.match(text)
-    if m is None or text[:8].lower().startswith(_REVISION_AT):
+    if m is None:
         return 0
+    if text[:8].lower().startswith(_REVISION_AT):
+        return _revision_userinfo(text, m.start(1), m[1])
     authority = m[1]
     if "@" in authority:
         return m.start(1) + authority.rindex("@") + 1
@@ -145,6 +152,31 @@ def _userinfo_end(text: str) -> int:
     if colon and not port.isdigit() and not authority.endswith("]"):  # [::1] is an address
         last = text.rfind("@", m.start(1), len(text) - len(_query_part(text)))
         return last + 1 if last >= 0 else 0
+    return 0
+
+
+def _revision_userinfo(text: str, start: int, authority: str) -> int:
+    """Where the user information of a URL in the Hub's notation ends (0: none). Its first
+    segment reads ``REPO@REVISION`` or ``ORG``; it holds user information when that cannot be
+    read so: a ':' before the '@' (no repository name or revision holds one, git's ref rules
+    forbid it), a repo type right after the '@' (``hf://TOKEN@datasets/org/x``: the notation puts
+    the type first), a second '@' in the repository that follows (``hf://TOKEN@org/x@REV``), or
+    a token's shape before it (``hf_...``)."""
+    if "@" not in authority:
+        if ":" not in authority:
+            return 0
+        last = text.rfind("@", start, len(text) - len(_query_part(text)))  # a '/' in a password
+        return last + 1 if last >= 0 else 0
+    user, _, _rest = authority.partition("@")
+    after = text[start + len(user) + 1 : len(text) - len(_query_part(text))]
+    repo = "/".join(after.split("/")[:2])  # what would be ORG/NAME after user information
+    if (
+        ":" in user
+        or after.lower().startswith(_REPO_TYPES)
+        or "@" in repo  # a second '@': the repo's own revision follows user information
+        or _HUB_TOKEN.fullmatch(user)
+    ):
+        return start + authority.rindex("@") + 1
     return 0
 
 

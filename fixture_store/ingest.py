@@ -120,7 +120,11 @@ def with_content(record: Record, described: content.Described) -> Record:
     if record.content is Content.ARCHIVE and record.members is None:
         record = dataclasses.replace(record, members=described.members)
     if record.content is Content.ARRAYS and record.arrays is None and described.arrays:
-        record = dataclasses.replace(record, arrays=MappingProxyType(dict(described.arrays)))
+        record = dataclasses.replace(
+            record,
+            arrays=MappingProxyType(dict(described.arrays)),
+            header=record.header or described.header,
+        )
     return record
 
 
@@ -608,6 +612,11 @@ def _prepare_folder(
     return with_blake3(record, None, member_b3)
 
 
+def _ranged(arrays: Mapping[str, Mapping[str, Any]] | None) -> bool:
+    """Whether a manifest's arrays carry byte ranges (then its header goes with it)."""
+    return any("offset" in spec for spec in (arrays or {}).values())
+
+
 def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, content.Described]:
     """The record of a described file whose bytes are ``stored``: refused if they are not the
     bytes the caller checked, or not what the record says of them."""
@@ -621,6 +630,7 @@ def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, co
             fix="register it again once nothing writes to it",
         )
     annotations = reg.annotations
+    arrays = annotations.arrays or described.arrays
     record = build_record(
         reg.name,
         file.kind,
@@ -629,7 +639,11 @@ def _prepare_file(store: Store, file: _File, stored: Stored) -> tuple[Record, co
         media_type=described.media_type or media_type_by_name(Path(reg.label)),
         members=described.members,
         # The arrays of the bytes, unless the caller gives a manifest of its own.
-        annotations=dataclasses.replace(annotations, arrays=annotations.arrays or described.arrays),
+        annotations=dataclasses.replace(
+            annotations,
+            arrays=arrays,
+            header=annotations.header or (described.header if _ranged(arrays) else None),
+        ),
         file=reg.file,
     )
     record = with_blake3(record, stored.blake3, {})

@@ -22,6 +22,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from fixture_store.errors import UsageError
+from fixture_store.objects import anchored, outputs
+from fixture_store.objects.outputs import Target
 from fixture_store.objects.store import Store
 from fixture_store.pages import graph
 from fixture_store.pages.shell import Filters, Section, esc, href, row_attrs
@@ -166,35 +168,30 @@ def page_of(family: str) -> str:
 
 
 # -- writing ----------------------------------------------------------------------------------
-def write_html(report: Report, directory: str | os.PathLike[str]) -> list[Path]:
-    """The index and one page per family in ``directory``; a family page left by an earlier
-    report of a family that is gone is removed. Returns the pages written, index first. A
-    folder that cannot be written is a UsageError naming it."""
-    folder = Path(directory)
+def write_html(report: Report, directory: Target | str | os.PathLike[str]) -> list[Path]:
+    """The index and one page per family in ``directory`` (by the output primitive); a family
+    page left by an earlier report of a family that is gone is removed. Returns the pages
+    written, index first. A folder that cannot be written is a UsageError naming it."""
+    target = outputs.target(directory)
     pages = {INDEX: render_index(report)}
     pages.update((page_of(f), render_family(report, f)) for f in report.families)
     try:
-        return _write_pages(folder, pages)
+        with target.folder() as folder:
+            _write_pages(folder, pages)
     except OSError as e:
         raise UsageError(
-            f"cannot write the provenance report to {folder}: {e.strerror or e}",
+            f"cannot write the provenance report to {target.path}: {e.strerror or e}",
             fix="give --html a folder that can be created and written",
         ) from e
+    return [target.path / name for name in pages]
 
 
-def _write_pages(folder: Path, pages: Mapping[str, str]) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    for stale in folder.glob("family-*.html"):
-        if stale.name not in pages:
-            stale.unlink()
-    written = []
+def _write_pages(folder: anchored.Folder, pages: Mapping[str, str]) -> None:
+    for stale in folder.names():
+        if fnmatch.fnmatchcase(stale, "family-*.html") and stale not in pages:
+            folder.unlink(stale)
     for name, text in pages.items():
-        target = folder / name
-        tmp = folder / f".{name}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)
-        written.append(target)
-    return written
+        folder.write_atomically(name, text.encode("utf-8"))
 
 
 def _counts_cells(counts: Counter[str]) -> str:

@@ -23,6 +23,7 @@ import click
 from fixture_store import display
 from fixture_store import registry as registry_mod
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, FixtureStoreError, UsageError
+from fixture_store.objects.outputs import Target
 from fixture_store.objects.store import Store
 from fixture_store.verifying.results import Status
 
@@ -376,17 +377,39 @@ def print_json(doc: Any, *, sort_keys: bool = False) -> None:
     click.echo(display.redact(text))
 
 
-def write_json(path: Path, doc: Any, *, sort_keys: bool = False) -> None:
-    """A report file (for DVC): indented, ending in a newline, its folder created."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(display.redact(json.dumps(doc, indent=2, sort_keys=sort_keys)) + "\n")
+def write_json(target: Target, doc: Any, *, sort_keys: bool = False) -> None:
+    """A report file (for DVC): indented, ending in a newline, its folder created; written
+    by the output primitive."""
+    target.write_text(display.redact(json.dumps(doc, indent=2, sort_keys=sort_keys)) + "\n")
 
 
-def write_parts(path: Path, value: Any, *, sort_keys: bool = False) -> None:
-    """A report value for DVC: its tracked part at ``path`` (the same on every machine that
+def write_parts(target: Target, value: Any, *, sort_keys: bool = False) -> None:
+    """A report value for DVC: its tracked part at ``target`` (the same on every machine that
     passes) and its run part in the run report beside it (``parts.run_path``), which no stage
     tracks."""
     from fixture_store.parity import parts
 
-    write_json(path, value.to_json(parts.Part.TRACKED), sort_keys=sort_keys)
-    write_json(parts.run_path(path), value.to_json(parts.Part.RUN), sort_keys=sort_keys)
+    write_json(target, value.to_json(parts.Part.TRACKED), sort_keys=sort_keys)
+    run = target.beside(parts.run_path(target.path))
+    write_json(run, value.to_json(parts.Part.RUN), sort_keys=sort_keys)
+
+
+# -- paths a command writes ---------------------------------------------------------------------
+class OutputPath(click.Path):
+    """A path a command writes (a file, or with ``folder`` a folder of files): converted to an
+    :class:`~fixture_store.objects.outputs.Target` that stays out of the store the command runs
+    with (``--store``), so every such option is written by the one output primitive (DESIGN
+    18). Every path option of a command is either one of these or read only (see
+    ``tests/cli/test_outputs_walk.py``)."""
+
+    def __init__(self, *, folder: bool = False, what: str = "output") -> None:
+        super().__init__(file_okay=not folder, dir_okay=folder, path_type=Path)
+        self.what = what
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Target):
+            return value
+        path = super().convert(value, param, ctx)
+        obj = ctx.find_object(Context) if ctx is not None else None
+        store = obj.store if obj is not None else Store.at(None)
+        return Target(Path(os.fsdecode(path)), (store.root,), self.what)

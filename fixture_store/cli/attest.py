@@ -10,9 +10,9 @@ import click
 
 from fixture_store import attest as attest_mod
 from fixture_store.access import Fixtures, npy_name
-from fixture_store.cli._common import Context, err, handle_errors, leave, out
+from fixture_store.cli._common import Context, OutputPath, err, handle_errors, leave, out
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
-from fixture_store.objects import fsutil
+from fixture_store.objects.outputs import Target
 from fixture_store.parity.assertion import compare
 from fixture_store.registry import Content
 
@@ -48,15 +48,6 @@ def _outputs(path: Path, expected: dict[str, Any], profile: Any, name: str) -> d
     )
 
 
-def _refuse_inside(path: Path, root: Path, what: str) -> None:
-    resolved, top = path.resolve(), root.resolve()
-    if resolved == top or top in resolved.parents:
-        raise UsageError(
-            f"the certificate {path} would be written inside the {what} {root}",
-            fix="write it beside the candidate, outside the store",
-        )
-
-
 @click.command(name="attest")
 @click.argument("reference")
 @click.argument("outputs", type=click.Path(dir_okay=False, path_type=Path))
@@ -65,7 +56,7 @@ def _refuse_inside(path: Path, root: Path, what: str) -> None:
     "-o",
     "output",
     required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="certificate"),
     help="Write the signed certificate (a DSSE envelope, JSON) here.",
 )
 @click.option(
@@ -96,7 +87,7 @@ def attest(
     obj: Context,
     reference: str,
     outputs: Path,
-    output: Path,
+    output: Target,
     subjects: tuple[Path, ...],
     key: str | None,
     env_pairs: tuple[str, ...],
@@ -118,7 +109,6 @@ def attest(
     registry = obj.registry()
     store = obj.store
     key_file = attest_mod.key_path(key, forbidden=(store.root, registry.directory))
-    _refuse_inside(output, store.root, "store")
     env = attest_mod.environment(_env_pairs(env_pairs))
     attest_mod.signer(key_file)  # a bad key fails before the comparison runs
     fixtures = Fixtures(store, registry)
@@ -146,8 +136,7 @@ def attest(
     )
     envelope = attest_mod.sign(statement, key_file)
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        fsutil.write_synced(output, attest_mod.dumps(envelope))
+        output.write_bytes(attest_mod.dumps(envelope))
     except OSError as e:
         raise UsageError(
             f"cannot write the certificate {output}: {e.strerror or e}",
@@ -179,17 +168,28 @@ def attest(
     "candidates",
     multiple=True,
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Check this file's bytes against the subject of its name; repeat for several.",
+    help="Check this file's bytes against the subject named by this path (as it was given to "
+    "attest); repeat for several.",
+)
+@click.option(
+    "--all-subjects",
+    is_flag=True,
+    help="Require every subject of the certificate to be checked by a --candidate (default: "
+    "the subjects left unchecked are named on stderr).",
 )
 @click.pass_obj
 @handle_errors
 def verify_attestation(
-    obj: Context, envelope: Path, key: str | None, candidates: tuple[Path, ...]
+    obj: Context,
+    envelope: Path,
+    key: str | None,
+    candidates: tuple[Path, ...],
+    all_subjects: bool,
 ) -> None:
     """Verify a signed parity certificate offline.
 
     Check ENVELOPE's signature with the public key, each --candidate's bytes against the
-    subject of its name, and each reference the certificate names against today's registry
+    subject named by its path, and each reference the certificate names against today's registry
     (its digest and its tolerance). Nothing is fetched.
 
     Exit 0 when everything verifies and the certificate says PASSED; 1 when anything changed
@@ -199,7 +199,9 @@ def verify_attestation(
     key_file = attest_mod.key_path(
         key, forbidden=(obj.store.root, registry.directory), env=attest_mod.PUBLIC_KEY_ENV
     )
-    verified = attest_mod.verify(envelope, key_file, registry, candidates)
+    verified = attest_mod.verify(
+        envelope, key_file, registry, candidates, all_subjects=all_subjects
+    )
     for problem in verified.problems:
         err.print(f"changed: {problem}", markup=False)
     if verified.problems:
@@ -211,13 +213,25 @@ def verify_attestation(
         err.print("  fix: attest the candidate again against today's registry", markup=False)
         leave(EXIT_FAILED)
     doc = verified.statement
-    names = ", ".join(str(s.get("name")) for s in doc["subject"] if isinstance(s, dict))
+    subjects = attest_mod.subject_names(doc)
     refs = ", ".join(str(r.get("name")) for r in doc["predicate"]["references"])
+    checked = len(subjects) - len(verified.unchecked)
     out.print(
-        f"verified: {envelope}: {verified.result} ({names} against {refs}; "
-        f"{len(candidates)} candidate file{'s' * (len(candidates) != 1)} checked)",
+        f"verified: {envelope}: {verified.result} ({', '.join(subjects)} against {refs}; "
+        f"{checked} of {len(subjects)} subject{'s' * (len(subjects) != 1)} checked)",
         markup=False,
     )
+    if verified.unchecked:
+        err.print(
+            f"not checked: {', '.join(verified.unchecked)} (no --candidate names "
+            f"{'it' if len(verified.unchecked) == 1 else 'them'}: the signature and the "
+            "references verify, these files' bytes were not compared)",
+            markup=False,
+        )
+        err.print(
+            "  fix: pass --candidate PATH for each, and --all-subjects to require it",
+            markup=False,
+        )
     if verified.result != attest_mod.PASSED:
         err.print(
             f"error: {envelope} is authentic but records a failed parity result", markup=False

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 from rich.table import Table
@@ -12,6 +11,7 @@ from rich.text import Text
 from fixture_store.access import Fixtures
 from fixture_store.cli._common import (
     Context,
+    OutputPath,
     counts_text,
     err,
     handle_errors,
@@ -21,6 +21,7 @@ from fixture_store.cli._common import (
     styled,
     write_parts,
 )
+from fixture_store.objects.outputs import Target
 from fixture_store.parity import parts
 from fixture_store.parity.cases import Report, compare, select_cases
 from fixture_store.parity.results import CaseResult, Outcome
@@ -43,7 +44,7 @@ from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="HTML report"),
     help="Write a static HTML report (outcomes, pass matrix per operator, known failures "
     "and their bounds) here, and the run report beside it in run/ (details, error "
     "histograms, times).",
@@ -51,7 +52,7 @@ from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
 @click.option(
     "--output",
     "output_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="JSON report"),
     help="Also write the JSON report to this file, only what is the same on every machine "
     "that passes (outcomes, bounds, counts: for DVC), and the rest (details, errors, "
     "times) to run/NAME beside it.",
@@ -59,7 +60,7 @@ from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
 @click.option(
     "--metrics",
     "metrics_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="metrics file"),
     help="Write outcome counts per runtime (pass, known, failing) to this JSON file (DVC "
     "metrics); a {runtime} in its name writes one file per runtime. The known mismatches' "
     "errors and bounds go to run/known-mismatches.csv beside it.",
@@ -67,7 +68,7 @@ from fixture_store.parity.runtimes.run import DEFAULT_TIMEOUT
 @click.option(
     "--plot",
     "plot_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="plot file"),
     help="Write per-operator pass counts per runtime to this CSV file (DVC plots).",
 )
 @click.option(
@@ -92,10 +93,10 @@ def compare_cmd(
     families: tuple[str, ...],
     runtimes: tuple[str, ...],
     as_json: bool,
-    report_path: Path | None,
-    output_path: Path | None,
-    metrics_path: Path | None,
-    plot_path: Path | None,
+    report_path: Target | None,
+    output_path: Target | None,
+    metrics_path: Target | None,
+    plot_path: Target | None,
     jobs: int | None,
     timeout: float,
     full: bool,
@@ -136,7 +137,7 @@ def compare_cmd(
         print_report(report)
         if report_path is not None:
             out.print(
-                f"HTML report: {report_path} (run report: {parts.run_path(report_path)})",
+                f"HTML report: {report_path} (run report: {parts.run_path(report_path.path)})",
                 markup=False,
             )
     _report_known_failures(report)
@@ -145,10 +146,10 @@ def compare_cmd(
 
 def _write_files(
     report: Report,
-    report_path: Path | None,
-    output_path: Path | None,
-    metrics_path: Path | None,
-    plot_path: Path | None,
+    report_path: Target | None,
+    output_path: Target | None,
+    metrics_path: Target | None,
+    plot_path: Target | None,
 ) -> None:
     """The files for DVC hold the report's tracked part; its run part (details, errors,
     times) goes to the run report beside each (``parts.run_path``)."""
@@ -156,7 +157,7 @@ def _write_files(
         from fixture_store.parity.report_html import write_report
 
         write_report(report, report_path, parts.Part.TRACKED)
-        write_report(report, parts.run_path(report_path), parts.Part.ALL)
+        write_report(report, report_path.beside(parts.run_path(report_path.path)), parts.Part.ALL)
     if output_path is not None:
         write_parts(output_path, report)
     if metrics_path is not None or plot_path is not None:

@@ -7,7 +7,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 
 import click
 from rich.table import Table
@@ -15,6 +14,7 @@ from rich.table import Table
 from fixture_store.cli._common import (
     Context,
     Failure,
+    OutputPath,
     check_selection,
     counts_text,
     err,
@@ -32,6 +32,7 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import UsageError
 from fixture_store.fetch import FetchReport, FetchResult, Outcome, fetch_names
+from fixture_store.objects.outputs import Target
 from fixture_store.registry import Registry
 from fixture_store.remotes import Remote, configured_mirrors
 from fixture_store.sources import offline_from_env
@@ -86,7 +87,7 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
 )
 @click.option(
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="tensor file"),
     help="With --tensor: write the verified tensor to this .npy file.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
@@ -94,7 +95,7 @@ FETCHED = (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="fetch report"),
     help="Also write a summary (verified artifacts per family, the pinned sources) "
     "to this file; it is the same on every machine, so DVC can track it.",
 )
@@ -112,10 +113,10 @@ def fetch(
     regenerate_missing: bool,
     tensor: str | None,
     rows: str | None,
-    output: Path | None,
+    output: Target | None,
     as_json: bool,
     verbose: bool,
-    report_path: Path | None,
+    report_path: Target | None,
 ) -> None:
     """Bring artifacts from their pinned sources.
 
@@ -208,7 +209,7 @@ def fetch(
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
 
 
-def _tensor_only(regenerate_missing: bool, report_path: Path | None, tensor: str | None) -> None:
+def _tensor_only(regenerate_missing: bool, report_path: Target | None, tensor: str | None) -> None:
     if tensor is None:
         raise UsageError("--output and --rows read a tensor: give --tensor KEY too")
     if regenerate_missing or report_path is not None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 from fixture_store.access import Fixtures
 from fixture_store.cli._common import Context, err, out, print_json
 from fixture_store.errors import UsageError
+from fixture_store.objects.outputs import Target
 from fixture_store.registry import Registry
 from fixture_store.remotes.base import Remote
 from fixture_store.remotes.ranges import SpanRead
@@ -28,7 +28,7 @@ def fetch_tensor(
     registry: Registry,
     chosen: list[str],
     key: str,
-    output: Path | None,
+    output: Target | None,
     where: tuple[Sequence[Remote], bool],
     *,
     as_json: bool,
@@ -54,7 +54,7 @@ def fetch_tensor(
     if output is not None:
         import numpy as np
 
-        with output.open("wb") as f:
+        with output.writing() as f:  # the output primitive: never into the store or a link
             np.save(f, array, allow_pickle=False)
     read = got.read
     for line in read.tried if read is not None else ():

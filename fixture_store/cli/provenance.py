@@ -11,6 +11,7 @@ from fixture_store import provenance as provenance_mod
 from fixture_store.cli._common import (
     Context,
     Failure,
+    OutputPath,
     counts_text,
     err,
     exit_code,
@@ -21,6 +22,7 @@ from fixture_store.cli._common import (
     report_failures,
     workers_option,
 )
+from fixture_store.objects.outputs import Target
 from fixture_store.registry import Registry, Tolerance
 
 
@@ -111,7 +113,7 @@ def _stage_tolerances(root: Path) -> dict[str, Tolerance]:
     "--html",
     "html_dir",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(folder=True, what="report folder"),
     help="Write the report's pages to this folder (index.html and one page per family).",
 )
 @click.option("--family", "families", multiple=True, help="Only FAMILY (repeat for several).")
@@ -120,7 +122,7 @@ def _stage_tolerances(root: Path) -> dict[str, Tolerance]:
 @click.pass_obj
 @handle_errors
 def report(
-    obj: Context, html_dir: Path, families: tuple[str, ...], full: bool, workers: int | None
+    obj: Context, html_dir: Target, families: tuple[str, ...], full: bool, workers: int | None
 ) -> None:
     """Write the provenance report as HTML pages.
 

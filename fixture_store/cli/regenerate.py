@@ -12,6 +12,7 @@ from rich.table import Table
 from fixture_store.cli._common import (
     Context,
     Failure,
+    OutputPath,
     counts_text,
     err,
     handle_errors,
@@ -23,6 +24,7 @@ from fixture_store.cli._common import (
 )
 from fixture_store.errors import EXIT_FAILED, EXIT_OK, UsageError
 from fixture_store.objects import names
+from fixture_store.objects.outputs import Target
 from fixture_store.regenerate import Report, Verdict, regenerate
 from fixture_store.remotes import mirrors_opener
 from fixture_store.sources import offline_from_env
@@ -108,7 +110,7 @@ def _print_counts(report: Report) -> None:
 @click.option("--no-remote", is_flag=True, help="Pull registered bytes from no remote.")
 @click.option(
     "--scratch",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(folder=True, what="scratch folder"),
     help="Folder for candidates and drift copies (default: a new temp folder).",
 )
 @click.option(
@@ -129,7 +131,7 @@ def _print_counts(report: Report) -> None:
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="regeneration report"),
     help="Also write the JSON report to this file, only what is the same on every machine "
     "(verdicts and counts, for DVC), and the rest (errors, times, the platform) to run/NAME "
     "beside it.",
@@ -141,13 +143,13 @@ def regenerate_cmd(
     target: str,
     accept: bool,
     fetch: bool,
-    scratch: Path | None,
+    scratch: Target | None,
     python: str | None,
     offline: bool,
     remote: str | None,
     no_remote: bool,
     as_json: bool,
-    report_path: Path | None,
+    report_path: Target | None,
 ) -> None:
     """Rebuild a stage's artifacts and compare.
 
@@ -166,7 +168,7 @@ def regenerate_cmd(
         obj.project(),
         obj.store,
         target,
-        scratch=scratch,
+        scratch=scratch.check_wipeable() if scratch is not None else None,
         accept=accept,
         fetch=fetch,
         python=python,
@@ -213,7 +215,7 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", 
 @click.option(
     "--metrics",
     "metrics_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OutputPath(what="metrics file"),
     required=True,
     help="Write the headline counts here (DVC metrics: files that pass and drifted, artifacts "
     "verified) and this machine's identical and within-tolerance counts to run/ beside it; "
@@ -222,7 +224,7 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", 
 @click.option(
     "--plots",
     "plots_dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=OutputPath(folder=True, what="plots folder"),
     help="Write the checkpoint chain's parity table here (DVC plots), and the errors of "
     "within-tolerance files, read from the stages' run reports, to run/ in it.",
 )
@@ -239,8 +241,8 @@ SUMMARY_COLUMNS = ("bit_identical", "within_tolerance", "pass", "drift", "new", 
 def regenerate_summary_cmd(
     obj: Context,
     reports: tuple[Path, ...],
-    metrics_path: Path,
-    plots_dir: Path | None,
+    metrics_path: Target,
+    plots_dir: Target | None,
     everything: bool,
     full: bool,
     as_json: bool,

@@ -42,13 +42,6 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def write_synced(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 @contextlib.contextmanager
 def flocked(
     path: Path,

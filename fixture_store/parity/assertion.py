@@ -25,7 +25,7 @@ import numpy as np
 
 from fixture_store.access import Fixtures
 from fixture_store.errors import UsageError
-from fixture_store.objects import anchored
+from fixture_store.objects import outputs
 from fixture_store.parity import oracle, runlog
 from fixture_store.parity.arrays import ArrayComparison, compare_many, dtype_name
 from fixture_store.parity.oracle import OracleJudgement
@@ -307,16 +307,11 @@ def _dump(
     (in a shared ``/tmp`` folder, by anyone) is refused, never written through, and each file
     replaces what is at its name, never what a link there points to."""
     root = folder.resolve()
-    store = view.store.root.resolve()
-    if root == store or store in root.parents:
-        raise UsageError(
-            f"the parity dump folder {folder} is inside the store {view.store.root}",
-            fix=f"name a folder outside the store (dump=DIR or {DUMP_ENV}=DIR)",
-        )
+    target = outputs.Target(root, (view.store.root,), "parity dump folder")
     *parents, last = report.name.split("/")
     stem = last.removesuffix(".npz").removesuffix(".npy")
     with (
-        anchored.Folder.root(root, create=True, refuse=_dump_refusal) as base,
+        target.folder(_dump_refusal) as base,
         base.folder(*parents, create=True) as where,
     ):
         for suffix, arrays in (("candidate", actual), ("reference", expected)):

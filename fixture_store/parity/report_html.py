@@ -20,6 +20,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from fixture_store.objects import outputs
+from fixture_store.objects.outputs import Target
 from fixture_store.pages.shell import Filters, Section, esc, href, only, row_attrs, setting
 from fixture_store.pages.shell import render as render_page
 from fixture_store.parity.cases import Report
@@ -340,11 +342,10 @@ def _known_error(error: KnownError, part: Part) -> str:
     return text
 
 
-def write_report(report: Report, path: str | os.PathLike[str], part: Part = Part.ALL) -> Path:
-    target = Path(path)
-    if target.parent and not target.parent.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(render(report, part), encoding="utf-8")
-    os.replace(tmp, target)
-    return target
+def write_report(
+    report: Report, path: Target | str | os.PathLike[str], part: Part = Part.ALL
+) -> Path:
+    """The page at ``path``, by the output primitive."""
+    target = outputs.target(path)
+    target.write_text(render(report, part))
+    return target.path

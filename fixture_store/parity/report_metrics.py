@@ -10,11 +10,15 @@ a tracked file; the bounds themselves are in the compare report.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+from fixture_store.objects import outputs
+from fixture_store.objects.outputs import Target
 from fixture_store.parity import parts
 from fixture_store.parity.cases import Report
 from fixture_store.parity.report_html import case_operator
@@ -115,39 +119,41 @@ def operator_rows(report: Report) -> list[dict[str, Any]]:
     ]
 
 
-def _write_json(path: Path, doc: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+def _write_json(target: Target, doc: Any) -> None:
+    target.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(cols), extrasaction="ignore")
-        w.writeheader()
-        for row in rows:
-            w.writerow({c: row.get(c, 0) for c in cols})
+def _write_csv(target: Target, rows: list[dict[str, Any]], cols: tuple[str, ...]) -> None:
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=list(cols), extrasaction="ignore")
+    w.writeheader()
+    for row in rows:
+        w.writerow({c: row.get(c, 0) for c in cols})
+    target.write_text(text.getvalue())
 
 
-def write_metrics(report: Report, path: Path) -> list[Path]:
-    """The headline at ``path`` (one file per runtime where it holds ``{runtime}``), and the
-    known mismatches' errors and bounds in the run folder beside it."""
+def write_metrics(report: Report, where: Target | str | os.PathLike[str]) -> list[Path]:
+    """The headline at ``where`` (one file per runtime where it holds ``{runtime}``), and the
+    known mismatches' errors and bounds in the run folder beside it; every file by the output
+    primitive."""
+    target = outputs.target(where)
+    path = target.path
     if RUNTIME_FIELD in path.name:
         written = [path.with_name(path.name.replace(RUNTIME_FIELD, rt)) for rt in report.runtimes]
-        for rt, target in zip(report.runtimes, written, strict=True):
-            _write_json(target, headline(report, rt))
+        for rt, each in zip(report.runtimes, written, strict=True):
+            _write_json(target.beside(each), headline(report, rt))
     else:
         written = [path]
-        _write_json(path, metrics(report))
+        _write_json(target, metrics(report))
     _write_csv(
-        parts.run_path(path).with_name(KNOWN_MISMATCHES),
+        target.beside(parts.run_path(path).with_name(KNOWN_MISMATCHES)),
         known_mismatches(report),
         KNOWN_MISMATCH_COLUMNS,
     )
     return written
 
 
-def write(report: Report, metrics_path: Path | None, plot_path: Path | None) -> None:
+def write(report: Report, metrics_path: Target | None, plot_path: Target | None) -> None:
     if metrics_path is not None:
         write_metrics(report, metrics_path)
     if plot_path is not None:

@@ -168,11 +168,12 @@ def _check_arrays(
     from fixture_store.readers import safetensors
     from fixture_store.readers.array_ranges import check_npy_ranges, check_npz_ranges
     from fixture_store.readers.pinned import pin_object
-    from fixture_store.readers.tensor_ranges import check_ranges
+    from fixture_store.readers.tensor_ranges import check_header, check_ranges
 
     if fmt == "safetensors":
         with pin_object(store, record.object, record.name) as pinned:  # never through a link
             header = safetensors.parse_header(pinned.file, pinned.size, profile, record.name)
+            check_header(header, record.header, pinned, artifact=record.name)
             if record.arrays is not None:
                 safetensors.check_manifest(header, record.arrays, artifact=record.name)
                 check_ranges(header, record.arrays, pinned, artifact=record.name, full=full)
@@ -266,6 +267,7 @@ class Described:
     media_type: str | None = None
     members: trees.Tree | None = None
     arrays: Mapping[str, Mapping[str, Any]] | None = None
+    header: Mapping[str, Any] | None = None  # a ranged safetensors file's (tensor_ranges)
 
     @property
     def content(self) -> Content | None:
@@ -308,12 +310,14 @@ def describe(
     fmt = sniff(p)
     if fmt == "safetensors" and kind is not Kind.ARCHIVE:
         from fixture_store.readers.pinned import pin
-        from fixture_store.readers.tensor_ranges import ranged_manifest
+        from fixture_store.readers.tensor_ranges import header_entry, ranged_manifest
 
         with pin(p, label) as pinned:
             header = safetensors.parse_header(pinned.file, pinned.size, profile, label)
             return Described(
-                FORMAT_MEDIA_TYPES["safetensors"], arrays=ranged_manifest(header, pinned, pending)
+                FORMAT_MEDIA_TYPES["safetensors"],
+                arrays=ranged_manifest(header, pinned, pending),
+                header=header_entry(header, pinned),
             )
     if fmt == "npy" and kind is not Kind.ARCHIVE:
         npy = arrays.check_npy(p, profile, artifact=label)

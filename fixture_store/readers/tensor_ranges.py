@@ -100,6 +100,44 @@ def ranged_manifest(
     return manifest
 
 
+def header_entry(header: Header, file: PinnedFile) -> dict[str, Any] | None:
+    """A ranged safetensors file's ``header`` of its record: the length of the bytes before its
+    data section and their sha256 (``None`` for a file below :data:`MIN_BYTES`, whose tensors
+    carry no ranges). A range is served only once those bytes place it."""
+    if file.size < MIN_BYTES:
+        return None
+    return {"length": header.data_offset, "sha256": tensor_digest(file, 0, header.data_offset)}
+
+
+def check_header(
+    header: Header, recorded: Mapping[str, Any] | None, file: PinnedFile, *, artifact: str
+) -> None:
+    """The record's ``header`` is the object's: its length, and the sha256 of those bytes."""
+    if recorded is None:
+        return
+    if int(recorded["length"]) != header.data_offset:
+        raise UnsafeArrayError(
+            artifact,
+            "tensor-range",
+            f"the record's header is {recorded['length']} bytes; the object's is "
+            f"{header.data_offset}",
+            fix=_FIX,
+        )
+    if tensor_digest(file, 0, header.data_offset) != recorded["sha256"]:
+        raise UnsafeArrayError(
+            artifact,
+            "tensor-digest",
+            f"the sha256 of the object's {header.data_offset}-byte header is not the record's "
+            f"header.sha256 {recorded['sha256']}",
+            fix=_FIX,
+        )
+
+
+def header_ranges(header: Header) -> dict[str, tuple[int, int]]:
+    """Where each tensor's bytes are in the file, as the header gives them."""
+    return _header_ranges(header)
+
+
 def _header_ranges(header: Header) -> dict[str, tuple[int, int]]:
     return {n: (header.data_offset + i.begin, i.nbytes) for n, i in header.tensors.items()}
 
@@ -248,9 +286,12 @@ __all__ = [
     "RANGE_KEYS",
     "Pending",
     "Plan",
+    "check_header",
     "check_ranges",
     "check_recorded",
     "chunk_spans",
+    "header_entry",
+    "header_ranges",
     "plan_read",
     "range_entry",
     "ranged_manifest",

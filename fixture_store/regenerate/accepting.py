@@ -100,7 +100,14 @@ def accept_outputs(
         else:
             members, media = about.members, about.media_type or ingest.media_type_by_name(o.path)
         record = Record(
-            name, o.kind, source, digest, media_type=media, members=members, arrays=about.arrays
+            name,
+            o.kind,
+            source,
+            digest,
+            media_type=media,
+            members=members,
+            arrays=about.arrays,
+            header=about.header,
         )
         try:
             old: Record | None = registry.get(name)
@@ -231,6 +238,7 @@ def _reviewed_from(old: Record, new: Record) -> Record:
         new,
         lineage=old.lineage,
         arrays=old.arrays if old.arrays is not None else new.arrays,
+        header=old.header if old.arrays is not None else new.header,  # the arrays' own
         tolerance=old.tolerance,
         license=old.license,
         profile=old.profile,

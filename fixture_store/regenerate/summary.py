@@ -12,7 +12,9 @@ which no stage tracks.
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from fixture_store.errors import UsageError
+from fixture_store.objects import outputs
+from fixture_store.objects.outputs import Target
 from fixture_store.objects.store import Store
 from fixture_store.parity import parts
 from fixture_store.regenerate.drift import PASS, Verdict
@@ -205,33 +209,38 @@ def summarise(
     )
 
 
-def write(summary: Summary, metrics: Path, plots: Path | None) -> None:
+def write(
+    summary: Summary,
+    metrics: Target | str | os.PathLike[str],
+    plots: Target | str | os.PathLike[str] | None,
+) -> None:
     """The headline at ``metrics`` and this machine's split of its passing files in its run
     folder (``metrics/run/``); the parity plot in ``plots`` and the within-tolerance files'
-    errors in its run folder (``plots/run/``)."""
+    errors in its run folder (``plots/run/``); every file by the output primitive."""
+    metrics = outputs.target(metrics)
     for target, doc in (
         (metrics, summary.headline()),
-        (parts.run_path(metrics), summary.run_headline()),
+        (metrics.beside(parts.run_path(metrics.path)), summary.run_headline()),
     ):
-        target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     if plots is None:
         return
-    for target, rows, cols in (
+    folder = outputs.target(plots)
+    for path, rows, cols in (
         (
-            parts.run_path(plots / "within-tolerance.csv"),
+            parts.run_path(folder.path / "within-tolerance.csv"),
             summary.within_rows,
             ("file", "stage", "max_abs", "mean_abs", "max_rel", "mean_rel", "max_ulp"),
         ),
         (
-            plots / "parity.csv",
+            folder.path / "parity.csv",
             summary.parity_rows,
             ("case", "module", "max_abs", "mean_abs", "max_rel", "within"),
         ),
     ):
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(cols), extrasaction="ignore")
-            w.writeheader()
-            for row in sorted(rows, key=lambda r: str(r[cols[0]])):
-                w.writerow(row)
+        text = io.StringIO(newline="")
+        w = csv.DictWriter(text, fieldnames=list(cols), extrasaction="ignore")
+        w.writeheader()
+        for row in sorted(rows, key=lambda r: str(r[cols[0]])):
+            w.writerow(row)
+        folder.beside(path).write_text(text.getvalue())

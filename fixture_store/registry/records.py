@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from fixture_store.errors import GapError, UsageError
 from fixture_store.objects import names, trees
 from fixture_store.objects.digests import Digest
-from fixture_store.registry import record_fields
+from fixture_store.registry import record_fields, tensor_ranges
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import thaw
 from fixture_store.registry.raw_files import family_of
@@ -174,6 +174,8 @@ class Annotations:
     # The generator's input shape: a list of dimensions, or input name -> dimensions.
     input_shape: Any = None
     command: tuple[str, ...] | None = None  # the generator's command line, one argument each
+    # A ranged safetensors file's header: {length, sha256} (registry.tensor_ranges).
+    header: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any], where: Where) -> Annotations:
@@ -224,6 +226,8 @@ class Record:
     seed: int | None = None
     input_shape: Any = None
     command: tuple[str, ...] | None = None
+    # The bytes before a ranged safetensors file's data section: {length, sha256}.
+    header: Mapping[str, Any] | None = None
 
     @property
     def family(self) -> str:
@@ -299,6 +303,7 @@ class Record:
             "lineage": list(self.lineage) if self.lineage else None,
             "members": self._members_json(),
             "arrays": thaw(self.arrays),
+            "header": thaw(self.header),
             "tolerance": self.tolerance.to_json() if self.tolerance is not None else None,
             "metadata": thaw(self.metadata),
             "upstream": [u.to_json() for u in self.upstream] if self.upstream else None,
@@ -345,6 +350,7 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
     )
     _check_overrides(given.tolerance, given.arrays, where)
     _check_metadata(kind, given.metadata, where)
+    _check_layout(given.media_type, given.arrays, given.header, digest, where)
     return Record(
         name,
         kind,
@@ -366,6 +372,7 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
         seed=given.seed,
         input_shape=given.input_shape,
         command=given.command,
+        header=given.header,
     )
 
 
@@ -387,7 +394,25 @@ def check_record(record: Record, *, file: str) -> Record:
     )
     _check_overrides(record.tolerance, record.arrays, where)
     _check_metadata(record.kind, record.metadata, where)
+    _check_layout(record.media_type, record.arrays, record.header, record.digest, where)
     return record
+
+
+def _check_layout(
+    media_type: str | None,
+    arrays: Mapping[str, Any] | None,
+    header: Mapping[str, Any] | None,
+    digest: Digest | None,
+    where: Where,
+) -> None:
+    """A ranged safetensors record's ranges tile its data section after its header."""
+    tensor_ranges.check_layout(
+        arrays,
+        header,
+        digest.size if digest is not None else None,
+        safetensors=media_type == FORMAT_MEDIA_TYPES["safetensors"],
+        where=where,
+    )
 
 
 def _check_overrides(
@@ -489,4 +514,5 @@ def _parse_annotations(raw: Mapping[str, Any], where: Where) -> Annotations:
         record_fields.parse_seed(raw.get("seed"), where),
         record_fields.parse_input_shape(raw.get("input_shape"), where),
         record_fields.parse_command(raw.get("command"), where),
+        tensor_ranges.parse_header(raw["header"], where) if "header" in raw else None,
     )

@@ -131,6 +131,12 @@ class HubSource:
         :meth:`check` the value where it is registered)."""
         if not text.startswith(HUB_SCHEME):
             raise UsageError(f"{text!r} is not a hub source: hf://REPO@<40-hex>/PATH")
+        found = display.credential_in(text)
+        if found is not None:
+            raise UsageError(
+                f"hub source {display.url(text)!r} carries a credential ({found}); it is not shown",
+                fix="remove it: the Hub client reads its token from HF_TOKEN or its login",
+            )
         repo_type, rest = split_repo_type(text[len(HUB_SCHEME) :])
         if "@" not in rest:
             raise UsageError(f"hub source {text!r} needs @REVISION: hf://REPO@<40-hex>/PATH")

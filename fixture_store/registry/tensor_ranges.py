@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from fixture_store.registry.where import Where
@@ -58,4 +59,77 @@ def check_entry_keys(spec: Mapping[str, Any], name: str, where: Where) -> None:
         raise where.fail(
             f"arrays.{name}.chunks",
             f"lists {len(chunks)} digests; {spec['length']} bytes in chunks of {chunk} are {want}",
+        )
+
+
+# -- a safetensors record's header and the layout of its ranges ------------------------------
+# A safetensors record whose tensors carry ranges also carries its header: the ``length`` of the
+# bytes before the data section (the 8-byte length and the JSON header) and their ``sha256``.
+# A range is served only after those bytes, fetched and verified by that digest, place the
+# tensor exactly there (:mod:`fixture_store.remotes.ranges`); when the record is read, its
+# ranges must already tile the data section after the header, in order, without overlap.
+HEADER_KEYS = frozenset({"length", "sha256"})
+_SAFETENSORS_PREFIX = 8  # the header's own length, before its JSON
+_RERECORD = "re-record it from its source (fixture-store add FILE --name NAME --replace)"
+
+
+def parse_header(raw: Any, where: Where) -> Mapping[str, Any]:
+    """A record's ``header``: exactly {length, sha256}, a length of more than the 8 bytes
+    that give it and the sha256 of those bytes."""
+    if not isinstance(raw, Mapping) or set(raw) != HEADER_KEYS:
+        raise where.fail("header", "must be exactly {length, sha256}")
+    if not _is_count(raw["length"]) or raw["length"] <= _SAFETENSORS_PREFIX:
+        raise where.fail("header.length", "must be an integer above 8 (its length and its JSON)")
+    if not _is_hex(raw["sha256"]):
+        raise where.fail("header.sha256", "must be 64 lowercase hex digits")
+    return MappingProxyType({"length": raw["length"], "sha256": raw["sha256"]})
+
+
+def check_layout(
+    arrays: Mapping[str, Any] | None,
+    header: Mapping[str, Any] | None,
+    size: int | None,
+    *,
+    safetensors: bool,
+    where: Where,
+) -> None:
+    """The ranges of a record's tensors against its header, when the record is read: a
+    safetensors record whose tensors carry ranges carries its header, every tensor carries
+    one, and sorted by offset they tile the data section (from the header's end to the
+    object's) exactly, without overlap or gap. ``header`` belongs to nothing else."""
+    ranged = {n: s for n, s in (arrays or {}).items() if "offset" in s}
+    if not safetensors or not ranged:
+        if header is not None:
+            raise where.fail(
+                "header",
+                "only a safetensors record whose tensors carry byte ranges records its header",
+                fix="remove it",
+            )
+        return
+    if header is None:
+        raise where.fail(
+            "header",
+            "missing: a safetensors record whose tensors carry byte ranges records its header's "
+            "length and sha256, which place each range before it is served",
+            fix=_RERECORD,
+        )
+    bare = sorted(set(arrays or {}) - set(ranged))
+    if bare:
+        raise where.fail(f"arrays.{bare[0]}", "carries no byte range while the others do")
+    at = int(header["length"])
+    for name, spec in sorted(ranged.items(), key=lambda kv: (kv[1]["offset"], kv[1]["length"])):
+        if spec["offset"] != at:
+            how = "overlaps what is before it" if spec["offset"] < at else "leaves a gap"
+            raise where.fail(
+                f"arrays.{name}.offset",
+                f"is {spec['offset']}; the tensors' ranges tile the data section in order from "
+                f"the end of the {header['length']}-byte header, so it must be {at} (it {how})",
+                fix=_RERECORD,
+            )
+        at += spec["length"]
+    if size is not None and at != size:
+        raise where.fail(
+            "arrays",
+            f"the tensors' ranges end at byte {at}; the object has {size} bytes",
+            fix=_RERECORD,
         )

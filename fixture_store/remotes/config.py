@@ -53,6 +53,10 @@ CHAIN_FIX = (
     "credentials never go in the configuration or a URL: use the AWS chain "
     "(AWS_PROFILE, ~/.aws/credentials, environment variables)"
 )
+HUB_TOKEN_FIX = (
+    "credentials never go in the configuration or a URL: a Hub remote uses the Hub client's "
+    "own login (HF_TOKEN, or the token `hf auth login` stores)"
+)
 _SCHEMES = ("s3://", "file://", "https://", HUB_SCHEME)
 _S3_ONLY_KEYS = ("endpoint_url", "profile", "region")
 ADD_FIX = "fixture-store remote add NAME URL --default"
@@ -230,7 +234,7 @@ def refuse_credentials(url: str, setting: str) -> None:
         raise UsageError(
             f"{setting} {display.url(url)!r} carries a credential ({found}); "
             "credentials never go in a URL, and it is not shown",
-            fix=CHAIN_FIX,
+            fix=HUB_TOKEN_FIX if url[: len(HUB_SCHEME)].lower() == HUB_SCHEME else CHAIN_FIX,
         )
 
 

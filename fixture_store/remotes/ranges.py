@@ -49,9 +49,12 @@ from fixture_store.remotes.keys import Keys, keys_of
 from fixture_store.remotes.mirrors import MIRROR_RETRY
 from fixture_store.sources import FetchContext
 from fixture_store.sources.ranges import (
+    SAFETENSORS_MEDIA_TYPE,
     Span,
     as_array,
+    check_placed,
     counted,
+    header_span,
     http_range,
     source_bytes,
     tensor_span,
@@ -99,6 +102,14 @@ def read_tensor(
     span, dtype, shape = tensor_span(record, key, rows)
     if span is None:  # no rows: nothing to read
         return TensorRead(as_array(b"", dtype, shape), None)
+    placing = header_span(record)
+    if placing is not None:  # the header, verified, must place the range before it is read
+        check_placed(record, key, read_span(ctx, placing, remotes).data)
+    elif record.media_type == SAFETENSORS_MEDIA_TYPE:  # the registry refuses one: never served
+        raise IntegrityError(
+            f"{record.name}: tensor {key!r}: the record carries no header to place its range",
+            fix=span.whole_fix,
+        )
     got = read_span(ctx, span, remotes)
     return TensorRead(as_array(got.data, dtype, shape), got)
 

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from fixture_store.readers.tensor_ranges import Plan
 
 SAFETENSORS_MEDIA_TYPE = FORMAT_MEDIA_TYPES["safetensors"]
+HEADER_PART = "the header"
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+|\*)")
 
 
@@ -143,6 +144,62 @@ def tensor_span(
     return Span(record, f"tensor {key!r}", plan_read(spec, key, first, stop)), dtype, out_shape
 
 
+def header_span(record: Record) -> Span | None:
+    """What to read to place a safetensors record's ranges: the bytes before its data section,
+    of the record's ``header`` length and sha256 (``None``: the record carries none; only a
+    ranged safetensors record does, and it must)."""
+    from fixture_store.readers.tensor_ranges import Piece, Plan
+
+    header = record.header
+    if header is None:
+        return None
+    length, sha256 = int(header["length"]), str(header["sha256"])
+    piece = Piece(HEADER_PART, 0, length, sha256)
+    return Span(record, HEADER_PART, Plan(0, length, (piece,), 0, length))
+
+
+def check_placed(record: Record, key: str, header_bytes: bytes) -> None:
+    """Tensor ``key``'s range, dtype and shape in ``record`` are those its header gives (the
+    header's bytes verified by the record's ``header.sha256``), and every other ranged tensor's
+    too: a record naming another tensor's range (or the header's bytes) for this one is an
+    :class:`IntegrityError` before any byte of the range is read."""
+    import io
+
+    from fixture_store import limits
+    from fixture_store.readers import safetensors
+    from fixture_store.readers.tensor_ranges import header_ranges
+
+    header = safetensors.parse_header(
+        io.BytesIO(header_bytes), record.object.size, limits.profile(record.profile), record.name
+    )
+    placed = header_ranges(header)
+    arrays = record.arrays or {}
+    for name in sorted(arrays, key=lambda n: (n != key, n)):  # the one asked for first
+        spec = arrays[name]
+        info = header.tensors.get(name)
+        said = (spec.get("offset"), spec.get("length"), spec["dtype"], list(spec["shape"]))
+        given = (*placed[name], info.dtype, list(info.shape)) if info is not None else None
+        if said != given:
+            where = (
+                "it is not in the header"
+                if given is None
+                else f"the header gives {given[1]} bytes at {given[0]}, {given[2]} {given[3]}"
+            )
+            raise IntegrityError(
+                f"{record.name}: tensor {name!r}: the record gives {said[1]} bytes at "
+                f"{said[0]}, {said[2]} {said[3]}; {where} (the header verified by the record's "
+                "header.sha256); nothing was read",
+                fix=f"re-record {record.name} from its source (add --replace), then fetch again",
+            )
+    extra = sorted(set(header.tensors) - set(arrays))
+    if extra:
+        raise IntegrityError(
+            f"{record.name}: the header has tensors the record does not list: {extra}; nothing "
+            "was read",
+            fix=f"re-record {record.name} from its source (add --replace), then fetch again",
+        )
+
+
 def as_array(data: bytes, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
     """Verified bytes as a read-only array."""
     import numpy as np
@@ -161,6 +218,7 @@ def verified(span: Span, where: str, fetched: bytes) -> bytes:
         part = fetched[piece.start : piece.start + piece.length]
         if hashlib.sha256(part).hexdigest() != piece.sha256:
             its = "chunk" if "chunk " in piece.what else "tensor"
+            its = "header" if piece.what == HEADER_PART else its
             raise IntegrityError(
                 f"{span.name}: {piece.what}: the {piece.length} bytes at "
                 f"{plan.offset + piece.start} from {display.text(where)} do not have the "
@@ -355,7 +413,9 @@ __all__ = [
     "Span",
     "as_array",
     "check_answer",
+    "check_placed",
     "counted",
+    "header_span",
     "http_range",
     "hub_range",
     "range_problem",

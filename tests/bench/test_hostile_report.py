@@ -31,6 +31,19 @@ def test_the_links_and_secrets_rows_count_zero(capsys: pytest.CaptureFixture[str
     assert len(rows) == 8 and all(r["rounds"] for r in rows)
 
 
+@pytest.mark.slow  # ~15 s: a project and a store per round (the fast suite holds each case)
+def test_the_outputs_and_claims_rows_count_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 34's surfaces: outputs at user-named paths, ranges and certificates."""
+    code, rows = _rows(capsys, "--only", "outputs", "--only", "claims")
+    assert [r for r in rows if not r["within_bounds"]] == []
+    assert code == 0
+    assert {str(r["surface"]) for r in rows} >= {
+        "outputs: fetch --tensor --output", "outputs: attest -o", "claims: ranges",
+        "claims: certificates",
+    }  # fmt: skip
+    assert all(r["rounds"] for r in rows)
+
+
 @pytest.mark.slow
 def test_the_whole_summary_is_within_bounds(capsys: pytest.CaptureFixture[str]) -> None:
     code, rows = _rows(capsys, "--rounds", "1", "--links-rounds", "1", "--secrets-rounds", "1",
@@ -38,6 +51,6 @@ def test_the_whole_summary_is_within_bounds(capsys: pytest.CaptureFixture[str]) 
     assert [r for r in rows if not r["within_bounds"]] == []
     assert code == 0
     surfaces = {str(r["surface"]).split(":")[0] for r in rows}
-    assert surfaces == {"trials", "links", "secrets", "bodies"}
+    assert surfaces == {"trials", "links", "secrets", "bodies", "outputs", "claims"}
     peaks = [r for r in rows if r["peak_mib"] is not None]
     assert len(peaks) == len(hostile_bodies.EXPECTED_EXIT)

@@ -46,6 +46,7 @@ def write_keys(folder: Path, name: str = "signer", *, curve: bool = False) -> tu
             serialization.NoEncryption(),
         )
     )
+    priv.chmod(0o600)  # a private key is its owner's alone, or it is refused
     pub.write_bytes(
         private.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -153,7 +154,7 @@ def test_a_certificate_verifies_offline_with_the_public_key(
     code, stdout, stderr = _verify(cert, keys[1], ckpt, outputs)
     assert code == 0, stderr
     assert f"verified: {cert}: PASSED" in stdout
-    assert "2 candidate files checked" in stdout
+    assert "2 of 2 subjects checked" in stdout
 
 
 def test_a_changed_byte_in_the_candidate_fails_naming_it(

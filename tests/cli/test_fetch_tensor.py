@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from fixture_store.cli import main
-from tests.sources.test_ranges import WEIGHTS, Server, _project, https  # noqa: F401 - fixture
+from tests.sources.test_ranges import HEADER, WEIGHTS, Server, _project, https  # noqa: F401 - fixture
 from tests.support.fetchutil import online_env  # noqa: F401 - autouse
 
 
@@ -32,7 +32,7 @@ def test_fetch_tensor_reads_the_range_verifies_and_writes_the_npy(
     assert result.exit_code == 0, result.output
     assert "ckpt/big: tensor 'small'" in result.stdout and "nothing stored" in result.stdout
     np.testing.assert_array_equal(np.load(npy), WEIGHTS["small"])
-    assert server.sent == [WEIGHTS["small"].nbytes]
+    assert server.sent == [HEADER, WEIGHTS["small"].nbytes]
     as_json = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--json")
     assert json.loads(as_json.stdout)["from"] == "source-range"
 
@@ -118,6 +118,6 @@ def test_fetch_tensor_reads_a_configured_remote_first_and_warns_of_one_that_lack
     lacking = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--remote", "empty")
     assert lacking.exit_code == 0, lacking.output
     assert "warning: ckpt/big: tried first:" in lacking.stderr and "empty" in lacking.stderr
-    assert server.sent == [WEIGHTS["small"].nbytes]  # then the source, that tensor alone
+    assert server.sent == [HEADER, WEIGHTS["small"].nbytes]  # then the source, that tensor
     none = run(tmp_path, "fetch", "ckpt/big", "--tensor", "small", "--no-remote", "--json")
     assert json.loads(none.stdout)["from"] == "source-range"

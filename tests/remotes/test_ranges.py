@@ -28,6 +28,7 @@ from tests.remotes.test_hub import (
     hub,  # noqa: F401 - the loopback Hub fixture
 )
 from tests.sources.test_ranges import (
+    HEADER,
     WEIGHTS,
     Server,
     _project,
@@ -187,7 +188,8 @@ def test_an_s3_remote_serves_one_tensor_by_one_ranged_get(
     got = _with(fixtures, _s3(proxy.url, bucket)).tensor_read("ckpt/big", "small")
     np.testing.assert_array_equal(got.array, WEIGHTS["small"])
     assert got.read is not None and got.read.remote
-    assert [m for m, _p, _s in proxy.faults.seen] == ["GET"]  # one request: no HEAD, no listing
+    # the header (which places the range), then the tensor: no HEAD, no listing
+    assert [m for m, _p, _s in proxy.faults.seen] == ["GET", "GET"]
     assert _empty(fixtures)
 
 
@@ -202,6 +204,7 @@ def test_a_lying_s3_remote_is_refused_for_exactly_that_tensor(
 ) -> None:
     fixtures, data = _only_remote(tmp_path)
     _pushed(tmp_path, fixtures, data, _s3(s3_endpoint, bucket))
+    proxy.faults.from_byte = 1  # the header is read honestly: the tensor's range lies
     for name, value in fault.items():
         setattr(proxy.faults, name, value)
     with pytest.raises(
@@ -246,8 +249,9 @@ def test_a_hub_remote_serves_one_tensor_by_a_range_at_its_commit(
     got = _with(fixtures, _hub_remote(at)).tensor_read("ckpt/big", "small")
     np.testing.assert_array_equal(got.array, WEIGHTS["small"])
     assert got.read is not None and got.read.remote
-    (get,) = [h for m, p, h in state.requests if m == "GET" and not p.startswith("/api/")]
-    assert get.get("range", "").startswith("bytes=")
+    gets = [h for m, p, h in state.requests if m == "GET" and not p.startswith("/api/")]
+    assert len(gets) == 2  # the header, which places the range, then the tensor
+    assert all(get.get("range", "").startswith("bytes=") for get in gets)
     resolved = [p for _m, p, _h in state.requests if "/resolve/" in p]
     assert resolved and all(f"/resolve/{COMMIT}/" in p for p in resolved)  # at the commit
     assert _empty(fixtures)
@@ -260,6 +264,7 @@ def test_a_lying_hub_remote_is_refused_for_exactly_that_tensor(
     state, proxy = cdn
     fixtures, data = _only_remote(tmp_path)
     _on_hub(state, fixtures, data)
+    proxy.faults.from_byte = 1  # the header is read honestly: the tensor's range lies
     for name, value in fault.items():
         setattr(proxy.faults, name, value)
     with pytest.raises(IntegrityError, match=rf"ckpt/big: tensor 'small': .*remote hubby .*{said}"):
@@ -292,7 +297,7 @@ def test_an_https_mirror_serves_the_tensor_by_the_url_sources_ranged_get(
     server.body = data
     got = _with(fixtures, HttpsRemote("mirror", base)).tensor_read("ckpt/big", "small")
     np.testing.assert_array_equal(got.array, WEIGHTS["small"])
-    assert server.sent == [SMALL]
+    assert server.sent == [HEADER, SMALL]
     server.mode = "ignore-range"
     with pytest.raises(IntegrityError, match=r"ckpt/big: tensor 'small': .*not 206"):
         _with(fixtures, HttpsRemote("mirror", base)).tensor("ckpt/big", "small")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http
 import http.client
+import re
 import ssl
 import threading
 import time
@@ -124,6 +125,7 @@ class Faults:
     )  # object requests: method, path, status
     requests: int = 0  # every request, object or not (a listing of keys)
     only: str = ""  # spoil only object requests whose path holds this (e.g. ".pack")
+    from_byte: int = 0  # spoil only ranged GETs from this byte on (1: a header read is honest)
     ignore_prefix: bool = False  # forward listings without their prefix= (a server ignoring it)
     upload_pages: int = 0  # list multipart uploads this many a page (moto ignores max-uploads)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -177,11 +179,19 @@ class FaultProxy:
         self.server.server_close()
         self.thread.join()
 
+    def _from_byte(self, req: BaseHTTPRequestHandler) -> bool:
+        """Whether the request reaches ``from_byte`` (every request when it is 0)."""
+        if not self.faults.from_byte:
+            return True
+        m = re.match(r"bytes=(\d+)-", req.headers.get("Range") or "")
+        return m is not None and int(m[1]) >= self.faults.from_byte
+
     def handle(self, req: BaseHTTPRequestHandler) -> None:
         length = int(req.headers.get("Content-Length") or 0)
         body = req.rfile.read(length) if length else b""
         path = req.path.split("?", 1)[0]
         is_object = self.faults.match in path and self.faults.only in path
+        is_object = is_object and self._from_byte(req)
         faults = self.faults
         status = self._injected(req, is_object)
         if status == _CUT:
