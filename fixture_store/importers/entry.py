@@ -106,6 +106,9 @@ class ExpectedDigest:
         return f"{self.algorithm}:{self.hex}"
 
 
+_EMPTY: Mapping[str, Any] = freeze({})
+
+
 @dataclass(frozen=True)
 class ManifestEntry:
     """One file a manifest lists: its path (relative, checked), the digests the bytes must have,
@@ -141,12 +144,18 @@ class ManifestEntry:
         if not self.digests:
             raise ManifestError(self.where, f"{self.path!r} has no digest")
         # Before anything is frozen (recursively): every value within the registry's bounds.
-        check_values(self._stated(), self.where)
-        object.__setattr__(self, "arrays", freeze(self.arrays))
-        object.__setattr__(self, "metadata", freeze(dict(self.metadata)))
-        object.__setattr__(self, "tolerance", freeze(self.tolerance))
-        object.__setattr__(self, "unknown", freeze(dict(self.unknown)))
-        object.__setattr__(self, "stated_upstream", freeze(self.stated_upstream))
+        # A line of a checksum list states nothing besides its digest: nothing to walk.
+        stated = {k: v for k, v in self._stated().items() if v is not None and v != {}}
+        if stated:
+            check_values(stated, self.where)
+            object.__setattr__(self, "arrays", freeze(self.arrays))
+            object.__setattr__(self, "metadata", freeze(dict(self.metadata)))
+            object.__setattr__(self, "tolerance", freeze(self.tolerance))
+            object.__setattr__(self, "unknown", freeze(dict(self.unknown)))
+            object.__setattr__(self, "stated_upstream", freeze(self.stated_upstream))
+        else:
+            object.__setattr__(self, "metadata", _EMPTY)
+            object.__setattr__(self, "unknown", _EMPTY)
 
     def _stated(self) -> dict[str, Any]:
         """What the manifest states besides the digests, by field name."""

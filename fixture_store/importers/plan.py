@@ -11,6 +11,7 @@ beside listed ones (orphans). It is a value: print it, then register it.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -90,7 +91,7 @@ class LocalOrigin:
             raise UsageError(f"{self.root} is not a folder", fix="pass --root DIR")
 
     def _rel(self, path: str) -> str:
-        folder = self.root.absolute().relative_to(self.project.absolute()).as_posix()
+        folder = _folder(self.root, self.project)
         return path if folder == "." else f"{folder}/{path}"
 
     def manifest(self, path: str) -> tuple[str, str]:
@@ -198,6 +199,12 @@ class PackageOrigin:
     def source(self, path: str) -> Source:
         d = self.distribution
         return PackageSource(d.requirement, d.file, d.file_digest, self._member(path), d.file_size)
+
+
+@functools.cache
+def _folder(root: Path, project: Path) -> str:
+    """``root`` relative to ``project``, as POSIX (asked once per listed file)."""
+    return root.absolute().relative_to(project.absolute()).as_posix()
 
 
 def _text(data: bytes, shown: str) -> str:

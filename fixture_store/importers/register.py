@@ -236,9 +236,14 @@ def prepare(
     # read back as the registry will read it, before any byte is stored.
     registrations = [_registration(a, plan, family=family, kind=kind) for a in plan.accepted]
     stated_gaps = [_gap(e, plan, origin, family=family, kind=kind) for e in absent]
-    records = _read_back(registrations, plan.accepted, registry, file)
+    reader = _ReadBack(registry, file)
+    records = tuple(
+        reader.probe(reg, a.entry, digest=a.digest, source=a.located.source)
+        for reg, a in zip(registrations, plan.accepted, strict=True)
+    )
     for reg, entry in zip(stated_gaps, absent, strict=True):  # a declared gap's record too
-        _probe(reg, entry, registry, file, digest=reg.digest, source=reg.source or NoSource())
+        reader.probe(reg, entry, digest=reg.digest, source=reg.source or NoSource())
+    reader.flush()
     return Prepared(plan, tuple(registrations), tuple(stated_gaps), records)
 
 
@@ -278,42 +283,62 @@ def register(
     return commit(store, registry, prepared, replace=replace)
 
 
-def _read_back(
-    registrations: Sequence[ingest.Registration],
-    accepted: Sequence[Accepted],
-    registry: Registry,
-    file: str,
-) -> tuple[Record, ...]:
-    """The record each accepted file will get, as far as the manifest makes it (its identity
-    and what the manifest states; the content manifest comes from its bytes later), written by
-    the registry's writer and read back by its reader (:func:`.files.reads_back`), before any
-    byte is stored: a refusal names the manifest's entry. The registry write does the same for
-    the whole record."""
-    return tuple(
-        _probe(reg, file_.entry, registry, file, digest=file_.digest, source=file_.located.source)
-        for reg, file_ in zip(registrations, accepted, strict=True)
-    )
+class _ReadBack:
+    """Every record an import will write, as far as the manifest makes it (its identity and
+    what the manifest states; the content manifest comes from its bytes later), written by the
+    registry's writer and read back by its reader (:func:`.files.reads_back`) before any byte is
+    stored, a refusal blamed on the manifest's entry. Records are read back in batches of
+    :data:`BATCH`, the schema backstop once per record shape: an import of 300,000 lines costs
+    one registry read per batch, not one per line. The registry write does the same for the
+    whole record."""
 
+    BATCH = 4096
 
-def _probe(
-    reg: ingest.Registration,
-    entry: ManifestEntry,
-    registry: Registry,
-    file: str,
-    *,
-    digest: Digest | None,
-    source: Source,
-) -> Record:
-    """The record ``reg`` makes, read back as the registry reads it; a refusal blamed on the
-    manifest's ``entry``."""
-    try:
-        probe = ingest.build_record(
-            reg.name, reg.kind, digest, source, annotations=reg.annotations, gap=reg.gap, file=file
-        )
-        registry_files.reads_back([probe], registry.directory / f"{family_of(reg.name)}.json")
-    except RegistryError as e:
-        raise blamed(entry, e) from e
-    return probe
+    def __init__(self, registry: Registry, file: str) -> None:
+        self.registry = registry
+        self.file = file
+        self.shapes: set[str] = set()
+        self.pending: dict[str, tuple[Record, ManifestEntry]] = {}
+
+    def probe(
+        self,
+        reg: ingest.Registration,
+        entry: ManifestEntry,
+        *,
+        digest: Digest | None,
+        source: Source,
+    ) -> Record:
+        try:
+            record = ingest.build_record(
+                reg.name,
+                reg.kind,
+                digest,
+                source,
+                annotations=reg.annotations,
+                gap=reg.gap,
+                file=self.file,
+            )
+        except RegistryError as e:
+            raise blamed(entry, e) from e
+        self.pending[record.name] = (record, entry)
+        if len(self.pending) >= self.BATCH:
+            self.flush()
+        return record
+
+    def flush(self) -> None:
+        batch, self.pending = self.pending, {}
+        if not batch:
+            return
+        family = family_of(next(iter(batch)))
+        try:
+            registry_files.reads_back(
+                [record for record, _ in batch.values()],
+                self.registry.directory / f"{family}.json",
+                shapes=self.shapes,
+            )
+        except RegistryError as e:
+            entry = batch[e.record][1] if e.record in batch else next(iter(batch.values()))[1]
+            raise blamed(entry, e) from e
 
 
 def _registration(

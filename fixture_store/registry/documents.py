@@ -239,9 +239,12 @@ def parse_records(
     shard: str | None = None,
     *,
     suspect: bool,
+    shapes: set[str] | None = None,
 ) -> tuple[dict[str, Record], dict[str, RegistryError]]:
     """Every record of a file (``shard``: of that shard): the valid ones, and the error of each
-    invalid one. ``suspect``: the file may hold a value past a bound (see :class:`_Document`)."""
+    invalid one. ``suspect``: the file may hold a value past a bound (see :class:`_Document`).
+    ``shapes``: the :func:`shape_of` records that already passed the schema backstop, which
+    then runs once per shape (the record parser still checks every field of every record)."""
     shown = str(path)
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
@@ -271,13 +274,35 @@ def parse_records(
                 _check_values(raw, shown, name)
             record = parse_record(name, raw, file=shown)
             if not known:
-                _schema_backstop(raw, shown, name)
+                shape = shape_of(raw) if shapes is not None else None
+                if shape is None or shape not in shapes:
+                    _schema_backstop(raw, shown, name)
+                if shape is not None and shapes is not None:
+                    shapes.add(shape)
             records[name] = record
         except RegistryError as e:
             invalid[name] = e
     if not invalid:
         passed.remember()
     return records, invalid
+
+
+def shape_of(raw: Any) -> str:
+    """A record's structure: its keys, nesting and value types, every string but an object's
+    keys and the ``type`` of a source or a ``kind`` left out. Records of one import share a
+    shape (they differ in names, digests and paths, which the record parser checks one by one),
+    so the schema backstop, the slowest check, runs once per shape there."""
+
+    def walk(value: Any, key: str) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str):
+            return value if key in ("type", "kind", "metric") else ""
+        return value
+
+    return json.dumps(walk(raw, ""), sort_keys=True)
 
 
 def _check_values(raw: Any, file: str, name: str) -> None:
