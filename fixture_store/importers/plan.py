@@ -38,6 +38,9 @@ from fixture_store.registry import project as project_mod
 from fixture_store.sources import FetchContext
 from fixture_store.sources.members import SafeArchive
 
+# Formats that list downloads rather than the files of a folder.
+DOWNLOAD_LISTS = frozenset({"tfds"})
+
 
 @dataclass(frozen=True)
 class Located:
@@ -311,7 +314,9 @@ def make_plan(fmt: str, manifest: str, entries: Iterable[ManifestEntry], origin:
             continue
         outcome = check_bytes(entry, located)
         (accepted if isinstance(outcome, Accepted) else mismatched).append(outcome)  # type: ignore[arg-type]
-    orphans = origin.unlisted(frozenset(e.path for e in entries), manifest)
+    # A list of downloads (TFDS) says nothing of the files beside it: no orphans.
+    listed = frozenset(e.path for e in entries)
+    orphans = () if fmt in DOWNLOAD_LISTS else origin.unlisted(listed, manifest)
     return Plan(
         fmt,
         origin.name(manifest),

@@ -12,8 +12,9 @@ place to re-point when records gain them.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,18 +22,20 @@ from fixture_store import ingest
 from fixture_store.errors import FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 from fixture_store.importers.fields import MEAN_ABS, UNKNOWN_FIELDS
-from fixture_store.importers.plan import Accepted, Origin, Plan
+from fixture_store.importers.plan import Accepted, Origin, PackageOrigin, Plan
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
     Annotations,
     Gap,
     Kind,
+    LocalSource,
     NoSource,
     Record,
     Registry,
     Source,
     Tolerance,
+    UrlSource,
     Where,
     check_name,
     family_of,
@@ -177,6 +180,21 @@ def named(paths: Sequence[str]) -> str:
     return ", ".join(paths[:NAMED]) + (f", ... and {more} more" if more > 0 else "")
 
 
+def registered_elsewhere(plan: Plan, origin: Origin, registry: Registry) -> Plan:
+    """``plan`` without the orphans some record of the registry already has as its local
+    source (a file of another family, another manifest): an orphan is a file no family
+    registers."""
+    if not plan.orphans:
+        return plan
+    local = {r.source.path for r in registry.records() if isinstance(r.source, LocalSource)}
+    kept = []
+    for path in plan.orphans:
+        source = origin.source(path)
+        if not (isinstance(source, LocalSource) and source.path in local):
+            kept.append(path)
+    return dataclasses.replace(plan, orphans=tuple(kept))
+
+
 def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
     """``--strict``: refuse a plan that would leave a file the manifest and its folders hold
     unregistered: a listed file absent (unless ``gaps`` declares it) or an orphan. Call it
@@ -203,17 +221,31 @@ def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
 @dataclass(frozen=True)
 class Prepared:
     """An import built and checked to its last record, nothing stored: what ``--dry-run``
-    reports and the real import registers (the same value, by the same code)."""
+    reports and the real import registers (the same value, by the same code). Declared gaps
+    are kept by name: their registrations are made again from the plan when committed, so a
+    listing of 300,000 absent files holds one copy of them, not two."""
 
     plan: Plan
     registrations: tuple[ingest.Registration, ...]
-    gaps: tuple[ingest.Registration, ...]
+    gap_names: tuple[str, ...]
     records: tuple[Record, ...]  # each accepted file's record as far as the manifest makes it
+    origin: Origin | None = None
+    family: str = ""
+    kind: Kind = Kind.FIXTURE
+
+    @property
+    def gaps(self) -> Iterator[ingest.Registration]:
+        """The declared gaps' registrations, made from the plan as :func:`prepare` made them."""
+        if not self.gap_names:
+            return iter(())
+        assert self.origin is not None
+        origin, family, kind = self.origin, self.family, self.kind
+        return (_gap(e, self.plan, origin, family=family, kind=kind) for e in self.plan.absent)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "records": {r.name: r.to_json() for r in self.records},
-            "gap_records": [g.name for g in self.gaps],
+            "gap_records": list(self.gap_names),
         }
 
 
@@ -235,16 +267,18 @@ def prepare(
     # Every name is checked (record_name) while the registrations are built, and every record
     # read back as the registry will read it, before any byte is stored.
     registrations = [_registration(a, plan, family=family, kind=kind) for a in plan.accepted]
-    stated_gaps = [_gap(e, plan, origin, family=family, kind=kind) for e in absent]
     reader = _ReadBack(registry, file)
     records = tuple(
         reader.probe(reg, a.entry, digest=a.digest, source=a.located.source)
         for reg, a in zip(registrations, plan.accepted, strict=True)
     )
-    for reg, entry in zip(stated_gaps, absent, strict=True):  # a declared gap's record too
+    gap_names = []
+    for entry in absent:  # a declared gap's record too, made, read back and let go
+        reg = _gap(entry, plan, origin, family=family, kind=kind)
         reader.probe(reg, entry, digest=reg.digest, source=reg.source or NoSource())
+        gap_names.append(reg.name)
     reader.flush()
-    return Prepared(plan, tuple(registrations), tuple(stated_gaps), records)
+    return Prepared(plan, tuple(registrations), tuple(gap_names), records, origin, family, kind)
 
 
 def commit(
@@ -253,7 +287,7 @@ def commit(
     """Put the prepared import's files into the store and register them with their gaps:
     :func:`fixture_store.ingest.register` of its registrations, in one transaction."""
     done = ingest.register(
-        store, registry, prepared.registrations, replace=replace, gaps=prepared.gaps
+        store, registry, prepared.registrations, replace=replace, gaps=tuple(prepared.gaps)
     )
     written = tuple(
         d.record
@@ -364,6 +398,12 @@ def _gap(
 ) -> ingest.Registration:
     name = record_name(family, entry)
     reason = f"listed in {plan.manifest} but absent when it was imported"
+    if entry.weak_only:
+        algorithms = " and ".join(sorted({d.algorithm for d in entry.digests}))
+        reason += (
+            f"; weak: only its {algorithms} is known, which the first bytes to fill it are "
+            "checked against before their sha256 is recorded"
+        )
     # The digest the manifest states is kept: with its size, the record's digest (the bytes
     # that fill the gap must have it); without, the digest the gap awaits.
     known = entry.sha256
@@ -372,11 +412,29 @@ def _gap(
     return ingest.Registration(
         name,
         kind,
-        source=origin.source(entry.path),
+        source=gap_source(entry, origin),
         annotations=_fields(entry, plan, name),
         gap=Gap(reason, expected=expected),
         digest=sized,
     )
+
+
+def gap_source(entry: ManifestEntry, origin: Origin) -> Source:
+    """Where a gap's bytes will come from: the https URL the manifest lists with a SHA-256 (a
+    ``url`` source pinned by that digest, so ``fetch`` fills the gap), else the origin's place
+    for the file when the file can arrive there (a project folder), else no source (a pinned
+    distribution does not hold a file it lacks)."""
+    if entry.url is not None and entry.sha256 is not None:
+        url = UrlSource(entry.url)
+        try:
+            url.check(Where(None, entry.path))
+        except RegistryError:
+            pass  # not https, or a branch of a Hub repository: kept as metadata.url only
+        else:
+            return url
+    if isinstance(origin, PackageOrigin):
+        return NoSource()
+    return origin.source(entry.path)
 
 
 def _fields(entry: ManifestEntry, plan: Plan, name: str) -> Annotations:

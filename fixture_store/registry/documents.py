@@ -274,11 +274,13 @@ def parse_records(
                 _check_values(raw, shown, name)
             record = parse_record(name, raw, file=shown)
             if not known:
-                shape = shape_of(raw) if shapes is not None else None
-                if shape is None or shape not in shapes:
+                if shapes is None:
                     _schema_backstop(raw, shown, name)
-                if shape is not None and shapes is not None:
-                    shapes.add(shape)
+                else:
+                    shape = shape_of(raw)
+                    if shape not in shapes:
+                        _schema_backstop(raw, shown, name)
+                        shapes.add(shape)
             records[name] = record
         except RegistryError as e:
             invalid[name] = e

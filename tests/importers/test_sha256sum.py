@@ -61,7 +61,7 @@ def test_an_escaped_name_is_unescaped_then_refused_by_the_path_rules(
 
 def test_the_escape_rules_give_back_the_name() -> None:
     # A name that passes the path rules once unescaped never needed escaping; check the rule.
-    assert sha256sum._split(f"\\{SHA_A}  a\\\\b\\nc", "x") == ("a\\b\nc", SHA_A)
+    assert sha256sum._split(f"\\{SHA_A}  a\\\\b\\nc", "x") == ("a\\b\nc", "sha256", SHA_A)
 
 
 @pytest.mark.parametrize(
