@@ -68,7 +68,7 @@ def test_the_escape_rules_give_back_the_name() -> None:
     ("line", "message"),
     [
         (f"{SHA_A[:-1]}g  a.bin", "not a 'HEX  name'"),
-        (f"{SHA_A[:40]}  a.bin", "has 40 hex characters"),
+        (f"{SHA_A[:50]}  a.bin", "has 50 hex characters"),
         (f"{SHA_A}  ../a.bin", "'..' segment"),
         (f"{SHA_A}  /etc/passwd", "is absolute"),
         (f"{SHA_A} ^a.bin", "universal-newline"),
