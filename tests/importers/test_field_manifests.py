@@ -262,3 +262,27 @@ def test_a_file_another_family_registers_is_no_orphan(project: Path) -> None:
     assert run("add", "data/b.bin", "--name", "other/b.bin", "--kind", "fixture")[0] == 0
     code, _, err = _import("data/SHA256SUMS", "--strict")
     assert code == 0, err
+
+
+# -- gaps lift when their bytes arrive -------------------------------------------------------
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize("fmt", ["tfds", "sha256sum"])
+def test_a_gap_lifts_when_its_bytes_arrive(project: Path, fmt: str) -> None:
+    data = project / "data"
+    data.mkdir()
+    manifest = data / "list.txt"
+    if fmt == "tfds":  # the size known: the gap's record has the digest and size
+        manifest.write_text(f"https://example.org/a.bin\t{len(A)}\t{_sha(A)}\ta.bin\n")
+    else:  # the SHA-256 alone: the digest the gap awaits
+        manifest.write_text(f"{_sha(A)}  a.bin\n")
+    assert _import("data/list.txt", "--gaps")[0] == 0
+    assert "gap" in family_doc(project, "refs")["records"]["refs/a.bin"]
+    (data / "a.bin").write_bytes(A)
+    code, out, err = _import("data/list.txt")
+    assert code == 0, err
+    record = family_doc(project, "refs")["records"]["refs/a.bin"]
+    assert "gap" not in record and record["digest"] == f"sha256:{_sha(A)}"
+    assert record["size"] == len(A)
+    assert run("verify")[0] == 0
