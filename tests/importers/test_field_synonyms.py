@@ -82,11 +82,13 @@ def test_every_synonym_at_its_position_parses_or_is_refused_by_the_importer(
     position: str, name: str, value: Any, host: str | None
 ) -> None:
     text = json.dumps(_manifest(position, name, value))
+    refused: FixtureStoreError | None = None
     try:
         importers.parse("json", text, "m.json", importers.ReadOptions(upstream_host=host))
-    except FixtureStoreError as e:
-        assert "\n" not in e.message.split(":", 1)[0]  # names the manifest first
-        assert "m.json" in e.message
+    except FixtureStoreError as e:  # anything else (a KeyError, a TypeError) fails the test
+        refused = e
+    if refused is not None:
+        assert refused.message.startswith("m.json")  # names the manifest first
 
 
 @pytest.mark.usefixtures("store")
