@@ -294,17 +294,23 @@ def shape_of(raw: Any) -> str:
     keys and the ``type`` of a source or a ``kind`` left out. Records of one import share a
     shape (they differ in names, digests and paths, which the record parser checks one by one),
     so the schema backstop, the slowest check, runs once per shape there."""
+    return repr(_shape(raw, ""))
 
-    def walk(value: Any, key: str) -> Any:
-        if isinstance(value, dict):
-            return {k: walk(v, k) for k, v in value.items()}
-        if isinstance(value, list):
-            return [walk(v, key) for v in value]
-        if isinstance(value, str):
-            return value if key in ("type", "kind", "metric") else ""
+
+_KEPT_STRINGS = frozenset({"type", "kind", "metric"})
+
+
+def _shape(value: Any, key: str) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value if key in _KEPT_STRINGS else ""
+    if kind is dict:
+        return tuple(sorted((k, _shape(v, k)) for k, v in value.items()))
+    if kind is list or kind is tuple:
+        return ("[", *(_shape(v, key) for v in value))
+    if kind is int or kind is float or kind is bool or value is None:
         return value
-
-    return json.dumps(walk(raw, ""), sort_keys=True)
+    return (kind.__name__, repr(value))
 
 
 def _check_values(raw: Any, file: str, name: str) -> None:
