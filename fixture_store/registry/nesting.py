@@ -86,7 +86,7 @@ def first_path(
         children: list[tuple[Any, Path]] = []
         if isinstance(node, Mapping):
             children = [(v, (*path, str(k))) for k, v in node.items()]
-        elif kind is list or isinstance(node, list | tuple):
+        elif isinstance(node, list | tuple):
             children = [(v, (*path, f"[{i}]")) for i, v in enumerate(node)]
         if children and limit is not None and len(path) >= limit:
             return path
