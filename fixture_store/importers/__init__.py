@@ -1,5 +1,6 @@
-"""Importing the manifests projects already keep: pooch registries, ``sha256sum`` output, DVC
-``.dvc`` files and ``dvc.lock``, hand-rolled JSON manifests and a wheel's ``RECORD``; and the
+"""Importing the manifests projects already keep: pooch registries, ``sha256sum`` output (and
+``md5sum``, ``sha1sum``, ``sha512sum``), DVC ``.dvc`` files and ``dvc.lock``, hand-rolled JSON
+manifests and plain JSON maps, a wheel's ``RECORD`` and TFDS checksum files; and the
 data people already have in folders (:mod:`.folders`: a Hugging Face cache, a Git LFS
 repository, an installed distribution).
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-
 # The leaves of JSON: returned as they are, without the ABC checks below (a record's metadata
 # of an import of 300,000 lines is walked that many times).
 _LEAVES = frozenset({str, int, float, bool, type(None)})
