@@ -55,14 +55,14 @@ while IFS='|' read -r family file manifest least flags; do
     [ -n "$family" ] || continue
     # shellcheck disable=SC2086 # flags are words
     fs import "$file/$manifest" --family "$family" --gaps --json $flags > "$work/out.json"
-    count=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len(d["imported"]["written"]) + len(d["imported"]["kept"]) + len(d["imported"]["gaps"]))' "$work/out.json")
+    count=$("$prefix/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1])); print(len(d["imported"]["written"]) + len(d["imported"]["kept"]) + len(d["imported"]["gaps"]))' "$work/out.json")
     if [ "$count" -lt "$least" ]; then
         echo "$family: $manifest imported $count record(s), expected at least $least" >&2
         exit 1
     fi
     fs import "$file/$manifest" --family "$family" --gaps --json $flags > "$work/again.json"
-    python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["imported"]; assert not d["written"], d' "$work/again.json"
-    echo "$family: $manifest ($(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["format"])' "$work/out.json")) imported as shipped: $count record(s)"
+    "$prefix/bin/python" -c 'import json,sys; d=json.load(open(sys.argv[1]))["imported"]; assert not d["written"], d' "$work/again.json"
+    echo "$family: $manifest ($("$prefix/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["format"])' "$work/out.json")) imported as shipped: $count record(s)"
 done <<< "$manifests"
 fs verify > /dev/null
 echo "manifests shipped in real wheels: imported as shipped, verified: OK"
