@@ -105,7 +105,8 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
     imported: dict[str, Any] = {
         "format": plan.format,
         "manifest": plan.manifest,
-        "digests": [str(d) for d in entry.digests],
+        # a tuple, as the record parser reads it back: the two records compare equal
+        "digests": tuple(str(d) for d in entry.digests),
     }
     if entry.mapped:
         imported["mapped"] = {m.pointer: m.lands for m in entry.mapped}
