@@ -261,7 +261,9 @@ def _report(
         _note(
             "absent",
             absent,
-            "declared as gaps" if gaps and imported else "not registered (--gaps declares them)",
+            ("declared as gaps" if imported else "would be declared as gaps (--dry-run)")
+            if gaps
+            else "not registered (--gaps declares them)",
         )
         _note("orphans", list(plan.orphans), "present but not in the manifest; not registered")
         for u in plan.unverified:
