@@ -76,7 +76,7 @@ def _manifest(position: str, name: str, value: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("position", "name"), POSITIONS)
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(value=_VALUES, host=st.sampled_from([None, "hf", "github"]))
 def test_every_synonym_at_its_position_parses_or_is_refused_by_the_importer(
     position: str, name: str, value: Any, host: str | None
