@@ -1,6 +1,12 @@
 """Benchmark: ``fixture-store import`` of a SHA256SUMS listing against ``sha256sum --check``.
 
 Run: uv run python bench/bench_import.py [--files 500] [--size-kib 256] [--repeat 3]
+     uv run python bench/bench_import.py --lines 300000
+
+``--lines N`` measures an import at scale instead: a listing of N ``sha256sum`` lines of files
+that are all absent, ``fixture-store import --gaps --dry-run`` (every line parsed, every gap
+record built and read back as the registry would read it), its wall and CPU time and its peak
+memory (the child's maximum resident set).
 
 ``sha256sum --check`` is what a project runs today to trust a folder of reference files. The
 import's check (the plan: every listed file hashed against the listing, nothing written) does
@@ -49,12 +55,50 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def at_scale(lines: int) -> None:
+    """One ``import --gaps --dry-run`` of ``lines`` absent files, in a child process."""
+    import hashlib
+    import resource
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="bench-import-scale-") as tmp:
+        project = Path(tmp)
+        (project / "provenance").mkdir()
+        (project / "data").mkdir()
+        with open(project / "data" / "SHA256SUMS", "w") as f:
+            for i in range(lines):
+                digest = hashlib.sha256(str(i).encode()).hexdigest()
+                f.write(f"{digest}  sub{i % 100:03d}/ref{i:06d}.bin\n")
+        command = [sys.executable, "-m", "fixture_store", "import", "data/SHA256SUMS"]
+        command += ["--family", "big", "--gaps", "--dry-run"]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        subprocess.run(
+            command,
+            cwd=project,
+            check=True,
+            capture_output=True,
+            env={**os.environ, "FIXTURE_STORE_DIR": str(project / "store")},
+        )
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(
+        f"{lines} sha256sum lines, import --gaps --dry-run: {wall:.1f}s wall, {cpu:.1f}s CPU, "
+        f"peak {after.ru_maxrss / 1024:.0f} MiB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--files", type=int, default=500)
     parser.add_argument("--size-kib", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lines", type=int, help="measure an import of N listed absent files")
     args = parser.parse_args()
+    if args.lines:
+        at_scale(args.lines)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         project = Path(tmp) / "project"
         (project / "provenance").mkdir(parents=True)

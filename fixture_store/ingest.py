@@ -485,6 +485,21 @@ def _metadata(reg: Registration, old: Mapping[str, Any] | None) -> Mapping[str, 
     return meta or None
 
 
+def _lifted(old: Record, new: Record) -> Record:
+    """``old`` without its gap when ``new`` brings the bytes it awaits (the digest and size
+    it kept, or the SHA-256 it expected): a gap lifts when its bytes arrive. Any other
+    record, as it is."""
+    if old.gap is None or new.gap is not None or new.digest is None:
+        return old
+    awaited = old.digest == new.digest or (
+        old.digest is None and old.gap.expected == new.digest.text
+    )
+    if not awaited:
+        return old
+    source = new.source if isinstance(old.source, NoSource) else old.source
+    return dataclasses.replace(old, digest=new.digest, gap=None, source=source)
+
+
 def _decide(
     reg: Registration, old: Record | None, new: Record, described: content.Described
 ) -> Registered:
@@ -493,6 +508,7 @@ def _decide(
     if old is None:
         _metadata(reg, None)  # a key to unset from a record that does not exist is refused
         return Registered(new, Change.ADDED)
+    old = _lifted(old, new)
     if reg.suggested and old.digest is not None and old.digest == new.digest:
         filled = with_content(with_blake3(old, new.blake3, new.member_blake3), described)
         return Registered(filled, Change.UNCHANGED if filled == old else Change.FILLED)

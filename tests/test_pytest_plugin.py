@@ -800,3 +800,26 @@ def test_assert_parity_judges_in_the_environment_given_and_logs_the_run(
         ("device:cpu", "", False),
         ("device:cuda", "device:cuda", True),
     ]
+
+
+def test_the_fixtures_assert_parity_takes_the_environment_the_function_takes(
+    inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _add_ref_npz(inner.path)
+    registry = registry_mod.load(inner.path)
+    records = dict(registry.families["misc"].records)
+    tolerance = {"metric": "max_abs", "max": 0, "expectations": {"device:cuda": {"max": 0.5}}}
+    raw = {**records["misc/ref-npz"].to_json(), "tolerance": tolerance}
+    records["misc/ref-npz"] = registry_mod.parse_record("misc/ref-npz", raw, file="t")
+    write_family(registry, "misc", records.values())
+    inner.makepyfile(
+        test_inner="""
+        import numpy as np
+
+        def test_near_on_the_device_named(fixture_store):
+            outputs = {"a": np.ones((2, 3), np.float32) + np.float32(0.25), "b": np.arange(4)}
+            fixture_store.assert_parity("misc/ref-npz", outputs, environment="device:cuda")
+    """
+    )
+    monkeypatch.setenv("FIXTURE_STORE_ENV", "device:cpu")
+    inner.runpytest().assert_outcomes(passed=1)

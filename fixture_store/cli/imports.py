@@ -15,6 +15,7 @@ from fixture_store.importers import folders, held, report, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers import register as register_mod
 from fixture_store.registry import KINDS, TREE_KINDS, Kind, PackageSource, Where
+from fixture_store.registry import project as project_mod
 
 _FORMATS = ", ".join(importers.FORMATS)
 
@@ -99,6 +100,25 @@ def _note(label: str, paths: list[str], hint: str) -> None:
     multiple=True,
     help="Leave out the listed files whose path matches (repeatable; after --include).",
 )
+@click.option(
+    "--upstream-host",
+    type=click.Choice(["hf", "github"]),
+    help="Where bare OWNER/NAME upstreams live: hf (the Hugging Face Hub) or github "
+    "(default: upstream-host in [tool.fixture-store]; without either, they are refused, every "
+    "one named).",
+)
+@click.option(
+    "--json-pointer",
+    metavar="POINTER",
+    help="JSON manifest: where its map of name -> entry is (RFC 6901, e.g. /datasets); "
+    "default: found by itself.",
+)
+@click.option(
+    "--base-url",
+    metavar="URL",
+    help="pooch registry: the base_url its files are downloaded from (each name's URL is "
+    "BASE_URL + name, as pooch joins them, unless the registry gives one).",
+)
 @click.option("--dist", metavar="FILE", help="The distribution's file name (with --package).")
 @click.option("--dist-digest", metavar="sha256:HEX", help="Its SHA-256 (with --package).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and outcome as JSON.")
@@ -118,6 +138,9 @@ def import_cmd(
     revision: str | None,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
+    upstream_host: str | None,
+    json_pointer: str | None,
+    base_url: str | None,
     dist: str | None,
     dist_digest: str | None,
     as_json: bool,
@@ -126,8 +149,9 @@ def import_cmd(
 
     Register the files a manifest lists, after checking their bytes against it.
 
-    FORMAT is one of pooch, sha256sum, dvc, json, record (a wheel's RECORD), hf-cache,
-    git-lfs (default: detected from MANIFEST). MANIFEST may be a folder: a Hugging Face cache
+    FORMAT is one of pooch, sha256sum (md5sum, sha1sum and sha512sum outputs too), dvc, json,
+    record (a wheel's RECORD), tfds (a TFDS checksums.tsv), hf-cache, git-lfs (default:
+    detected from MANIFEST). MANIFEST may be a folder: a Hugging Face cache
     (models--ORG--NAME or its snapshots/COMMIT; Hub sources at that commit) or a Git LFS
     repository (its pointers; bytes from .git/lfs/objects). --package NAME==VERSION alone
     imports the installed distribution's RECORD (package sources). Every
@@ -146,7 +170,7 @@ def import_cmd(
     registry = obj.registry()
     store = obj.store
     with tempfile.TemporaryDirectory(prefix="import-") as scratch:
-        options = held.Options(
+        held_options = held.Options(
             registry.root,
             Path(scratch),
             revision,
@@ -156,13 +180,18 @@ def import_cmd(
             dist_digest=dist_digest,
             root=root,
         )
-        found = folders.plan_for(fmt, manifest, requirement, options)
+        found = folders.plan_for(fmt, manifest, requirement, held_options)
         if found is not None:
             plan, origin = found
         else:
             assert manifest is not None  # plan_for refuses no manifest without --package
             origin = _manifest_origin(obj, manifest, root, requirement, dist, dist_digest, scratch)
-            plan = importers.plan_import(origin, manifest, fmt, held.selection(options))
+            host = upstream_host or project_mod.upstream_host(registry.root)
+            read_options = importers.ReadOptions(json_pointer, host, base_url)
+            plan = importers.plan_import(
+                origin, manifest, fmt, held.selection(held_options), read_options
+            )
+        plan = register_mod.registered_elsewhere(plan, origin, registry)
         # --dry-run or not, every record is built and checked by the same code; only the
         # commit (storing and registering) is left out.
         prepared = register_mod.prepare(

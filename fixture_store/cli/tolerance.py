@@ -132,3 +132,28 @@ def _cell(observed: float, bound: float | None) -> str:
     if bound is None:
         return f"{observed:.3g} -> none"
     return f"{observed:.3g} -> {bound:g}"
+
+
+@tolerance.command(name="set")
+@click.argument("name")
+@click.argument("rule")
+@click.option(
+    "--array",
+    metavar="ARRAY",
+    help="Set the rule of this array (per_array) instead of the record's own rule.",
+)
+@click.option("--why", metavar="TEXT", help="The reason written with the rule.")
+@click.pass_obj
+@handle_errors
+def set_cmd(obj: Context, name: str, rule: str, array: str | None, why: str | None) -> None:
+    """Change one rule of a record's tolerance, nothing else.
+
+    RULE is METRIC<=BOUND (max_abs<=1e-5) or the JSON object of a rule ({"metric": "rms",
+    "max": 1e-4}). It replaces the record's own rule (with --array, that array's per_array
+    rule); every other field of the tolerance and of the record is kept. One registry
+    transaction; the diff written is printed. A rule the registry cannot parse writes nothing
+    (exit 2)."""
+    parsed = suggest_mod.parse_rule(rule)
+    if why is not None:
+        parsed["why"] = why
+    out.print(suggest_mod.set_rule(obj.registry(), name, parsed, array=array), markup=False)

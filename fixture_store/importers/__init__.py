@@ -1,5 +1,6 @@
-"""Importing the manifests projects already keep: pooch registries, ``sha256sum`` output, DVC
-``.dvc`` files and ``dvc.lock``, hand-rolled JSON manifests and a wheel's ``RECORD``; and the
+"""Importing the manifests projects already keep: pooch registries, ``sha256sum`` output (and
+``md5sum``, ``sha1sum``, ``sha512sum``), DVC ``.dvc`` files and ``dvc.lock``, hand-rolled JSON
+manifests and plain JSON maps, a wheel's ``RECORD`` and TFDS checksum files; and the
 data people already have in folders (:mod:`.folders`: a Hugging Face cache, a Git LFS
 repository, an installed distribution).
 
@@ -13,10 +14,11 @@ one import in one registry transaction, or none. Each format is one module with
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType
 
 from fixture_store.errors import UsageError
-from fixture_store.importers import dvc, held, jsonmanifest, pooch, sha256sum, wheelrecord
+from fixture_store.importers import dvc, held, jsonmanifest, pooch, sha256sum, tfds, wheelrecord
 from fixture_store.importers import plan as plan_mod
 from fixture_store.importers.entry import ManifestEntry, ManifestError
 
@@ -26,7 +28,7 @@ Detect = Callable[[str, str], bool]
 FORMATS: Mapping[str, tuple[Parse, Detect]] = MappingProxyType(
     {
         module.FORMAT: (module.parse, module.looks_like)
-        for module in (pooch, sha256sum, dvc, jsonmanifest, wheelrecord)
+        for module in (pooch, sha256sum, dvc, jsonmanifest, wheelrecord, tfds)
     }
 )
 
@@ -43,12 +45,43 @@ def detect(text: str, shown: str) -> str:
     return hits[0]
 
 
-def parse(fmt: str | None, text: str, shown: str) -> tuple[str, tuple[ManifestEntry, ...]]:
+@dataclass(frozen=True)
+class ReadOptions:
+    """What an import is told about reading its manifest besides the format: where a JSON
+    map's entries are (a JSON pointer), where bare ``OWNER/NAME`` upstreams live (``hf`` or
+    ``github``), and the ``base_url`` a pooch registry's files are downloaded from (pooch's
+    ``base_url + name``, for a name its registry gives no URL)."""
+
+    json_pointer: str | None = None
+    upstream_host: str | None = None
+    base_url: str | None = None
+
+
+def parse(
+    fmt: str | None, text: str, shown: str, options: ReadOptions | None = None
+) -> tuple[str, tuple[ManifestEntry, ...]]:
     """The format (``fmt``, or the one detected) and the entries of the manifest."""
+    options = options or ReadOptions()
     name = detect(text, shown) if fmt is None else fmt
     if name not in FORMATS:
         raise UsageError(f"unknown manifest format {name!r}", fix=f"one of {', '.join(FORMATS)}")
-    return name, FORMATS[name][0](text, shown)
+    if options.json_pointer is not None and name != jsonmanifest.FORMAT:
+        raise UsageError(
+            f"--json-pointer reads a JSON manifest; {shown} reads as {name}",
+            fix="leave --json-pointer out, or name the json format",
+        )
+    if options.base_url is not None and name != pooch.FORMAT:
+        raise UsageError(
+            f"--base-url is a pooch registry's; {shown} reads as {name}",
+            fix="leave --base-url out",
+        )
+    if name == jsonmanifest.FORMAT:
+        entries = jsonmanifest.parse(text, shown, options.json_pointer, options.upstream_host)
+    else:
+        entries = FORMATS[name][0](text, shown)
+    if options.base_url is not None:
+        entries = pooch.with_base_url(entries, options.base_url)
+    return name, entries
 
 
 def plan_import(
@@ -56,12 +89,22 @@ def plan_import(
     manifest: str,
     fmt: str | None = None,
     selection: held.Selection = held.EVERY,
+    options: ReadOptions | None = None,
 ) -> plan_mod.Plan:
     """Read ``manifest`` from ``origin``, parse it (``fmt``, else detected) and check the bytes
     of every listed file ``selection`` keeps against it; nothing is stored or registered."""
     text, shown = origin.manifest(manifest)
-    name, entries = parse(fmt, text, shown)
+    name, entries = parse(fmt, text, shown, options)
+    del text  # the entries are all that is needed of it now
     return plan_mod.make_plan(name, manifest, entries, origin, selection)
 
 
-__all__ = ["FORMATS", "ManifestEntry", "ManifestError", "detect", "parse", "plan_import"]
+__all__ = [
+    "FORMATS",
+    "ManifestEntry",
+    "ManifestError",
+    "ReadOptions",
+    "detect",
+    "parse",
+    "plan_import",
+]

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -36,8 +36,11 @@ from fixture_store.registry.where import Where
 # not a manifest, and would be read into memory whole.
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
-# Hex length of each algorithm a manifest may state. SHA-256 is the identity; md5 is only ever
-# DVC's own check, made before the SHA-256 of the same bytes is recorded.
+# Hex length of each algorithm a manifest may state. SHA-256 is the identity; md5 and sha1 are
+# weak (collisions are practical): one policy for every format (DVC, pooch, md5sum, a Hub
+# cache's git blob id). They check bytes that are present, beside the SHA-256 computed from the
+# same bytes, which is what gets recorded; a file absent with only a weak digest is a gap marked
+# weak (see :func:`weak_only`).
 HEX_LENGTHS: Mapping[str, int] = {
     "sha256": 64,
     "sha384": 96,
@@ -47,6 +50,7 @@ HEX_LENGTHS: Mapping[str, int] = {
     "blake2b": 128,
     "blake2s": 64,
     "md5": 32,
+    "sha1": 40,
 }
 WEAK = frozenset({"md5", "sha1"})
 _HEX = re.compile(r"[0-9a-f]+")
@@ -62,7 +66,7 @@ class ManifestError(UsageError):
         self.where = where
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExpectedDigest:
     """A digest as a manifest states it: the algorithm (a hashlib name) and lower-case hex."""
 
@@ -70,9 +74,10 @@ class ExpectedDigest:
     hex: str
 
     @classmethod
-    def parse(cls, algorithm: str, text: str, where: str, *, weak_ok: bool = False) -> Self:
+    def parse(cls, algorithm: str, text: str, where: str, *, weak_ok: bool = True) -> Self:
         """Check the hex against its algorithm; a ManifestError names ``where`` otherwise.
-        ``weak_ok`` admits md5, for DVC's own check beside the SHA-256 computed from the bytes."""
+        md5 and sha1 are read like any other (they check the bytes; SHA-256 is what a record
+        keeps); ``weak_ok=False`` refuses them where a digest must pin bytes on its own."""
         # Lower case, as pooch and sha256sum --check compare: the spelling is not the digest.
         algorithm, text = algorithm.lower(), text.lower()
         length = HEX_LENGTHS.get(algorithm)
@@ -126,7 +131,10 @@ class Refused:
         return f"{where}: {self.reason}"  # a JSON manifest's place names the entry already
 
 
-@dataclass(frozen=True)
+_EMPTY: Mapping[str, Any] = freeze({})
+
+
+@dataclass(frozen=True, slots=True)
 class ManifestEntry:
     """One file a manifest lists: its path (a name of the one grammar, in NFC), the digests the
     bytes must have, and what else the manifest says about it. ``where`` is the manifest and
@@ -168,12 +176,18 @@ class ManifestEntry:
         if not self.digests:
             raise ManifestError(self.where, f"{self.path!r} has no digest")
         # Before anything is frozen (recursively): every value within the registry's bounds.
-        check_values(self._stated(), self.where)
-        object.__setattr__(self, "arrays", freeze(self.arrays))
-        object.__setattr__(self, "metadata", freeze(dict(self.metadata)))
-        object.__setattr__(self, "tolerance", freeze(self.tolerance))
-        object.__setattr__(self, "unknown", freeze(dict(self.unknown)))
-        object.__setattr__(self, "stated_upstream", freeze(self.stated_upstream))
+        # A line of a checksum list states nothing besides its digest: nothing to walk.
+        stated = {k: v for k, v in self._stated().items() if v is not None and v != {}}
+        if stated:
+            check_values(stated, self.where)
+            object.__setattr__(self, "arrays", freeze(self.arrays))
+            object.__setattr__(self, "metadata", freeze(dict(self.metadata)))
+            object.__setattr__(self, "tolerance", freeze(self.tolerance))
+            object.__setattr__(self, "unknown", freeze(dict(self.unknown)))
+            object.__setattr__(self, "stated_upstream", freeze(self.stated_upstream))
+        else:
+            object.__setattr__(self, "metadata", _EMPTY)
+            object.__setattr__(self, "unknown", _EMPTY)
 
     def _stated(self) -> dict[str, Any]:
         """What the manifest states besides the digests, by field name."""
@@ -196,6 +210,12 @@ class ManifestEntry:
     def sha256(self) -> str | None:
         """The SHA-256 hex the manifest states, if it states one."""
         return next((d.hex for d in self.digests if d.algorithm == "sha256"), None)
+
+    @property
+    def weak_only(self) -> bool:
+        """Whether every digest the manifest states is weak (md5, sha1): the bytes, when they
+        come, are checked by it and their SHA-256 recorded; until then nothing pins them."""
+        return all(d.algorithm in WEAK for d in self.digests)
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> Self:
@@ -369,10 +389,10 @@ def check_path(path: object, where: str) -> str:
         ) from e
 
 
-def refuse_duplicates(entries: list[ManifestEntry]) -> tuple[ManifestEntry, ...]:
-    """``entries`` as a tuple, each path listed again (or another spelling of it, in case or
-    Unicode normalisation) refused by itself, naming the first place; the first is judged on its
-    own."""
+def refuse_duplicates(entries: Iterable[ManifestEntry]) -> tuple[ManifestEntry, ...]:
+    """``entries`` (read once: a generator of a manifest's lines will do) as a tuple, each path
+    listed again (or another spelling of it, in case or Unicode normalisation) refused by
+    itself, naming the first place; the first is judged on its own."""
     seen: dict[str, ManifestEntry] = {}  # collision key -> the first entry of that name
     out = []
     for entry in entries:

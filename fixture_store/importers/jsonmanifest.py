@@ -20,7 +20,8 @@ are refused.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from fixture_store.importers import fields as fields_mod
@@ -51,13 +52,37 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
+def parse(
+    text: str, shown: str, at: str | None = None, host: str | None = None
+) -> tuple[ManifestEntry, ...]:
+    """The entries of the JSON manifest ``text``: ours (a ``format_version`` and one map of
+    files), or a plain map of name -> entry as other projects ship it, found by itself (the
+    document, or one level down: provider -> name -> entry) or at the JSON pointer ``at``.
+    ``host`` says where bare ``OWNER/NAME`` upstreams live; without it every entry that has
+    one is named in one refusal."""
+    questions: list[upstreams.AmbiguousHostError] = []
+    entries = _parse(text, shown, at, _Asked(host, questions))
+    upstreams.refuse_ambiguous(questions, shown)
+    return entries
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """The upstream host given (if any), and the entries that needed one without it."""
+
+    host: str | None
+    questions: list[upstreams.AmbiguousHostError]
+
+
+def _parse(text: str, shown: str, at: str | None, asked: _Asked) -> tuple[ManifestEntry, ...]:
     try:
         doc = load_json(text, shown, object_pairs_hook=_unique)
     except _Duplicate as e:
         raise ManifestError(shown, f"duplicate key {e.args[0]!r}") from e
-    if not isinstance(doc, dict) or "format_version" not in doc:
-        raise ManifestError(shown, "must be an object with a 'format_version'")
+    if not isinstance(doc, dict):
+        raise ManifestError(shown, "must be an object: a map of file name -> entry")
+    if at is not None or "format_version" not in doc:
+        return _plain_map(doc, shown, at, asked)
     key = _file_map(doc, shown)
     top = fields_mod.Fields()
     known, _ = top.read({k: v for k, v in doc.items() if k != key}, fields_mod.DOCUMENT, "")
@@ -67,15 +92,105 @@ def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
     base = {"locked_environment": environment} if environment is not None else {}
     at = fields_mod.pointer("", key)
     return refuse_duplicates(
-        [
-            _entry(name, raw, f"{shown}: {name!r}", base, top=top, at=fields_mod.pointer(at, name))
-            for name, raw in doc[key].items()
-        ]
+        _asking(
+            asked,
+            (
+                (name, raw, f"{shown}: {name!r}", base, top, fields_mod.pointer(at, name))
+                for name, raw in doc[key].items()
+            ),
+        )
     )
 
 
+def _asking(
+    asked: _Asked,
+    items: Iterable[tuple[str, Any, str, Mapping[str, Any], fields_mod.Fields, str]],
+) -> list[ManifestEntry]:
+    """Each item's entry; one whose upstream needs a host is set aside in ``asked``, so that
+    every such entry is named at once."""
+    out = []
+    for name, raw, where, base, top, at in items:
+        try:
+            out.append(_entry(name, raw, where, base, top=top, at=at, host=asked.host))
+        except upstreams.AmbiguousHostError as e:
+            asked.questions.append(e)
+    return out
+
+
+_POINTER_FIX = "point at the map of name -> entry: --json-pointer /KEY[/KEY...]"
+
+
+def _plain_map(
+    doc: dict[str, Any], shown: str, at: str | None, asked: _Asked
+) -> tuple[ManifestEntry, ...]:
+    """The entries of a map without our ``format_version``: at pointer ``at``, else the
+    document if its entries carry digests, else one level down (each value a map of entries,
+    named ``OUTER/NAME``)."""
+    if at is not None:
+        target = _resolve(doc, at, shown)
+        if not _lists_files(target, digests=True):
+            raise ManifestError(
+                f"{shown}: {at!r}", "is not a map of name -> entry with a digest", fix=_POINTER_FIX
+            )
+        prefix = "/".join(_tokens(at))
+        return refuse_duplicates(_map_entries(target, shown, at, prefix, asked))
+    if _lists_files(doc, digests=True):
+        return refuse_duplicates(_map_entries(doc, shown, "", "", asked))
+    if doc and all(_lists_files(value, digests=True) for value in doc.values()):
+        return refuse_duplicates(
+            [
+                entry
+                for outer, value in doc.items()
+                for entry in _map_entries(value, shown, fields_mod.pointer("", outer), outer, asked)
+            ]
+        )
+    raise ManifestError(
+        shown,
+        "has no 'format_version' and is not a map of name -> entry with a digest (sha256, hash, "
+        "checksum, ...), nor a map of such maps",
+        fix=_POINTER_FIX,
+    )
+
+
+def _map_entries(
+    entries: dict[str, Any], shown: str, at: str, prefix: str, asked: _Asked
+) -> list[ManifestEntry]:
+    top = fields_mod.Fields()
+    return _asking(
+        asked,
+        (
+            (
+                f"{prefix}/{name}" if prefix else name,
+                raw,
+                f"{shown}: {fields_mod.pointer(at, name)!r}",
+                {},
+                top,
+                fields_mod.pointer(at, name),
+            )
+            for name, raw in entries.items()
+        ),
+    )
+
+
+def _tokens(at: str) -> list[str]:
+    if at in ("", "/"):
+        return []
+    if not at.startswith("/"):
+        raise ManifestError(at, "a JSON pointer starts with '/' (RFC 6901)", fix=_POINTER_FIX)
+    return [t.replace("~1", "/").replace("~0", "~") for t in at[1:].split("/")]
+
+
+def _resolve(doc: Any, at: str, shown: str) -> Any:
+    node = doc
+    for token in _tokens(at):
+        if not isinstance(node, dict) or token not in node:
+            raise ManifestError(f"{shown}: {at!r}", f"no key {token!r} there", fix=_POINTER_FIX)
+        node = node[token]
+    return node
+
+
 def looks_like(text: str, shown: str) -> bool:
-    return shown.endswith(".json") and '"format_version"' in text
+    return shown.endswith(".json") and text.lstrip().startswith("{")
 
 
 def _file_map(doc: dict[str, Any], shown: str) -> str:
@@ -111,6 +226,7 @@ def _entry(
     *,
     top: fields_mod.Fields,
     at: str,
+    host: str | None = None,
 ) -> ManifestEntry:
     if not isinstance(raw, dict):
         raise ManifestError(where, "must be an object with a 'sha256'")
@@ -126,7 +242,8 @@ def _entry(
             fields_mod.pointer(at, keys["upstream"]),
             where,
             found,
-            (fields_mod.pointer(at, beside), known[beside]) if beside else None,
+            (fields_mod.pointer(at, beside), known["upstream_digest"]) if beside else None,
+            host=host,
         )
     elif "upstream_digest" in known:  # a digest beside no upstream: whose it is is unknown
         key = keys["upstream_digest"]

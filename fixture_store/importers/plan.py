@@ -11,6 +11,7 @@ beside listed ones (orphans). It is a value: print it, then register it.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
@@ -37,6 +38,9 @@ from fixture_store.registry import Kind, LocalSource, PackageSource, Record, Sou
 from fixture_store.registry import project as project_mod
 from fixture_store.sources import FetchContext
 from fixture_store.sources.members import SafeArchive
+
+# Formats that list downloads rather than the files of a folder.
+DOWNLOAD_LISTS = frozenset({"tfds"})
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ class LocalOrigin:
             raise UsageError(f"{self.root} is not a folder", fix="pass --root DIR")
 
     def _rel(self, path: str) -> str:
-        folder = self.root.absolute().relative_to(self.project.absolute()).as_posix()
+        folder = _folder(self.root, self.project)
         return path if folder == "." else f"{folder}/{path}"
 
     def manifest(self, path: str) -> tuple[str, str]:
@@ -202,6 +206,12 @@ class PackageOrigin:
     def source(self, path: str) -> Source:
         d = self.distribution
         return PackageSource(d.requirement, d.file, d.file_digest, self._member(path), d.file_size)
+
+
+@functools.cache
+def _folder(root: Path, project: Path) -> str:
+    """``root`` relative to ``project``, as POSIX (asked once per listed file)."""
+    return root.absolute().relative_to(project.absolute()).as_posix()
 
 
 def _text(data: bytes, shown: str) -> str:
@@ -325,8 +335,13 @@ def make_plan(
             continue
         outcome = check_bytes(entry, located)
         (accepted if isinstance(outcome, Accepted) else mismatched).append(outcome)  # type: ignore[arg-type]
+    # A list of downloads (TFDS) says nothing of the files beside it: no orphans.
     listed = frozenset(e.path for e in entries if e.refused is None)
-    orphans = [o for o in origin.unlisted(listed, manifest) if selection.keeps(o)]
+    orphans = (
+        []
+        if fmt in DOWNLOAD_LISTS
+        else [o for o in origin.unlisted(listed, manifest) if selection.keeps(o)]
+    )
     return Plan(
         fmt,
         origin.name(manifest),

@@ -15,6 +15,7 @@ one token pass.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import re
 import shlex
@@ -40,15 +41,31 @@ def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
     return parse_text(text, shown)
 
 
+def with_base_url(entries: tuple[ManifestEntry, ...], base_url: str) -> tuple[ManifestEntry, ...]:
+    """The entries with the URL pooch downloads each from: the registry's own URL for the name
+    if it gives one, else ``base_url`` joined with the name, as ``Pooch.get_url`` joins them
+    (no separator added: pooch's base URLs end in ``/``)."""
+    return tuple(
+        e if e.url is not None else dataclasses.replace(e, url=f"{base_url}{e.path}")
+        for e in entries
+    )
+
+
 def looks_like(text: str, shown: str) -> bool:
     """Whether ``text`` reads as a pooch registry (for auto-detection): every line a name then
     a hash, where sha256sum output has the hash first."""
     if shown.endswith(".py"):
         return "registry" in text
-    lines = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
-    return bool(lines) and all(
-        len(ln) in (2, 3) and _HASH.fullmatch(ln[1]) and not _HASH.fullmatch(ln[0]) for ln in lines
+    # pooch strips each line before it looks for "#": an indented comment is a comment.
+    lines = (
+        ln.split() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")
     )
+    seen = False
+    for ln in lines:
+        if not (len(ln) in (2, 3) and _HASH.fullmatch(ln[1]) and not _HASH.fullmatch(ln[0])):
+            return False
+        seen = True
+    return seen
 
 
 def parse_text(text: str, shown: str) -> tuple[ManifestEntry, ...]:

@@ -12,8 +12,9 @@ place to re-point when records gain them.
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from fixture_store import ingest
 from fixture_store.errors import EXIT_FAILED, FixtureStoreError, RegistryError, UsageError
 from fixture_store.importers.entry import ManifestEntry, ManifestError, Refused
 from fixture_store.importers.fields import MEAN_ABS, UNKNOWN_FIELDS
-from fixture_store.importers.plan import Accepted, Origin, Plan
+from fixture_store.importers.plan import Accepted, Origin, PackageOrigin, Plan
 from fixture_store.objects import names
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
@@ -29,11 +30,13 @@ from fixture_store.registry import (
     Annotations,
     Gap,
     Kind,
+    LocalSource,
     NoSource,
     Record,
     Registry,
     Source,
     Tolerance,
+    UrlSource,
     Where,
     check_name,
     family_of,
@@ -110,7 +113,8 @@ def _record_fields(entry: ManifestEntry, plan: Plan, where: Where) -> Annotation
     imported: dict[str, Any] = {
         "format": plan.format,
         "manifest": plan.manifest,
-        "digests": [str(d) for d in entry.digests],
+        # a tuple, as the record parser reads it back: the two records compare equal
+        "digests": tuple(str(d) for d in entry.digests),
     }
     if entry.mapped:
         imported["mapped"] = {m.pointer: m.lands for m in entry.mapped}
@@ -194,6 +198,21 @@ def named(paths: Sequence[str]) -> str:
     return ", ".join(paths[:NAMED]) + (f", ... and {more} more" if more > 0 else "")
 
 
+def registered_elsewhere(plan: Plan, origin: Origin, registry: Registry) -> Plan:
+    """``plan`` without the orphans some record of the registry already has as its local
+    source (a file of another family, another manifest): an orphan is a file no family
+    registers."""
+    if not plan.orphans:
+        return plan
+    local = {r.source.path for r in registry.records() if isinstance(r.source, LocalSource)}
+    kept = []
+    for path in plan.orphans:
+        source = origin.source(path)
+        if not (isinstance(source, LocalSource) and source.path in local):
+            kept.append(path)
+    return dataclasses.replace(plan, orphans=tuple(kept))
+
+
 def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
     """``--strict``: refuse a plan that would leave a file the manifest and its folders hold
     unregistered: a listed file absent (unless ``gaps`` declares it) or an orphan. Call it
@@ -220,20 +239,40 @@ def refuse_unaccounted(plan: Plan, *, gaps: bool = False) -> None:
 @dataclass(frozen=True)
 class Prepared:
     """An import built and checked to its last record, nothing stored: what ``--dry-run``
-    reports and the real import registers (the same value, by the same code)."""
+    reports and the real import registers (the same value, by the same code). Declared gaps
+    are kept by name: their registrations are made again from the plan when committed, so a
+    listing of 300,000 absent files holds one copy of them, not two."""
 
     plan: Plan
     registrations: tuple[ingest.Registration, ...]
-    gaps: tuple[ingest.Registration, ...]
+    gap_names: tuple[str, ...]
     records: tuple[Record, ...]  # each accepted file's record as far as the manifest makes it
     # Every entry left out because it cannot be registered (the plan's refusals, its
     # mismatches, and the entries whose records could not be built), each with its reason.
     refused: tuple[Refused, ...] = ()
+    origin: Origin | None = None
+    family: str = ""
+    kind: Kind = Kind.FIXTURE
+
+    @property
+    def gaps(self) -> Iterator[ingest.Registration]:
+        """The declared gaps' registrations, made from the plan as :func:`prepare` made them
+        (the refused ones left out)."""
+        if not self.gap_names:
+            return iter(())
+        assert self.origin is not None
+        origin, family, kind, kept = self.origin, self.family, self.kind, set(self.gap_names)
+        made = (
+            _gap(e, self.plan, origin, family=family, kind=kind, taken={})
+            for e in self.plan.absent
+            if e.refused is None
+        )
+        return (reg for reg in made if reg.name in kept)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "records": {r.name: r.to_json() for r in self.records},
-            "gap_records": [g.name for g in self.gaps],
+            "gap_records": list(self.gap_names),
             "refused": [r.to_json() for r in self.refused],
         }
 
@@ -253,42 +292,48 @@ def prepare(
     another record's) is refused by itself, with its reason, and left out (DESIGN 20); so is a
     file whose bytes do not match the manifest. An absent file is judged only with ``gaps``."""
     file = f"provenance/{family}.json"
+    file = f"provenance/{family}.json"
     known = registry.families.get(family)
     taken = {names.key(n): n for n in (*known.records, *known.invalid)} if known else {}
     refused = [
         *plan.refused,
         *(Refused(m.entry.path, m.entry.where, m.reason) for m in plan.mismatched),
     ]
-    registrations: list[ingest.Registration] = []
-    stated_gaps: list[ingest.Registration] = []
-    records: list[Record] = []
+    reader = _ReadBack(registry, file)
+    files: list[tuple[ingest.Registration, Record]] = []
+    gap_names: list[str] = []
     for accepted in plan.accepted:
         try:
             reg = _registration(accepted, plan, family=family, kind=kind, taken=taken)
-            record = _probe(
-                reg,
-                accepted.entry,
-                registry,
-                file,
-                digest=accepted.digest,
-                source=accepted.located.source,
+            record = reader.probe(
+                reg, accepted.entry, digest=accepted.digest, source=accepted.located.source
             )
         except ManifestError as e:
             refused.append(_refused(accepted.entry, e))
             continue
-        registrations.append(reg)
-        records.append(record)
+        files.append((reg, record))
         taken.setdefault(names.key(reg.name), reg.name)  # a later spelling of it collides
-    for entry in plan.absent if gaps else ():
+    for entry in plan.absent if gaps else ():  # a declared gap's record too, read back, let go
         try:
             reg = _gap(entry, plan, origin, family=family, kind=kind, taken=taken)
-            _probe(reg, entry, registry, file, digest=reg.digest, source=reg.source or NoSource())
+            reader.probe(reg, entry, digest=reg.digest, source=reg.source or NoSource())
         except ManifestError as e:
             refused.append(_refused(entry, e))
             continue
-        stated_gaps.append(reg)
+        gap_names.append(reg.name)
         taken.setdefault(names.key(reg.name), reg.name)
-    return Prepared(plan, tuple(registrations), tuple(stated_gaps), tuple(records), tuple(refused))
+    failed = reader.flush()  # the entries whose records the registry would not read back
+    refused += [_refused(entry, e) for entry, e in failed.values()]
+    return Prepared(
+        plan,
+        tuple(reg for reg, _ in files if reg.name not in failed),
+        tuple(n for n in gap_names if n not in failed),
+        tuple(record for reg, record in files if reg.name not in failed),
+        tuple(refused),
+        origin,
+        family,
+        kind,
+    )
 
 
 def _refused(entry: ManifestEntry, e: ManifestError) -> Refused:
@@ -305,7 +350,7 @@ def commit(
     """Put the prepared import's files into the store and register them with their gaps:
     :func:`fixture_store.ingest.register` of its registrations, in one transaction."""
     done = ingest.register(
-        store, registry, prepared.registrations, replace=replace, gaps=prepared.gaps
+        store, registry, prepared.registrations, replace=replace, gaps=tuple(prepared.gaps)
     )
     written = tuple(
         d.record
@@ -358,25 +403,75 @@ def refuse_entries(prepared: Prepared) -> None:
         )
 
 
-def _probe(
-    reg: ingest.Registration,
-    entry: ManifestEntry,
-    registry: Registry,
-    file: str,
-    *,
-    digest: Digest | None,
-    source: Source,
-) -> Record:
-    """The record ``reg`` makes, read back as the registry reads it; a refusal blamed on the
-    manifest's ``entry``."""
-    try:
-        probe = ingest.build_record(
-            reg.name, reg.kind, digest, source, annotations=reg.annotations, gap=reg.gap, file=file
+class _ReadBack:
+    """Every record an import will write, as far as the manifest makes it (its identity and
+    what the manifest states; the content manifest comes from its bytes later), written by the
+    registry's writer and read back by its reader (:func:`.files.reads_back`) before any byte is
+    stored. Records are read back in batches of :data:`BATCH`, the schema backstop once per
+    record shape: an import of 300,000 lines costs one registry read per batch, not one per
+    line. A batch the reader refuses is read again record by record, so that each refusal is
+    blamed on its own entry and its neighbours are judged on their own (DESIGN 20)."""
+
+    BATCH = 4096
+
+    def __init__(self, registry: Registry, file: str) -> None:
+        self.registry = registry
+        self.file = file
+        self.shapes: set[str] = set()
+        self.pending: dict[str, tuple[Record, ManifestEntry]] = {}
+        # Record name -> (its entry, why the registry would not read it back).
+        self.failed: dict[str, tuple[ManifestEntry, ManifestError]] = {}
+
+    def probe(
+        self,
+        reg: ingest.Registration,
+        entry: ManifestEntry,
+        *,
+        digest: Digest | None,
+        source: Source,
+    ) -> Record:
+        """The record ``reg`` makes, queued to be read back; a record that cannot even be built
+        is refused here, blamed on ``entry``."""
+        try:
+            record = ingest.build_record(
+                reg.name,
+                reg.kind,
+                digest,
+                source,
+                annotations=reg.annotations,
+                gap=reg.gap,
+                file=self.file,
+            )
+        except RegistryError as e:
+            raise blamed(entry, e) from e
+        self.pending[record.name] = (record, entry)
+        if len(self.pending) >= self.BATCH:
+            self._read_back()
+        return record
+
+    def flush(self) -> dict[str, tuple[ManifestEntry, ManifestError]]:
+        """Read back what is queued; every record refused so far, by name."""
+        self._read_back()
+        return self.failed
+
+    def _read_back(self) -> None:
+        batch, self.pending = self.pending, {}
+        if not batch:
+            return
+        try:
+            self._reads_back([record for record, _ in batch.values()])
+        except RegistryError:
+            for record, entry in batch.values():  # blame each on its own entry
+                try:
+                    self._reads_back([record])
+                except RegistryError as e:
+                    self.failed[record.name] = (entry, blamed(entry, e))
+
+    def _reads_back(self, records: list[Record]) -> None:
+        family = family_of(records[0].name)
+        registry_files.reads_back(
+            records, self.registry.directory / f"{family}.json", shapes=self.shapes
         )
-        registry_files.reads_back([probe], registry.directory / f"{family_of(reg.name)}.json")
-    except RegistryError as e:
-        raise blamed(entry, e) from e
-    return probe
 
 
 def _registration(
@@ -409,6 +504,12 @@ def _gap(
 ) -> ingest.Registration:
     name = record_name(family, entry, taken)
     reason = f"listed in {plan.manifest} but absent when it was imported"
+    if entry.weak_only:
+        algorithms = " and ".join(sorted({d.algorithm for d in entry.digests}))
+        reason += (
+            f"; weak: only its {algorithms} is known, which the first bytes to fill it are "
+            "checked against before their sha256 is recorded"
+        )
     # The digest the manifest states is kept: with its size, the record's digest (the bytes
     # that fill the gap must have it); without, the digest the gap awaits.
     known = entry.sha256
@@ -417,11 +518,29 @@ def _gap(
     return ingest.Registration(
         name,
         kind,
-        source=origin.source(entry.path),
+        source=gap_source(entry, origin),
         annotations=_fields(entry, plan, name),
         gap=Gap(reason, expected=expected),
         digest=sized,
     )
+
+
+def gap_source(entry: ManifestEntry, origin: Origin) -> Source:
+    """Where a gap's bytes will come from: the https URL the manifest lists with a SHA-256 (a
+    ``url`` source pinned by that digest, so ``fetch`` fills the gap), else the origin's place
+    for the file when the file can arrive there (a project folder), else no source (a pinned
+    distribution does not hold a file it lacks)."""
+    if entry.url is not None and entry.sha256 is not None:
+        url = UrlSource(entry.url)
+        try:
+            url.check(Where(None, entry.path))
+        except RegistryError:
+            pass  # not https, or a branch of a Hub repository: kept as metadata.url only
+        else:
+            return url
+    if isinstance(origin, PackageOrigin):
+        return NoSource()
+    return origin.source(entry.path)
 
 
 def _fields(entry: ManifestEntry, plan: Plan, name: str) -> Annotations:
@@ -444,13 +563,13 @@ def outcome(prepared: Prepared, imported: Imported | None) -> str:
         )
     return (
         f"would import {len(prepared.registrations)} file(s) and declare "
-        f"{len(prepared.gaps)} gap(s) {origin}; nothing stored or registered (--dry-run)"
+        f"{len(prepared.gap_names)} gap(s) {origin}; nothing stored or registered (--dry-run)"
     )
 
 
 def absent_fate(prepared: Prepared, imported: Imported | None) -> str:
     """What becomes of the listed files that are absent: declared as gaps when the import
     prepared their gap records, else not registered."""
-    if not prepared.gaps:
+    if not prepared.gap_names:
         return "not registered (--gaps declares them)"
     return "declared as gaps" if imported is not None else "would be declared as gaps (--gaps)"

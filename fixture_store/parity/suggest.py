@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from fixture_store.access import Fixtures
-from fixture_store.errors import UsageError
+from fixture_store.errors import RegistryError, UsageError
 from fixture_store.parity.arrays import ArrayComparison, compare_arrays, dtype_name
 from fixture_store.readers import formats
 from fixture_store.registry import Content, Registry, Tolerance, family_of, ordered, parse_record
@@ -343,6 +343,60 @@ def accept(registry: Registry, suggestion: Suggestion, why: str | None = None) -
         tolerance = _written(before.get("tolerance"), suggestion.rules(why))
         after = {**before, "tolerance": tolerance}
         records[name] = parse_record(name, after, file=str(tx.directory / f"{family}.json"))
+        tx.write(family, records.values())
+    return diff(name, before, records[name].to_json())
+
+
+def parse_rule(text: str) -> dict[str, Any]:
+    """A rule as typed: ``METRIC<=BOUND`` (``max_abs<=1e-5``) or the JSON object of a rule
+    (``{"metric": "rms", "max": 1e-4, "why": "..."}``). The registry's tolerance parser judges
+    it when it is written."""
+    text = text.strip()
+    if text.startswith("{"):
+        from fixture_store.importers.entry import load_json
+
+        rule = load_json(text, "RULE")
+        if not isinstance(rule, dict):
+            raise UsageError("RULE must be a JSON object", fix='{"metric": "max_abs", "max": 1e-5}')
+        return rule
+    metric, sep, bound = text.partition("<=")
+    try:
+        value = float(bound) if sep else None
+    except ValueError:
+        value = None
+    if value is None or not metric.strip():
+        raise UsageError(
+            f"RULE {text!r} is neither METRIC<=BOUND nor a JSON object",
+            fix='write max_abs<=1e-5, or {"metric": "max_abs", "max": 1e-5}',
+        )
+    return {"metric": metric.strip(), "max": value}
+
+
+def set_rule(
+    registry: Registry, name: str, rule: Mapping[str, Any], *, array: str | None = None
+) -> str:
+    """Write one rule into the record ``name`` (its own rule, or ``array``'s in ``per_array``),
+    keeping every other field of its tolerance and record, in one registry transaction; return
+    the unified diff of the record's JSON. A rule the registry cannot parse writes nothing."""
+    family = family_of(name)
+    with registry_transaction(registry.root) as tx:
+        current = tx.family(family, known=registry.families.get(family))
+        if current is None or name not in current.records:
+            raise UsageError(
+                f"{name} is not a record of the registry; nothing was written",
+                fix="fixture-store list shows the records",
+            )
+        records = dict(current.records)
+        before = records[name].to_json()
+        tolerance = _written(before.get("tolerance"), {array or "": dict(rule)})
+        after = {**before, "tolerance": tolerance}
+        try:
+            records[name] = parse_record(name, after, file=str(tx.directory / f"{family}.json"))
+        except RegistryError as e:
+            raise UsageError(
+                f"{name}: RULE {dict(rule)}: {e.reason}; nothing was written",
+                fix="give a rule of a metric the parity page lists (max_abs<=1e-5, rms<=1e-4)",
+            ) from e
         tx.write(family, records.values())
     return diff(name, before, records[name].to_json())
 

@@ -3,6 +3,7 @@ parameters of ``fixture_store_cases`` and the checks a marker asks for before a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from fixture_store.parity.assertion import ParityError, ParityReport
     from fixture_store.readers.onnxcase import OnnxCase
     from fixture_store.readers.safetensors import Tensors
+    from fixture_store.registry.environment import Environment
     from fixture_store.registry.tolerance import ArrayTolerance
 from fixture_store.pytest_plugin.collection import declared
 from fixture_store.pytest_plugin.options import path_option
@@ -124,13 +126,16 @@ class VerifiedFixtures:
         name: str,
         actual: Mapping[str, Any] | Any,
         *,
-        dump: str | None = None,
+        dump: str | os.PathLike[str] | None = None,
         only: Iterable[str] | None = None,
+        environment: Environment | str | None = None,
     ) -> ParityReport:
         """Assert ``actual`` (array name -> array) is at parity with the verified reference
-        ``name`` under its record's tolerance in this session's environment (see
+        ``name`` under its record's tolerance, taking what the function takes (see
         :func:`fixture_store.parity.assertion.assert_parity`; ``only`` names the arrays to
-        compare, the others not required); a failing candidate is written under ``dump``, else
+        compare, the others not required): ``environment`` is where this comparison runs (an
+        :class:`Environment` or its text, ``device:cuda,runtime:torch``), else this session's
+        (``--fixture-store-env``); a failing candidate is written under ``dump``, else
         ``--fixture-store-parity-dump``, else $FIXTURE_STORE_PARITY_DUMP."""
         __tracebackhide__ = True
         from fixture_store.parity.assertion import assert_parity
@@ -138,7 +143,11 @@ class VerifiedFixtures:
 
         self._state.enforce(name)
         folder = dump or path_option(self._state.config, "fixture_store_parity_dump")
-        where = resolve(self._state.config.getoption("fixture_store_env"))
+        where = (
+            environment
+            if environment is not None
+            else resolve(self._state.config.getoption("fixture_store_env"))
+        )
         how: dict[str, Any] = {
             "fixtures": self.fixtures,
             "dump": folder,

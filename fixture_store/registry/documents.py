@@ -239,9 +239,12 @@ def parse_records(
     shard: str | None = None,
     *,
     suspect: bool,
+    shapes: set[str] | None = None,
 ) -> tuple[dict[str, Record], dict[str, RegistryError]]:
     """Every record of a file (``shard``: of that shard): the valid ones, and the error of each
-    invalid one. ``suspect``: the file may hold a value past a bound (see :class:`_Document`)."""
+    invalid one. ``suspect``: the file may hold a value past a bound (see :class:`_Document`).
+    ``shapes``: the :func:`shape_of` records that already passed the schema backstop, which
+    then runs once per shape (the record parser still checks every field of every record)."""
     shown = str(path)
     records: dict[str, Record] = {}
     invalid: dict[str, RegistryError] = {}
@@ -282,13 +285,43 @@ def parse_records(
                 _check_values(raw, shown, name)
             record = parse_record(name, raw, file=shown)
             if not known:
-                _schema_backstop(raw, shown, name)
+                if shapes is None:
+                    _schema_backstop(raw, shown, name)
+                else:
+                    shape = shape_of(raw)
+                    if shape not in shapes:
+                        _schema_backstop(raw, shown, name)
+                        shapes.add(shape)
             records[name] = record
         except RegistryError as e:
             invalid[name] = e
     if not invalid:
         passed.remember()
     return records, invalid
+
+
+def shape_of(raw: Any) -> str:
+    """A record's structure: its keys, nesting and value types, every string but an object's
+    keys and the ``type`` of a source or a ``kind`` left out. Records of one import share a
+    shape (they differ in names, digests and paths, which the record parser checks one by one),
+    so the schema backstop, the slowest check, runs once per shape there."""
+    return repr(_shape(raw, ""))
+
+
+_KEPT_STRINGS = frozenset({"type", "kind", "metric"})
+
+
+def _shape(value: Any, key: str) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value if key in _KEPT_STRINGS else ""
+    if kind is dict:
+        return tuple(sorted((k, _shape(v, k)) for k, v in value.items()))
+    if kind is list or kind is tuple:
+        return ("[", *(_shape(v, key) for v in value))
+    if kind is int or kind is float or kind is bool or value is None:
+        return value
+    return (kind.__name__, repr(value))
 
 
 def _check_values(raw: Any, file: str, name: str) -> None:

@@ -11,9 +11,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+# The leaves of JSON: returned as they are, without the ABC checks below (a record's metadata
+# of an import of 300,000 lines is walked that many times).
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
 
 def freeze(value: Any) -> Any:
     """``value`` with every dict a read-only mapping and every list a tuple."""
+    if type(value) in _LEAVES:
+        return value
     if type(value) is dict or isinstance(value, Mapping):  # dict first: skips the ABC check
         return MappingProxyType({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list):
@@ -23,6 +29,8 @@ def freeze(value: Any) -> Any:
 
 def thaw(value: Any) -> Any:
     """The plain JSON form of a frozen value: dicts and lists again."""
+    if type(value) in _LEAVES:
+        return value
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

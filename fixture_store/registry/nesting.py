@@ -177,16 +177,19 @@ def first_flaw(value: Any, limit: int = MAX_DEPTH) -> tuple[Path, str] | None:
     pending: list[tuple[Any, Path]] = [(value, ())]
     while pending:
         node, path = pending.pop()
-        wrong = _flaw(node)
+        kind = type(node)
+        if kind is str and (node.isascii() or encodable(node)):
+            continue  # the common leaf, decided without the general checks
+        wrong = None if kind is dict or kind is list else _flaw(node)
         if wrong is not None:
             return path, wrong
         children: list[tuple[Any, Path]] = []
-        if isinstance(node, Mapping):
+        if kind is dict or (kind is not list and isinstance(node, Mapping)):
             for key, child in node.items():
                 if isinstance(key, str) and not encodable(key):
                     return (*path, key), f"the key {quoted(key)} {_NOT_TEXT}"
                 children.append((child, (*path, str(key))))
-        elif isinstance(node, list | tuple):
+        elif kind is list or isinstance(node, list | tuple):
             children = [(v, (*path, f"[{i}]")) for i, v in enumerate(node)]
         if children and len(path) >= limit:
             return path, f"nested more than {limit} levels deep"

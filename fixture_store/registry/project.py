@@ -16,6 +16,7 @@ import os
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from fixture_store.errors import UsageError
 
@@ -53,21 +54,45 @@ def ignore_pipeline_outputs(project: str | os.PathLike[str]) -> tuple[str, ...]:
 ORPHANS_IGNORE = "orphans-ignore"
 
 
-def orphans_ignored(project: str | os.PathLike[str]) -> tuple[str, ...]:
-    """The glob patterns of ``orphans-ignore`` in the project's ``[tool.fixture-store]``: paths
-    from the project root, matched by :func:`fnmatch.fnmatchcase` (``*`` crosses folders, so
-    ``*README.md`` matches a README in any folder). No file or no key: none."""
+def _setting(project: str | os.PathLike[str], key: str, default: Any) -> Any:
+    """``key`` of the project's ``[tool.fixture-store]`` (``default`` without the file or key)."""
     path = Path(project) / "pyproject.toml"
     try:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
     except FileNotFoundError:
-        return ()
+        return default
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise UsageError(f"cannot read {path}: {e}", fix=f"fix the TOML in {path}") from e
     tool = doc.get("tool")
     table = tool.get("fixture-store") if isinstance(tool, dict) else None
-    value = table.get(ORPHANS_IGNORE, []) if isinstance(table, dict) else []
+    return table.get(key, default) if isinstance(table, dict) else default
+
+
+UPSTREAM_HOST = "upstream-host"
+UPSTREAM_HOSTS = ("hf", "github")
+
+
+def upstream_host(project: str | os.PathLike[str]) -> str | None:
+    """``upstream-host`` of the project's ``[tool.fixture-store]``: where a bare ``OWNER/NAME``
+    upstream lives (``hf``: the Hugging Face Hub, ``github``), or ``None``: asked."""
+    value = _setting(project, UPSTREAM_HOST, None)
+    if value is not None and (not isinstance(value, str) or value not in UPSTREAM_HOSTS):
+        path = Path(project) / "pyproject.toml"
+        raise UsageError(
+            f"{path}: [tool.fixture-store] {UPSTREAM_HOST} must be one of "
+            f"{', '.join(UPSTREAM_HOSTS)}, not {value!r}",
+            fix=f'edit {path}: {UPSTREAM_HOST} = "hf"',
+        )
+    return value
+
+
+def orphans_ignored(project: str | os.PathLike[str]) -> tuple[str, ...]:
+    """The glob patterns of ``orphans-ignore`` in the project's ``[tool.fixture-store]``: paths
+    from the project root, matched by :func:`fnmatch.fnmatchcase` (``*`` crosses folders, so
+    ``*README.md`` matches a README in any folder). No file or no key: none."""
+    path = Path(project) / "pyproject.toml"
+    value = _setting(project, ORPHANS_IGNORE, [])
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise UsageError(
             f"{path}: [tool.fixture-store] {ORPHANS_IGNORE} must be a list of glob patterns "

@@ -71,7 +71,7 @@ def test_a_dvc_file_imports_with_its_md5_checked_and_sha256_recorded(
     assert record.object.hex == SHA
     assert record.source.to_json() == {"type": "local", "path": "data/ref.bin"}
     assert record.metadata is not None
-    assert record.metadata["imported_from"]["digests"] == [f"md5:{MD5}"]
+    assert list(record.metadata["imported_from"]["digests"]) == [f"md5:{MD5}"]
     assert planned.orphans == ()  # the .dvc file and .gitignore are DVC's own
 
 

@@ -56,14 +56,11 @@ def test_an_entry_needs_a_digest() -> None:
         ManifestEntry("a.bin", (), "m line 1")
 
 
-def test_md5_is_refused_unless_it_is_dvc_s_own_check() -> None:
+def test_weak_digests_are_read_as_checks_one_policy_for_every_format() -> None:
+    # md5 and sha1 check the bytes that are there; the record keeps the SHA-256 of the bytes.
+    assert ExpectedDigest.parse("MD5", "CD" * 16, "m") == ExpectedDigest("md5", "cd" * 16)
+    assert ExpectedDigest.parse("sha1", "cd" * 20, "m") == ExpectedDigest("sha1", "cd" * 20)
+    entry = ManifestEntry("a.bin", (ExpectedDigest("md5", "cd" * 16),), "m line 1")
+    assert entry.weak_only and entry.sha256 is None
     with pytest.raises(ManifestError, match="md5 cannot vouch"):
-        ExpectedDigest.parse("md5", "cd" * 16, "m line 1")
-    assert ExpectedDigest.parse("MD5", "CD" * 16, "m", weak_ok=True) == ExpectedDigest(
-        "md5", "cd" * 16
-    )
-
-
-def test_sha1_is_refused_even_as_a_check() -> None:
-    with pytest.raises(ManifestError, match="unsupported digest algorithm 'sha1'"):
-        ExpectedDigest.parse("sha1", "cd" * 20, "m", weak_ok=True)
+        ExpectedDigest.parse("md5", "cd" * 16, "m line 1", weak_ok=False)

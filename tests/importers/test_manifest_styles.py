@@ -286,9 +286,12 @@ def _refused(project: Path, upstream: Any) -> tuple[str, str]:
 def test_a_bare_owner_name_is_asked_about_never_guessed(project: Path) -> None:
     upstream = {"repository": "google/vit-base", "revision": REV, "checkpoint": "model.bin"}
     message, fix = _refused(project, upstream)
-    assert "a Hugging Face Hub repository or a GitHub repository?" in message
-    assert f"hf://google/vit-base@{REV}/model.bin" in fix
-    assert f"git+https://github.com/google/vit-base@{REV}#model.bin" in fix
+    assert "'google/vit-base' is a bare OWNER/NAME: a Hugging Face Hub repository or a GitHub" in (
+        message
+    )
+    assert "nothing is guessed" in message
+    assert "--upstream-host hf" in fix and "--upstream-host github" in fix
+    assert "upstream-host" in fix and "[tool.fixture-store]" in fix
 
 
 @pytest.mark.usefixtures("store")

@@ -61,14 +61,14 @@ def test_an_escaped_name_is_unescaped_then_refused_by_the_path_rules(
 
 def test_the_escape_rules_give_back_the_name() -> None:
     # A name that passes the path rules once unescaped never needed escaping; check the rule.
-    assert sha256sum._split(f"\\{SHA_A}  a\\\\b\\nc", "x") == ("a\\b\nc", SHA_A)
+    assert sha256sum._split(f"\\{SHA_A}  a\\\\b\\nc", "x") == ("a\\b\nc", "sha256", SHA_A)
 
 
 @pytest.mark.parametrize(
     ("line", "message"),
     [
         (f"{SHA_A[:-1]}g  a.bin", "not a 'HEX  name'"),
-        (f"{SHA_A[:40]}  a.bin", "has 40 hex characters"),
+        (f"{SHA_A[:50]}  a.bin", "has 50 hex characters"),
         (f"{SHA_A}  ../a.bin", "'..' segment"),
         (f"{SHA_A}  /etc/passwd", "is absolute"),
         (f"{SHA_A} ^a.bin", "universal-newline"),
