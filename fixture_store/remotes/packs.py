@@ -21,7 +21,12 @@ same packs again, found already there, and then the index). Objects from the thr
 one per key, and a remote may hold both (a remote pushed before packs existed reads as before).
 
 An index is a claim like any other answer of a remote (DESIGN decision 9): it is used only if
-its bytes hash to its name and it is well-formed, and only to decide which bytes to ask for.
+its bytes hash to its name and it is well-formed (read by the one bounded JSON reader), and only
+to decide which bytes to ask for. Each of its entries stands alone (DESIGN decision 20): an
+entry that is not a digest and a range, names no pack of the index or reaches past its pack's
+end is refused by itself, and a pull names it for that object only; an entry that overlaps
+another is read on its own range, never as part of a run its neighbours share, so its wrong
+bytes cannot shift theirs.
 Pull reads a pack's wanted objects as few byte ranges (S3 ``Range``, a folder ``pread``), and
 stages each object with the digest its record expects, hashed as it is written: one damaged
 byte refuses the one object it belongs to, and every other object of the pack lands.
@@ -130,15 +135,24 @@ class Slot:
 
 @dataclass
 class PackIndex:
-    """Every pack index of a remote, merged; ``problems`` says which were not used and why."""
+    """Every pack index of a remote, merged; ``problems`` says which were not used and why;
+    ``refused``, the entries (by object hex) refused on their own, and why."""
 
     slots: dict[str, Slot] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     unlisted: FixtureStoreError | None = None  # the listing of the indexes failed
+    refused: dict[str, str] = field(default_factory=dict)
 
     def missing(self, label: str, digest: Digest) -> MissingRemoteObject | None:
         """What to say of an object the remote holds neither in a pack nor at its own key, if
-        some index could not be used (it may have been there)."""
+        its own index entry was refused, or some index could not be used (it may have been
+        there)."""
+        entry = self.refused.get(digest.hex)
+        if entry is not None:
+            return MissingRemoteObject(
+                f"{label} does not hold {digest} at its own key, and its pack index entry was "
+                f"refused: {entry}"
+            )
         if not self.problems:
             return None
         shown = "; ".join(self.problems[:3]) + (" …" if len(self.problems) > 3 else "")  # noqa: PLR2004
@@ -165,29 +179,49 @@ def load_index(keys: RangeReads, retry: Retry, jobs: int) -> PackIndex:
     names = [(m[1], size) for n, size in listed.items() if (m := _NAME.fullmatch(n))]
     names.sort()
 
-    def read(item: tuple[str, int]) -> dict[str, Slot] | str:
+    def read(item: tuple[str, int]) -> Entries | str:
         hexpart, size = item
         if size > INDEX_CAP:
             return f"{index_key(hexpart)}: {size:,} bytes, more than the {INDEX_CAP:,} read"
         try:
             data = read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry)
-            return parse_index(data, hexpart)
+            return parse_entries(data, hexpart)
         except (FixtureStoreError, ValueError) as e:
             return f"{index_key(hexpart)}: {e}"
 
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(names)))) as pool:
-        for got in pool.map(read, names):
+        for (hexpart, _), got in zip(names, pool.map(read, names), strict=True):
             if isinstance(got, str):
                 index.problems.append(got)
-            else:
-                for hexpart, slot in got.items():
-                    index.slots.setdefault(hexpart, slot)
+                continue
+            for obj, slot in got.slots.items():
+                index.slots.setdefault(obj, slot)
+            for obj, why in got.refused.items():
+                index.refused.setdefault(obj, f"{index_key(hexpart)}: {why}")
+    for obj in index.slots.keys() & index.refused.keys():  # another index places it
+        del index.refused[obj]
     return index
 
 
+@dataclass(frozen=True)
+class Entries:
+    """What one index says: the slots of its valid entries, and each refused entry (by its
+    key, cut to 80 characters if it is not a digest) with why."""
+
+    slots: dict[str, Slot]
+    refused: dict[str, str]
+
+
 def parse_index(data: bytes, hexpart: str) -> dict[str, Slot]:
-    """The slots of an index whose bytes are ``data`` and whose name is ``hexpart``;
-    :class:`ValueError` saying why if the bytes are not its name's or not a well-formed index."""
+    """The slots of the valid entries of an index whose bytes are ``data`` and whose name is
+    ``hexpart`` (see :func:`parse_entries`)."""
+    return parse_entries(data, hexpart).slots
+
+
+def parse_entries(data: bytes, hexpart: str) -> Entries:
+    """Each entry of an index whose bytes are ``data`` and whose name is ``hexpart``, judged
+    on its own; :class:`ValueError` saying why if the bytes are not its name's or not a pack
+    index at all (then no entry of it is used)."""
     if digests.of_bytes(data).hex != hexpart:
         raise ValueError("its bytes are not the ones its name is the digest of (damaged)")
     doc = nesting.parse_bounded(data, limit=_JSON_DEPTH)
@@ -197,16 +231,32 @@ def parse_index(data: bytes, hexpart: str) -> dict[str, Slot]:
     objects = doc.get("objects")
     if not isinstance(objects, dict):
         raise ValueError("'objects' is not a table")
-    slots = {}
+    slots: dict[str, Slot] = {}
+    refused: dict[str, str] = {}
     for obj, where in objects.items():
-        number, offset, length = _numbers(where)
-        if _HEX.fullmatch(obj) is None or number >= len(packs):
-            raise ValueError(f"the entry of {obj[:80]!r} is not a digest and a pack of the index")
-        pack = packs[number]
-        if offset + length > pack.size:
-            raise ValueError(f"the entry of {obj} reaches past the end of its pack")
-        slots[obj] = Slot(pack, offset, length)
-    return slots
+        try:
+            slots[obj] = _slot(obj, where, packs)
+        except ValueError as e:
+            refused[obj if _HEX.fullmatch(obj) else repr(obj[:80])] = str(e)
+    return Entries(slots, refused)
+
+
+def _slot(obj: str, where: object, packs: Sequence[Digest | str]) -> Slot:
+    """The slot one entry names; :class:`ValueError` saying what is wrong with it."""
+    if _HEX.fullmatch(obj) is None:
+        raise ValueError("its key is not a digest (64 lower-case hex characters)")
+    number, offset, length = _numbers(where)
+    if number >= len(packs):
+        raise ValueError(f"it names pack {number}; the index lists {len(packs)}")
+    pack = packs[number]
+    if isinstance(pack, str):
+        raise ValueError(f"its pack {number} {pack}")
+    if offset + length > pack.size:
+        raise ValueError(
+            f"its bytes {offset}-{offset + length - 1} reach past the end of its pack "
+            f"{pack_key(pack.hex)} ({pack.size:,} bytes)"
+        )
+    return Slot(pack, offset, length)
 
 
 def _list(value: object) -> list[object]:
@@ -215,13 +265,16 @@ def _list(value: object) -> list[object]:
     return value
 
 
-def _pack(value: object) -> Digest:
+def _pack(value: object) -> Digest | str:
+    """A pack of the index, or what is wrong with its entry (its objects are refused)."""
     if not (isinstance(value, list) and len(value) == 2):  # noqa: PLR2004 - [hex, size]
-        raise ValueError("a pack is not [digest, size]")
+        return "is not [digest, size]"
     hexpart, size = value
     if not isinstance(hexpart, str) or _HEX.fullmatch(hexpart) is None:
-        raise ValueError("a pack's digest is not 64 lower-case hex characters")
-    return Digest(hexpart, _count(size))
+        return "has a digest that is not 64 lower-case hex characters"
+    if type(size) is not int or size < 0:
+        return f"has a size {size!r} that is not a count"
+    return Digest(hexpart, size)
 
 
 def _numbers(value: object) -> tuple[int, int, int]:
@@ -481,7 +534,9 @@ class Run:
 def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[Run]:
     """The reads that bring these objects: by pack, in offset order, neighbours closer than
     :data:`RUN_GAP` together, each at most :data:`RUN_SIZE` long (or one object) and of at
-    most :data:`RUN_OBJECTS` objects."""
+    most :data:`RUN_OBJECTS` objects. An entry that starts before the previous one ends (an
+    index that lies about one of them) starts a run of its own: a run is read front to back,
+    and an overlap would hand the next object bytes shifted by the bad entry."""
     by_pack: dict[str, list[tuple[Slot, Digest]]] = collections.defaultdict(list)
     for slot, d in slots:
         by_pack[slot.pack.hex].append((slot, d))
@@ -494,7 +549,8 @@ def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[Run]:
                 start, last = current[0][0], current[-1][0]
                 end = last.offset + last.length
                 if (
-                    slot.offset - end > RUN_GAP
+                    slot.offset < end
+                    or slot.offset - end > RUN_GAP
                     or slot.offset + slot.length - start.offset > RUN_SIZE
                     or len(current) >= RUN_OBJECTS
                 ):
@@ -564,8 +620,10 @@ def _damaged(
 ) -> RemoteError:
     where = "the folder or bucket the mirror serves" if keys.read_only else "the remote"
     return RemoteError(
-        f"the remote {keys.label} holds other bytes for {digest.text} in the pack {key} (bytes "
-        f"{slot.offset}-{slot.offset + slot.length - 1}): {e.message}; nothing of it was stored",
+        f"the remote {keys.label} holds other bytes for {digest.text} where its pack index "
+        f"entry places it, in the pack {key} (bytes {slot.offset}-"
+        f"{slot.offset + slot.length - 1}): {e.message}; nothing of it was stored (the entry or "
+        "the pack is damaged; the other objects of the pack are judged on their own)",
         fix=f"remove {key} and every index under {INDEXES}/ that names it from {where}, then "
         "push again from a store where the object verifies",
     )
