@@ -1,0 +1,92 @@
+"""Each pack index entry stands alone (DESIGN decision 20, issue 34 classes 5 and 6): an entry
+that overlaps another or leaves its pack is refused or read by itself and named; the honest
+objects of the same pack and index still land; a hostile index never stops a pull."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from fixture_store.objects import digests
+from fixture_store.objects.store import Store
+from fixture_store.remotes.folder import FolderRemote
+from fixture_store.remotes.packs import INDEXES, index_key
+from fixture_store.remotes.sync import Outcome, pull, push
+from fixture_store.verify import verify_names
+from tests.remotes.test_packs import FAST, _fresh, _project
+
+
+def _rewrite_index(root: Path, edit: dict[str, list[int]]) -> None:
+    """Replace the remote's one index by one whose entries ``edit`` changes (object hex ->
+    [pack, offset, length]), named by the digest of its new bytes."""
+    (old,) = (root / INDEXES).iterdir()
+    doc = json.loads(old.read_bytes())
+    doc["objects"].update(edit)
+    data = json.dumps(doc, separators=(",", ":")).encode()
+    os.chmod(old, 0o644)
+    old.unlink()
+    (root / index_key(digests.of_bytes(data).hex)).write_bytes(data)
+
+
+def _entries(root: Path) -> dict[str, list[int]]:
+    (index,) = (root / INDEXES).iterdir()
+    objects: dict[str, list[int]] = json.loads(index.read_bytes())["objects"]
+    return objects
+
+
+def _pulled(project: Path, store: Store, tmp_path: Path, edit_of: object) -> tuple[dict, Store]:
+    registry, the_plan = _project(project, store)
+    root = tmp_path / "remote"
+    push(store, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    entries = _entries(root)
+    assert callable(edit_of)
+    _rewrite_index(root, edit_of(the_plan, entries))
+    other = _fresh(tmp_path)
+    report = pull(other, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    good = [r.name for r in report.results if r.ok]
+    assert all(r.ok for r in verify_names(other, registry, good))
+    return {r.name: r for r in report.results}, other
+
+
+def test_an_entry_shifted_over_its_neighbour_is_blamed_alone(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    def shift(the_plan, entries):  # type: ignore[no-untyped-def]
+        r04, r05 = (the_plan.wants[n][0].hex for n in ("fam/r04", "fam/r05"))
+        pack, _, length = entries[r05]
+        return {r05: [pack, entries[r04][1] + 1, length]}  # starts inside fam/r04
+
+    results, _ = _pulled(project, store, tmp_path, shift)
+    failed = {n: r for n, r in results.items() if not r.ok}
+    assert set(failed) == {"fam/r05"}  # not fam/r06 and the rest of the run
+    assert "where its pack index entry places it" in failed["fam/r05"].message
+    assert {r.outcome for n, r in results.items() if n != "fam/r05"} == {Outcome.PULLED}
+
+
+def test_an_entry_past_the_end_of_its_pack_is_refused_alone_and_named(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    def past(the_plan, entries):  # type: ignore[no-untyped-def]
+        r03 = the_plan.wants["fam/r03"][0].hex
+        pack, _, length = entries[r03]
+        return {r03: [pack, 10**6, length]}
+
+    results, _ = _pulled(project, store, tmp_path, past)
+    failed = {n: r for n, r in results.items() if not r.ok}
+    assert set(failed) == {"fam/r03"}
+    message = failed["fam/r03"].message
+    assert "pack index entry was refused" in message and "reach past the end" in message
+    assert {r.outcome for n, r in results.items() if n != "fam/r03"} == {Outcome.PULLED}
+
+
+def test_an_index_nested_100000_deep_beside_a_good_one_stops_nothing(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    registry, the_plan = _project(project, store)
+    root = tmp_path / "remote"
+    push(store, registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    (root / index_key(digests.of_bytes(deep).hex)).write_bytes(deep)
+    report = pull(_fresh(tmp_path), registry, FolderRemote("shared", root), the_plan, retry=FAST)
+    assert {r.outcome for r in report.results} == {Outcome.PULLED}
