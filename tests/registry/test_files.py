@@ -249,9 +249,9 @@ def test_an_invalid_record_too_deep_to_write_back_refuses_the_write_and_keeps_th
     registry = registry_mod.load(project)
     added = registry_mod.parse_record("fam/c", _valid("c", b"c"), file="t")
     limit = sys.getrecursionlimit()
-    frames, frame = 0, sys._getframe()
-    while frame is not None:
-        frames, frame = frames + 1, frame.f_back
+    frames, below = 0, sys._getframe()
+    while below is not None:
+        frames, below = frames + 1, below.f_back  # type: ignore[assignment]
     sys.setrecursionlimit(frames + 150)  # below the record's depth: writing it back recurses
     try:
         with pytest.raises(RegistryError, match="nested too deep to be written back") as caught:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
@@ -35,7 +36,9 @@ def _entries(root: Path) -> dict[str, list[int]]:
     return objects
 
 
-def _pulled(project: Path, store: Store, tmp_path: Path, edit_of: object) -> tuple[dict, Store]:
+def _pulled(
+    project: Path, store: Store, tmp_path: Path, edit_of: object
+) -> tuple[dict[str, Any], Store]:
     registry, the_plan = _project(project, store)
     root = tmp_path / "remote"
     push(store, registry, FolderRemote("shared", root), the_plan, retry=FAST)
