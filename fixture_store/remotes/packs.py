@@ -30,6 +30,11 @@ bytes cannot shift theirs.
 Pull reads a pack's wanted objects as few byte ranges (S3 ``Range``, a folder ``pread``), and
 stages each object with the digest its record expects, hashed as it is written: one damaged
 byte refuses the one object it belongs to, and every other object of the pack lands.
+
+Every request of the packed path runs under a deadline given by its caller (DESIGN decision
+14): the listing and reads of the indexes, and each run of ranges, end by the same deadline an
+object at its own key would have (``Retry.deadline`` for the bytes, the download policy's
+deadline when one is set), counted from the start of the packed part, never one more each.
 """
 
 from __future__ import annotations
@@ -52,10 +57,17 @@ from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Staged, Staging, Store
 from fixture_store.registry import nesting
-from fixture_store.remotes.base import GuardedBody, MissingRemoteObject, RemoteError, Retry
+from fixture_store.remotes.base import (
+    MORE_TIME_FIX,
+    GuardedBody,
+    MissingRemoteObject,
+    RemoteError,
+    Retry,
+    TransientRemoteError,
+)
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.keys import Keys, RangeReads
-from fixture_store.sources.transfer import DownloadPolicy
+from fixture_store.sources.transfer import Deadline, DownloadPolicy
 
 # Objects under 1 MiB go into packs: below it a request's round trip (10 ms on loopback, 20-100
 # ms to a cloud bucket) costs more than sending the bytes; from it on the bytes dominate, and an
@@ -142,8 +154,9 @@ class PackIndex:
     problems: list[str] = field(default_factory=list)
     unlisted: FixtureStoreError | None = None  # the listing of the indexes failed
     refused: dict[str, str] = field(default_factory=dict)
+    cut: bool = False  # some index was not read for a transient cause (its deadline passed)
 
-    def missing(self, label: str, digest: Digest) -> MissingRemoteObject | None:
+    def missing(self, label: str, digest: Digest) -> RemoteError | None:
         """What to say of an object the remote holds neither in a pack nor at its own key, if
         its own index entry was refused, or some index could not be used (it may have been
         there)."""
@@ -156,10 +169,13 @@ class PackIndex:
         if not self.problems:
             return None
         shown = "; ".join(self.problems[:3]) + (" …" if len(self.problems) > 3 else "")  # noqa: PLR2004
-        return MissingRemoteObject(
+        said = (
             f"{label} does not hold {digest} at its own key, and some of its pack indexes could "
             f"not be used: {shown}"
         )
+        if self.cut:  # not a plain miss: the remote failed to answer in time
+            return TransientRemoteError(said, fix=MORE_TIME_FIX)
+        return MissingRemoteObject(said)
 
     def slot(self, digest: Digest) -> Slot | None:
         """Where ``digest``'s bytes are in a pack, if an index says so with the record's size."""
@@ -167,11 +183,20 @@ class PackIndex:
         return found if found is not None and found.length == digest.size else None
 
 
-def load_index(keys: RangeReads, retry: Retry, jobs: int) -> PackIndex:
-    """The remote's pack indexes (a listing, and a read of each), merged."""
+def sooner(own: Deadline, overall: Deadline | None) -> Deadline:
+    """``own``, or ``overall`` if it ends first."""
+    return overall if overall is not None and overall.ends_at < own.ends_at else own
+
+
+def load_index(
+    keys: RangeReads, retry: Retry, jobs: int, deadline: Deadline | None = None
+) -> PackIndex:
+    """The remote's pack indexes (a listing, and a read of each), merged; every request ends
+    by ``deadline`` (default: ``retry``'s for a request of no size, from now)."""
     index = PackIndex()
+    deadline = deadline or retry.deadline()
     try:
-        listed = retry.run(lambda: keys.listing(INDEXES))
+        listed = retry.run(lambda: keys.listing(INDEXES), deadline=deadline)
     except FixtureStoreError as e:
         index.unlisted = e
         index.problems.append(f"cannot list {INDEXES}/: {e.message}")
@@ -179,18 +204,24 @@ def load_index(keys: RangeReads, retry: Retry, jobs: int) -> PackIndex:
     names = [(m[1], size) for n, size in listed.items() if (m := _NAME.fullmatch(n))]
     names.sort()
 
-    def read(item: tuple[str, int]) -> Entries | str:
+    def read(item: tuple[str, int]) -> Entries | str | TransientRemoteError:
         hexpart, size = item
         if size > INDEX_CAP:
             return f"{index_key(hexpart)}: {size:,} bytes, more than the {INDEX_CAP:,} read"
         try:
-            data = read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry)
+            data = read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry, deadline)
             return parse_entries(data, hexpart)
+        except TransientRemoteError as e:
+            return e
         except (FixtureStoreError, ValueError) as e:
             return f"{index_key(hexpart)}: {e}"
 
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(names)))) as pool:
         for (hexpart, _), got in zip(names, pool.map(read, names), strict=True):
+            if isinstance(got, TransientRemoteError):
+                index.cut = True
+                index.problems.append(f"{index_key(hexpart)}: {got.message}")
+                continue
             if isinstance(got, str):
                 index.problems.append(got)
                 continue
@@ -352,9 +383,11 @@ def lacks_list(keys: Keys) -> bool:
     return LIST_KEY.rsplit("/", 1)[1] not in keys.listing(PACKS)
 
 
-def read_whole(keys: RangeReads, key: str, digest: Digest, retry: Retry) -> bytes:
-    """The ``digest.size`` bytes at ``key``, read bounded and retried (not checked: the caller
-    hashes them)."""
+def read_whole(
+    keys: RangeReads, key: str, digest: Digest, retry: Retry, deadline: Deadline | None = None
+) -> bytes:
+    """The ``digest.size`` bytes at ``key``, read bounded and retried, by ``deadline`` if it
+    ends sooner than the read's own (not checked: the caller hashes them)."""
 
     def attempt() -> bytes:
         stream = keys.open_range(key, digest, 0, digest.size)
@@ -367,7 +400,7 @@ def read_whole(keys: RangeReads, key: str, digest: Digest, retry: Retry) -> byte
         finally:
             stream.close()
 
-    return retry.run(attempt, deadline=retry.deadline(digest.size))
+    return retry.run(attempt, deadline=sooner(retry.deadline(digest.size), deadline))
 
 
 # -- push -----------------------------------------------------------------------------------
@@ -569,19 +602,29 @@ def pull_packed(
     retry: Retry,
     rate: DownloadPolicy,
     jobs: int,
+    deadline: Deadline | None = None,
 ) -> dict[str, Got]:
     """Stage the ``wanted`` objects (hex → where, and the digest the record expects) from
-    their packs, a run of ranges at a time; each object is checked on its own."""
+    their packs, a run of ranges at a time, every run ended by ``deadline`` if it ends sooner
+    than the run's own; each object is checked on its own."""
     todo = runs(wanted.values())
     results: dict[str, Got] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo)))) as pool:
-        for got in pool.map(lambda run: _pull_run(staging, keys, run, retry, rate), todo):
+        for got in pool.map(
+            lambda run: _pull_run(staging, keys, run, retry, rate, deadline=deadline), todo
+        ):
             results.update(got)
     return results
 
 
 def _pull_run(
-    staging: Staging, keys: RangeReads, run: Run, retry: Retry, rate: DownloadPolicy
+    staging: Staging,
+    keys: RangeReads,
+    run: Run,
+    retry: Retry,
+    rate: DownloadPolicy,
+    *,
+    deadline: Deadline | None,
 ) -> dict[str, Got]:
     results: dict[str, Got] = {}
     pending = collections.deque(run.items)
@@ -609,7 +652,8 @@ def _pull_run(
             stream.close()
 
     try:
-        retry.run(attempt, deadline=retry.deadline(run.end - run.items[0][0].offset, rate))
+        own = retry.deadline(run.end - run.items[0][0].offset, rate)
+        retry.run(attempt, deadline=sooner(own, deadline))
     except FixtureStoreError as e:
         results.update(dict.fromkeys((d.hex for _, d in pending), e))
     return results
