@@ -12,6 +12,7 @@ one import in one registry transaction, or none. Each format is one module with
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -22,6 +23,8 @@ from fixture_store.importers.entry import ManifestEntry, ManifestError
 
 Parse = Callable[[str, str], tuple[ManifestEntry, ...]]
 Detect = Callable[[str, str], bool]
+# Rows a format lists without a digest to check them by: reported, never silently dropped.
+Undigested = Callable[[str, str], tuple[plan_mod.Unverified, ...]]
 
 FORMATS: Mapping[str, tuple[Parse, Detect]] = MappingProxyType(
     {
@@ -51,6 +54,9 @@ def parse(fmt: str | None, text: str, shown: str) -> tuple[str, tuple[ManifestEn
     return name, FORMATS[name][0](text, shown)
 
 
+UNDIGESTED: Mapping[str, Undigested] = MappingProxyType({wheelrecord.FORMAT: wheelrecord.hashless})
+
+
 def plan_import(
     origin: plan_mod.Origin,
     manifest: str,
@@ -58,10 +64,22 @@ def plan_import(
     selection: held.Selection = held.EVERY,
 ) -> plan_mod.Plan:
     """Read ``manifest`` from ``origin``, parse it (``fmt``, else detected) and check the bytes
-    of every listed file ``selection`` keeps against it; nothing is stored or registered."""
+    of every listed file ``selection`` keeps against it; nothing is stored or registered. A row
+    the format lists without a digest (a RECORD row with no hash) is reported as unverified,
+    not as an orphan."""
     text, shown = origin.manifest(manifest)
     name, entries = parse(fmt, text, shown)
-    return plan_mod.make_plan(name, manifest, entries, origin, selection)
+    done = plan_mod.make_plan(name, manifest, entries, origin, selection)
+    reader = UNDIGESTED.get(name)
+    undigested = () if reader is None else reader(text, shown)
+    if not undigested:
+        return done
+    said = {u.path for u in undigested}
+    return dataclasses.replace(
+        done,
+        orphans=tuple(o for o in done.orphans if o not in said),
+        unverified=done.unverified + undigested,
+    )
 
 
 __all__ = ["FORMATS", "ManifestEntry", "ManifestError", "detect", "parse", "plan_import"]
