@@ -13,8 +13,9 @@ import pytest
 from fixture_store import registry as registry_mod
 from tests.cli.test_expectations import NAME, _runs, fixtures  # noqa: F401 - the fixture
 from tests.importers.test_gitlfs import WEIGHTS, repo  # noqa: F401 - the fixture
-from tests.importers.test_wheelrecord import IMG, record_text, write
+from tests.importers.test_wheelrecord import IMG, record_text
 from tests.support.cli import run
+from tests.support.importing import write
 
 
 @pytest.mark.usefixtures("store")

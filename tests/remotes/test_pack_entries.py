@@ -9,10 +9,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fixture_store.objects import digests
+from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Store
 from fixture_store.remotes.folder import FolderRemote
-from fixture_store.remotes.packs import INDEXES, index_key
+from fixture_store.remotes.packs import INDEXES, index_bytes, index_key, parse_entries
 from fixture_store.remotes.sync import Outcome, pull, push
 from fixture_store.verify import verify_names
 from tests.remotes.test_packs import FAST, _fresh, _project
@@ -93,3 +96,47 @@ def test_an_index_nested_100000_deep_beside_a_good_one_stops_nothing(
     (root / index_key(digests.of_bytes(deep).hex)).write_bytes(deep)
     report = pull(_fresh(tmp_path), registry, FolderRemote("shared", root), the_plan, retry=FAST)
     assert {r.outcome for r in report.results} == {Outcome.PULLED}
+
+
+# Every way one entry of an index can be wrong: its key, its value's shape, each number.
+BAD_ENTRIES = {
+    "key not a digest": ("zz", [0, 0, 1]),
+    "key upper case": ("A" * 64, [0, 0, 1]),
+    "not a list": (None, "0,0,1"),
+    "two numbers": (None, [0, 0]),
+    "pack not a count": (None, [-1, 0, 1]),
+    "pack past the list": (None, [5, 0, 1]),
+    "offset not a count": (None, [0, "0", 1]),
+    "offset negative": (None, [0, -1, 1]),
+    "length a float": (None, [0, 0, 1.0]),
+    "length a bool": (None, [0, 0, True]),
+    "past the end": (None, [0, 3, 1]),
+    "far past the end": (None, [0, 10**30, 1]),
+}
+
+
+@pytest.mark.parametrize("bad", list(BAD_ENTRIES), ids=list(BAD_ENTRIES))
+def test_each_way_an_entry_can_be_wrong_refuses_that_entry_alone(bad: str) -> None:
+    """The walk: whatever is wrong with one entry, it is refused by itself (named), and every
+    other entry of the same index is used."""
+    pack = Digest(digests.of_bytes(b"abc").hex, 3)
+    members = [(Digest(digests.of_bytes(c).hex, 1), i) for i, c in enumerate((b"a", b"b", b"c"))]
+    doc = json.loads(index_bytes([(pack, members)]))
+    victim = members[1][0].hex
+    key, value = BAD_ENTRIES[bad]
+    del doc["objects"][victim]
+    doc["objects"][key or victim] = value
+    data = json.dumps(doc).encode()
+    entries = parse_entries(data, digests.of_bytes(data).hex)
+    assert set(entries.slots) == {members[0][0].hex, members[2][0].hex}
+    assert len(entries.refused) == 1
+
+
+def test_a_bad_pack_of_the_list_refuses_only_its_objects() -> None:
+    good = Digest(digests.of_bytes(b"ab").hex, 2)
+    one, two = (Digest(digests.of_bytes(c).hex, 1) for c in (b"a", b"b"))
+    doc = json.loads(index_bytes([(good, [(one, 0)]), (good, [(two, 1)])]))
+    doc["packs"][1] = ["not hex", 2]
+    data = json.dumps(doc).encode()
+    entries = parse_entries(data, digests.of_bytes(data).hex)
+    assert set(entries.slots) == {one.hex} and set(entries.refused) == {two.hex}
