@@ -184,3 +184,19 @@ def test_an_envelope_nested_deep_is_no_certificate(tmp_path: Path) -> None:
     path.write_bytes(b'{"payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
     with pytest.raises(FixtureStoreError, match="nested more than"):
         attest.load_envelope(path)
+
+
+def test_a_log_larger_than_its_cap_is_read_from_its_newest_runs_only(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log an older version let grow (300 MB took 99 s and 1.49 GB to read) costs its cap."""
+    store.state_dir.mkdir(parents=True, exist_ok=True)
+    lines = [
+        runlog.Run(f"fam/r{i:04d}", "d", "device:cpu", "", True, 1, "t").to_line()
+        for i in range(1000)
+    ]
+    (store.state_dir / runlog.LOG).write_bytes(b"".join(lines))
+    monkeypatch.setattr(runlog, "LOG_CAP", 10 * len(lines[0]) + 5)
+    runs, bad = runlog.read(store)
+    assert bad == 0
+    assert [r.record for r in runs] == [f"fam/r{i:04d}" for i in range(990, 1000)]

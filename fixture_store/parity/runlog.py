@@ -12,7 +12,8 @@ The log is bounded: an append that finds it at :data:`LOG_CAP` bytes first renam
 ``parity-runs.1.jsonl`` (replacing the generation before), so the two files hold at most about
 twice that (~130,000 runs). :func:`read` streams both, oldest first, one line at a time through
 the bounded JSON reader: a line longer than :data:`LINE_CAP` or nested past its bound is
-counted as unparsable, never held whole.
+counted as unparsable, never held whole; of a file larger than the cap (written before the
+cap), only its last :data:`LOG_CAP` bytes are read.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
 from fixture_store import bounded_json
 from fixture_store.errors import UsageError
@@ -130,9 +132,19 @@ def _documents(store: Store) -> Iterator[object]:
                 except FileNotFoundError:
                     continue
                 with io.BufferedReader(raw) as f:  # type: ignore[type-var]
+                    _last(f, LOG_CAP)
                     for got in bounded_json.lines(f, line_cap=LINE_CAP):
                         if got is not None:
                             yield got
+
+
+def _last(f: BinaryIO, cap: int) -> None:
+    """Position ``f`` at the first whole line of its last ``cap`` bytes: a log larger than the
+    cap (one an older version appended to without bound) is read from its newest runs only."""
+    size = os.fstat(f.fileno()).st_size
+    if size > cap:
+        f.seek(size - cap)
+        f.readline(LINE_CAP + 1)  # the line cut by the seek (or a part of a long one)
 
 
 def _now() -> str:
