@@ -244,9 +244,14 @@ class Entries:
 
 
 def parse_index(data: bytes, hexpart: str) -> dict[str, Slot]:
-    """The slots of the valid entries of an index whose bytes are ``data`` and whose name is
-    ``hexpart`` (see :func:`parse_entries`)."""
-    return parse_entries(data, hexpart).slots
+    """The slots of an index whose bytes are ``data`` and whose name is ``hexpart``, every entry
+    valid; :class:`ValueError` naming the first refused entry otherwise. A remote's gc needs
+    the whole index (which packs it keeps alive); a pull judges entries one by one
+    (:func:`parse_entries`)."""
+    entries = parse_entries(data, hexpart)
+    for obj, why in entries.refused.items():
+        raise ValueError(f"the entry of {obj}: {why}")
+    return entries.slots
 
 
 def parse_entries(data: bytes, hexpart: str) -> Entries:

@@ -140,3 +140,25 @@ def test_a_bad_pack_of_the_list_refuses_only_its_objects() -> None:
     data = json.dumps(doc).encode()
     entries = parse_entries(data, digests.of_bytes(data).hex)
     assert set(entries.slots) == {one.hex} and set(entries.refused) == {two.hex}
+
+
+def test_a_remote_gc_refuses_an_index_with_a_refused_entry_and_nothing_goes(
+    tmp_path: Path, store: Store
+) -> None:
+    """A pull uses the other entries; a gc must not: the refused entry may be all that keeps a
+    referenced object's pack alive."""
+    from fixture_store.errors import UsageError
+    from fixture_store.remotes import gc as remote_gc
+    from tests.remotes.test_gc import _pushed_folder
+
+    _, keys, _, now = _pushed_folder(tmp_path, store)
+    root = tmp_path / "remote"
+    entries = _entries(root)
+    victim = sorted(entries)[0]
+    pack, _, length = entries[victim]
+    _rewrite_index(root, {victim: [pack, 10**9, length]})
+    before = sorted(p for p in root.rglob("*") if p.is_file())
+    with pytest.raises(UsageError, match="cannot be read") as info:
+        remote_gc.plan(keys, remote_gc.referenced([now]), min_age=0)
+    assert "reach past the end" in info.value.message
+    assert sorted(p for p in root.rglob("*") if p.is_file()) == before

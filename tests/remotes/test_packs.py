@@ -280,6 +280,8 @@ def test_an_index_is_used_only_if_its_bytes_are_its_name_and_well_formed() -> No
     # a bad entry is refused by itself (DESIGN decision 20): the index stays usable
     past = good.replace(b"[0,0,1]", b"[0,2,1]")
     assert "past the end" in parse_entries(past, digests.of_bytes(past).hex).refused[one.hex]
+    with pytest.raises(ValueError, match="past the end"):  # whole, as a remote's gc needs it
+        parse_index(past, digests.of_bytes(past).hex)
     negative = good.replace(b"[0,0,1]", b"[0,-1,1]")
     assert "not a count" in parse_entries(negative, digests.of_bytes(negative).hex).refused[one.hex]
     other = good.replace(b"pack-index/1", b"pack-index/9")
