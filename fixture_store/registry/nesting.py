@@ -13,6 +13,7 @@ here is iterative: it must not itself run out of stack on the document it judges
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping
