@@ -10,6 +10,7 @@ has no packs, and everything goes one per key.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -61,7 +62,8 @@ def push(
     sent = packs.push_packed(store, keys, small, packing=packing, retry=retry, jobs=jobs)
     wrote = any(got is True for got in sent.values())
     try:  # the list an https mirror of the remote reads its packs by: new, or never written
-        if wrote or (index.slots and retry.run(lambda: packs.lacks_list(keys))):
+        lacks = functools.partial(packs.lacks_list, keys)
+        if wrote or (index.slots and retry.run(lacks, deadline=retry.deadline())):
             packs.refresh_list(keys, retry)
     except FixtureStoreError as e:
         listed = RemoteError(

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from fixture_store import bounded_json
 from fixture_store.errors import FixtureStoreError, IntegrityError, UsageError
 from fixture_store.limits import KiB, MiB
 from fixture_store.objects import digests
@@ -260,7 +261,9 @@ def parse_entries(data: bytes, hexpart: str) -> Entries:
     index at all (then no entry of it is used)."""
     if digests.of_bytes(data).hex != hexpart:
         raise ValueError("its bytes are not the ones its name is the digest of (damaged)")
-    doc = nesting.parse_bounded(data, limit=_JSON_DEPTH)
+    # Bounded as a document (size, depth); each value is judged in its entry, so a number no
+    # entry can hold (30 digits, NaN) refuses that entry, not the index.
+    doc = bounded_json.loads(data, cap=INDEX_CAP, max_depth=_JSON_DEPTH)
     if not isinstance(doc, dict) or doc.get("format") != INDEX_FORMAT:
         raise ValueError(f"not a pack index (format {INDEX_FORMAT!r})")
     packs = [_pack(p) for p in _list(doc.get("packs"))]
@@ -375,11 +378,13 @@ def refresh_list(keys: Keys, retry: Retry, rounds: int = 5) -> None:
     so that of several pushes ending together the last to write names every index written
     before it listed."""
     written: dict[str, int] | None = None
+    deadline = retry.deadline()  # one for every round, never one each
     for _ in range(rounds):
-        listed = retry.run(lambda: indexes_listed(keys))
+        listed = retry.run(lambda: indexes_listed(keys), deadline=deadline)
         if listed == written:
             return
-        retry.run(functools.partial(keys.replace, LIST_KEY, list_bytes(listed)))
+        replace = functools.partial(keys.replace, LIST_KEY, list_bytes(listed))
+        retry.run(replace, deadline=deadline)
         written = listed
 
 
