@@ -349,9 +349,8 @@ class HubRemote:
 
     def _made(self, info: object, batch: list[tuple[Path, Digest]], number: int) -> str:
         """The id the Hub answered (``info``, its commit info) for commit ``number``, checked
-        at the door: a push records
-        it and ``--pin`` writes it into records, so an id that is no 40-hex commit is the
-        Hub's error here, never a registry error about a record later."""
+        at the door: a push records it and ``--pin`` writes it into records, so an id that is
+        no 40-hex commit is the Hub's error here, never a registry error about a record later."""
         oid = getattr(info, "oid", None)
         commit = answers.commit_id(oid)
         if commit is None:
