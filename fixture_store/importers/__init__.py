@@ -71,7 +71,8 @@ def plan_import(
     name, entries = parse(fmt, text, shown)
     done = plan_mod.make_plan(name, manifest, entries, origin, selection)
     reader = UNDIGESTED.get(name)
-    undigested = () if reader is None else reader(text, shown)
+    found = () if reader is None else reader(text, shown)
+    undigested = tuple(u for u in found if selection.keeps(u.path))
     if not undigested:
         return done
     said = {u.path for u in undigested}
