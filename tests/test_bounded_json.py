@@ -182,7 +182,7 @@ def test_an_envelope_nested_deep_is_no_certificate(tmp_path: Path) -> None:
     pytest.importorskip("securesystemslib")
     path = tmp_path / "c.json"
     path.write_bytes(b'{"payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
-    with pytest.raises(FixtureStoreError, match="nested more than"):
+    with pytest.raises(FixtureStoreError, match="nest(s|ed) more than"):
         attest.load_envelope(path)
 
 
