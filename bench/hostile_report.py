@@ -14,7 +14,9 @@ It runs, with modest rounds by default (a few minutes on two cores):
 - the outputs report (``bench/hostile_outputs.py``): every option that writes at a path the user
   names, aimed at the store (links to objects, the objects, new files in it); one row per option;
 - the claims report (``bench/hostile_claims.py``): registry edits that move a tensor's range, and
-  hostile certificates and signing keys, against what says "verified"; one row each.
+  hostile certificates and signing keys, against what says "verified"; one row each;
+- the structures report (``bench/hostile_structures.py``): hostile JSON where commands read it,
+  a damaged pack index entry, hostile Hub answers; one row per surface.
 
 Columns: rounds, objects lost, bytes outside the store (files created or changed outside every
 root), secrets printed (or written where they should not be), hostile input accepted (values or
@@ -41,11 +43,18 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import hostile_bodies, hostile_claims, hostile_links, hostile_outputs, hostile_secrets
+from bench import (
+    hostile_bodies,
+    hostile_claims,
+    hostile_links,
+    hostile_outputs,
+    hostile_secrets,
+    hostile_structures,
+)
 from bench.trials import SCALE
 from tests.support import trials
 
-PARTS = ("trials", "links", "secrets", "bodies", "outputs", "claims")
+PARTS = ("trials", "links", "secrets", "bodies", "outputs", "claims", "structures")
 REPO = Path(__file__).resolve().parents[1]
 COUNTS = (
     "objects_lost",
@@ -177,6 +186,19 @@ def claim_rows(rounds: int) -> list[Row]:
     ]
 
 
+def structure_rows(rounds: int) -> list[Row]:
+    return [
+        Row(
+            f"structures: {name}",
+            rounds,
+            objects_lost=found["objects_lost"],
+            tracebacks=found["tracebacks"],
+            other_faults=found["other_faults"],
+        )
+        for name, found in hostile_structures.run(rounds).items()
+    ]
+
+
 def table(rows: list[Row]) -> str:
     heads = ["surface", "rounds", "objects lost", "bytes outside", "secrets printed",
              "accepted", "tracebacks", "other faults", "peak MiB / bound",
@@ -205,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--error-mib", type=int, default=64, help="error body size (64)")
     parser.add_argument("--extra-mib", type=int, default=64, help="filler after a range (64)")
     parser.add_argument("--surface-rounds", type=int, default=1, help="outputs, claims (1)")
+    parser.add_argument("--structures-rounds", type=int, default=10, help="per surface (10)")
     parser.add_argument("--only", choices=PARTS, action="append", help="only these (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON line per row")
     args = parser.parse_args(argv)
@@ -215,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         "bodies": lambda: body_rows(args.error_mib, args.extra_mib),
         "outputs": lambda: output_rows(args.surface_rounds),
         "claims": lambda: claim_rows(args.surface_rounds),
+        "structures": lambda: structure_rows(args.structures_rounds),
     }
     chosen = [part for name, part in parts.items() if not args.only or name in args.only]
     rows = [row for part in chosen for row in part()]

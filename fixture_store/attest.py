@@ -38,6 +38,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store._extras import require
 from fixture_store.errors import (
     AttestationError,
@@ -448,7 +449,7 @@ def _json(path: Path, data: bytes, what: str) -> Any:
     if nesting.first_too_deep(text) is not None:
         raise _not_an_envelope(path, f"{what} nests more than {nesting.MAX_DEPTH} levels deep")
     try:
-        return json.loads(text)
+        return bounded_json.loads(text, cap=_MAX_ENVELOPE)
     except ValueError as e:
         raise _not_an_envelope(path, f"{what} is not JSON ({e})") from None
 
@@ -627,7 +628,7 @@ def verify(
 
 def decode_payload(envelope: Mapping[str, Any]) -> dict[str, Any]:
     """The statement inside an envelope written by :func:`sign` (no signature check)."""
-    doc: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))
+    doc: dict[str, Any] = bounded_json.loads(base64.b64decode(envelope["payload"]))
     return doc
 
 

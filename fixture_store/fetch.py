@@ -77,7 +77,7 @@ class FetchReport:
         no difference between fetched now and already present.
         """
         families: dict[str, Counter[str]] = defaultdict(Counter)
-        sources: set[str] = set()
+        sources: dict[str, dict[str, object]] = {}
         for r in self.results:
             fam = families[family_of(r.name)]
             fam["artifacts"] += 1
@@ -88,11 +88,11 @@ class FetchReport:
             if r.outcome in (Outcome.PRESENT, Outcome.FETCHED):
                 fields = registry.get(r.name).source.to_json()
                 fields.pop("path", None)  # one distribution serves many artifacts
-                sources.add(json.dumps(fields, sort_keys=True))
+                sources.setdefault(json.dumps(fields, sort_keys=True), fields)
         return {
             "ok": all(r.ok for r in self.results),
             "families": {f: dict(sorted(c.items())) for f, c in sorted(families.items())},
-            "sources": [json.loads(s) for s in sorted(sources)],
+            "sources": [sources[s] for s in sorted(sources)],
         }
 
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 import platformdirs
 
+from fixture_store import bounded_json
 from fixture_store._version import __version__, files_state
 from fixture_store.errors import RegistryError
 from fixture_store.objects.digests import Algorithm
@@ -327,7 +328,7 @@ def _read(path: Path) -> Any:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode) or not _private(st):
             return None
-        return json.loads(f.read())
+        return bounded_json.load(f)
 
 
 # What parsing a snapshot that is not one can raise (JSON of another shape, nested too deep).

@@ -79,7 +79,8 @@ def add(obj: Context, name: str, given: str, from_run: bool, write: bool) -> Non
     record = registry.get(name)
     runs, _ = runlog.read(obj.store)
     new = matrix.add_from_run(record, runs, given)
-    out.print(escape(matrix.diff(record, new)), end="", markup=False, highlight=False)
+    # a diff is lines: each escaped, the line ends kept (a name cannot drive the terminal)
+    out.print(escape(matrix.diff(record, new), keep="\n"), end="", markup=False, highlight=False)
     if not write:
         out.print("nothing written; run again with --write to write it")
         return

@@ -13,6 +13,7 @@ one import in one registry transaction, or none. Each format is one module with
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -24,6 +25,8 @@ from fixture_store.importers.entry import ManifestEntry, ManifestError
 
 Parse = Callable[[str, str], tuple[ManifestEntry, ...]]
 Detect = Callable[[str, str], bool]
+# Rows a format lists without a digest to check them by: reported, never silently dropped.
+Undigested = Callable[[str, str], tuple[plan_mod.Unverified, ...]]
 
 FORMATS: Mapping[str, tuple[Parse, Detect]] = MappingProxyType(
     {
@@ -84,6 +87,9 @@ def parse(
     return name, entries
 
 
+UNDIGESTED: Mapping[str, Undigested] = MappingProxyType({wheelrecord.FORMAT: wheelrecord.hashless})
+
+
 def plan_import(
     origin: plan_mod.Origin,
     manifest: str,
@@ -92,11 +98,24 @@ def plan_import(
     options: ReadOptions | None = None,
 ) -> plan_mod.Plan:
     """Read ``manifest`` from ``origin``, parse it (``fmt``, else detected) and check the bytes
-    of every listed file ``selection`` keeps against it; nothing is stored or registered."""
+    of every listed file ``selection`` keeps against it; nothing is stored or registered. A row
+    the format lists without a digest (a RECORD row with no hash) is reported as unverified,
+    not as an orphan."""
     text, shown = origin.manifest(manifest)
     name, entries = parse(fmt, text, shown, options)
+    done = plan_mod.make_plan(name, manifest, entries, origin, selection)
+    reader = UNDIGESTED.get(name)
+    found = () if reader is None else reader(text, shown)
     del text  # the entries are all that is needed of it now
-    return plan_mod.make_plan(name, manifest, entries, origin, selection)
+    undigested = tuple(u for u in found if selection.keeps(u.path))
+    if not undigested:
+        return done
+    said = {u.path for u in undigested}
+    return dataclasses.replace(
+        done,
+        orphans=tuple(o for o in done.orphans if o not in said),
+        unverified=done.unverified + undigested,
+    )
 
 
 __all__ = [

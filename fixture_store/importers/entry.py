@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self
 
+from fixture_store import bounded_json
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.importers.fields import Mapped
 from fixture_store.objects import names
@@ -339,10 +340,12 @@ def load_json(
         doc, _ = nesting.loads(text, object_pairs_hook=object_pairs_hook)
     except json.JSONDecodeError as e:
         raise ManifestError(f"{shown} line {e.lineno}", f"not valid JSON: {e.msg}") from e
-    except RecursionError:
+    except bounded_json.TooDeep:
         deep = nesting.first_too_deep(text) or ()
         too_deep = f"nested more than {nesting.MAX_DEPTH} levels deep"
         raise _flaw_error(shown, deep, too_deep) from None
+    except bounded_json.TooLarge as e:
+        raise ManifestError(shown, f"{e}: not read") from None
     except ValueError:  # an integer past Python's own 4,300 digits
         raise _flaw_error(shown, _huge_integer(text), _TOO_LONG) from None
     flaw = nesting.first_flaw(doc)
@@ -362,8 +365,10 @@ class _Huge(int):
 
 def _huge_integer(text: str) -> nesting.Path:
     """Where the first integer too long for Python to parse is, in JSON ``text`` it refused."""
-    doc = json.loads(
-        text, parse_int=lambda s: _Huge() if len(s) > nesting.MAX_INTEGER_DIGITS else 0
+    doc = bounded_json.loads(
+        text,
+        cap=nesting.TEXT_CAP,
+        parse_int=lambda s: _Huge() if len(s) > nesting.MAX_INTEGER_DIGITS else 0,
     )
     return nesting.first_path(doc, lambda v: isinstance(v, _Huge)) or ()
 

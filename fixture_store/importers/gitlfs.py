@@ -124,9 +124,18 @@ def _top(root: Path) -> Path | None:
 
 
 def _objects(root: Path) -> Path | None:
-    """``.git/lfs/objects`` of the repository holding ``root`` (``None``: no repository)."""
+    """``.git/lfs/objects`` of the repository holding ``root`` (``None``: no repository); a
+    link at ``.git``, ``.git/lfs`` or the object folder is refused, never followed: the bytes
+    an import reads come from inside the repository it is given."""
     top = _top(root)
-    return None if top is None else top / ".git" / "lfs" / "objects"
+    if top is None:
+        return None
+    path = top
+    for part in (".git", "lfs", "objects"):
+        path = path / part
+        if path.is_symlink():
+            raise held.refusal(str(path), "a symbolic link")
+    return path
 
 
 def parse_pointer(data: bytes, shown: str) -> tuple[str, int]:

@@ -3,10 +3,11 @@
 Each row is ``path,hash,size`` (CSV); the hash is ``sha256=`` and the digest in URL-safe
 base64 without padding (PEP 376, PEP 427), read here as hex. Paths are relative to the folder
 holding the ``.dist-info`` folder (the wheel's root, site-packages once installed), so that
-folder is the default root of the files. A row without a hash lists no digest (``RECORD`` itself,
-bytecode an installer compiled): it is not an entry, and its file is reported as an orphan
-beside listed ones. A row whose path leaves the root (``../../bin/tool``, a script an installer
-wrote) is refused like any path that leaves a manifest's root.
+folder is the default root of the files. A row without a hash lists no digest (bytecode an
+installer compiled, a file written at install): it is not an entry, and it is reported as
+unverified, with its line (:func:`hashless`); ``RECORD``'s own row is the one row left out.
+A row whose path leaves the root (``../../bin/tool``, a script an installer wrote) is refused
+like any path that leaves a manifest's root.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fixture_store.importers.entry import (
     ManifestError,
     refuse_duplicates,
 )
+from fixture_store.importers.plan import Unverified
 
 FORMAT = "record"
 NAME = "RECORD"
@@ -31,6 +33,21 @@ _FIX = "a RECORD row is path,sha256=<urlsafe base64>,size; reinstall the distrib
 
 def parse(text: str, shown: str) -> tuple[ManifestEntry, ...]:
     return refuse_duplicates([e for e in rows(text, shown) if e is not None])
+
+
+def hashless(text: str, shown: str) -> tuple[Unverified, ...]:
+    """Every row without a hash but RECORD's own, as a file found and not imported."""
+    out = []
+    reader = csv.reader(text.splitlines())
+    for number, row in enumerate(reader, start=1):
+        if len(row) != 3 or row[1]:  # noqa: PLR2004 - path, hash, size (a bad row: parse says)
+            continue
+        path = PurePosixPath(row[0])
+        if path.name == NAME and path.parent.name.endswith(DIST_INFO):
+            continue
+        where = f"{shown} line {number}"
+        out.append(Unverified(row[0], where, "RECORD states no hash for it: nothing to check"))
+    return tuple(out)
 
 
 def looks_like(_text: str, shown: str) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from fixture_store import bounded_json
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, names
 from fixture_store.objects.digests import Digest
@@ -114,7 +115,10 @@ def to_json(tree: Tree) -> dict[str, dict[str, object]]:
 
 
 def parse_manifest(data: bytes) -> Tree:
-    doc = json.loads(data)
+    try:
+        doc = bounded_json.loads(data)
+    except ValueError as e:
+        raise UsageError(f"not a {FORMAT} manifest: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise UsageError(f"not a {FORMAT} manifest")
     return from_json(doc["members"])

@@ -7,22 +7,37 @@ the record's own rule), the outcome and the time. The file is the user's, outsid
 checkout (the store's ``state`` folder, beside the verified-state cache): it is evidence for
 ``fixture-store expectations``, never registry data. Deleting it forgets the runs, nothing else.
 A line that does not parse is counted, not used (:func:`read`).
+
+The log is bounded: an append that finds it at :data:`LOG_CAP` bytes first renames it to
+``parity-runs.1.jsonl`` (replacing the generation before), so the two files hold at most about
+twice that (~130,000 runs). :func:`read` streams both, oldest first, one line at a time through
+the bounded JSON reader: a line longer than :data:`LINE_CAP` or nested past its bound is
+counted as unparsable, never held whole; of a file larger than the cap (written before the
+cap), only its last :data:`LOG_CAP` bytes are read.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, BinaryIO
 
+from fixture_store import bounded_json
 from fixture_store.errors import UsageError
 from fixture_store.objects import anchored
 from fixture_store.objects.store import Store
 from fixture_store.registry.environment import Environment
 
 LOG = "parity-runs.jsonl"
+OLDER = "parity-runs.1.jsonl"  # the generation before, kept by one rotation
+LOG_CAP = 16 * bounded_json.MiB  # the size at which an append rotates the log
+LINE_CAP = 64 * bounded_json.KiB  # a run is a few hundred bytes; a longer line is not one
 _FIELDS = ("record", "digest", "environment", "rule", "ok", "arrays", "at")
 
 
@@ -68,6 +83,9 @@ def append(store: Store, run: Run) -> None:
             anchored.Folder.root(store.root, create=True) as root,
             root.folder("state", create=True) as state,
         ):
+            size = state.regular_size(LOG)
+            if size is not None and size >= LOG_CAP:
+                _rotate(state)
             state.append(LOG, stamped.to_line())
     except OSError as e:
         warnings.warn(
@@ -75,25 +93,58 @@ def append(store: Store, run: Run) -> None:
         )
 
 
+def _rotate(state: anchored.Folder) -> None:
+    """Rename the full log over the generation before (another appender may have done it a
+    moment ago: then there is nothing to rename)."""
+    with contextlib.suppress(FileNotFoundError):
+        state.replace(LOG, state, OLDER)
+
+
 def read(store: Store) -> tuple[list[Run], int]:
-    """The runs the store's log holds, oldest first, and how many lines did not parse."""
-    try:
-        with anchored.Folder.root(store.root) as root, root.folder("state") as state:
-            text = state.read_bytes(LOG).decode("utf-8", "replace")
-    except FileNotFoundError:
-        return [], 0
+    """The runs the store's logs hold, oldest first, and how many lines did not parse."""
     runs: list[Run] = []
     bad = 0
-    for line in text.splitlines():
-        try:
-            run = Run.of(json.loads(line)) if line.strip() else None
-        except json.JSONDecodeError:
-            run = None
+    for got in _documents(store):
+        run = None if isinstance(got, ValueError) else Run.of(got)
         if run is None:
-            bad += bool(line.strip())
+            bad += 1
             continue
         runs.append(run)
     return runs, bad
+
+
+def _documents(store: Store) -> Iterator[object]:
+    """Each non-blank line of the older log, then of the current one: its JSON, or the error
+    that refused it."""
+    try:
+        root = anchored.Folder.root(store.root)
+    except FileNotFoundError:
+        return
+    with root:
+        try:
+            state = root.folder("state")
+        except FileNotFoundError:
+            return
+        with state:
+            for name in (OLDER, LOG):
+                try:
+                    raw = state.open(name)
+                except FileNotFoundError:
+                    continue
+                with io.BufferedReader(raw) as f:  # type: ignore[type-var]
+                    _last(f, LOG_CAP)
+                    for got in bounded_json.lines(f, line_cap=LINE_CAP):
+                        if got is not None:
+                            yield got
+
+
+def _last(f: BinaryIO, cap: int) -> None:
+    """Position ``f`` at the first whole line of its last ``cap`` bytes: a log larger than the
+    cap (one an older version appended to without bound) is read from its newest runs only."""
+    size = os.fstat(f.fileno()).st_size
+    if size > cap:
+        f.seek(size - cap)
+        f.readline(LINE_CAP + 1)  # the line cut by the seek (or a part of a long one)
 
 
 def _now() -> str:

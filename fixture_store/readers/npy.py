@@ -438,7 +438,7 @@ def read_metadata(
     except _DuplicateKey as e:
         key = nesting.quoted(e.args[0])
         raise _fail(label, "metadata-duplicate-key", f"duplicate key {key}") from None
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+    except ValueError as e:  # not UTF-8, not JSON, nested too deep
         raise _fail(label, "metadata-json", f"metadata is not valid JSON: {e}") from None
     flaw = nesting.first_flaw(doc)  # a small document: walked whole, for its depth too
     if flaw is not None:

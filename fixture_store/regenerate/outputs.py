@@ -3,12 +3,12 @@ parents and descriptive fields, checked as its record will have them) and ``deta
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store import registry as registry_mod
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects import trees
@@ -37,8 +37,9 @@ def read_details(out: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        with open(path, "rb") as f:
+            doc = bounded_json.load(f)
+    except (OSError, ValueError) as e:
         raise UsageError(f"generator wrote an unreadable {path}: {e}") from e
     if not isinstance(doc, dict):
         raise UsageError(f"generator wrote {path} holding no JSON object")

@@ -11,13 +11,13 @@ library only) is the helper a generator imports: the runner puts its folder on t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.errors import EXIT_USAGE, FixtureStoreError
 
 PROTOCOL = 1
@@ -63,7 +63,7 @@ def kit_folder() -> Path:
 def schema(file: str) -> dict[str, Any]:
     """The JSON Schema of one protocol file (``outputs.json``, ``environment.json``, ...)."""
     text = resources.files(__package__).joinpath("schemas", file).read_text(encoding="utf-8")
-    doc: dict[str, Any] = json.loads(text)
+    doc: dict[str, Any] = bounded_json.loads(text)
     return doc
 
 
@@ -85,11 +85,11 @@ def load(out: Path, file: str, *, stage: str) -> Any:
             f"the generator wrote no readable {file}: {e}", stage=stage, file=path
         ) from e
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
-    except json.JSONDecodeError as e:
-        raise ProtocolError(f"not JSON: {e}", stage=stage, file=path) from e
+        doc = bounded_json.loads(text, object_pairs_hook=_no_duplicates)
     except _DuplicateKeyError as e:
         raise ProtocolError(f"duplicate key {e.key!r}", stage=stage, file=path) from e
+    except ValueError as e:
+        raise ProtocolError(f"not JSON: {e}", stage=stage, file=path) from e
     _check(doc, file, stage=stage, path=path)
     return doc
 

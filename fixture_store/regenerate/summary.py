@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.errors import UsageError
 from fixture_store.objects import outputs
 from fixture_store.objects.outputs import Target
@@ -107,8 +108,9 @@ class Summary:
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        with open(path, "rb") as f:
+            doc = bounded_json.load(f)
+    except (OSError, ValueError) as e:
         raise UsageError(
             f"cannot read the regeneration report {path}: {e}",
             fix="fixture-store regenerate STAGE --report PATH",
@@ -125,8 +127,9 @@ def _load_run(path: Path) -> dict[str, Any]:
     """The run report beside a stage report (its errors and times), or nothing when the
     stage wrote none there."""
     try:
-        doc = json.loads(parts.run_path(path).read_text())
-    except (OSError, json.JSONDecodeError):
+        with open(parts.run_path(path), "rb") as f:
+            doc = bounded_json.load(f)
+    except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
 

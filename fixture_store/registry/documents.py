@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.errors import RegistryError
 from fixture_store.objects import names, statecache
 from fixture_store.registry import nesting, shards
@@ -37,7 +38,7 @@ MAX_INTEGER_DIGITS = nesting.MAX_INTEGER_DIGITS
 @cache
 def schema() -> dict[str, Any]:
     text = resources.files("fixture_store.registry").joinpath("schema.json").read_text()
-    loaded: dict[str, Any] = json.loads(text)
+    loaded: dict[str, Any] = bounded_json.loads(text)
     return loaded
 
 
@@ -119,7 +120,7 @@ def _unparsable_error(text: str, shown: str) -> RegistryError:
     deep = nesting.first_too_deep(text, MAX_DEPTH)
     if deep is not None:
         return _located_error(f"nested more than {MAX_DEPTH} levels deep", deep, shown)
-    doc = json.loads(text, parse_int=_parse_int_bounded)
+    doc = bounded_json.loads(text, cap=nesting.TEXT_CAP, parse_int=_parse_int_bounded)
     long = nesting.first_path(doc, lambda v: isinstance(v, _LongInteger))
     return _located_error(
         f"an integer with more than {MAX_INTEGER_DIGITS} digits; no registry value needs one",
@@ -163,10 +164,18 @@ def parse_document(text: str, shown: str, shard: str | None = None) -> _Document
         raise RegistryError(
             f"not valid JSON: {e.msg} at line {e.lineno} column {e.colno}", file=shown
         ) from e
-    except (ValueError, RecursionError) as e:  # an integer past Python's digits, deep nesting
+    except bounded_json.TooLarge as e:
+        raise RegistryError(
+            f"{e}: not read",
+            file=shown,
+            fix="shard the family (fixture-store registry shard) or split it",
+        ) from None
+    except ValueError as e:  # an integer past Python's digits, deep nesting
         raise _unparsable_error(text, shown) from e
     if doc is None:  # a duplicate key somewhere: parse again, remembering where
-        dup = _first_duplicate(json.loads(text, object_pairs_hook=_keep_duplicates))
+        dup = _first_duplicate(
+            bounded_json.loads(text, cap=nesting.TEXT_CAP, object_pairs_hook=_keep_duplicates)
+        )
         assert dup is not None
         raise _duplicate_error(dup, shown)
     if not isinstance(doc, dict):

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.registry.where import Where
 
 KEY = "evidence"
@@ -36,7 +37,7 @@ class Evidence:
     written: str
 
     def to_json(self) -> Any:
-        return json.loads(self.written)
+        return bounded_json.loads(self.written)
 
 
 def parse(raw: Mapping[str, Any], where: Where, field: str) -> Evidence | None:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.registry import conditions
 from fixture_store.registry.environment import Environment
@@ -60,7 +61,7 @@ class Expectation:
         return all(conditions.holds(c, where) for c in self.conditions)
 
     def to_json(self) -> Any:
-        return json.loads(self.written)
+        return bounded_json.loads(self.written)
 
 
 def parse(

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.registry.where import Where
 
 # Real metadata nests a few levels; a limit far below Python's recursion limit leaves room for
@@ -28,6 +29,12 @@ MAX_DEPTH = 64
 # past 4,300 digits Python's own parser fails with an error that names nothing.
 MAX_INTEGER_DIGITS = 20
 _INTEGER_BOUND = 10**MAX_INTEGER_DIGITS
+# The longest registry file or manifest text read (a family of 10^5 records is ~50 MB; a larger
+# one is sharded).
+TEXT_CAP = 512 * bounded_json.MiB
+# The deepest document parsed at all: up to it, a value nested past MAX_DEPTH makes only its
+# own record (or manifest entry) invalid; past it the whole text is refused before parsing.
+DOCUMENT_DEPTH = 4 * MAX_DEPTH
 
 Path = tuple[str, ...]
 
@@ -111,7 +118,11 @@ Hook = Callable[[list[tuple[str, Any]]], Any]
 
 
 def loads(
-    text: str, object_pairs_hook: Hook | None = None, *, constants: bool = True
+    text: str,
+    object_pairs_hook: Hook | None = None,
+    *,
+    constants: bool = True,
+    max_depth: int = DOCUMENT_DEPTH,
 ) -> tuple[Any, bool]:
     """The JSON document ``text`` and whether a value in it may break a bound (an integer
     longer than :data:`MAX_INTEGER_DIGITS`, ``NaN`` or ``Infinity``, an escaped surrogate): when
@@ -120,9 +131,14 @@ def loads(
     escapes (only a ``\\u`` escape can spell a surrogate in text decoded as UTF-8).
 
     The parser's own failures pass through: ``json.JSONDecodeError`` for bad syntax,
-    ``RecursionError`` for nesting past its stack (:func:`first_too_deep` finds where),
+    bounds below,
     ``ValueError`` for an integer past Python's 4,300 digits, and (unless ``constants``) for
-    ``NaN`` or ``Infinity``, as a strict JSON parser fails on them."""
+    ``NaN`` or ``Infinity``, as a strict JSON parser fails on them.
+
+    It parses through the one bounded reader (:mod:`fixture_store.bounded_json`): a text
+    longer than :data:`TEXT_CAP` or nested deeper than its bound is refused before the parser
+    runs (``bounded_json.TooLarge``, ``bounded_json.TooDeep``, both ``ValueError``;
+    :func:`first_too_deep` finds where)."""
     flagged: list[str] = []
 
     def integer(literal: str) -> int:
@@ -136,8 +152,13 @@ def loads(
         flagged.append(literal)
         return float(literal)
 
-    doc = json.loads(
-        text, object_pairs_hook=object_pairs_hook, parse_int=integer, parse_constant=constant
+    doc = bounded_json.loads(
+        text,
+        cap=TEXT_CAP,
+        max_depth=max_depth,
+        object_pairs_hook=object_pairs_hook,
+        parse_int=integer,
+        parse_constant=constant,
     )
     return doc, bool(flagged) or "\\u" in text
 
@@ -152,8 +173,8 @@ def parse_bounded(data: bytes, *, limit: int = MAX_DEPTH) -> Any:
     except UnicodeDecodeError as e:
         raise ValueError(f"not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        doc, flagged = loads(text, constants=False)
-    except RecursionError:
+        doc, flagged = loads(text, constants=False, max_depth=limit)
+    except bounded_json.TooDeep:
         where = first_too_deep(text, limit) or ()
         raise ValueError(
             f"nested more than {limit} levels deep (at {field_name(where) or 'its top'})"

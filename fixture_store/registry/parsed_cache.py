@@ -40,6 +40,7 @@ from typing import Any
 
 import platformdirs
 
+from fixture_store import bounded_json
 from fixture_store._version import __version__, files_state
 from fixture_store.errors import FixtureStoreError, RegistryError
 from fixture_store.objects import anchored, trees
@@ -47,6 +48,9 @@ from fixture_store.objects.digests import PREFIX, Digest
 from fixture_store.registry.records import Kind, Record
 from fixture_store.registry.sources import LocalSource, PackageSource, Source, parse_source
 from fixture_store.registry.where import Where
+
+# An entry is a few hundred bytes; anything longer is not one (a miss, never parsed).
+_ENTRY_CAP = 64 * bounded_json.KiB
 
 FORMAT = 1
 _FOLDER = "parsed-registry"
@@ -132,8 +136,8 @@ class Cache:
             with os.fdopen(fd, "rb") as f:
                 if not _private(os.fstat(f.fileno())):
                     return False
-                raw = json.loads(f.read())
-        except (OSError, ValueError, RecursionError):
+                raw = bounded_json.loads(f.read(_ENTRY_CAP + 1), cap=_ENTRY_CAP)
+        except (OSError, ValueError):
             return False
         return bool(raw == _entry(digest))
 

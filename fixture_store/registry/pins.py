@@ -80,3 +80,32 @@ def require_pinned_hub_url(url: str, *, file: str | None, record: str | None) ->
         fix="put the full commit sha in the URL instead of the branch (the file's History on "
         "the Hub gives it), or register a hub source with repo_id, revision and path",
     )
+
+
+# What git's check-ref-format refuses anywhere in a ref name (rule 4, 5 and 10): control
+# characters, space, ~ ^ : ? * [ and backslash.
+_REF_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
+
+
+def ref_problem(name: str) -> str | None:
+    """Why ``name`` is not a branch or tag name git would take (``git check-ref-format
+    --allow-onelevel``, the rules of git-check-ref-format(1)), or ``None`` if it is one. A name
+    a server or a user gives for a ref is checked by these rules before it is used: ``..``
+    or ``@{`` would read as a range or a reflog, ``.lock`` as git's own lock file."""
+    found = _REF_FORBIDDEN.search(name)
+    parts = name.split("/")
+    problems = (
+        (not name, "is empty"),
+        (name == "@", "is the single character '@'"),
+        (found is not None, f"holds the character {found.group() if found else ''!r}"),
+        (".." in name, "holds '..'"),
+        ("@{" in name, "holds '@{'"),
+        (
+            name.startswith("/") or name.endswith("/") or "//" in name,
+            "starts or ends with '/', or holds '//'",
+        ),
+        (name.endswith("."), "ends with '.'"),
+        (any(p.startswith(".") for p in parts), "has a part that starts with '.'"),
+        (any(p.endswith(".lock") for p in parts), "has a part that ends with '.lock'"),
+    )
+    return next((why for broken, why in problems if broken), None)

@@ -6,16 +6,16 @@ the files as read, which transactions and verify snapshots compare without parsi
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects.gcpause import cyclic_gc_paused
-from fixture_store.registry import shards
+from fixture_store.registry import nesting, shards
 from fixture_store.registry.documents import (
     SchemaPasses,
     parse_document,
@@ -91,9 +91,9 @@ def _parsed(
     shown, role = str(path), family if shard is None else f"{family}/{shard}"
     if cache is not None and cache.holds(role, digest):
         try:
-            doc = json.loads(text)
+            doc = bounded_json.loads(text, cap=nesting.TEXT_CAP)
             lazy = LazyRecords.of_json(doc.get("records", {}), shown)
-        except (ValueError, TypeError, AttributeError, RecursionError):
+        except (ValueError, TypeError, AttributeError):
             pass  # not what the entry said: parse in full
         else:
             return doc, lazy, {}
@@ -163,7 +163,7 @@ def _check_leftover(
             continue
         digests[shards.relative(head, path)] = text_digest(text)
         try:
-            doc = json.loads(text)
+            doc = bounded_json.loads(text, cap=nesting.TEXT_CAP)
         except ValueError:
             doc = None
         copies = (

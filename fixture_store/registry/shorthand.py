@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from fixture_store import bounded_json
 from fixture_store.registry import nesting, upstream_notation
 from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.records import Annotations
@@ -175,8 +176,8 @@ def command_json(text: str, where: Where) -> list[str]:
 def _value(text: str) -> Any:
     """A number when it reads as one, else the text (a metric's option such as ``same_kind``)."""
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, or past the parser's own limits
+        return bounded_json.loads(text)
+    except ValueError:  # not JSON, or past the bounds
         return text.strip()
 
 
@@ -187,8 +188,10 @@ def _json(text: str, where: Where, field: str) -> Any:
         doc, _ = nesting.loads(text)
     except json.JSONDecodeError as e:
         raise where.fail(field, f"not valid JSON: {e.msg} at column {e.colno}") from e
-    except RecursionError:
+    except bounded_json.TooDeep:
         raise where.fail(field, f"nested more than {nesting.MAX_DEPTH} levels deep") from None
+    except bounded_json.TooLarge as e:
+        raise where.fail(field, f"{e}: not read") from None
     except ValueError:  # an integer past Python's own 4,300 digits
         limit = nesting.MAX_INTEGER_DIGITS
         raise where.fail(field, f"an integer with more than {limit} digits") from None

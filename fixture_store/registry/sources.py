@@ -19,7 +19,7 @@ from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
 from fixture_store.registry.frozen import freeze, thaw
 from fixture_store.registry.nesting import check_value
-from fixture_store.registry.pins import require_pinned_hub_url, revision_problem
+from fixture_store.registry.pins import ref_problem, require_pinned_hub_url, revision_problem
 from fixture_store.registry.where import Where, check_no_credential
 
 _PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9A-Za-z][0-9A-Za-z.+!-]*)")
@@ -82,6 +82,13 @@ class HubRepo:
         if at and (not revision or any(c.isspace() or c in "?#@" for c in revision)):
             raise UsageError(
                 f"{display.url(url)!r} has an empty or malformed @REVISION", fix=HUB_REMOTE_FORM
+            )
+        problem = ref_problem(revision) if at and revision_problem(revision) else None
+        if problem is not None:  # a branch name git would not take ("..", "x.lock", "a~1")
+            raise UsageError(
+                f"{display.url(url)!r}: @{display.escape(revision)} is no branch name: it "
+                f"{problem} (git check-ref-format)",
+                fix=HUB_REMOTE_FORM,
             )
         return cls(repo_type, head, revision or "main")
 
@@ -170,6 +177,8 @@ class HubSource:
             raise where.fail("source.repo_id", f"{self.repo_id!r} is not a Hub repo id")
         if self.resolved_repo_type not in REPO_TYPES:
             raise where.fail("source.repo_type", "must be one of model, dataset, space")
+        # a file of the repo: "..", an absolute path or a backslash would reach another repo
+        _check_relpath(self.path, where)
 
     def to_json(self) -> dict[str, Any]:
         out = {

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from fixture_store import bounded_json
 from fixture_store.registry.pins import HUB_HOSTS
 from fixture_store.registry.sources import HUB_SCHEME
 from fixture_store.registry.upstream import (
@@ -77,9 +78,11 @@ def parse_uri(text: str, where: Where, field: str = "upstream") -> Upstream:
     object), checked by the pin rules."""
     if text.lstrip().startswith("{"):
         try:
-            raw = json.loads(text)
+            raw = bounded_json.loads(text)
         except json.JSONDecodeError as e:
             raise where.fail(field, f"{text!r} is not valid JSON: {e.msg}") from e
+        except ValueError as e:
+            raise where.fail(field, f"{text[:80]!r}…: {e}") from e
         return parse_one(raw, where, field)
     return pin(read(text, where, field), where, field)
 

@@ -47,6 +47,7 @@ from fixture_store.remotes.base import (
     TransientRemoteError,
     object_key,
 )
+from fixture_store.sources import answers
 from fixture_store.sources import hub as hub_source
 from fixture_store.sources.transfer import Chunks, DownloadPolicy, sooner
 
@@ -126,8 +127,8 @@ class HubRemote:
             info = self._api().repo_info(
                 self.repo.repo_id, repo_type=self.repo.repo_type, revision=self.repo.revision
             )
-        sha = getattr(info, "sha", None)
-        if not isinstance(sha, str) or not HubRepo(self.repo.repo_type, "", sha).pinned:
+        sha = answers.commit_id(getattr(info, "sha", None))
+        if sha is None:
             raise RemoteError(
                 f"remote {self.label}: the Hub answered no 40-hex commit for "
                 f"{display.escape(self.repo.revision)!r}",
@@ -329,33 +330,53 @@ class HubRemote:
                             repo_type=self.repo.repo_type,
                             revision=self.repo.revision,
                         )
-                    return str(info.oid)
                 except Exception as e:
-                    wait = self._wait(e, attempt)
+                    wait, asked = self._wait(e, attempt)
                     if wait is None:
                         raise self._failed(e, batch, number, total) from e
                     spent = time.monotonic() - started
                     if attempt == self.retry.attempts or spent + wait > self.retry.total:
-                        raise self._gave_up(e, batch, attempt, wait) from e
+                        raise self._gave_up(e, batch, attempt, wait, asked=asked) from e
                     said = (
                         f"remote {self.label}: the Hub answered {_status(e)} to commit {number}; "
                         f"retrying in {wait:g}s (attempt {attempt + 1} of {self.retry.attempts})"
                     )
+                else:
+                    return self._made(info, batch, number)
             self.note(said)
             self.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _wait(self, e: Exception, attempt: int) -> float | None:
-        """How long to wait before another attempt at a commit that failed with ``e``; ``None``
-        if another attempt would get the same answer."""
+    def _made(self, info: object, batch: list[tuple[Path, Digest]], number: int) -> str:
+        """The id the Hub answered (``info``, its commit info) for commit ``number``, checked
+        at the door: a push records it and ``--pin`` writes it into records, so an id that is
+        no 40-hex commit is the Hub's error here, never a registry error about a record later."""
+        oid = getattr(info, "oid", None)
+        commit = answers.commit_id(oid)
+        if commit is None:
+            first = batch[0][1]
+            more = f" and {len(batch) - 1} more" if len(batch) > 1 else ""
+            raise RemoteError(
+                f"remote {self.label}: the Hub answered "
+                f"{display.escape(repr(oid)[:80])} as the id of commit {number} "
+                f"({first.short}{more}): {answers.commit_problem(oid)}, not a 40-hex commit; "
+                "none of its objects is claimed and no record is pinned to it",
+                fix=f"{HUB_FIX}; then push again (objects the commit made are found there)",
+            )
+        return commit
+
+    def _wait(self, e: Exception, attempt: int) -> tuple[float | None, bool]:
+        """How long to wait before another attempt at a commit that failed with ``e``
+        (``None`` if another attempt would get the same answer), and whether the server asked
+        for that wait (a valid ``Retry-After``) rather than the backoff choosing it."""
         status = _status(e)
         backoff = float(self.retry.backoff * 2.0 ** (attempt - 1))
         if status == _TOO_MANY_REQUESTS:
             after = _retry_after(e)
-            return after if after is not None else backoff
+            return (after, True) if after is not None else (backoff, False)
         if status is not None and status >= _SERVER_ERROR:
-            return backoff
-        return None
+            return backoff, False
+        return None, False
 
     def _failed(
         self, e: Exception, batch: list[tuple[Path, Digest]], number: int, total: int
@@ -370,14 +391,27 @@ class HubRemote:
         )
 
     def _gave_up(
-        self, e: Exception, batch: list[tuple[Path, Digest]], attempts: int, wait: float
+        self,
+        e: Exception,
+        batch: list[tuple[Path, Digest]],
+        attempts: int,
+        wait: float,
+        *,
+        asked: bool,
     ) -> TransientRemoteError:
-        why = (
-            f"the Hub limits commits to a repo ({COMMITS_PER_HOUR} an hour) and asks to wait "
-            f"{wait:g}s"
-            if _status(e) == _TOO_MANY_REQUESTS
-            else f"it kept failing ({self._describe(e)})"
-        )
+        if _status(e) != _TOO_MANY_REQUESTS:
+            why = f"it kept failing ({self._describe(e)})"
+        elif asked:
+            why = (
+                f"the Hub limits commits to a repo ({COMMITS_PER_HOUR} an hour) and asks to "
+                f"wait {wait:g}s"
+            )
+        else:
+            why = (
+                f"the Hub limits commits to a repo ({COMMITS_PER_HOUR} an hour) and did not say "
+                f"how long to wait (no Retry-After of delta-seconds or an HTTP-date), so the "
+                f"next attempt was {wait:g}s away"
+            )
         return TransientRemoteError(
             f"remote {self.label}: gave up committing {len(batch)} object(s) after {attempts} "
             f"attempt(s): {why}; no commit was made of them and none of them is claimed",
@@ -530,10 +564,13 @@ def _status(e: BaseException) -> int | None:
 
 
 def _retry_after(e: BaseException) -> float | None:
-    """The seconds a 429's ``Retry-After`` asks for (a number of seconds), if it says."""
-    headers: Any = getattr(getattr(e, "response", None), "headers", None) or {}
-    value = str(headers.get("Retry-After", "")).strip()
-    return float(value) if value.isdigit() else None
+    """The seconds a 429's ``Retry-After`` asks for (delta-seconds or an HTTP-date, RFC
+    9110), if it says so validly (:func:`~fixture_store.sources.answers.retry_after`)."""
+    headers: Any = getattr(getattr(e, "response", None), "headers", None)
+    try:
+        return answers.retry_after_of(headers)
+    except AttributeError:  # not a mapping of headers
+        return None
 
 
 class _Body(io.RawIOBase):

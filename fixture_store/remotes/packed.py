@@ -10,7 +10,9 @@ has no packs, and everything goes one per key.
 
 from __future__ import annotations
 
+import functools
 import os
+import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +22,7 @@ from fixture_store.objects.store import Staging, Store
 from fixture_store.remotes import packs
 from fixture_store.remotes.base import Remote, RemoteError, Retry
 from fixture_store.remotes.keys import RangeReads, keys_of
-from fixture_store.sources.transfer import DownloadPolicy
+from fixture_store.sources.transfer import Deadline, DownloadPolicy, deadline_in
 from fixture_store.verify import Status, Verifier
 
 
@@ -50,7 +52,7 @@ def push(
     keys = keys_of(remote)
     if keys is None or not objects:
         return {}
-    index = packs.load_index(keys, retry, jobs)
+    index = packs.load_index(keys, retry, jobs, retry.deadline(0, DownloadPolicy.from_env()))
     if index.unlisted is not None:  # what the remote holds in packs is not known: not sent
         return {h: index.unlisted for h, d in objects.items() if packing.packs(d)}
     done: dict[str, packs.Sent] = {h: False for h, d in objects.items() if index.slot(d)}
@@ -60,7 +62,8 @@ def push(
     sent = packs.push_packed(store, keys, small, packing=packing, retry=retry, jobs=jobs)
     wrote = any(got is True for got in sent.values())
     try:  # the list an https mirror of the remote reads its packs by: new, or never written
-        if wrote or (index.slots and retry.run(lambda: packs.lacks_list(keys))):
+        lacks = functools.partial(packs.lacks_list, keys)
+        if wrote or (index.slots and retry.run(lacks, deadline=retry.deadline())):
             packs.refresh_list(keys, retry)
     except FixtureStoreError as e:
         listed = RemoteError(
@@ -101,20 +104,33 @@ def pull(
     keys = readable_of(remote)
     if keys is None or not objects:
         return {}
+    started = time.monotonic()
     if index is None:
-        index = packs.load_index(keys, retry, jobs)
+        index = packs.load_index(keys, retry, jobs, retry.deadline(0, rate))
     placed = {h: (slot, d) for h, d in objects.items() if (slot := index.slot(d))}
     if store is not None:
         found = statuses(store, [d for _, d in placed.values()], jobs)
         placed = {h: v for h, v in placed.items() if found[h] is not Status.VERIFIED}
-    got = packs.pull_packed(staging, keys, placed, retry=retry, rate=rate, jobs=jobs)
+    overall = _since(started, retry.deadline(sum(d.size for _, d in placed.values()), rate))
+    got = packs.pull_packed(
+        staging, keys, placed, retry=retry, rate=rate, jobs=jobs, deadline=overall
+    )
     for h, d in objects.items():
         if h not in placed and (missing := index.missing(remote.label, d)) is not None:
             got[h] = missing
     return got
 
 
+def _since(started: float, deadline: Deadline) -> Deadline:
+    """``deadline``'s time counted from ``started`` (a monotonic instant) rather than now: the
+    packed part's transfers share one deadline, as an object's attempts do."""
+    return deadline_in(deadline.seconds - (time.monotonic() - started))
+
+
 def index_of(remote: Remote, retry: Retry, jobs: int) -> packs.PackIndex:
-    """The remote's pack indexes (none for a kind without packs)."""
+    """The remote's pack indexes (none for a kind without packs), read by ``retry``'s
+    deadline and the download policy's."""
     keys = readable_of(remote)
-    return packs.PackIndex() if keys is None else packs.load_index(keys, retry, jobs)
+    if keys is None:
+        return packs.PackIndex()
+    return packs.load_index(keys, retry, jobs, retry.deadline(0, DownloadPolicy.from_env()))

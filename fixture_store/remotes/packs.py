@@ -21,10 +21,20 @@ same packs again, found already there, and then the index). Objects from the thr
 one per key, and a remote may hold both (a remote pushed before packs existed reads as before).
 
 An index is a claim like any other answer of a remote (DESIGN decision 9): it is used only if
-its bytes hash to its name and it is well-formed, and only to decide which bytes to ask for.
+its bytes hash to its name and it is well-formed (read by the one bounded JSON reader), and only
+to decide which bytes to ask for. Each of its entries stands alone (DESIGN decision 20): an
+entry that is not a digest and a range, names no pack of the index or reaches past its pack's
+end is refused by itself, and a pull names it for that object only; an entry that overlaps
+another is read on its own range, never as part of a run its neighbours share, so its wrong
+bytes cannot shift theirs.
 Pull reads a pack's wanted objects as few byte ranges (S3 ``Range``, a folder ``pread``), and
 stages each object with the digest its record expects, hashed as it is written: one damaged
 byte refuses the one object it belongs to, and every other object of the pack lands.
+
+Every request of the packed path runs under a deadline given by its caller (DESIGN decision
+14): the listing and reads of the indexes, and each run of ranges, end by the same deadline an
+object at its own key would have (``Retry.deadline`` for the bytes, the download policy's
+deadline when one is set), counted from the start of the packed part, never one more each.
 """
 
 from __future__ import annotations
@@ -41,16 +51,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from fixture_store import bounded_json
 from fixture_store.errors import FixtureStoreError, IntegrityError, UsageError
 from fixture_store.limits import KiB, MiB
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Digest
 from fixture_store.objects.store import Staged, Staging, Store
 from fixture_store.registry import nesting
-from fixture_store.remotes.base import GuardedBody, MissingRemoteObject, RemoteError, Retry
+from fixture_store.remotes.base import (
+    MORE_TIME_FIX,
+    GuardedBody,
+    MissingRemoteObject,
+    RemoteError,
+    Retry,
+    TransientRemoteError,
+)
 from fixture_store.remotes.config import RemoteSpec
 from fixture_store.remotes.keys import Keys, RangeReads
-from fixture_store.sources.transfer import DownloadPolicy
+from fixture_store.sources.transfer import Deadline, DownloadPolicy
 
 # Objects under 1 MiB go into packs: below it a request's round trip (10 ms on loopback, 20-100
 # ms to a cloud bucket) costs more than sending the bytes; from it on the bytes dominate, and an
@@ -130,22 +148,35 @@ class Slot:
 
 @dataclass
 class PackIndex:
-    """Every pack index of a remote, merged; ``problems`` says which were not used and why."""
+    """Every pack index of a remote, merged; ``problems`` says which were not used and why;
+    ``refused``, the entries (by object hex) refused on their own, and why."""
 
     slots: dict[str, Slot] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
     unlisted: FixtureStoreError | None = None  # the listing of the indexes failed
+    refused: dict[str, str] = field(default_factory=dict)
+    cut: bool = False  # some index was not read for a transient cause (its deadline passed)
 
-    def missing(self, label: str, digest: Digest) -> MissingRemoteObject | None:
+    def missing(self, label: str, digest: Digest) -> RemoteError | None:
         """What to say of an object the remote holds neither in a pack nor at its own key, if
-        some index could not be used (it may have been there)."""
+        its own index entry was refused, or some index could not be used (it may have been
+        there)."""
+        entry = self.refused.get(digest.hex)
+        if entry is not None:
+            return MissingRemoteObject(
+                f"{label} does not hold {digest} at its own key, and its pack index entry was "
+                f"refused: {entry}"
+            )
         if not self.problems:
             return None
         shown = "; ".join(self.problems[:3]) + (" …" if len(self.problems) > 3 else "")  # noqa: PLR2004
-        return MissingRemoteObject(
+        said = (
             f"{label} does not hold {digest} at its own key, and some of its pack indexes could "
             f"not be used: {shown}"
         )
+        if self.cut:  # not a plain miss: the remote failed to answer in time
+            return TransientRemoteError(said, fix=MORE_TIME_FIX)
+        return MissingRemoteObject(said)
 
     def slot(self, digest: Digest) -> Slot | None:
         """Where ``digest``'s bytes are in a pack, if an index says so with the record's size."""
@@ -153,11 +184,20 @@ class PackIndex:
         return found if found is not None and found.length == digest.size else None
 
 
-def load_index(keys: RangeReads, retry: Retry, jobs: int) -> PackIndex:
-    """The remote's pack indexes (a listing, and a read of each), merged."""
+def sooner(own: Deadline, overall: Deadline | None) -> Deadline:
+    """``own``, or ``overall`` if it ends first."""
+    return overall if overall is not None and overall.ends_at < own.ends_at else own
+
+
+def load_index(
+    keys: RangeReads, retry: Retry, jobs: int, deadline: Deadline | None = None
+) -> PackIndex:
+    """The remote's pack indexes (a listing, and a read of each), merged; every request ends
+    by ``deadline`` (default: ``retry``'s for a request of no size, from now)."""
     index = PackIndex()
+    deadline = deadline or retry.deadline()
     try:
-        listed = retry.run(lambda: keys.listing(INDEXES))
+        listed = retry.run(lambda: keys.listing(INDEXES), deadline=deadline)
     except FixtureStoreError as e:
         index.unlisted = e
         index.problems.append(f"cannot list {INDEXES}/: {e.message}")
@@ -165,48 +205,97 @@ def load_index(keys: RangeReads, retry: Retry, jobs: int) -> PackIndex:
     names = [(m[1], size) for n, size in listed.items() if (m := _NAME.fullmatch(n))]
     names.sort()
 
-    def read(item: tuple[str, int]) -> dict[str, Slot] | str:
+    def read(item: tuple[str, int]) -> Entries | str | TransientRemoteError:
         hexpart, size = item
         if size > INDEX_CAP:
             return f"{index_key(hexpart)}: {size:,} bytes, more than the {INDEX_CAP:,} read"
         try:
-            data = read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry)
-            return parse_index(data, hexpart)
+            data = read_whole(keys, index_key(hexpart), Digest(hexpart, size), retry, deadline)
+            return parse_entries(data, hexpart)
+        except TransientRemoteError as e:
+            return e
         except (FixtureStoreError, ValueError) as e:
             return f"{index_key(hexpart)}: {e}"
 
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(names)))) as pool:
-        for got in pool.map(read, names):
+        for (hexpart, _), got in zip(names, pool.map(read, names), strict=True):
+            if isinstance(got, TransientRemoteError):
+                index.cut = True
+                index.problems.append(f"{index_key(hexpart)}: {got.message}")
+                continue
             if isinstance(got, str):
                 index.problems.append(got)
-            else:
-                for hexpart, slot in got.items():
-                    index.slots.setdefault(hexpart, slot)
+                continue
+            for obj, slot in got.slots.items():
+                index.slots.setdefault(obj, slot)
+            for obj, why in got.refused.items():
+                index.refused.setdefault(obj, f"{index_key(hexpart)}: {why}")
+    for obj in index.slots.keys() & index.refused.keys():  # another index places it
+        del index.refused[obj]
     return index
 
 
+@dataclass(frozen=True)
+class Entries:
+    """What one index says: the slots of its valid entries, and each refused entry (by its
+    key, cut to 80 characters if it is not a digest) with why."""
+
+    slots: dict[str, Slot]
+    refused: dict[str, str]
+
+
 def parse_index(data: bytes, hexpart: str) -> dict[str, Slot]:
-    """The slots of an index whose bytes are ``data`` and whose name is ``hexpart``;
-    :class:`ValueError` saying why if the bytes are not its name's or not a well-formed index."""
+    """The slots of an index whose bytes are ``data`` and whose name is ``hexpart``, every entry
+    valid; :class:`ValueError` naming the first refused entry otherwise. A remote's gc needs
+    the whole index (which packs it keeps alive); a pull judges entries one by one
+    (:func:`parse_entries`)."""
+    entries = parse_entries(data, hexpart)
+    for obj, why in entries.refused.items():
+        raise ValueError(f"the entry of {obj}: {why}")
+    return entries.slots
+
+
+def parse_entries(data: bytes, hexpart: str) -> Entries:
+    """Each entry of an index whose bytes are ``data`` and whose name is ``hexpart``, judged
+    on its own; :class:`ValueError` saying why if the bytes are not its name's or not a pack
+    index at all (then no entry of it is used)."""
     if digests.of_bytes(data).hex != hexpart:
         raise ValueError("its bytes are not the ones its name is the digest of (damaged)")
-    doc = nesting.parse_bounded(data, limit=_JSON_DEPTH)
+    # Bounded as a document (size, depth); each value is judged in its entry, so a number no
+    # entry can hold (30 digits, NaN) refuses that entry, not the index.
+    doc = bounded_json.loads(data, cap=INDEX_CAP, max_depth=_JSON_DEPTH)
     if not isinstance(doc, dict) or doc.get("format") != INDEX_FORMAT:
         raise ValueError(f"not a pack index (format {INDEX_FORMAT!r})")
     packs = [_pack(p) for p in _list(doc.get("packs"))]
     objects = doc.get("objects")
     if not isinstance(objects, dict):
         raise ValueError("'objects' is not a table")
-    slots = {}
+    slots: dict[str, Slot] = {}
+    refused: dict[str, str] = {}
     for obj, where in objects.items():
-        number, offset, length = _numbers(where)
-        if _HEX.fullmatch(obj) is None or number >= len(packs):
-            raise ValueError(f"the entry of {obj[:80]!r} is not a digest and a pack of the index")
-        pack = packs[number]
-        if offset + length > pack.size:
-            raise ValueError(f"the entry of {obj} reaches past the end of its pack")
-        slots[obj] = Slot(pack, offset, length)
-    return slots
+        try:
+            slots[obj] = _slot(obj, where, packs)
+        except ValueError as e:
+            refused[obj if _HEX.fullmatch(obj) else repr(obj[:80])] = str(e)
+    return Entries(slots, refused)
+
+
+def _slot(obj: str, where: object, packs: Sequence[Digest | str]) -> Slot:
+    """The slot one entry names; :class:`ValueError` saying what is wrong with it."""
+    if _HEX.fullmatch(obj) is None:
+        raise ValueError("its key is not a digest (64 lower-case hex characters)")
+    number, offset, length = _numbers(where)
+    if number >= len(packs):
+        raise ValueError(f"it names pack {number}; the index lists {len(packs)}")
+    pack = packs[number]
+    if isinstance(pack, str):
+        raise ValueError(f"its pack {number} {pack}")
+    if offset + length > pack.size:
+        raise ValueError(
+            f"its bytes {offset}-{offset + length - 1} reach past the end of its pack "
+            f"{pack_key(pack.hex)} ({pack.size:,} bytes)"
+        )
+    return Slot(pack, offset, length)
 
 
 def _list(value: object) -> list[object]:
@@ -215,13 +304,16 @@ def _list(value: object) -> list[object]:
     return value
 
 
-def _pack(value: object) -> Digest:
+def _pack(value: object) -> Digest | str:
+    """A pack of the index, or what is wrong with its entry (its objects are refused)."""
     if not (isinstance(value, list) and len(value) == 2):  # noqa: PLR2004 - [hex, size]
-        raise ValueError("a pack is not [digest, size]")
+        return "is not [digest, size]"
     hexpart, size = value
     if not isinstance(hexpart, str) or _HEX.fullmatch(hexpart) is None:
-        raise ValueError("a pack's digest is not 64 lower-case hex characters")
-    return Digest(hexpart, _count(size))
+        return "has a digest that is not 64 lower-case hex characters"
+    if type(size) is not int or size < 0:
+        return f"has a size {size!r} that is not a count"
+    return Digest(hexpart, size)
 
 
 def _numbers(value: object) -> tuple[int, int, int]:
@@ -286,11 +378,13 @@ def refresh_list(keys: Keys, retry: Retry, rounds: int = 5) -> None:
     so that of several pushes ending together the last to write names every index written
     before it listed."""
     written: dict[str, int] | None = None
+    deadline = retry.deadline()  # one for every round, never one each
     for _ in range(rounds):
-        listed = retry.run(lambda: indexes_listed(keys))
+        listed = retry.run(lambda: indexes_listed(keys), deadline=deadline)
         if listed == written:
             return
-        retry.run(functools.partial(keys.replace, LIST_KEY, list_bytes(listed)))
+        replace = functools.partial(keys.replace, LIST_KEY, list_bytes(listed))
+        retry.run(replace, deadline=deadline)
         written = listed
 
 
@@ -299,9 +393,11 @@ def lacks_list(keys: Keys) -> bool:
     return LIST_KEY.rsplit("/", 1)[1] not in keys.listing(PACKS)
 
 
-def read_whole(keys: RangeReads, key: str, digest: Digest, retry: Retry) -> bytes:
-    """The ``digest.size`` bytes at ``key``, read bounded and retried (not checked: the caller
-    hashes them)."""
+def read_whole(
+    keys: RangeReads, key: str, digest: Digest, retry: Retry, deadline: Deadline | None = None
+) -> bytes:
+    """The ``digest.size`` bytes at ``key``, read bounded and retried, by ``deadline`` if it
+    ends sooner than the read's own (not checked: the caller hashes them)."""
 
     def attempt() -> bytes:
         stream = keys.open_range(key, digest, 0, digest.size)
@@ -314,7 +410,7 @@ def read_whole(keys: RangeReads, key: str, digest: Digest, retry: Retry) -> byte
         finally:
             stream.close()
 
-    return retry.run(attempt, deadline=retry.deadline(digest.size))
+    return retry.run(attempt, deadline=sooner(retry.deadline(digest.size), deadline))
 
 
 # -- push -----------------------------------------------------------------------------------
@@ -481,7 +577,9 @@ class Run:
 def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[Run]:
     """The reads that bring these objects: by pack, in offset order, neighbours closer than
     :data:`RUN_GAP` together, each at most :data:`RUN_SIZE` long (or one object) and of at
-    most :data:`RUN_OBJECTS` objects."""
+    most :data:`RUN_OBJECTS` objects. An entry that starts before the previous one ends (an
+    index that lies about one of them) starts a run of its own: a run is read front to back,
+    and an overlap would hand the next object bytes shifted by the bad entry."""
     by_pack: dict[str, list[tuple[Slot, Digest]]] = collections.defaultdict(list)
     for slot, d in slots:
         by_pack[slot.pack.hex].append((slot, d))
@@ -494,7 +592,8 @@ def runs(slots: Iterable[tuple[Slot, Digest]]) -> list[Run]:
                 start, last = current[0][0], current[-1][0]
                 end = last.offset + last.length
                 if (
-                    slot.offset - end > RUN_GAP
+                    slot.offset < end
+                    or slot.offset - end > RUN_GAP
                     or slot.offset + slot.length - start.offset > RUN_SIZE
                     or len(current) >= RUN_OBJECTS
                 ):
@@ -513,19 +612,29 @@ def pull_packed(
     retry: Retry,
     rate: DownloadPolicy,
     jobs: int,
+    deadline: Deadline | None = None,
 ) -> dict[str, Got]:
     """Stage the ``wanted`` objects (hex → where, and the digest the record expects) from
-    their packs, a run of ranges at a time; each object is checked on its own."""
+    their packs, a run of ranges at a time, every run ended by ``deadline`` if it ends sooner
+    than the run's own; each object is checked on its own."""
     todo = runs(wanted.values())
     results: dict[str, Got] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(todo)))) as pool:
-        for got in pool.map(lambda run: _pull_run(staging, keys, run, retry, rate), todo):
+        for got in pool.map(
+            lambda run: _pull_run(staging, keys, run, retry, rate, deadline=deadline), todo
+        ):
             results.update(got)
     return results
 
 
 def _pull_run(
-    staging: Staging, keys: RangeReads, run: Run, retry: Retry, rate: DownloadPolicy
+    staging: Staging,
+    keys: RangeReads,
+    run: Run,
+    retry: Retry,
+    rate: DownloadPolicy,
+    *,
+    deadline: Deadline | None,
 ) -> dict[str, Got]:
     results: dict[str, Got] = {}
     pending = collections.deque(run.items)
@@ -553,7 +662,8 @@ def _pull_run(
             stream.close()
 
     try:
-        retry.run(attempt, deadline=retry.deadline(run.end - run.items[0][0].offset, rate))
+        own = retry.deadline(run.end - run.items[0][0].offset, rate)
+        retry.run(attempt, deadline=sooner(own, deadline))
     except FixtureStoreError as e:
         results.update(dict.fromkeys((d.hex for _, d in pending), e))
     return results
@@ -564,8 +674,10 @@ def _damaged(
 ) -> RemoteError:
     where = "the folder or bucket the mirror serves" if keys.read_only else "the remote"
     return RemoteError(
-        f"the remote {keys.label} holds other bytes for {digest.text} in the pack {key} (bytes "
-        f"{slot.offset}-{slot.offset + slot.length - 1}): {e.message}; nothing of it was stored",
+        f"the remote {keys.label} holds other bytes for {digest.text} where its pack index "
+        f"entry places it, in the pack {key} (bytes {slot.offset}-"
+        f"{slot.offset + slot.length - 1}): {e.message}; nothing of it was stored (the entry or "
+        "the pack is damaged; the other objects of the pack are judged on their own)",
         fix=f"remove {key} and every index under {INDEXES}/ that names it from {where}, then "
         "push again from a store where the object verifies",
     )

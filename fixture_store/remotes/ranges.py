@@ -60,7 +60,7 @@ from fixture_store.sources.ranges import (
     tensor_span,
     verified,
 )
-from fixture_store.sources.transfer import BodyCut, BoundedBody, current_deadline
+from fixture_store.sources.transfer import BodyCut, BoundedBody, Deadline, current_deadline
 
 if TYPE_CHECKING:
     import numpy as np
@@ -161,24 +161,30 @@ def remote_bytes(ctx: FetchContext, remote: Remote, span: Span) -> bytes:
     if keys is None:
         raise RemoteError(f"{where} reads no byte ranges")
     digest = span.record.object
+    # One deadline for every request of the span: its own key, then the pack indexes and the
+    # pack (never one deadline each, which would add up).
+    overall = MIRROR_RETRY.deadline(span.length, ctx.policy)
     try:
-        return _keyed(ctx, keys, span, where, (object_key(digest), digest, span.offset))
+        own: _At = (object_key(digest), digest, span.offset)
+        return _keyed(ctx, keys, span, where, own, overall=overall)
     except MissingRemoteObject:
-        slot = _pack_slot(keys, span)
+        slot = _pack_slot(keys, span, overall)
         if slot is None:
             raise
-        return _keyed(ctx, keys, span, where, slot)
+        return _keyed(ctx, keys, span, where, slot, overall=overall)
 
 
-def _pack_slot(keys: Keys, span: Span) -> _At | None:
+def _pack_slot(keys: Keys, span: Span, overall: Deadline) -> _At | None:
     """Where a pack of the remote holds the span's bytes, if an index places its object."""
-    slot = packs.load_index(keys, MIRROR_RETRY, 1).slot(span.record.object)
+    slot = packs.load_index(keys, MIRROR_RETRY, 1, overall).slot(span.record.object)
     if slot is None:
         return None
     return packs.pack_key(slot.pack.hex), slot.pack, slot.offset + span.offset
 
 
-def _keyed(ctx: FetchContext, keys: Keys, span: Span, where: str, at: _At) -> bytes:
+def _keyed(
+    ctx: FetchContext, keys: Keys, span: Span, where: str, at: _At, *, overall: Deadline
+) -> bytes:
     """``span.length`` bytes of a key of the remote from an offset (``at``: the key, the digest
     of its whole, the offset), read by the keys' ranged read through the one bounded reader; a
     cut transfer is retried within the mirrors' bounds, a body that ends early is read to its
@@ -204,7 +210,8 @@ def _keyed(ctx: FetchContext, keys: Keys, span: Span, where: str, at: _At) -> by
             stream.close()
         return counted(ctx, span, where, data)
 
-    return MIRROR_RETRY.run(attempt, deadline=MIRROR_RETRY.deadline(span.length, ctx.policy))
+    own = MIRROR_RETRY.deadline(span.length, ctx.policy)
+    return MIRROR_RETRY.run(attempt, deadline=packs.sooner(own, overall))
 
 
 __all__ = ["SpanRead", "TensorRead", "read_span", "read_tensor", "remote_bytes"]

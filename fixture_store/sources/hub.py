@@ -20,11 +20,12 @@ import time
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
+from fixture_store import display
 from fixture_store._extras import require
 from fixture_store.objects import names
 from fixture_store.registry import HubSource, Record
 from fixture_store.registry.pins import revision_problem
-from fixture_store.sources import FetchContext, SourceError, put_object, source_as
+from fixture_store.sources import FetchContext, SourceError, answers, put_object, source_as
 from fixture_store.sources.transfer import (
     BelowMinimumRate,
     BoundedBody,
@@ -107,10 +108,10 @@ def fetch(ctx: FetchContext, record: Record, *, etag_timeout: float | None = Non
 def announced_problem(meta: Any, revision: str, size: int, hexdigest: str) -> str | None:
     """What the Hub's metadata of a file (``get_hf_file_metadata``) says that cannot be the
     expected object at the pinned commit, or ``None``: checked before any body is downloaded."""
-    if meta.commit_hash != revision:
+    if answers.commit_id(meta.commit_hash) != revision:  # checked at the door, then compared
         return (
-            f"the server answered for commit {meta.commit_hash!r}, not the pinned {revision}; "
-            "nothing was stored"
+            f"the server answered for commit {display.escape(repr(meta.commit_hash)[:80])}, "
+            f"not the pinned {revision}; nothing was stored"
         )
     if meta.size is not None and meta.size != size:
         return (

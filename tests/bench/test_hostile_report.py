@@ -44,6 +44,17 @@ def test_the_outputs_and_claims_rows_count_zero(capsys: pytest.CaptureFixture[st
     assert all(r["rounds"] for r in rows)
 
 
+def test_the_structures_rows_count_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    code, rows = _rows(capsys, "--only", "structures", "--structures-rounds", "1")
+    assert [r for r in rows if not r["within_bounds"]] == []
+    assert code == 0
+    assert [r["surface"] for r in rows] == [
+        "structures: bounded JSON",
+        "structures: pack entries",
+        "structures: Hub answers",
+    ]
+
+
 @pytest.mark.slow
 def test_the_whole_summary_is_within_bounds(capsys: pytest.CaptureFixture[str]) -> None:
     code, rows = _rows(capsys, "--rounds", "1", "--links-rounds", "1", "--secrets-rounds", "1",
@@ -51,6 +62,6 @@ def test_the_whole_summary_is_within_bounds(capsys: pytest.CaptureFixture[str]) 
     assert [r for r in rows if not r["within_bounds"]] == []
     assert code == 0
     surfaces = {str(r["surface"]).split(":")[0] for r in rows}
-    assert surfaces == {"trials", "links", "secrets", "bodies", "outputs", "claims"}
+    assert surfaces == {"trials", "links", "secrets", "bodies", "outputs", "claims", "structures"}
     peaks = [r for r in rows if r["peak_mib"] is not None]
     assert len(peaks) == len(hostile_bodies.EXPECTED_EXIT)

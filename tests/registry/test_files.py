@@ -67,7 +67,7 @@ def test_nesting_past_the_recursion_limit_names_the_file_and_field(project: Path
 def test_nesting_the_parser_accepts_but_freezing_would_not_is_an_invalid_record(
     project: Path,
 ) -> None:
-    _write(project, _record_text(metadata='{"x": ' + "[" * 600 + "]" * 600 + "}"))
+    _write(project, _record_text(metadata='{"x": ' + "[" * 200 + "]" * 200 + "}"))
     invalid = dict(registry_mod.load(project).invalid())
     assert "nested more than 64 levels deep" in invalid["fam/a"].message
     assert invalid["fam/a"].field is not None and invalid["fam/a"].field.startswith("metadata.x")
@@ -243,12 +243,16 @@ def test_writing_a_family_keeps_its_invalid_records_as_the_file_states_them(
 def test_an_invalid_record_too_deep_to_write_back_refuses_the_write_and_keeps_the_file(
     project: Path,
 ) -> None:
-    path = _write(project, _record_text(metadata='{"x": ' + "[" * 600 + "]" * 600 + "}"))
+    # as deep as a registry text may be (the bounded reader parses it; the record is invalid)
+    path = _write(project, _record_text(metadata='{"x": ' + "[" * 250 + "]" * 250 + "}"))
     before = path.read_bytes()
     registry = registry_mod.load(project)
     added = registry_mod.parse_record("fam/c", _valid("c", b"c"), file="t")
     limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(500)  # below the record's depth: writing it back must recurse deeper
+    frames, below = 0, sys._getframe()
+    while below is not None:
+        frames, below = frames + 1, below.f_back  # type: ignore[assignment]
+    sys.setrecursionlimit(frames + 150)  # below the record's depth: writing it back recurses
     try:
         with pytest.raises(RegistryError, match="nested too deep to be written back") as caught:
             registry_mod.write_family(registry, "fam", [added])

@@ -31,6 +31,7 @@ from fixture_store.remotes.packs import (
     index_key,
     load_index,
     pack_key,
+    parse_entries,
     parse_index,
 )
 from fixture_store.remotes.s3 import S3Remote
@@ -276,12 +277,13 @@ def test_an_index_is_used_only_if_its_bytes_are_its_name_and_well_formed() -> No
     assert parse_index(good, digests.of_bytes(good).hex)[one.hex].offset == 0
     with pytest.raises(ValueError, match="damaged"):
         parse_index(good, "0" * 64)
+    # a bad entry is refused by itself (DESIGN decision 20): the index stays usable
     past = good.replace(b"[0,0,1]", b"[0,2,1]")
-    with pytest.raises(ValueError, match="past the end"):
+    assert "past the end" in parse_entries(past, digests.of_bytes(past).hex).refused[one.hex]
+    with pytest.raises(ValueError, match="past the end"):  # whole, as a remote's gc needs it
         parse_index(past, digests.of_bytes(past).hex)
     negative = good.replace(b"[0,0,1]", b"[0,-1,1]")
-    with pytest.raises(ValueError, match="not a count"):
-        parse_index(negative, digests.of_bytes(negative).hex)
+    assert "not a count" in parse_entries(negative, digests.of_bytes(negative).hex).refused[one.hex]
     other = good.replace(b"pack-index/1", b"pack-index/9")
     with pytest.raises(ValueError, match="not a pack index"):
         parse_index(other, digests.of_bytes(other).hex)

@@ -61,6 +61,7 @@ class HubFile:
 class HubState:
     commit: str
     answered_commit: str | None = None  # the X-Repo-Commit sent, when not ``commit``
+    answered_oid: str | None = None  # the commitOid a commit answers, when not the commit's
     files: dict[tuple[str, str, str], HubFile] = field(default_factory=dict)  # type, repo, path
     requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
     release: threading.Event = field(default_factory=threading.Event)

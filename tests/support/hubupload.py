@@ -266,5 +266,6 @@ def _commit(
         state.commits.append(new)
     prefix = "" if repo[0] == "model" else f"{repo[0]}s/"
     url = f"{state.public_base}/{prefix}{repo[1]}/commit/{new}"
-    send_json(req, 200, {"commitUrl": url, "commitOid": new, "success": True})
+    oid = state.answered_oid or new
+    send_json(req, 200, {"commitUrl": url, "commitOid": oid, "success": True})
     return None

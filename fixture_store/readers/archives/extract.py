@@ -15,6 +15,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from fixture_store import bounded_json
 from fixture_store.errors import StoreError, UnsafeArchiveError
 from fixture_store.limits import DEFAULT, Limits
 from fixture_store.objects import anchored, digests, trees
@@ -258,7 +259,7 @@ def _check_sentinel(
     extraction: anchored.Folder, tree: trees.Tree, archive_digest: Digest, artifact: str
 ) -> None:
     try:
-        sentinel = json.loads(extraction.read_bytes(SENTINEL))
+        sentinel = bounded_json.loads(extraction.read_bytes(SENTINEL))
     except (OSError, ValueError) as e:
         raise fail(
             artifact, "extraction-sentinel", f"extraction has no valid sentinel: {e}"
