@@ -141,10 +141,10 @@ def compare_many(pairs: Iterable[Pair]) -> tuple[ArrayComparison, ...]:
         if group is None:
             continue
         if not batch.batchable_pair(exp, act):
-            act, problem = conform(exp, act, group[0])
-            if problem or not batch.batchable_pair(exp, act):
+            fitted, problem = conform(exp, act, group[0])
+            if problem or not batch.batchable_pair(exp, fitted):
                 continue
-            conformed[i] = act
+            conformed[i] = fitted
         group[1].append(i)
     for rule, members in interned.values():
         if not members:

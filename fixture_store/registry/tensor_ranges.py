@@ -1,4 +1,11 @@
-"""The optional byte range and digests of one entry of a record's ``arrays`` manifest.
+"""One entry of a record's ``arrays`` manifest: its written forms, and its optional byte range and
+digests.
+
+An array with only a dtype and a shape is written as one string, ``"DTYPE[D0,D1,...]"``
+(``"float64[1,12]"``; a 0-d array ``"float32[]"``): one short line per array instead of an object
+of seven, which is what a record of thousands of arrays costs in its family file
+(:func:`entry_text`, :func:`parse_entry_text`). The object form ``{"dtype": ..., "shape": [...]}``
+still reads, and is what an entry with a range keeps.
 
 A large safetensors, NPY or NPZ reference records, per array, where its bytes are in the object
 (``offset``, ``length``) and either their sha256 (a tensor of safetensors, a stored member of an
@@ -23,6 +30,45 @@ _SHAPES = (
     "{dtype, shape}, {dtype, shape, offset, length, sha256} or "
     "{dtype, shape, offset, length, chunk, chunks}"
 )
+
+
+_DIMS = r"(?:0|[1-9][0-9]*)"
+# The dtype is everything before the last bracket pair (``datetime64[ns][3]`` is a datetime64[ns]).
+ENTRY_TEXT = re.compile(rf"(.+)\[((?:{_DIMS}(?:,{_DIMS})*)?)\]")
+ENTRY_TEXT_FORM = "'DTYPE[D0,D1,...]' (such as 'float64[1,12]'; a 0-d array: 'float32[]')"
+
+
+def entry_text(spec: Mapping[str, Any]) -> str | None:
+    """The one-string form of a plain entry (dtype and shape only); ``None`` for an entry with a
+    range, which keeps its object form."""
+    if set(spec) != PLAIN_KEYS:
+        return None
+    return f"{spec['dtype']}[{','.join(str(int(d)) for d in spec['shape'])}]"
+
+
+def parse_entry_text(text: str, name: str, where: Where) -> dict[str, Any]:
+    """The ``{dtype, shape}`` entry a string of :func:`entry_text`'s form writes."""
+    found = ENTRY_TEXT.fullmatch(text)
+    if found is None:
+        raise where.fail(f"arrays.{name}", f"must be {ENTRY_TEXT_FORM} or an object")
+    dims = found.group(2)
+    return {"dtype": found.group(1), "shape": [int(d) for d in dims.split(",")] if dims else []}
+
+
+def manifest_json(
+    manifest: Mapping[str, Mapping[str, Any]], *, as_objects: bool = False
+) -> dict[str, Any]:
+    """A manifest as a record writes it: each plain entry as one string (``as_objects``: as the
+    object a manifest read in that form had), each ranged entry as its object."""
+    out: dict[str, Any] = {}
+    for name, spec in manifest.items():
+        text = None if as_objects else entry_text(spec)
+        out[name] = text if text is not None else {k: _thawed(v) for k, v in spec.items()}
+    return out
+
+
+def _thawed(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _is_count(value: object) -> bool:
