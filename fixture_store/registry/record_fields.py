@@ -15,7 +15,7 @@ from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.registry.frozen import freeze
 from fixture_store.registry.nesting import check_value
-from fixture_store.registry.tensor_ranges import PLAIN_KEYS, check_entry_keys, parse_entry_text
+from fixture_store.registry.tensor_ranges import PLAIN_KEYS, check_entry_keys, expand
 from fixture_store.registry.where import Where
 
 _BLAKE3 = re.compile(r"[0-9a-f]{64}")
@@ -125,15 +125,13 @@ def is_text(value: Any) -> bool:
 
 
 def parse_arrays(raw: Any, where: Where) -> Mapping[str, Any]:
-    """name -> ``"DTYPE[D0,...]"`` or an object (``{dtype, shape}``, with a range or not); held
-    as objects whatever the form read (:mod:`.tensor_ranges`)."""
+    """``"DTYPE[D0,...]"`` -> names, name -> ``"DTYPE[D0,...]"``, or name -> an object
+    (``{dtype, shape}``, with a range or not); held as name -> object whatever the form read
+    (:mod:`.tensor_ranges`)."""
     if not isinstance(raw, Mapping):
         raise where.fail("arrays", "must be an object of name -> 'DTYPE[D0,...]' or {dtype, shape}")
-    if any(isinstance(spec, str) for spec in raw.values()):
-        raw = {
-            name: parse_entry_text(spec, name, where) if isinstance(spec, str) else spec
-            for name, spec in raw.items()
-        }
+    if not all(isinstance(spec, Mapping) for spec in raw.values()):
+        raw = expand(raw, where)
     for name, spec in raw.items():
         if not isinstance(spec, Mapping):
             raise where.fail(f"arrays.{name}", "must be 'DTYPE[D0,...]' or exactly {dtype, shape}")

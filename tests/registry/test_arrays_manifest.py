@@ -37,27 +37,51 @@ def _record(arrays: dict[str, Any], size: int = 10) -> dict[str, Any]:
     }
 
 
-def test_a_plain_entry_is_one_string_that_reads_as_its_object() -> None:
-    text = {"a": "float64[1,12]", "s": "float32[]", "t": "datetime64[ns][3]", "r": RANGED}
+def test_plain_entries_are_grouped_by_dtype_and_shape_and_read_as_their_objects() -> None:
+    groups = {
+        "float64[1,12]": ["a", "b"],
+        "float32[]": ["s"],
+        "datetime64[ns][3]": ["t"],
+        "r": RANGED,
+    }
+    singles = {
+        "a": "float64[1,12]",
+        "b": "float64[1,12]",
+        "s": "float32[]",
+        "t": "datetime64[ns][3]",
+        "r": RANGED,
+    }
     objects = {
         "a": {"dtype": "float64", "shape": [1, 12]},
+        "b": {"dtype": "float64", "shape": [1, 12]},
         "s": {"dtype": "float32", "shape": []},
         "t": {"dtype": "datetime64[ns]", "shape": [3]},
         "r": RANGED,
     }
-    compact = parse_record("fam/ref.npz", _record(text), file="f")
+    grouped = parse_record("fam/ref.npz", _record(groups), file="f")
+    one_each = parse_record("fam/ref.npz", _record(singles), file="f")
     old = parse_record("fam/ref.npz", _record(objects), file="f")
-    assert compact == old and compact.arrays == old.arrays
-    assert compact.to_json()["arrays"] == text
+    assert grouped == one_each == old and grouped.arrays == old.arrays
+    assert grouped.to_json()["arrays"] == groups
+    assert one_each.to_json()["arrays"] == groups
     assert old.to_json()["arrays"] == objects  # an old family is written back byte for byte
-    for arrays in (text, objects):
-        jsonschema.validate(
-            {"format_version": 1, "records": {"fam/r": _record(arrays)}}, files.schema()
-        )
+    for arrays in (groups, singles, objects):
+        doc = {"format_version": 1, "records": {"fam/r": _record(arrays)}}
+        jsonschema.validate(doc, files.schema())
+
+
+def test_an_array_named_like_a_group_is_written_one_entry_each() -> None:
+    arrays = {"float64[3]": "float32[2]", "b": "float64[3]"}
+    record = parse_record("fam/ref.npz", _record(arrays), file="f")
+    assert record.to_json()["arrays"] == arrays
+    with pytest.raises(RegistryError, match="twice"):
+        parse_record("fam/ref.npz", _record({"float64[3]": ["a", "float64[3]"]}), file="f")
+    with pytest.raises(RegistryError, match="twice"):
+        parse_record("fam/ref.npz", _record({"float64[3]": ["a"], "int8[]": ["a"]}), file="f")
 
 
 @pytest.mark.parametrize(
-    "bad", ["float64", "float64[1, 2]", "[3]", "float64[01]", "float64[-1]", "float64[1,]", ""]
+    "bad", ["float64", "float64[1, 2]", "[3]", "float64[01]", "float64[-1]", "float64[1,]", "", 3]
 )
 def test_a_malformed_entry_string_is_refused_naming_the_array(bad: str) -> None:
     with pytest.raises(RegistryError, match=r"arrays\.a"):
@@ -86,7 +110,7 @@ def test_a_file_past_1_mib_of_many_small_arrays_records_no_ranges(
     )
     raw = json.loads((project / "provenance" / "fam.json").read_text())
     assert (project / "ref.npz").stat().st_size > MIN_BYTES
-    assert raw["records"]["fam/ref.npz"]["arrays"]["c000"] == "float64[2048]"
+    assert raw["records"]["fam/ref.npz"]["arrays"] == {"float64[2048]": sorted(arrays)}
 
 
 def test_migrate_rewrites_a_family_in_the_compact_form_and_reads_the_same(
@@ -114,7 +138,7 @@ def test_migrate_rewrites_a_family_in_the_compact_form_and_reads_the_same(
 
     assert migrated.unranged == ("fam/ref.npz",) and migrated.after < migrated.before
     written = json.loads(path.read_text())["records"]
-    assert written["fam/ref.npz"]["arrays"] == {"a": "float64[1,5]", "b": "float64[3]"}
+    assert written["fam/ref.npz"]["arrays"] == {"float64[1,5]": ["a"], "float64[3]": ["b"]}
     assert written["fam/w.npz"]["arrays"] == {"w": RANGED}  # its file keeps its ranges
     after = registry_mod.load(project)
     assert after.get("fam/ref.npz").digest == before.get("fam/ref.npz").digest
