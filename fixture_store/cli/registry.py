@@ -213,9 +213,9 @@ def migrate(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
     """Rewrite each FAMILY in the registry's current form.
 
     Rewrite each FAMILY in the registry's current form, each in one transaction: its arrays
-    manifests as one string per array ("float64[1,12]"), without the byte ranges of files whose
-    arrays are too small for partial fetch to use. Names, dtypes, shapes, digests and
-    tolerances are unchanged; families not migrated read as they are."""
+    manifests grouped by dtype and shape ("float64[1,12]": [names]), without the byte ranges of
+    files whose arrays are too small for partial fetch to use. Names, dtypes, shapes, digests
+    and tolerances are unchanged; families not migrated read as they are."""
     from fixture_store.migrate import migrate_family
 
     registry = obj.registry()

@@ -231,6 +231,8 @@ def _reviewed_from(old: Record, new: Record) -> Record:
         new,
         lineage=old.lineage,
         arrays=old.arrays if old.arrays is not None else new.arrays,
+        # ... written in the form the registered record has: an accept is no migration.
+        arrays_as_objects=old.arrays_as_objects if old.arrays is not None else False,
         tolerance=old.tolerance,
         license=old.license,
         profile=old.profile,

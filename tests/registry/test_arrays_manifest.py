@@ -156,3 +156,13 @@ def test_migrate_command_names_what_it_did_and_refuses_an_unknown_family(project
     assert code == 0 and json.loads(out)[0]["arrays"] == 1
     code, _, err = run("migrate", "nope")
     assert code == 2 and "no family 'nope'" in err
+
+
+def test_an_accepted_regeneration_keeps_the_registered_records_form() -> None:
+    # A DVC stage that regenerates and accepts rewrites its family: an accept is no migration.
+    from fixture_store.regenerate.accepting import _reviewed_from
+
+    objects = {"a": {"dtype": "float64", "shape": [1, 12]}}
+    old = parse_record("fam/ref.npz", _record(objects), file="f")
+    new = parse_record("fam/ref.npz", _record({"float64[1,12]": ["a"]}, size=11), file="f")
+    assert _reviewed_from(old, new).to_json()["arrays"] == objects
