@@ -166,3 +166,22 @@ def test_an_accepted_regeneration_keeps_the_registered_records_form() -> None:
     old = parse_record("fam/ref.npz", _record(objects), file="f")
     new = parse_record("fam/ref.npz", _record({"float64[1,12]": ["a"]}, size=11), file="f")
     assert _reviewed_from(old, new).to_json()["arrays"] == objects
+
+
+def test_migrate_rewrites_every_shard_of_a_sharded_family(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fixture_store.registry import shards
+
+    monkeypatch.setattr(shards, "SHARD_ABOVE", 512)
+    objects = {"a": {"dtype": "float64", "shape": [1, 12]}}
+    doc = {"format_version": 1, "records": {f"fam/r{i}.npz": _record(objects) for i in range(4)}}
+    (project / "provenance" / "fam.json").write_text(files.dumps(doc))
+    registry = registry_mod.load(project)
+    files.write_family(registry, "fam", registry.records())  # shards it, in the object form
+    assert (project / "provenance" / "fam").is_dir()
+
+    migrate_family(registry_mod.load(project), "fam")
+
+    texts = [p.read_text() for p in sorted((project / "provenance" / "fam").glob("*.json"))]
+    assert texts and all('"float64[1,12]": [' in t and '"dtype"' not in t for t in texts)
