@@ -210,7 +210,7 @@ def _print_orphans(unnamed: list[Orphan]) -> None:
 @click.pass_obj
 @handle_errors
 def migrate(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
-    """Rewrite each FAMILY in the registry's current form.
+    """Rewrite families in the current form.
 
     Rewrite each FAMILY in the registry's current form, each in one transaction: its arrays
     manifests grouped by dtype and shape ("float64[1,12]": [names]), without the byte ranges of
