@@ -108,6 +108,12 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     ),
     "init": (("fixture-store init", "create provenance/ here and the object store"),),
     "list": (("fixture-store list --family reference", "the artifacts of one family"),),
+    "migrate": (
+        (
+            "fixture-store migrate pywt",
+            "the family's arrays manifests grouped by dtype and shape, in one transaction",
+        ),
+    ),
     "path": (
         (
             "fixture-store path reference/logits.npz",

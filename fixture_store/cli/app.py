@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "import": "imports:import_cmd",
     "init": "store:init",
     "list": "registry:list_",
+    "migrate": "registry:migrate",
     "path": "verify:path",
     "provenance": "provenance:provenance",
     "pull": "remotes:pull",

@@ -1,7 +1,9 @@
-"""Commands that read the registry: list, show, status."""
+"""Commands that read the registry (list, show, status), and migrate, which rewrites a family in the
+registry's current form."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -200,3 +202,30 @@ def _print_orphans(unnamed: list[Orphan]) -> None:
     for o in unnamed:
         out.print(f"  {o.path}")
     out.print(f"  fix: {unnamed[0].fix}")
+
+
+@click.command()
+@click.argument("families", nargs=-1, required=True, metavar="FAMILY...")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@click.pass_obj
+@handle_errors
+def migrate(obj: Context, families: tuple[str, ...], as_json: bool) -> None:
+    """Rewrite families in the current form.
+
+    Rewrite each FAMILY in the registry's current form, each in one transaction: its arrays
+    manifests grouped by dtype and shape ("float64[1,12]": [names]), without the byte ranges of
+    files whose arrays are too small for partial fetch to use. Names, dtypes, shapes, digests
+    and tolerances are unchanged; families not migrated read as they are."""
+    from fixture_store.migrate import migrate_family
+
+    registry = obj.registry()
+    done = [migrate_family(registry, family) for family in families]
+    if as_json:
+        print_json([dataclasses.asdict(m) for m in done])
+        return
+    for m in done:
+        out.print(
+            f"{m.family}: {m.records:,} records, {m.arrays:,} arrays; "
+            f"{m.before:,} -> {m.after:,} bytes"
+            + (f"; ranges left out of {len(m.unranged)} records" if m.unranged else "")
+        )

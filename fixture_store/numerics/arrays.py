@@ -107,7 +107,7 @@ def resolved(tol: ArrayTolerance, dtype: np.dtype[Any]) -> ArrayTolerance:
 def _judge_arrays(
     exp: np.ndarray[Any, Any], actual: np.ndarray[Any, Any], tol: ArrayTolerance
 ) -> Judgement:
-    act, problem = _conform(exp, actual, tol)
+    act, problem = conform(exp, actual, tol)
     if problem:
         return Judgement(Outcome.DRIFT, tol, problem, measured=False)
     low_precision = _is_low_precision(exp.dtype)
@@ -150,11 +150,12 @@ def _has_nan(values: np.ndarray[Any, Any]) -> bool:
         )
 
 
-def _conform(
+def conform(
     exp: np.ndarray[Any, Any], act: np.ndarray[Any, Any], tol: ArrayTolerance
 ) -> tuple[np.ndarray[Any, Any], str]:
     """``act`` as it is compared with ``exp`` (cast or reshaped where the tolerance allows it),
-    or the reason it cannot be."""
+    or the reason it cannot be. A batch conforms its arrays with it too, so that arrays under a
+    shape or dtype rule are judged together after the one transform each would get alone."""
     if exp.dtype != act.dtype:
         if tol.dtype is not DtypeRule.SAME_KIND or _kind(exp.dtype) != _kind(act.dtype):
             allows = " (dtype 'same_kind' allows another width)" if _kind(exp.dtype) else ""

@@ -13,7 +13,11 @@ through ``judge_arrays``, the one definition; that path also writes the failure'
 
 What can be batched (:func:`batchable`): float16, float32 and float64 arrays (native byte
 order) of the same dtype and shape on both sides, not empty, under a tolerance whose checks are
-the metrics listed in :data:`BATCHED` with their plain bounds. Anything else goes alone.
+the metrics listed in :data:`BATCHED` with their plain bounds. Anything else goes alone. An
+actual array whose rule reshapes or casts it (``shape: squeeze``, ``dtype: same_kind``) is
+conformed first, as judging it alone conforms it
+(:func:`~fixture_store.numerics.arrays.conform`), and then batches with the arrays of its dtype and
+rule: a port whose references are ``(1, n)`` and candidates ``(n,)`` is still one batch.
 """
 
 from __future__ import annotations

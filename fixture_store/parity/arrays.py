@@ -22,6 +22,7 @@ from fixture_store.numerics import batch
 from fixture_store.numerics.arrays import (
     WIDENED_RTOL,
     Outcome,
+    conform,
     dtype_name,
     judge_arrays,
     resolved,
@@ -124,6 +125,9 @@ def compare_many(pairs: Iterable[Pair]) -> tuple[ArrayComparison, ...]:
     # arrays share a few rule objects, and equal rules share one batch.
     seen: dict[tuple[int, int], tuple[ArrayTolerance, list[int]] | None] = {}
     interned: dict[tuple[np.dtype[Any], ArrayTolerance], tuple[ArrayTolerance, list[int]]] = {}
+    # An actual array its rule reshapes or casts (``shape: squeeze``, ``dtype: same_kind``), as
+    # judging it alone would (``conform``): then it batches with the arrays already alike.
+    conformed: dict[int, Any] = {}
     for i, (_name, exp, act, tol) in enumerate(items):
         key = (id(tol), id(exp.dtype))
         if key not in seen:
@@ -134,13 +138,21 @@ def compare_many(pairs: Iterable[Pair]) -> tuple[ArrayComparison, ...]:
                 else None
             )
         group = seen[key]
-        if group is not None and batch.batchable_pair(exp, act):
-            group[1].append(i)
+        if group is None:
+            continue
+        if not batch.batchable_pair(exp, act):
+            fitted, problem = conform(exp, act, group[0])
+            if problem or not batch.batchable_pair(exp, fitted):
+                continue
+            conformed[i] = fitted
+        group[1].append(i)
     for rule, members in interned.values():
         if not members:
             continue
         judged = batch.judge_batch(
-            [items[i][1] for i in members], [items[i][2] for i in members], rule
+            [items[i][1] for i in members],
+            [conformed.get(i, items[i][2]) for i in members],
+            rule,
         )
         for i, done in zip(
             members, _from_batch(judged, [items[i] for i in members], rule), strict=True

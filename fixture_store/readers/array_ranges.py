@@ -28,7 +28,12 @@ from fixture_store.errors import UnsafeArrayError
 from fixture_store.limits import Limits
 from fixture_store.readers.npy import NpyHeader, read_header
 from fixture_store.readers.pinned import PinnedFile, pin
-from fixture_store.readers.tensor_ranges import MIN_BYTES, Pending, check_recorded, range_entry
+from fixture_store.readers.tensor_ranges import (
+    Pending,
+    check_recorded,
+    range_entry,
+    wants_ranges,
+)
 
 _ZIP_LOCAL_LEN = 30
 _NPY_PREFIX = 12  # magic, version and the longest header-length field
@@ -88,10 +93,11 @@ def ranged(
     pending: Pending | None = None,
 ) -> dict[str, dict[str, Any]]:
     """``manifest`` with each array's range and digests added where ``found`` gives a range, for
-    a file of at least :data:`MIN_BYTES`; ``manifest`` as it is otherwise. The digests are left
-    to ``pending`` when given (taken in the read that stores the file, see :mod:`.range_tap`)."""
+    a file :func:`~.tensor_ranges.wants_ranges` gives them; ``manifest`` as it is otherwise.
+    The digests are left to ``pending`` when given (taken in the read that stores the file,
+    see :mod:`.range_tap`)."""
     out = {name: dict(spec) for name, spec in manifest.items()}
-    if file.size < MIN_BYTES:
+    if not wants_ranges(file.size, len(out)):
         return out
     for name, where in found.items():
         if where is not None and name in out:
@@ -111,7 +117,8 @@ def describe_npy(
     pending: Pending | None = None,
 ) -> Any:
     """The manifest of an NPY whose header is ``header``: its one array, with chunk digests for
-    a file of at least :data:`MIN_BYTES` in C order (left to ``pending``, see :func:`ranged`)."""
+    a file :func:`~.tensor_ranges.wants_ranges` gives them, in C order (left to ``pending``,
+    see :func:`ranged`)."""
     spec = {"dtype": str(header.dtype), "shape": [int(d) for d in header.shape]}
     with pin(path, label) as pinned:
         found = {name: npy_range(header)}
@@ -126,9 +133,9 @@ def describe_npz(
     pending: Pending | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The manifest of a checked NPZ, with each stored member's range and sha256 for a file of
-    at least :data:`MIN_BYTES` (left to ``pending``, see :func:`ranged`)."""
+    :func:`~.tensor_ranges.wants_ranges` gives them (left to ``pending``, see :func:`ranged`)."""
     with pin(path, label) as pinned:
-        if pinned.size < MIN_BYTES:
+        if not wants_ranges(pinned.size, len(manifest)):
             return {name: dict(spec) for name, spec in manifest.items()}
         found = npz_ranges(pin(path, label), limits, label)
         return ranged(manifest, found, pinned, chunked=False, pending=pending)

@@ -1,6 +1,7 @@
 """Byte ranges and digests of the arrays of a large reference, for verified partial fetch.
 
-A safetensors, NPY or NPZ file of at least :data:`MIN_BYTES` gets, in the entries of its record's
+A safetensors, NPY or NPZ file of at least :data:`MIN_BYTES`, whose arrays hold at least
+:data:`MIN_MEAN_BYTES` each on average (:func:`wants_ranges`), gets, in the entries of its record's
 ``arrays`` manifest, where an array's bytes are in the file (``offset`` from the start of the
 file, and ``length``) and digests of exactly those bytes, beside the record's whole-object
 digest:
@@ -37,6 +38,20 @@ from fixture_store.readers.safetensors import Header
 
 # Files smaller than this are fetched whole: a range request saves little below it.
 MIN_BYTES = 1024 * 1024
+# Nor are ranges recorded for a file whose arrays are this small on average: a ranged entry
+# costs about 190 bytes of registry more than a plain one (an offset, a length, a 64-hex
+# digest), measured by ``bench.parity_many_bench``; a port's reference files of thousands of
+# small arrays (7,488 arrays in 7 files: 1.07 MB of ranges) would be mostly ranges, while at
+# 64 KiB per array the ranges are under 0.3% of the bytes they address.
+MIN_MEAN_BYTES = 64 * 1024
+
+
+def wants_ranges(size: int, arrays: int) -> bool:
+    """Whether a file of ``size`` bytes holding ``arrays`` arrays gets their ranges: at least
+    :data:`MIN_BYTES`, and at least :data:`MIN_MEAN_BYTES` per array."""
+    return size >= MIN_BYTES and size >= MIN_MEAN_BYTES * max(arrays, 1)
+
+
 # An NPY's array is hashed in chunks of this many bytes: a 2 GiB array is 512 digests in its
 # record, and a range of rows costs at most 4 MiB more than its own bytes on either side.
 CHUNK_BYTES = 4 * 1024 * 1024
@@ -89,7 +104,7 @@ def ranged_manifest(
     file of at least :data:`MIN_BYTES`, the tensor's offset, length and sha256 (left to
     ``pending`` when given: taken in the read that stores the file, see :mod:`.range_tap`)."""
     manifest = header.manifest()
-    if file.size < MIN_BYTES:
+    if not wants_ranges(file.size, len(header.tensors)):
         return manifest
     for name, (offset, length) in _header_ranges(header).items():
         manifest[name].update(
@@ -283,6 +298,7 @@ def row_span(
 __all__ = [
     "CHUNK_BYTES",
     "MIN_BYTES",
+    "MIN_MEAN_BYTES",
     "RANGE_KEYS",
     "Pending",
     "Plan",
@@ -297,4 +313,5 @@ __all__ = [
     "ranged_manifest",
     "row_span",
     "tensor_digest",
+    "wants_ranges",
 ]

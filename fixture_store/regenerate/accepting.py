@@ -239,6 +239,8 @@ def _reviewed_from(old: Record, new: Record) -> Record:
         lineage=old.lineage,
         arrays=old.arrays if old.arrays is not None else new.arrays,
         header=old.header if old.arrays is not None else new.header,  # the arrays' own
+        # ... written in the form the registered record has: an accept is no migration.
+        arrays_as_objects=old.arrays_as_objects if old.arrays is not None else False,
         tolerance=old.tolerance,
         license=old.license,
         profile=old.profile,

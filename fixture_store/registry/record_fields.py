@@ -15,7 +15,7 @@ from fixture_store.objects import digests, trees
 from fixture_store.objects.digests import Digest
 from fixture_store.registry.frozen import freeze
 from fixture_store.registry.nesting import check_value
-from fixture_store.registry.tensor_ranges import check_entry_keys
+from fixture_store.registry.tensor_ranges import PLAIN_KEYS, check_entry_keys, expand
 from fixture_store.registry.where import Where
 
 _BLAKE3 = re.compile(r"[0-9a-f]{64}")
@@ -125,11 +125,16 @@ def is_text(value: Any) -> bool:
 
 
 def parse_arrays(raw: Any, where: Where) -> Mapping[str, Any]:
+    """``"DTYPE[D0,...]"`` -> names, name -> ``"DTYPE[D0,...]"``, or name -> an object
+    (``{dtype, shape}``, with a range or not); held as name -> object whatever the form read
+    (:mod:`.tensor_ranges`)."""
     if not isinstance(raw, Mapping):
-        raise where.fail("arrays", "must be an object of name -> {dtype, shape}")
+        raise where.fail("arrays", "must be an object of name -> 'DTYPE[D0,...]' or {dtype, shape}")
+    if not all(isinstance(spec, Mapping) for spec in raw.values()):
+        raw = expand(raw, where)
     for name, spec in raw.items():
         if not isinstance(spec, Mapping):
-            raise where.fail(f"arrays.{name}", "must be exactly {dtype, shape}")
+            raise where.fail(f"arrays.{name}", "must be 'DTYPE[D0,...]' or exactly {dtype, shape}")
         check_entry_keys(spec, name, where)
         if not isinstance(spec["dtype"], str) or not spec["dtype"]:
             raise where.fail(f"arrays.{name}.dtype", "must be a dtype name such as 'float32'")
@@ -140,6 +145,13 @@ def parse_arrays(raw: Any, where: Where) -> Mapping[str, Any]:
             raise where.fail(f"arrays.{name}.shape", "must be a list of non-negative integers")
     frozen: Mapping[str, Any] = freeze(raw)
     return frozen
+
+
+def plain_objects(raw: Any) -> bool:
+    """Whether a (parsed) arrays manifest writes a plain entry as an object, the older form."""
+    return isinstance(raw, Mapping) and any(
+        isinstance(spec, Mapping) and set(spec) == PLAIN_KEYS for spec in raw.values()
+    )
 
 
 def parse_string(raw: Mapping[str, Any], key: str, where: Where) -> str | None:

@@ -26,6 +26,7 @@ from fixture_store.registry import upstream as upstream_mod
 from fixture_store.registry.frozen import thaw
 from fixture_store.registry.raw_files import family_of
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
+from fixture_store.registry.tensor_ranges import manifest_json
 from fixture_store.registry.tolerance import Tolerance
 from fixture_store.registry.upstream import Upstream
 from fixture_store.registry.video import Description
@@ -228,6 +229,9 @@ class Record:
     command: tuple[str, ...] | None = None
     # The bytes before a ranged safetensors file's data section: {length, sha256}.
     header: Mapping[str, Any] | None = None
+    # The arrays manifest was read with its plain entries as objects (the form before one string
+    # per array): written back so, byte for byte, until ``fixture-store migrate`` rewrites it.
+    arrays_as_objects: bool = field(default=False, compare=False)
 
     @property
     def family(self) -> str:
@@ -302,7 +306,11 @@ class Record:
             "description": self.description,
             "lineage": list(self.lineage) if self.lineage else None,
             "members": self._members_json(),
-            "arrays": thaw(self.arrays),
+            "arrays": (
+                manifest_json(self.arrays, as_objects=self.arrays_as_objects)
+                if self.arrays is not None
+                else None
+            ),
             "header": thaw(self.header),
             "tolerance": self.tolerance.to_json() if self.tolerance is not None else None,
             "metadata": thaw(self.metadata),
@@ -373,6 +381,7 @@ def parse_record(name: str, raw: Any, *, file: str) -> Record:
         input_shape=given.input_shape,
         command=given.command,
         header=given.header,
+        arrays_as_objects=record_fields.plain_objects(raw.get("arrays")),
     )
 
 

@@ -1,4 +1,14 @@
-"""The optional byte range and digests of one entry of a record's ``arrays`` manifest.
+"""One entry of a record's ``arrays`` manifest: its written forms, and its optional byte range and
+digests.
+
+The arrays with only a dtype and a shape are written grouped by them: the key is the dtype and
+shape as one string, ``"DTYPE[D0,D1,...]"`` (``"float64[1,12]"``; a 0-d array ``"float32[]"``),
+the value the sorted names of the arrays that have them, one line each. A record of thousands of
+arrays of a few shapes costs a name per array in its family file, instead of an object of seven
+lines (:func:`manifest_json`, :func:`expand`). Also read: ``"NAME": "DTYPE[...]"`` (what is
+written when an array's own name reads as a dtype and shape, so that no group key can meet it)
+and the object form ``{"dtype": ..., "shape": [...]}``, which older families keep until
+``fixture-store migrate`` rewrites them, and which an entry with a range always has.
 
 A large safetensors, NPY or NPZ reference records, per array, where its bytes are in the object
 (``offset``, ``length``) and either their sha256 (a tensor of safetensors, a stored member of an
@@ -24,6 +34,78 @@ _SHAPES = (
     "{dtype, shape}, {dtype, shape, offset, length, sha256} or "
     "{dtype, shape, offset, length, chunk, chunks}"
 )
+
+
+_DIMS = r"(?:0|[1-9][0-9]*)"
+# The dtype is everything before the last bracket pair (``datetime64[ns][3]`` is a datetime64[ns]).
+ENTRY_TEXT = re.compile(rf"(.+)\[((?:{_DIMS}(?:,{_DIMS})*)?)\]")
+ENTRY_TEXT_FORM = "'DTYPE[D0,D1,...]' (such as 'float64[1,12]'; a 0-d array: 'float32[]')"
+
+
+def entry_text(spec: Mapping[str, Any]) -> str | None:
+    """The one-string form of a plain entry (dtype and shape only); ``None`` for an entry with a
+    range, which keeps its object form."""
+    if set(spec) != PLAIN_KEYS:
+        return None
+    return f"{spec['dtype']}[{','.join(str(int(d)) for d in spec['shape'])}]"
+
+
+def parse_entry_text(text: str, name: str, where: Where) -> dict[str, Any]:
+    """The ``{dtype, shape}`` entry a string of :func:`entry_text`'s form writes."""
+    found = ENTRY_TEXT.fullmatch(text)
+    if found is None:
+        raise where.fail(f"arrays.{name}", f"must be {ENTRY_TEXT_FORM} or an object")
+    dims = found.group(2)
+    return {"dtype": found.group(1), "shape": [int(d) for d in dims.split(",")] if dims else []}
+
+
+def expand(raw: Mapping[str, Any], where: Where) -> dict[str, Any]:
+    """name -> entry of a manifest as written: each group's names given its dtype and shape,
+    each ``"NAME": "DTYPE[...]"`` its object, objects as they are (checked by the caller)."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, list | tuple):
+            spec = parse_entry_text(key, key, where)
+            for name in value:
+                if not isinstance(name, str) or not name:
+                    raise where.fail(f"arrays.{key}", "must list array names (non-empty strings)")
+                if name in out or name in raw:
+                    raise where.fail(f"arrays.{key}", f"names {name!r} twice in the manifest")
+                out[name] = dict(spec)
+        elif isinstance(value, str):
+            if key in out:
+                raise where.fail(f"arrays.{key}", "names the array twice in the manifest")
+            out[key] = parse_entry_text(value, key, where)
+        else:
+            if key in out:
+                raise where.fail(f"arrays.{key}", "names the array twice in the manifest")
+            out[key] = value
+    return out
+
+
+def manifest_json(
+    manifest: Mapping[str, Mapping[str, Any]], *, as_objects: bool = False
+) -> dict[str, Any]:
+    """A manifest as a record writes it: the plain entries grouped by dtype and shape (each as
+    its own ``"NAME": "DTYPE[...]"`` if some array's name reads as a group's key; ``as_objects``:
+    as the objects a manifest read in that form had), each ranged entry as its object."""
+    out: dict[str, Any] = {}
+    groups: dict[str, list[str]] = {}
+    for name, spec in manifest.items():
+        text = None if as_objects else entry_text(spec)
+        if text is None:
+            out[name] = {k: _thawed(v) for k, v in spec.items()}
+        else:
+            groups.setdefault(text, []).append(name)
+    if any(ENTRY_TEXT.fullmatch(name) for name in manifest):
+        out.update((name, text) for text, names in groups.items() for name in names)
+    else:
+        out.update((text, sorted(names)) for text, names in groups.items())
+    return out
+
+
+def _thawed(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _is_count(value: object) -> bool:

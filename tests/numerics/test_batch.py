@@ -1,6 +1,7 @@
 """Batches: a record's arrays judged together give what each array judged alone gives, bit for
-bit, whatever the metric, the values (NaN, infinities, errors past float64's range) or the mix
-of dtypes and rules in the record."""
+bit, whatever the metric, the values (NaN, infinities, errors past float64's range), the mix
+of dtypes and rules in the record, or the shape and dtype rules that conform an actual array
+before it is judged."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fixture_store.numerics import batch
 from fixture_store.parity.arrays import Outcome, compare_arrays, compare_many
 from fixture_store.registry import ArrayTolerance, Metric
 from fixture_store.registry.aggregate import Aggregate, Reduce
-from fixture_store.registry.tolerance import Check
+from fixture_store.registry.tolerance import Check, DtypeRule, ShapeRule
 
 # Floats (batched) and dtypes a batch leaves to the per-array path.
 BATCHED = [np.float16, np.float32, np.float64]
@@ -40,10 +41,30 @@ def _checks() -> st.SearchStrategy[Check]:
 
 def _tolerances() -> st.SearchStrategy[ArrayTolerance]:
     return st.builds(
-        lambda checks, nan: ArrayTolerance.of_checks(tuple(checks), equal_nan=nan),
+        lambda checks, nan, shape, dtype: ArrayTolerance.of_checks(
+            tuple(checks), equal_nan=nan, shape=shape, dtype=dtype
+        ),
         st.lists(_checks(), min_size=1, max_size=2),
         st.booleans(),
+        st.sampled_from([ShapeRule.EXACT, ShapeRule.SQUEEZE, ShapeRule.SQUEEZE]),
+        st.sampled_from([DtypeRule.EXACT, DtypeRule.EXACT, DtypeRule.SAME_KIND]),
     )
+
+
+def _reshaped(draw: st.DrawFn, actual: np.ndarray) -> np.ndarray:
+    """``actual`` as a port hands it over: the same values under a shape its size-1 axes make
+    differ ((1, n) against (n,), a trailing 1), sometimes a non-contiguous view."""
+    how = draw(st.sampled_from(["as is", "as is", "squeezed", "leading 1", "trailing 1", "view"]))
+    if how == "squeezed":
+        return actual.reshape(tuple(d for d in actual.shape if d != 1))
+    if how == "leading 1":
+        return actual[None]
+    if how == "trailing 1":
+        return actual[..., None]
+    if how == "view" and actual.ndim:
+        doubled = np.repeat(actual[None], 2, axis=0)[0]  # a copy's view with its own strides
+        return np.asarray(doubled)[None].swapaxes(0, -1) if actual.ndim == 1 else doubled
+    return actual
 
 
 def _values(draw: st.DrawFn, dtype: np.dtype[Any], shape: tuple[int, ...]) -> np.ndarray:
@@ -102,7 +123,7 @@ def _records(draw: st.DrawFn) -> _Record:
         dtype = np.dtype(draw(st.sampled_from(BATCHED * 3 + ALONE)))
         shape = draw(st.sampled_from([(1,), (5,), (17,), (3, 4), (2, 1, 3), (300,), (513,), (0,)]))
         expected = _values(draw, dtype, shape)
-        actual = _actual(draw, expected)
+        actual = _reshaped(draw, _actual(draw, expected))
         record.pairs.append((f"a{i}", expected, actual, draw(st.sampled_from(rules))))
     return record
 
@@ -181,3 +202,30 @@ def test_a_rule_with_a_field_a_batch_does_not_know_goes_alone() -> None:
     assert batch.batchable(x, y, ArrayTolerance(Metric.MAX_ABS, bound=0.5))
     assert repr(compare_many([("x", x, y, tol)])) == repr((compare_arrays("x", x, y, tol),))
     assert compare_many([("x", x, y, tol)])[0].outcome is Outcome.WITHIN
+
+
+def test_arrays_a_shape_rule_squeezes_are_judged_in_one_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A port's references are (1, n), its candidates (n,): one batch, not one array at a time.
+    rng = np.random.default_rng(0)
+    expected = [rng.standard_normal((1, 8)) for _ in range(50)]
+    actual = [np.nextafter(e, np.inf).reshape(-1) for e in expected]
+    tol = ArrayTolerance(Metric.ULP, bound=1, shape=ShapeRule.SQUEEZE)
+    alone: list[str] = []
+    real = compare_arrays
+
+    def counted(name: str, *args: Any) -> Any:
+        alone.append(name)
+        return real(name, *args)
+
+    monkeypatch.setattr("fixture_store.parity.arrays.compare_arrays", counted)
+    pairs = [(f"x{i}", e, a, tol) for i, (e, a) in enumerate(zip(expected, actual, strict=True))]
+    results = compare_many(pairs)
+    assert alone == []
+    assert {r.outcome for r in results} == {Outcome.WITHIN}
+    assert results[0].worst_index is not None and len(results[0].worst_index) == 2
+    # Without the rule the shapes differ: each is judged alone, and each drifts.
+    plain = ArrayTolerance(Metric.ULP, bound=1)
+    drift = compare_many([(n, e, a, plain) for n, e, a, _ in pairs])
+    assert len(alone) == 50 and {r.outcome for r in drift} == {Outcome.DRIFT}

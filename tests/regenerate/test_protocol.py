@@ -218,7 +218,7 @@ def test_the_documented_example_generator_runs_as_documented(tmp_path: Path) -> 
     record = json.loads((root / "provenance" / "ramp.json").read_text())["records"]
     ramp = record["ramp/ramp.npy"]
     assert ramp["metadata"] == {"seed": 0, "scale": 2.0}
-    assert ramp["arrays"] == {"ramp": {"dtype": "float32", "shape": [16]}}
+    assert ramp["arrays"] == {"float32[16]": ["ramp"]}
     assert ramp["source"]["environment"]["stage"] == "ramp"
     again = regenerate(root, store, "ramp", scratch=tmp_path / "s2", python=PYTHON)
     assert [c.verdict for c in again.comparisons] == [Verdict.IDENTICAL]

@@ -305,7 +305,7 @@ def test_accept_fills_the_content_manifest_of_an_identical_record(
     doc = json.loads(path.read_text())
     values = doc["records"]["toy/values.npy"]
     assert values["media_type"] == "application/x-npy"
-    assert values["arrays"] == {"values": {"dtype": "float32", "shape": [64]}}
+    assert values["arrays"] == {"float32[64]": ["values"]}
     del values["arrays"], values["media_type"]  # as a record written before manifests
     path.write_text(registry_mod.dumps(doc))
     [bare] = verify_names(store, registry_mod.load(project), ["toy/values.npy"], full=True)
@@ -317,7 +317,7 @@ def test_accept_fills_the_content_manifest_of_an_identical_record(
     filled = json.loads(path.read_text())["records"]["toy/values.npy"]
     assert filled == {
         **values,
-        "arrays": {"values": {"dtype": "float32", "shape": [64]}},
+        "arrays": {"float32[64]": ["values"]},
         "media_type": "application/x-npy",
     }
     [result] = verify_names(store, registry_mod.load(project), ["toy/values.npy"], full=True)

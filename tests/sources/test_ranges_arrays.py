@@ -206,7 +206,7 @@ def test_rows_read_by_ranges_equal_np_load_slicing(
     with (
         tempfile.TemporaryDirectory() as folder,
         mock.patch.object(tensor_ranges, "CHUNK_BYTES", chunk),
-        mock.patch.object(array_ranges, "MIN_BYTES", 0),
+        mock.patch.object(array_ranges, "wants_ranges", return_value=True),
     ):
         fixtures, raw = _project(
             Path(folder), kind, {"type": "local", "path": f"big.{kind}"}, {"a": array}
