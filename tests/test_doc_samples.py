@@ -54,6 +54,17 @@ def _importing(project: Path) -> None:
     (data / "SHA256SUMS").write_text("".join(lines) + f"{'ab' * 32}  block3.npz\n")
 
 
+def _refusing(project: Path) -> None:
+    """A SHA256SUMS of two files and a path that is no name: the page's one-refusal import."""
+    data = project / "data"
+    for i, name in enumerate(("a.npz", "b.npz")):
+        _npz(data / name, i)
+    lines = [
+        f"{hashlib.sha256((data / n).read_bytes()).hexdigest()}  {n}\n" for n in ("a.npz", "b.npz")
+    ]
+    (data / "SHA256SUMS").write_text("".join(lines) + f"{'ab' * 32}  ../x\n")
+
+
 def _report(project: Path) -> None:
     for family in ("a", "b"):
         _npz(project / "data" / f"{family}.npz", 0)
@@ -112,6 +123,11 @@ SAMPLES: dict[str, tuple[str, str, Callable[[Path], None]]] = {
         "fixture-store import tests/data/SHA256SUMS --family refs",
         _importing,
     ),
+    "import: one bad entry refuses one entry": (
+        "import.md",
+        "fixture-store import data/SHA256SUMS --family refs",
+        _refusing,
+    ),
     "import: --strict": (
         "import.md",
         "fixture-store import tests/data/SHA256SUMS --family refs --strict",
@@ -132,6 +148,9 @@ UNCHECKED = {
     ("import.md", "fixture-store import refs/manifest.json"): "a manifest the page gives in parts",
     ("import.md", "fixture-store import pooch skimage/"): "downloads the scikit-image wheel",
     ("import.md", "fixture-store import --package certifi=="): "the installed certifi's version",
+    ("import.md", "fixture-store import tensorflow_datasets/"): (
+        "the tensorflow-datasets wheel's file (scripts/check_manifests.sh imports it as shipped)"
+    ),
     ("hostile-input.md", "fixture-store verify fam/weights"): "a hostile archive made by hand",
     ("parity.md", "fixture-store tolerance suggest"): "runs logged by a project's tests",
     ("regeneration.md", "uv run fixture-store regenerate onnx-node"): "the stage's environment",

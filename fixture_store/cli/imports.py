@@ -277,6 +277,7 @@ def _report(
         if prepared.refused:
             err.print(
                 f"{len(prepared.refused)} entr{'y' if len(prepared.refused) == 1 else 'ies'} "
-                "refused (exit 1); leave them out with --exclude GLOB, or fix the manifest",
+                "refused, the rest registered (exit 1)\n"
+                "fix: leave them out with --exclude GLOB, or fix the manifest",
                 markup=False,
             )

@@ -51,6 +51,7 @@ INVOKE: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "import": (("import", "sha256sum", "data/SHA256SUMS", "--family", "imp"), ("SHA256SUMS",)),
     "init": (("init",), ()),
     "list": (("list",), ()),
+    "migrate": (("migrate", "fam"), ("fam",)),
     "path": (("path", "fam/a"), ()),
     "provenance": (("provenance", "fam/a"), ()),
     "pull": (("pull", "--all", "--remote", "remote"), ("remote",)),
@@ -179,14 +180,15 @@ def fifo_registry(case: Case) -> Case:
 
 
 def markup_in_names(case: Case) -> Case:
-    """Rich markup in a record name (invalid, still listed) and in a valid record's fields."""
+    """Rich markup in a record name (brackets are a name's characters like any other; this one is
+    invalid by its '..' segment, and still listed) and in a valid record's fields."""
     records: dict[str, object] = {
-        "fam/[bold]x[/x]": _record(DATA),
+        "fam/[bold]x[/x]/..": _record(DATA),
         "fam/a": _record(DATA, description="[/] [red]not markup[/x]"),
     }
     records["fam/a"]["source"] = {"type": "local", "path": "data/[red]a[/x].bin"}  # type: ignore[index]
     _write_family(case.project, records)
-    return Case(case.project, case.store, ("fam/[bold]x[/x]", "fam/a"))
+    return Case(case.project, case.store, ("fam/[bold]x[/x]/..", "fam/a"))
 
 
 def control_characters_in_names(case: Case) -> Case:
@@ -650,6 +652,13 @@ HOSTILE_MANIFESTS: dict[str, dict[str, tuple[str, str | None]]] = {
         "not-csv": ("RECORD", 'a.bin,"sha256=x\n'),
         "not-utf8": ("RECORD", None),
         "fifo": ("RECORD", None),
+    },
+    "tfds": {
+        "traversal": ("checksums.tsv", f"https://example.org/a\t1\t{_SHA}\t../../etc/passwd\n"),
+        "size-not-a-count": ("checksums.tsv", f"https://example.org/a\tmany\t{_SHA}\ta.bin\n"),
+        "fields": ("checksums.tsv", "https://example.org/a\t1\n"),
+        "not-utf8": ("checksums.tsv", None),
+        "fifo": ("checksums.tsv", None),
     },
     "dvc": {
         "deep-5000": ("a.dvc", _dvc_file("  meta: " + _DEEP)),
