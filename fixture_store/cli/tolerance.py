@@ -146,7 +146,7 @@ def _cell(observed: float, bound: float | None) -> str:
 @click.pass_obj
 @handle_errors
 def set_cmd(obj: Context, name: str, rule: str, array: str | None, why: str | None) -> None:
-    """Change one rule of a record's tolerance, nothing else.
+    """Change one rule of a tolerance alone.
 
     RULE is METRIC<=BOUND (max_abs<=1e-5) or the JSON object of a rule ({"metric": "rms",
     "max": 1e-4}). It replaces the record's own rule (with --array, that array's per_array

@@ -98,7 +98,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     "(open(fd)): no path is opened",
     ("objects/store.py", "Store.remove"): "unlinks relative to the shard's descriptor",
     ("objects/hashcopy.py", "_open_source"): f"{_NOT_A_ROOT} the user's file to add",
-    ("registry/project.py", "orphans_ignored"): f"{_NOT_A_ROOT} the project's pyproject.toml",
+    ("registry/project.py", "_setting"): f"{_NOT_A_ROOT} the project's pyproject.toml",
     ("registry/documents.py", "schema"): f"{_NOT_A_ROOT} the package's own JSON Schema",
     ("objects/outputs.py", "_walks_to"): "opens '..' from an open folder's descriptor "
     "(O_DIRECTORY | O_NOFOLLOW) to walk up to the file system's root; nothing is read or "
@@ -152,6 +152,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("regenerate/envs.py", "ensure"): f"{_NOT_YET} builds envs/ in the store with links "
     "refused by lstat",
     ("regenerate/run.py", "_fresh_folder"): f"{_NOT_A_ROOT} the stage's output folder",
+    ("regenerate/outputs.py", "read_details"): f"{_NOT_A_ROOT} a generator's details.json",
+    ("regenerate/summary.py", "_load"): f"{_NOT_A_ROOT} a stage report the user names",
+    ("regenerate/summary.py", "_load_run"): f"{_NOT_A_ROOT} the run report beside it",
     ("regenerate/run.py", "regenerate"): f"{_NOT_A_ROOT} the stage's output folder",
 }
 
