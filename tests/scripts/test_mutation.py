@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import sys
 from collections.abc import Iterator
@@ -40,6 +41,22 @@ def test_every_guard_names_a_snippet_found_exactly_once(runner: ModuleType) -> N
     for g in guards:
         for test in g.tests:
             assert (ROOT / test.split("::")[0]).is_file(), f"{g.id}: no test file {test}"
+            assert _names_a_test_that_exists(test), f"{g.id}: no test {test}"
+
+
+def _names_a_test_that_exists(node: str) -> bool:
+    """``path::name[...]`` names a function or class ``name`` of that file (a renamed test
+    would make the campaign's baseline fail on a selection pytest cannot find)."""
+    path, *rest = node.split("::")
+    if not rest:
+        return True
+    tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+    defined = {
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    return rest[0].split("[")[0] in defined
 
 
 def test_a_bad_guard_list_is_refused(runner: ModuleType, tmp_path: Path) -> None:
