@@ -195,3 +195,19 @@ def test_a_regenerated_familys_page_names_the_stage_tolerance_it_is_judged_by(
     assert "parity is exact" not in page
     assert "none recorded: regeneration uses its stage&#x27;s, in params.yaml" in page, page
     assert "&quot;rtol&quot;: 0.001" in page
+
+
+def test_a_page_that_cannot_be_written_is_a_clear_error(
+    project: Path, store: Store, tmp_path: Path
+) -> None:
+    """The folder is there, but a page of it cannot be written (a folder at its name): an error
+    naming the page and the fix, exit 2, never a traceback, and the folder left as it was."""
+    chain_project(project, store)
+    site = tmp_path / "site"
+    (site / "index.html").mkdir(parents=True)
+    result = CliRunner().invoke(main, ["report", "--html", str(site)])
+    assert result.exit_code == 2, result.output
+    assert f"cannot write the report folder {site}" in result.stderr, result.stderr
+    assert f"{site / 'index.html'} is a folder" in result.stderr
+    assert "fix: remove" in result.stderr and "Traceback" not in result.output
+    assert (site / "index.html").is_dir()

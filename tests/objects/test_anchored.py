@@ -168,3 +168,16 @@ def test_a_store_link_planted_after_its_check_is_still_refused(
     with pytest.raises(StoreError, match="symbolic link"):
         store.put_bytes(b"payload")
     assert sorted(p.name for p in out.iterdir()) == ["victim"]
+
+
+def test_append_never_writes_through_a_link_at_its_name(tmp_path: Path) -> None:
+    """A link at the name an append targets (the parity run log) is refused by the append
+    itself, whatever its caller checked before: the file it points at is never written."""
+    root = tmp_path / "root"
+    root.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(b"")
+    (root / "log").symlink_to(elsewhere)
+    with anchored.Folder.root(root) as base, pytest.raises(StoreError, match="symbolic link"):
+        base.append("log", b"a line\n")
+    assert elsewhere.read_bytes() == b""
