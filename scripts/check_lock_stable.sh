@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Does this machine reproduce dvc.lock? Run it on a new machine (another CPU, another OS):
-# a fresh clone of this repository's HEAD, an empty store, `dvc repro`; `git status` must then
+# a fresh clone of this repository's HEAD, an empty store, `dvc repro --force` (every stage runs:
+# the tracked reports are committed, so a plain repro would find the generators' stages up to
+# date and rebuild nothing); `git status` must then
 # be clean, since every file a stage tracks holds only what is the same on every machine that
 # passes. Otherwise it prints what changed and the dvc.lock diff, and exits 1. A second,
 # no-op `dvc repro` follows; its log length is printed (it stays short: a line per family).
@@ -17,8 +19,8 @@ cd "$clone"
 export FIXTURE_STORE_DIR="$work/store"
 uv sync --frozen --quiet
 
-echo "dvc repro in $clone (store $FIXTURE_STORE_DIR; log $work/repro.log)"
-if ! uv run dvc repro > "$work/repro.log" 2>&1; then
+echo "dvc repro --force in $clone (store $FIXTURE_STORE_DIR; log $work/repro.log)"
+if ! uv run dvc repro --force > "$work/repro.log" 2>&1; then
     tail -n 40 "$work/repro.log"
     echo "dvc repro failed (the whole log: $work/repro.log)"
     exit 2
