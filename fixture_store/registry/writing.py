@@ -119,22 +119,32 @@ def reads_back(
             fix="fix that value where it came from, then run the command again",
         ) from None
     for name, error in sorted(invalid.items()):
-        raise RegistryError(
-            f"{error.reason}; the registry would call this record invalid, so nothing was written",
-            file=str(path),
-            record=name,
-            field=error.field,
-            fix="fix that value where it came from (the file, manifest or option it was read "
-            "from), then run the command again",
-        )
+        raise _would_be_invalid(path, name, error)
     for name, record in parsed.items():
         if record.to_json() != by_name[name].to_json():
-            raise RegistryError(
-                "reads back from the registry other than it was built; nothing was written "
-                "(a fixture-store bug: please report it with the command)",
-                file=str(path),
-                record=name,
-            )
+            raise _reads_back_otherwise(path, name)
+
+
+def _would_be_invalid(path: Path, name: str, error: RegistryError) -> RegistryError:
+    """A record the registry would call invalid once written: nothing is written."""
+    return RegistryError(
+        f"{error.reason}; the registry would call this record invalid, so nothing was written",
+        file=str(path),
+        record=name,
+        field=error.field,
+        fix="fix that value where it came from (the file, manifest or option it was read "
+        "from), then run the command again",
+    )
+
+
+def _reads_back_otherwise(path: Path, name: str) -> RegistryError:
+    """A record that reads back other than it was built (a bug of ours): nothing is written."""
+    return RegistryError(
+        "reads back from the registry other than it was built; nothing was written "
+        "(a fixture-store bug: please report it with the command)",
+        file=str(path),
+        record=name,
+    )
 
 
 def _read_back_known_shapes(
@@ -156,21 +166,9 @@ def _read_back_known_shapes(
         try:
             again = parse_record(name, raw, file=str(path))
         except RegistryError as e:
-            raise RegistryError(
-                f"{e.reason}; the registry would call this record invalid, so nothing was written",
-                file=str(path),
-                record=name,
-                field=e.field,
-                fix="fix that value where it came from (the file, manifest or option it was "
-                "read from), then run the command again",
-            ) from e
+            raise _would_be_invalid(path, name, e) from e
         if again != record and again.to_json() != raw:  # equal values print equal JSON
-            raise RegistryError(
-                "reads back from the registry other than it was built; nothing was written "
-                "(a fixture-store bug: please report it with the command)",
-                file=str(path),
-                record=name,
-            )
+            raise _reads_back_otherwise(path, name)
     return rest
 
 
