@@ -33,7 +33,7 @@ from fixture_store.remotes.base import (
     object_key,
 )
 from fixture_store.sources import url as url_source
-from fixture_store.sources.ranges import range_problem
+from fixture_store.sources.ranges import range_problem, read1_of
 from fixture_store.sources.transfer import (
     BodyCut,
     DeadlineExceeded,
@@ -129,7 +129,7 @@ class MirrorReads:
         )
         what = f"remote {self.label}: {packs.LIST_KEY}"
         try:
-            data, whole = read_answer(_read1(stream), packs.LIST_CAP, deadline=current_deadline())
+            data, whole = read_answer(read1_of(stream), packs.LIST_CAP, deadline=current_deadline())
         except (BodyCut, DeadlineExceeded) as e:
             raise TransientRemoteError(f"{what}: {e}") from e
         finally:
@@ -162,7 +162,3 @@ class MirrorReads:
                 "bytes=A-B), as nginx, Apache and Caddy do",
             )
         return stream
-
-
-def _read1(stream: BinaryIO) -> Any:
-    return getattr(stream, "read1", None) or stream.read

@@ -312,7 +312,7 @@ def http_range(ctx: FetchContext, span: Span, url: str) -> bytes:
         meter = ctx.policy.meter()
         # not exact: a short body is read to its end and refused below as a short range
         body = BoundedBody(
-            _read1(response), span.length, deadline, meter, errors=errors, exact=False
+            read1_of(response), span.length, deadline, meter, errors=errors, exact=False
         )
         try:
             data = body.read_all()
@@ -378,7 +378,9 @@ def hub_range(
     return counted(ctx, span, where, data)
 
 
-def _read1(response: BinaryIO) -> Any:
+def read1_of(response: BinaryIO) -> Any:
+    """The read a bounded reader takes from a server's answer: ``read1`` (what has arrived, at
+    most the size asked) where the stream has one, else ``read``."""
     return getattr(response, "read1", None) or response.read
 
 

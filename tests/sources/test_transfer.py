@@ -255,9 +255,7 @@ _ALLOWED_READS = {
     ("fixture_store/sources/hub.py", "_attempt", "response.iter_bytes"): _TRANSPORT,
     ("fixture_store/sources/ranges.py", "hub_range", "response.iter_bytes"): _TRANSPORT,
     ("fixture_store/sources/ranges.py", "hub_range", "chunks.read1"): _TRANSPORT,
-    ("fixture_store/sources/ranges.py", "_read1", "response.read"): _TRANSPORT,
-    # the mirror's list of pack indexes: handed to read_answer, under its cap and deadline
-    ("fixture_store/remotes/https.py", "_read1", "stream.read"): _TRANSPORT,
+    ("fixture_store/sources/ranges.py", "read1_of", "response.read"): _TRANSPORT,
     ("fixture_store/remotes/hub.py", "HubRemote.open", "response.iter_bytes"): _TRANSPORT,
     (
         "fixture_store/remotes/hub.py",
