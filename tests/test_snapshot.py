@@ -4,7 +4,7 @@ used only while the registry's bytes and every object's stat are as they were.""
 from __future__ import annotations
 
 import array
-import base64
+import dataclasses
 import json
 import os
 import stat
@@ -40,7 +40,7 @@ def verify(store: Store, project: Path, **options: object) -> tuple[list[Result]
 
 
 def slots() -> list[Path]:
-    return sorted(snapshot.folder().glob("*.json"))
+    return sorted(snapshot.folder().glob("*.snapshot"))
 
 
 def object_of(project: Path, store: Store, name: str) -> Path:
@@ -224,7 +224,17 @@ def test_an_invalid_record_saves_no_snapshot(project: Path, store: Store) -> Non
 
 
 def _edit(path: Path, **fields: object) -> None:
-    path.write_text(json.dumps({**json.loads(path.read_text()), **fields}))
+    """Put ``fields`` into the snapshot's columns, written back as the code writes them."""
+    snap = snapshot.Snapshot.from_bytes(path.read_bytes())
+    path.write_bytes(dataclasses.replace(snap, **fields).to_bytes())  # type: ignore[arg-type]
+
+
+def _edit_header(path: Path, **fields: object) -> None:
+    """Put ``fields`` into the JSON header, the columns left as they are."""
+    data = path.read_bytes()
+    magic, header, columns = data.split(b"\n", 2)
+    doc = {**json.loads(header), **fields}
+    path.write_bytes(b"\n".join((magic, json.dumps(doc).encode(), columns)))
 
 
 def _give_away(path: Path) -> None:
@@ -244,19 +254,24 @@ def _give_away(path: Path) -> None:
         ),
         pytest.param(_give_away, id="owned-by-someone-else"),
         pytest.param(lambda p: p.write_text("{not json"), id="damaged"),
-        pytest.param(lambda p: p.write_text('{"format": 1}'), id="incomplete"),
-        pytest.param(lambda p: _edit(p, others=[]), id="others-not-a-mapping"),
+        pytest.param(lambda p: p.write_bytes(p.read_bytes()[:-5]), id="cut-short"),
+        pytest.param(lambda p: p.write_bytes(p.read_bytes() + b"\0" * 8), id="bytes-added"),
         pytest.param(
-            lambda p: _edit(p, hexes=[None, None], others={"0": {"status": "?"}}),
+            lambda p: p.write_bytes(p.read_bytes().replace(b"snapshot 3", b"snapshot 2", 1)),
+            id="another-format",
+        ),
+        pytest.param(lambda p: _edit_header(p, records=1), id="a-count-that-is-wrong"),
+        pytest.param(lambda p: _edit_header(p, records=-2), id="a-count-that-is-not-one"),
+        pytest.param(lambda p: _edit_header(p, others=[]), id="others-not-a-mapping"),
+        pytest.param(lambda p: _edit_header(p, kinds=[[]]), id="a-kind-that-is-not-text"),
+        pytest.param(
+            lambda p: _edit(p, sizes=[-1, -1], others={0: {"status": "?"}, 1: {}}),
             id="a-result-that-is-not-one",
         ),
         # Results are built when asked for, after the lookup: a row with no result behind it,
-        # or a name that is not one, must fail the lookup, never the printing.
-        pytest.param(lambda p: _edit(p, hexes=[None, None], others={}), id="a-row-of-nothing"),
-        pytest.param(lambda p: _edit(p, names=[1, 2]), id="a-name-that-is-not-text"),
-        pytest.param(lambda p: _edit(p, hexes=[7, 7]), id="a-digest-that-is-not-text"),
-        pytest.param(lambda p: _edit(p, sizes=["1", "2"]), id="a-size-that-is-not-a-number"),
-        pytest.param(lambda p: _edit(p, kinds=[[], []]), id="a-kind-that-is-not-text"),
+        # or a kind the header does not have, must fail the lookup, never the printing.
+        pytest.param(lambda p: _edit(p, sizes=[-1, -1], others={}), id="a-row-of-nothing"),
+        pytest.param(lambda p: _edit(p, kind_rows=b"\x07\x07"), id="a-kind-not-in-the-header"),
     ],
 )
 def test_a_snapshot_someone_else_could_have_written_or_a_damaged_one_is_ignored(
@@ -275,11 +290,9 @@ def test_a_snapshot_with_other_stats_is_not_trusted(project: Path, store: Store)
     add_file_and_case(project)
     verify(store, project)
     [path] = slots()
-    doc = json.loads(path.read_text())
-    stats = array.array("q", base64.b64decode(doc["stats"]))
+    stats = array.array("q", snapshot.Snapshot.from_bytes(path.read_bytes()).stats)
     stats[0] += 1
-    doc["stats"] = base64.b64encode(stats.tobytes()).decode()
-    path.write_text(json.dumps(doc))
+    _edit(path, stats=stats)
     os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
     assert verify(store, project)[1].calls == 1
 
