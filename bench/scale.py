@@ -41,10 +41,10 @@ Then, each timed ``--repeat`` times (median, in this process, imports excluded):
 The children run side by side (each repeat runs each once) and their CPU time (user and
 system, workers included) is taken as well as their wall time.
 
-The rows with a target (at the top size) say whether it is met: ``load`` under 1 s, ``verify$``
-under 0.6 s, ``collect`` within 1.3x ``pytest`` in CPU time (on a loaded machine a child's wall
-time is mostly its wait), ``collect2`` no slower than ``collect`` in wall time (two workers do
-twice one process's work by design, on two cores).
+The rows with a target (at the top size) say whether it is met: ``load`` under 1 s,
+``verify$`` within 1.3x ``floor``, ``collect`` within 1.3x ``pytest`` in CPU time (on a loaded
+machine a child's wall time is mostly its wait), ``collect2`` no slower than ``collect`` in
+wall time (two workers do twice one process's work by design, on two cores).
 
 The table prints each median and its cost per record in microseconds; the last columns give
 the per-record cost at the top size over the one at the smallest (the target is at most 2).
@@ -92,10 +92,13 @@ STEPS = (
 Target = tuple[str, Callable[[dict[str, float]], bool], Callable[[dict[str, float]], str]]
 TARGETS: dict[str, Target] = {
     "load": ("< 1 s", lambda r: r["load"] < 1.0, lambda r: f"{r['load']:.3f} s"),
+    # the whole process against one lstat per object in one loop, measured side by side
     "verify$": (
-        "< 0.6 s",
-        lambda r: r["verify$"] < 0.6,  # noqa: PLR2004
-        lambda r: f"{r['verify$']:.3f} s",
+        "<= 1.3x floor",
+        lambda r: r["verify$"] <= 1.3 * r["floor"],
+        lambda r: (
+            f"{r['verify$']:.3f} s against {r['floor']:.3f} s, {r['verify$'] / r['floor']:.2f}x"
+        ),
     ),
     # CPU time, side by side: the wall time of a child on a loaded machine is mostly its wait
     "collect": (
@@ -270,8 +273,6 @@ def _children(project: Path, store: Store, size: int, repeat: int) -> dict[str, 
     test: pytest's, and under xdist the workers' too), side by side: each repeat runs every
     child once, so a change in the machine's load touches them alike. Wall time in the rows,
     CPU time under ``<row> cpu``."""
-    collected = f"{size} test{'s' if size > 1 else ''} collected"
-    only = ("--collect-only",)
     collected = f"{size} test{'s' if size > 1 else ''} collected"
     only = ("--collect-only",)
     # --collect-only turns xdist off (one process), so under -n 2 the workers collect everything

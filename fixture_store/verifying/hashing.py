@@ -75,7 +75,7 @@ def _hash_fd(fd: int, use_blake3: bool, want_blake3: bool, small: bool, read_ahe
     if want_blake3:
         d, b3 = digests.of_file_both(fd, read_ahead=read_ahead)
         return Hashed(d, b3, d.size)
-    d = digests.of_file(fd, read_ahead=read_ahead)
+    d = digests.of_file(fd)
     return Hashed(d, None, d.size)
 
 
