@@ -36,7 +36,9 @@ Then, each timed ``--repeat`` times (median, in this process, imports excluded):
 - ``collect2``: the plugin's test under pytest-xdist with two workers (``-n 2``), less the same
   over the plain test (xdist's start-up: two workers): ``--collect-only`` turns xdist off, so
   the run deselects every test (``--deselect``) and the workers collect all of them, in
-  parallel, while the controller collects nothing.
+  parallel, while the controller collects nothing;
+- ``pytest2``: the same for the test ``@pytest.mark.parametrize`` parametrizes: what xdist
+  costs pytest's own items, with no plugin (two workers each collecting everything).
 
 The children run side by side (each repeat runs each once) and their CPU time (user and
 system, workers included) is taken as well as their wall time.
@@ -86,7 +88,7 @@ def test_case(artifact):
 """
 STEPS = (
     *("parse", "load", "load+r", "write1", "verify", "verify$", "verify$j", "parse+v", "floor"),
-    *("fetch", "push", "pull", "gc", "collect", "pytest", "collect2"),
+    *("fetch", "push", "pull", "gc", "collect", "pytest", "collect2", "pytest2"),
 )
 # Each target: what it says, whether a row of medians meets it, and what was measured.
 Target = tuple[str, Callable[[dict[str, float]], bool], Callable[[dict[str, float]], str]]
@@ -115,7 +117,8 @@ TARGETS: dict[str, Target] = {
         lambda r: r["collect2"] <= r["collect"],
         lambda r: (
             f"{r['collect2']:.3f} s against {r['collect']:.3f} s "
-            f"(CPU {r['collect2 cpu']:.3f} s, both workers and the controller)"
+            f"(CPU {r['collect2 cpu']:.3f} s, both workers and the controller); "
+            f"parametrize {r['pytest2']:.3f} s under -n 2 against {r['pytest']:.3f} s"
         ),
     ),
 }
@@ -279,11 +282,12 @@ def _children(project: Path, store: Store, size: int, repeat: int) -> dict[str, 
     # and deselect it all (--deselect: one prefix test per item, where -k matches keywords): the
     # controller, which collects nothing, has no test to run
     xdist = ("no tests ran", "-p", "xdist", "-n", "2")
-    syn, plain = "tests/test_syn.py", "tests/test_plain.py"
+    syn, plain, par = "tests/test_syn.py", "tests/test_plain.py", "tests/test_parametrized.py"
     children = {
         "collect": (collected, *only, syn),
-        "pytest": (collected, *only, "tests/test_parametrized.py"),
+        "pytest": (collected, *only, par),
         "collect2": (*xdist, "--deselect", syn, syn),
+        "pytest2": (*xdist, "--deselect", par, par),
         "start-up": ("1 test collected", *only, plain),
         "start-up2": (*xdist, "--deselect", plain, plain),  # xdist's own: two workers started
     }
@@ -299,6 +303,7 @@ def _children(project: Path, store: Store, size: int, repeat: int) -> dict[str, 
         ("collect", "start-up"),
         ("pytest", "start-up"),
         ("collect2", "start-up2"),
+        ("pytest2", "start-up2"),
     ):
         out[row] = statistics.median(wall[row]) - statistics.median(wall[start_up])
         out[f"{row} cpu"] = statistics.median(cpu[row]) - statistics.median(cpu[start_up])
@@ -373,7 +378,8 @@ def table(rows: dict[int, dict[str, float]]) -> str:
         lines.append(
             f"collect CPU at {n:,}: the plugin {row['collect cpu']:.3f} s, parametrize "
             f"{row['pytest cpu']:.3f} s ({row['collect cpu'] / row['pytest cpu']:.2f}x), "
-            f"-n 2 {row['collect2 cpu']:.3f} s (pytest's start-up taken off each)"
+            f"-n 2 {row['collect2 cpu']:.3f} s, parametrize -n 2 {row['pytest2 cpu']:.3f} s "
+            "(pytest's start-up taken off each)"
         )
     lines.append("")
     for n in sizes:
