@@ -6,6 +6,8 @@ purpose, or give it bytes that pass it, and check that fetch's own verification 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -13,16 +15,20 @@ from typing import Any
 import pytest
 
 from fixture_store import fetch as fetch_mod
+from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.errors import DigestMismatchError, UnsafeContentError
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects import digests, trees
 from fixture_store.objects.store import Store
 from fixture_store.readers.archives import extraction_path
-from fixture_store.registry import Record
+from fixture_store.registry import Record, transactions, writing
 from fixture_store.sources import FetchContext
+from tests.support.cli import run
 from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
 from tests.support.hostile import manifest, tar_bytes, tar_info
+from tests.support.importing import family_doc
+from tests.support.served import Served, https_files
 
 GOOD = {"data/a.bin": b"alpha" * 100, "b.txt": b"bravo\n"}
 
@@ -169,3 +175,174 @@ def test_present_records_are_settled_without_the_pool_and_results_keep_their_ord
     assert [r.name for r in report.results] == names
     assert [r.outcome for r in report.results] == [Outcome.PRESENT] * 4 + [Outcome.FETCHED] * 2
     assert pooled == names[4:]  # the two not yet in the store, and nothing else
+
+
+# -- gaps known by their digest alone: the first fetch checks it and records the SHA-256 -------
+
+ALPHA, BRAVO = b"alpha\n" * 300, b"bravo\n" * 200
+
+
+def _hex(algorithm: str, data: bytes) -> str:
+    return hashlib.new(algorithm, data).hexdigest()
+
+
+def _pooch_gaps(
+    project: Path, served: Served, files: dict[str, bytes], algorithm: str, family: str = "refs"
+) -> Path:
+    """A pooch registry listing ``files`` by ``algorithm`` (``sha256``: bare hex, as pooch
+    writes it) at their URLs on ``served``, none of them present, imported with ``--gaps``."""
+    lines = []
+    for name, data in files.items():
+        digest = _hex(algorithm, data)
+        stated = digest if algorithm == "sha256" else f"{algorithm}:{digest}"
+        lines.append(f"{name} {stated} {served.url(name)}\n")
+    manifest = project / "data" / family / "registry.txt"
+    manifest.parent.mkdir(parents=True, exist_ok=True)
+    manifest.write_text("".join(lines))
+    code, _, err = run("import", str(manifest), "--family", family, "--gaps")
+    assert code == 0, err
+    return project / "provenance" / f"{family}.json"
+
+
+def _fetch_json(*args: str) -> tuple[int, dict[str, Any]]:
+    code, out, _ = run("fetch", *args, "--json")
+    doc: dict[str, Any] = json.loads(out)
+    return code, doc
+
+
+@pytest.mark.usefixtures("store")
+@pytest.mark.parametrize("algorithm", ["md5", "sha1", "sha256"])
+def test_a_gap_known_by_its_digest_alone_is_filled_by_fetch_and_its_sha256_recorded(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, algorithm: str
+) -> None:
+    """A pooch line known by md5 or sha1 alone (a gap marked weak), or by a sha256 without a
+    size: the first fetch checks the download against that digest, records its SHA-256 and
+    size, lifts the gap and keeps the digest it was checked against; verify then passes."""
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files["/a.bin"] = ALPHA
+        _pooch_gaps(project, served, {"a.bin": ALPHA}, algorithm)
+        gap = family_doc(project, "refs")["records"]["refs/a.bin"]
+        assert gap["digest"] == f"{algorithm}:{_hex(algorithm, ALPHA)}" and "size" not in gap
+        assert gap["source"] == {"type": "url", "url": served.url("a.bin")}
+        assert run("verify", "refs/a.bin")[0] == 0  # a declared gap, before
+        code, doc = _fetch_json("refs/a.bin")
+    assert code == 0, doc
+    sha = digests.of_bytes(ALPHA)
+    [result] = doc["results"]
+    assert result["outcome"] == "fetched" and doc["recorded"] == ["refs/a.bin"]
+    assert result["recorded"] == {
+        "digest": sha.text,
+        "size": len(ALPHA),
+        "checked_against": f"{algorithm}:{_hex(algorithm, ALPHA)}",
+    }
+    record = family_doc(project, "refs")["records"]["refs/a.bin"]
+    assert (record["digest"], record["size"]) == (sha.text, len(ALPHA))
+    assert "gap" not in record and record["source"] == gap["source"]
+    assert record["metadata"]["imported_from"]["digests"] == [
+        f"{algorithm}:{_hex(algorithm, ALPHA)}"
+    ]
+    assert Store.at(project.parent / "store").has(sha)
+    code, out, err = run("verify", "--full", "refs/a.bin")
+    assert code == 0 and "1 verified" in out, err
+
+
+@pytest.mark.usefixtures("store")
+def test_a_server_sending_other_bytes_is_refused_and_its_neighbour_still_filled(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One gap's server answers with other bytes: that fill is refused, naming the artifact,
+    the digest awaited and the one received, with the fix; nothing of those bytes is stored
+    and its record is left as it was. Its neighbour is judged on its own, and filled."""
+    with https_files(tmp_path, monkeypatch) as served:
+        registry_file = _pooch_gaps(project, served, {"a.bin": ALPHA, "b.bin": BRAVO}, "md5")
+        before = json.loads(registry_file.read_text())["records"]["refs/b.bin"]
+        wrong = b"bravo\n" * 199 + b"BRAVO\n"
+        served.files.update({"/a.bin": ALPHA, "/b.bin": wrong})
+        code, doc = _fetch_json("--family", "refs")
+        again, _, err = run("fetch", "refs/b.bin")  # refused again, as the terminal says it
+    assert again == 1 and "refs/b.bin" in err and "do not have the md5 the gap awaits" in err
+    assert code == 1
+    by_name = {r["name"]: r for r in doc["results"]}
+    good, bad = by_name["refs/a.bin"], by_name["refs/b.bin"]
+    assert good["outcome"] == "fetched" and doc["recorded"] == ["refs/a.bin"]
+    assert bad["outcome"] == "failed" and bad["recorded"] is None
+    assert f"expected md5:{_hex('md5', BRAVO)}, got md5:{_hex('md5', wrong)}" in bad["message"]
+    assert "nothing was stored" in bad["message"]
+    assert "fixture-store fetch refs/b.bin" in (bad["fix"] or "")
+    assert (doc["refused_downloads"], doc["refused_bytes"]) == (1, len(wrong))
+    objects = _objects(Store.at(project.parent / "store"))
+    assert digests.of_bytes(wrong).hex not in objects
+    assert digests.of_bytes(ALPHA).hex in objects
+    records = json.loads(registry_file.read_text())["records"]
+    assert records["refs/b.bin"] == before  # still the gap, awaiting the same md5
+    assert "gap" not in records["refs/a.bin"]
+
+
+@pytest.mark.usefixtures("store")
+def test_a_second_fetch_downloads_nothing_and_writes_nothing(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files["/a.bin"] = ALPHA
+        registry_file = _pooch_gaps(project, served, {"a.bin": ALPHA}, "sha1")
+        assert _fetch_json("--family", "refs")[0] == 0
+        after_first, asked = registry_file.read_bytes(), list(served.requests)
+        code, doc = _fetch_json("--family", "refs")
+        assert code == 0 and served.requests == asked == ["/a.bin"]
+    assert doc["counts"] == {"present": 1} and doc["downloads"] == 0
+    assert doc["recorded"] == [] and doc["results"][0]["recorded"] is None
+    assert registry_file.read_bytes() == after_first
+
+
+@pytest.mark.usefixtures("store")
+def test_offline_a_gap_is_not_filled_and_nothing_is_written(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files["/a.bin"] = ALPHA
+        registry_file = _pooch_gaps(project, served, {"a.bin": ALPHA}, "md5")
+        before = registry_file.read_bytes()
+        code, doc = _fetch_json("--family", "refs", "--offline")
+        assert served.requests == []
+    assert code == 1 and doc["recorded"] == []
+    [result] = doc["results"]
+    assert result["outcome"] == "failed" and "offline mode is on" in result["message"]
+    assert registry_file.read_bytes() == before
+    assert _objects(Store.at(project.parent / "store")) == []
+
+
+@pytest.mark.usefixtures("store")
+def test_the_sha256_of_every_gap_filled_is_recorded_in_one_transaction(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three gaps of two families: one registry transaction after the downloads, each family
+    file written once."""
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files.update({"/a.bin": ALPHA, "/b.bin": BRAVO, "/c.bin": ALPHA + BRAVO})
+        _pooch_gaps(project, served, {"a.bin": ALPHA, "b.bin": BRAVO}, "md5")
+        _pooch_gaps(project, served, {"c.bin": ALPHA + BRAVO}, "sha1", family="more")
+        opened: list[Path] = []
+        written: list[str] = []
+        real_transaction, real_replace = transactions.transaction, writing.replace_family
+
+        def transaction(root: Any = None) -> Any:
+            opened.append(Path(root))
+            return real_transaction(root)
+
+        def replace_family(directory: Path, family: str, *args: Any, **kwargs: Any) -> Path:
+            written.append(family)
+            return real_replace(directory, family, *args, **kwargs)
+
+        monkeypatch.setattr(transactions, "transaction", transaction)
+        monkeypatch.setattr(transactions, "replace_family", replace_family)
+        store = Store.at(project.parent / "store")
+        report = fetch_names(
+            store, registry_mod.load(project), ["refs/a.bin", "refs/b.bin", "more/c.bin"]
+        )
+    assert [r.outcome for r in report.results] == [Outcome.FETCHED] * 3
+    assert [r.name for r in report.recorded] == ["refs/a.bin", "refs/b.bin", "more/c.bin"]
+    assert len(opened) == 1 and sorted(written) == ["more", "refs"]
+    records = registry_mod.load(project)
+    for name, data in (("refs/a.bin", ALPHA), ("refs/b.bin", BRAVO), ("more/c.bin", ALPHA + BRAVO)):
+        record = records.get(name)
+        assert record.gap is None and record.digest == digests.of_bytes(data)

@@ -125,6 +125,11 @@ def fetch(
     Artifacts that already verify are not downloaded again; a missing or damaged object is
     fetched and replaced. Every byte is checked against its record before it enters the store.
 
+    A declared gap known by its digest alone (a sha256 without its size, or a weak md5 or sha1
+    from a manifest) with a url source is filled: the download is checked against that digest,
+    and the SHA-256 and size of its bytes are recorded as the record's digest (the gap lifted),
+    in one registry transaction after the downloads.
+
     Configured remotes are tried first, as mirrors (the default remote, then the others in the
     order they are declared; see `fixture-store remote list`); an artifact no remote has comes
     from its pinned source. --remote tries only that one, --no-remote none, --offline none.
@@ -181,6 +186,7 @@ def fetch(
                 "downloads": report.downloads,
                 "refused_downloads": report.refused,
                 "refused_bytes": report.refused_bytes,
+                "recorded": [r.name for r in report.recorded],
                 "seconds": round(elapsed, 3),
                 "counts": dict(sorted(counts.items())),
                 "results": [r.to_json() for r in results],
@@ -202,11 +208,24 @@ def fetch(
             )
             + f"{elapsed:.1f}s"
         )
+        for line in _recorded_lines(report):
+            out.print(line, markup=False)
     for r in results:
         if r.ok and r.message:  # fetched from its pinned source after a remote failed
             err.print(f"warning: {r.name}: {r.message}", markup=False)
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
+
+
+def _recorded_lines(report: FetchReport) -> list[str]:
+    """A line for each gap the fetch filled: the SHA-256 and size now in its record, and the
+    digest its bytes were checked against."""
+    return [
+        f"recorded {r.name}: {r.recorded.digest.text} ({r.recorded.digest.size:,} bytes), "
+        f"its bytes checked against {r.recorded.proved}; the gap is lifted"
+        for r in report.recorded
+        if r.recorded is not None
+    ]
 
 
 def _tensor_only(regenerate_missing: bool, report_path: Target | None, tensor: str | None) -> None:

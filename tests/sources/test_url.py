@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import re
 import ssl
 import threading
@@ -18,6 +19,7 @@ import pytest
 
 from bench.harness import make_cert
 from fixture_store.fetch import Outcome, fetch_names
+from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.registry import UrlSource
 from fixture_store.sources import FetchContext, SourceError
@@ -378,3 +380,43 @@ def test_a_plain_http_url_is_never_opened_even_if_the_record_skipped_validation(
         url_source.default_opener(
             "http://127.0.0.1:9/a.bin", DownloadPolicy().start(0, read_timeout=1)
         )
+
+
+# -- a gap known by its digest alone: a body of no recorded size -------------------------------
+def _gap(tmp_path: Path, base: str, awaited: str) -> tuple[Store, Any]:
+    gap = {"kind": "video", "gap": {"reason": "absent"}, "digest": awaited}
+    registry = make_registry(
+        tmp_path / "p", {"clips/a": {**gap, "source": {"type": "url", "url": f"{base}/a.bin"}}}
+    )
+    return Store.at(tmp_path / "store"), registry
+
+
+def test_a_gap_is_filled_from_a_body_of_no_known_size_and_a_cut_one_is_retried(
+    https: tuple[str, Behaviour], tmp_path: Path
+) -> None:
+    """A body whose size no record gives ends where the server ends it; one that ends short of
+    the Content-Length its answer announced is a cut transfer, tried again (taken whole, it
+    would be refused as bytes without the digest awaited)."""
+    base, behaviour = https
+    behaviour.drop_first = 1
+    store, registry = _gap(tmp_path, base, f"md5:{hashlib.md5(DATA).hexdigest()}")
+    ctx = FetchContext(store, tmp_path)
+    stored = url_source.fill(ctx, registry.get("clips/a"), backoff=0)
+    assert stored.digest == digests.of_bytes(DATA) and store.has(stored.digest)
+    assert len(behaviour.requests) == 2
+    assert (ctx.downloads, ctx.downloaded, ctx.refused) == (1, len(DATA), 0)
+
+
+def test_a_body_of_no_known_size_past_the_download_cap_is_refused_and_not_stored(
+    https: tuple[str, Behaviour], tmp_path: Path
+) -> None:
+    base, behaviour = https
+    store, registry = _gap(tmp_path, base, f"sha256:{hashlib.sha256(DATA).hexdigest()}")
+    cap = len(DATA) - 10
+    ctx = FetchContext(store, tmp_path, policy=DownloadPolicy(unsized_cap=cap))
+    with pytest.raises(SourceError, match=f"sent more than {cap:,} bytes") as caught:
+        url_source.fill(ctx, registry.get("clips/a"), backoff=0)
+    assert "fixture-store add" in (caught.value.fix or "")
+    assert behaviour.requests == ["/a.bin"]  # the server answered: never tried again
+    assert (ctx.refused, ctx.refused_bytes) == (1, cap + 1)  # read no further than cap + 1
+    assert list(store.iter_objects()) == [] and leftovers(store) == []
