@@ -32,6 +32,7 @@ from fixture_store.registry.reading import (
     refuse_orphans,
 )
 from fixture_store.registry.records import Record, check_family
+from fixture_store.registry.sources import NoSource
 from fixture_store.registry.writing import replace_family
 
 # The temp file of a family file being replaced: ``.<family>.json.<random>.tmp``.
@@ -225,21 +226,24 @@ def _check_unchanged(
 
 @dataclass(frozen=True)
 class Fill:
-    """The bytes that filled a gap known without its size: the digest they were checked
-    against (what the gap awaited), and their SHA-256, size and BLAKE3, taken from the same
-    bytes."""
+    """The bytes that filled a gap. For a gap known without its size: the digest they were
+    checked against (``proved``, what the gap awaited), and their SHA-256, size and BLAKE3,
+    taken from the same bytes. For a gap that kept its digest and size: that digest, verified
+    in the store (``proved`` is ``None``: the digest itself was the check)."""
 
     name: str
-    proved: Awaited
+    proved: Awaited | None
     digest: Digest
     blake3: str | None = None
 
 
 def record_fills(registry: Registry, fills: Sequence[Fill]) -> frozenset[str]:
     """Record each fill's SHA-256 and size as its record's digest and lift its gap
-    (:meth:`Record.filled`), in one transaction: each family file written once. A record that
-    is no longer the gap the bytes were checked for (changed or removed since ``registry`` was
-    read) is left as it is. The names recorded."""
+    (:meth:`Record.filled`; a gap that kept its digest keeps it, only the gap goes), in one
+    transaction: each family file written once. A record that is no longer the gap the bytes
+    were checked for (changed or removed since ``registry`` was read), or that has no source
+    to stand on once lifted, is left as it is. The names whose records now hold their fill's
+    digest without a gap: recorded here, or by another writer first (two fetches at once)."""
     by_family: dict[str, list[Fill]] = {}
     for fill in fills:
         by_family.setdefault(family_of(fill.name), []).append(fill)
@@ -251,8 +255,11 @@ def record_fills(registry: Registry, fills: Sequence[Fill]) -> frozenset[str]:
             written = False
             for fill in group:
                 old = records.get(fill.name)
+                if old is not None and old.gap is None and old.digest == fill.digest:
+                    recorded.add(fill.name)  # lifted by another writer, to these very bytes
+                    continue
                 new = old.filled(fill.digest, proved=fill.proved) if old is not None else None
-                if new is None:
+                if new is None or isinstance(new.source, NoSource):
                     continue
                 records[fill.name] = dataclasses.replace(new, blake3=new.blake3 or fill.blake3)
                 recorded.add(fill.name)

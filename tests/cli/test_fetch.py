@@ -185,3 +185,25 @@ def test_a_filled_gap_is_named_with_the_sha256_recorded_for_it(
         f"recorded refs/w.bin: sha256:{sha} ({len(data):,} bytes), its bytes checked against "
         f"md5:{md5}; the gap is lifted"
     ) in result.stdout
+
+
+def test_a_gap_that_kept_its_digest_is_named_as_lifted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terminal names each gap lifted whose record kept its digest and size: only the gap
+    went."""
+    data = b"bytes known by digest and size\n" * 40
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files["/s.bin"] = data
+        root = tmp_path / "sized"
+        record = file_record({"type": "url", "url": served.url("s.bin")}, data)
+        make_registry(root, {"refs/s.bin": {**record, "gap": {"reason": "absent"}}})
+        result = run(root, tmp_path, "fetch", "refs/s.bin")
+    assert result.exit_code == 0, result.output
+    assert "1 artifacts: 1 fetched" in result.stdout
+    sha = hashlib.sha256(data).hexdigest()
+    assert (
+        f"lifted the gap of refs/s.bin: its bytes are in the store with the digest it kept, "
+        f"sha256:{sha} ({len(data):,} bytes)"
+    ) in result.stdout
+    assert "recorded refs/s.bin" not in result.stdout

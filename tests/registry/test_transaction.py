@@ -3,6 +3,7 @@ replace; a stale read-modify-write is refused; a killed writer leaves a complete
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import time
@@ -143,3 +144,30 @@ def test_fills_are_recorded_in_one_write_and_a_record_changed_since_is_left_as_i
     assert a.gap is None and a.digest == sha and a.blake3 == "b3" * 32
     assert b.gap is not None and b.gap.expected == other and b.digest is None
     assert after.get("fam/c") == _record("fam/c")
+
+
+def test_a_fill_lifts_a_gap_that_kept_its_digest_only_if_it_has_a_source(project: Path) -> None:
+    """A gap that kept its digest and size keeps it, only the gap goes; one with no source
+    stays a gap (lifted, it would be a record with nowhere to come from, which the rules
+    refuse), and a fill of other bytes lifts nothing. A fill another writer recorded first is
+    counted, and nothing is written again."""
+    data = b"the bytes awaited"
+    sha = digests.of_bytes(data)
+    raw = {"kind": "fixture", "gap": {"reason": "absent"}, "digest": sha.text, "size": sha.size}
+    source = {"source": {"type": "url", "url": "https://example.org/x"}}
+    sourced = registry_mod.parse_record("fam/a", {**raw, **source}, file="<test>")
+    bare = registry_mod.parse_record("fam/b", raw, file="<test>")
+    other = registry_mod.parse_record("fam/c", {**raw, **source}, file="<test>")
+    registry_mod.write_family(registry_mod.load(project), "fam", [sourced, bare, other])
+    other_bytes = digests.of_bytes(b"other bytes")
+    fills = [registry_mod.Fill("fam/a", None, sha), registry_mod.Fill("fam/b", None, sha)]
+    fills.append(registry_mod.Fill("fam/c", None, other_bytes))
+    read = registry_mod.load(project)
+    assert registry_mod.record_fills(read, fills) == {"fam/a"}
+    after = registry_mod.load(project)
+    assert after.get("fam/a") == dataclasses.replace(sourced, gap=None)
+    assert after.get("fam/b") == bare and after.get("fam/c") == other
+    # Another fetch that read the gap before this one lifted it: its fill is already there.
+    written = (project / "provenance" / "fam.json").read_bytes()
+    assert registry_mod.record_fills(read, fills[:1]) == {"fam/a"}
+    assert (project / "provenance" / "fam.json").read_bytes() == written
