@@ -6,18 +6,16 @@ import dataclasses
 import gzip
 import hashlib
 import re
-import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.harness import make_cert
 from fixture_store.fetch import Outcome, fetch_names
 from fixture_store.objects import digests
 from fixture_store.objects.store import Store
@@ -26,6 +24,7 @@ from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import url as url_source
 from fixture_store.sources.transfer import DEADLINE_ENV, MIN_RATE_ENV, Deadline, DownloadPolicy
 from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
+from tests.support.served import https_server
 
 DATA = b"clip-bytes-" * 1000
 BIG = bytes(range(256)) * 1024  # 256 KiB: takes a while at a trickle
@@ -57,7 +56,6 @@ class Behaviour:
 
 @pytest.fixture
 def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Behaviour]]:
-    cert, key = make_cert(tmp_path)
     behaviour = Behaviour()
 
     class Handler(BaseHTTPRequestHandler):
@@ -107,21 +105,12 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
                 return
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     monkeypatch.setattr(url_source, "BACKOFF_S", 0.01)
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}", behaviour
-    finally:
-        behaviour.stop.set()
-        server.shutdown()
-        server.server_close()
+    with https_server(tmp_path, monkeypatch, Handler) as base:
+        try:
+            yield base, behaviour
+        finally:
+            behaviour.stop.set()  # a trickling or stalled answer ends before the server stops
 
 
 def setup(tmp_path: Path, base: str, expected: bytes = DATA) -> tuple[Store, Any]:

@@ -1,22 +1,55 @@
-"""A loopback HTTPS server of files held in memory, for tests of url sources that need more than
-one file (a manifest's gaps, each at its own URL): its certificate is made at test time (the
-benchmarks' :func:`bench.harness.make_cert`) and trusted through ``$SSL_CERT_FILE``, as the url
-source tests do with theirs."""
+"""Loopback HTTPS servers for tests of url sources and https mirrors: one helper that serves a
+request handler over TLS (:func:`https_server`), and a server of files held in memory built on
+it (:func:`https_files`), for tests that need more than one file (a manifest's gaps, each at its
+own URL). The certificate is made at test time (the benchmarks'
+:func:`bench.harness.make_cert`) and trusted through ``$SSL_CERT_FILE`` (:func:`trusted_tls`)."""
 
 from __future__ import annotations
 
 import contextlib
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import BaseRequestHandler
 from typing import Any
 
 import pytest
 
 from bench.harness import make_cert
+
+
+def trusted_tls(folder: Path, monkeypatch: pytest.MonkeyPatch) -> ssl.SSLContext:
+    """A server's TLS context whose certificate, made in ``folder``, clients trust through
+    ``$SSL_CERT_FILE`` for the rest of the test."""
+    cert, key = make_cert(folder)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    return context
+
+
+@contextlib.contextmanager
+def https_server(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, handler: Callable[..., BaseRequestHandler]
+) -> Iterator[str]:
+    """Serve ``handler`` over TLS on 127.0.0.1 (a free port), a thread for each request, until
+    the block ends; yields the base URL (``https://127.0.0.1:PORT``). Its certificate is made in
+    ``folder`` and trusted (:func:`trusted_tls`)."""
+    context = trusted_tls(folder, monkeypatch)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
 
 
 @dataclass
@@ -35,7 +68,6 @@ class Served:
 @contextlib.contextmanager
 def https_files(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     """Serve :attr:`Served.files` over TLS on 127.0.0.1 (a free port) until the block ends."""
-    cert, key = make_cert(folder)
     served = Served("")
 
     class Handler(BaseHTTPRequestHandler):
@@ -52,18 +84,6 @@ def https_files(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Serve
             self.end_headers()
             self.wfile.write(body or b"")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    served.base = f"https://127.0.0.1:{server.server_address[1]}"
-    try:
+    with https_server(folder, monkeypatch, Handler) as base:
+        served.base = base
         yield served
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
