@@ -5,10 +5,20 @@ is (re)fetched, and every artifact is verified again after its fetch. Parallel a
 the store's shard locks and atomic renames make concurrent fetches (threads or processes) safe.
 A fetch holds the store's writer lock while it publishes (see
 :mod:`fixture_store.objects.store`), so ``gc`` never runs in the middle of one.
+
+Gaps lift when their bytes arrive. A gap that kept its digest and size is fetched as any
+record; once its bytes verify in the store (fetched now, or already there) its gap is lifted,
+the record keeping its digest. A gap known by its digest alone (a SHA-256 without its size, or
+a weak md5 or sha1 a manifest stated) whose source can deliver it is filled: its bytes are
+checked against that digest as they are stored, verified as the record they make, and their
+SHA-256 and size become its digest. Once every download has ended, every gap lifted is
+recorded in one registry transaction (:func:`fixture_store.registry.record_fills`). A gap with
+no source stays one: lifted, it would have nowhere to come from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections import Counter, defaultdict
@@ -21,11 +31,18 @@ from typing import Any
 
 from fixture_store._extras import MissingExtraError
 from fixture_store.errors import ArtifactError, FixtureStoreError
+from fixture_store.objects import names as names_mod
 from fixture_store.objects.store import Store, holding_writer_lock
-from fixture_store.registry import Record, Registry, family_of
+from fixture_store.registry import Fill, NoSource, Record, Registry, family_of, record_fills
 from fixture_store.remotes.base import Remote
 from fixture_store.remotes.mirrors import Mirrors
-from fixture_store.sources import FetchContext, fetch_record, offline_from_env
+from fixture_store.sources import (
+    FetchContext,
+    fetch_record,
+    fill_record,
+    filler_for,
+    offline_from_env,
+)
 
 
 class Outcome(StrEnum):
@@ -46,12 +63,23 @@ class FetchResult:
     message: str = ""  # why it failed, or for one fetched, what the remotes tried first answered
     fix: str | None = None
     size: int = 0
+    # A gap whose bytes arrived, its gap lifted once recorded (:func:`_recorded`): for one known
+    # by its digest alone, the SHA-256 and size recorded for it and the digest its bytes were
+    # checked against; for one that kept its digest and size, that digest.
+    fill: Fill | None = None
 
     @property
     def ok(self) -> bool:
         return self.outcome in (Outcome.PRESENT, Outcome.FETCHED, Outcome.GAP)
 
+    @property
+    def recorded(self) -> Fill | None:
+        """The fill of a gap known by its digest alone: its SHA-256 and size, now its digest."""
+        fill = self.fill
+        return fill if fill is not None and fill.proved is not None else None
+
     def to_json(self) -> dict[str, object]:
+        recorded = self.recorded
         return {
             "name": self.name,
             "outcome": str(self.outcome),
@@ -59,6 +87,14 @@ class FetchResult:
             "message": self.message,
             "fix": self.fix,
             "size": self.size,
+            "recorded": {
+                "digest": recorded.digest.text,
+                "size": recorded.digest.size,
+                "checked_against": str(recorded.proved),
+            }
+            if recorded is not None
+            else None,
+            "lifted": self.fill is not None,
         }
 
 
@@ -69,6 +105,18 @@ class FetchReport:
     downloads: int
     refused: int = 0  # downloads received whole whose bytes did not match: nothing stored
     refused_bytes: int = 0
+
+    @property
+    def lifted(self) -> list[FetchResult]:
+        """The gaps this fetch lifted: those that kept their digest and size, and those of
+        :attr:`recorded`."""
+        return [r for r in self.results if r.fill is not None]
+
+    @property
+    def recorded(self) -> list[FetchResult]:
+        """The gaps known by their digest alone that this fetch filled: their SHA-256 and size
+        are now their records' digests."""
+        return [r for r in self.results if r.recorded is not None]
 
     def summary(self, registry: Registry) -> dict[str, Any]:
         """What is now verified in the store, per family, and the pinned sources it came from.
@@ -104,18 +152,34 @@ def _fetch_one(
     name = record.name
     remote, tried, failures = mirrors.pull(record, ctx.needs, ctx.count_download)
     if remote is not None and ctx.verifier.verify(record).ok:
-        return FetchResult(name, Outcome.FETCHED, f"remote {remote.label}", size=size)
+        via = f"remote {remote.label}"
+        return FetchResult(name, Outcome.FETCHED, via, size=size, fill=_lift(record))
     try:
         fetch_record(ctx, record)
     except FixtureStoreError as e:
         also = f" (remotes tried first: {'; '.join(tried)})" if tried else ""
-        # A missing extra is the environment's, not the download's: the same exit code (2) as
-        # every other command that needs it.
-        failed = Outcome.NEEDS_EXTRA if isinstance(e, MissingExtraError) else Outcome.FAILED
-        return FetchResult(name, failed, source, e.about(name) + also, e.fix, size)
-    after = ctx.verifier.verify(record)
+        return _refused(name, source, e, size, also)
     # A remote that merely lacks the record is a cache's normal answer, not a warning.
     warning = f"remotes tried first: {'; '.join(failures)}" if failures else ""
+    return _verified_after(ctx, record, source, warning, fill=_lift(record))
+
+
+def _refused(
+    name: str, source: str, e: FixtureStoreError, size: int, also: str = ""
+) -> FetchResult:
+    # A missing extra is the environment's, not the download's: the same exit code (2) as
+    # every other command that needs it.
+    failed = Outcome.NEEDS_EXTRA if isinstance(e, MissingExtraError) else Outcome.FAILED
+    return FetchResult(name, failed, source, e.about(name) + also, e.fix, size)
+
+
+def _verified_after(
+    ctx: FetchContext, record: Record, source: str, warning: str = "", fill: Fill | None = None
+) -> FetchResult:
+    """The result of a fetch of ``record`` (for a filled gap: the record it makes), verified
+    again: only then does it count as fetched, and its ``fill`` stand to be recorded."""
+    name, size = record.name, _size(record)
+    after = ctx.verifier.verify(record)
     if not after.ok:
         return FetchResult(
             name,
@@ -126,7 +190,76 @@ def _fetch_one(
             size,
         )
     # A remote that failed is a warning: the pinned source served the record.
-    return FetchResult(name, Outcome.FETCHED, source, warning, size=size)
+    return FetchResult(name, Outcome.FETCHED, source, warning, size=size, fill=fill)
+
+
+def _fill_one(ctx: FetchContext, record: Record, source: str) -> FetchResult:
+    """Fill a gap known by its digest alone from its source (checked against that digest as
+    stored), and verify the record its bytes make; its SHA-256 is recorded later, with the
+    others (:func:`_recorded`)."""
+    gap = record.gap
+    assert gap is not None  # filler_for said so
+    assert gap.expected is not None
+    try:
+        stored = fill_record(ctx, record)
+    except FixtureStoreError as e:
+        return _refused(record.name, source, e, 0)
+    filled = record.filled(stored.digest, proved=gap.expected)
+    assert filled is not None  # the bytes were proved to have the digest it awaits
+    fill = Fill(record.name, gap.expected, stored.digest, stored.blake3)
+    return _verified_after(ctx, filled, source, fill=fill)
+
+
+def _gap_outcome(
+    ctx: FetchContext, record: Record, source: str, *, settle_only: bool
+) -> FetchResult | None:
+    """A gap without a digest and size: filled if its source can deliver the bytes it awaits
+    (``None`` when only settling: the pool's work), else a gap, as declared."""
+    if filler_for(record) is not None:
+        return None if settle_only else _fill_one(ctx, record, source)
+    assert record.gap is not None
+    return FetchResult(record.name, Outcome.GAP, source, record.gap.reason)
+
+
+def _lift(record: Record) -> Fill | None:
+    """What lifts a gap that kept its digest and size, once its bytes verify in the store: that
+    digest. ``None`` for a record that is no such gap, or that has no source (lifted, it would
+    have nowhere to come from: its bytes are registered with ``add --replace``)."""
+    if record.gap is None or record.digest is None or isinstance(record.source, NoSource):
+        return None
+    return Fill(record.name, None, record.digest)
+
+
+def _recorded(registry: Registry, results: list[FetchResult]) -> list[FetchResult]:
+    """``results`` once every gap whose bytes arrived is lifted (the SHA-256 of those known by
+    their digest alone recorded), in one transaction; a gap whose record changed during the
+    fetch is not, and fails, saying so."""
+    fills = [r.fill for r in results if r.fill is not None]
+    if not fills:
+        return results
+    written = record_fills(registry, fills)
+
+    def after(r: FetchResult) -> FetchResult:
+        if r.fill is None or r.name in written:
+            return r
+        proved = r.fill.proved
+        arrived = (
+            f"its bytes arrived and matched {proved}, but its record changed while they were "
+            "fetched: their SHA-256 was not recorded"
+            if proved is not None
+            else "its bytes are in the store and verify, but its record changed during the "
+            "fetch: its gap was not lifted"
+        )
+        return dataclasses.replace(
+            r,
+            outcome=Outcome.FAILED,
+            message=arrived,
+            fix=f"fixture-store fetch {names_mod.shell(r.name)}  (again, against the record as "
+            "it is now)",
+            fill=None,
+        )
+
+    return [after(r) for r in results]
 
 
 @holding_writer_lock
@@ -180,11 +313,11 @@ def fetch_names(
             return FetchResult(name, Outcome.UNKNOWN, message=e.about(name), fix=e.fix)
         source, size = record.source.describe(), _size(record)
         if record.gap is not None and record.digest is None:
-            return FetchResult(name, Outcome.GAP, source, record.gap.reason)
+            return _gap_outcome(ctx, record, source, settle_only=settle_only)
         verify = ctx.verifier.verify_cached if settle_only else ctx.verifier.verify
         found = verify(record)
-        if found is not None and found.ok:
-            return FetchResult(name, Outcome.PRESENT, source, size=size)
+        if found is not None and found.ok:  # a gap whose bytes are here is lifted
+            return FetchResult(name, Outcome.PRESENT, source, size=size, fill=_lift(record))
         if settle_only:
             return None  # missing, or to read: the pool's work
         return _fetch_one(ctx, record, source, size, mirrors)
@@ -194,6 +327,7 @@ def fetch_names(
         results = _settle_then_pool(list(names), settled, one, workers, on_result)
     finally:
         ctx.verifier.cache.flush()
+    results = _recorded(registry, results)  # under the writer lock: gc waits for the records
     return FetchReport(results, ctx.downloaded, ctx.downloads, ctx.refused, ctx.refused_bytes)
 
 

@@ -491,13 +491,11 @@ def _lifted(old: Record, new: Record) -> Record:
     record, as it is."""
     if old.gap is None or new.gap is not None or new.digest is None:
         return old
-    awaited = old.digest == new.digest or (
-        old.digest is None and old.gap.expected == new.digest.text
-    )
-    if not awaited:
+    filled = old.filled(new.digest)  # the rule fetch records a filled gap by, too
+    if filled is None:
         return old
     source = new.source if isinstance(old.source, NoSource) else old.source
-    return dataclasses.replace(old, digest=new.digest, gap=None, source=source)
+    return dataclasses.replace(filled, source=source)
 
 
 def _decide(

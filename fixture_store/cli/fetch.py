@@ -125,6 +125,13 @@ def fetch(
     Artifacts that already verify are not downloaded again; a missing or damaged object is
     fetched and replaced. Every byte is checked against its record before it enters the store.
 
+    A declared gap is lifted when its bytes arrive, in one registry transaction after the
+    downloads. One that kept its digest and size is fetched as any record and keeps its digest;
+    only the gap goes, once its bytes verify in the store. One known by its digest alone (a
+    sha256 without its size, or a weak md5 or sha1 from a manifest) with a url source is filled:
+    the download is checked against that digest, and the SHA-256 and size of its bytes are
+    recorded as the record's digest. A gap with no source stays one.
+
     Configured remotes are tried first, as mirrors (the default remote, then the others in the
     order they are declared; see `fixture-store remote list`); an artifact no remote has comes
     from its pinned source. --remote tries only that one, --no-remote none, --offline none.
@@ -181,6 +188,8 @@ def fetch(
                 "downloads": report.downloads,
                 "refused_downloads": report.refused,
                 "refused_bytes": report.refused_bytes,
+                "lifted": [r.name for r in report.lifted],
+                "recorded": [r.name for r in report.recorded],
                 "seconds": round(elapsed, 3),
                 "counts": dict(sorted(counts.items())),
                 "results": [r.to_json() for r in results],
@@ -202,11 +211,32 @@ def fetch(
             )
             + f"{elapsed:.1f}s"
         )
+        for line in _lifted_lines(report):
+            out.print(line, markup=False)
     for r in results:
         if r.ok and r.message:  # fetched from its pinned source after a remote failed
             err.print(f"warning: {r.name}: {r.message}", markup=False)
     report_failures(Failure(r.outcome, r.name, r.message, r.fix) for r in results if not r.ok)
     sys.exit(exit_code((r.outcome for r in results), ok=FETCHED))
+
+
+def _lifted_lines(report: FetchReport) -> list[str]:
+    """A line for each gap the fetch lifted: for one known by its digest alone, the SHA-256 and
+    size now in its record and the digest its bytes were checked against; for one that kept
+    its digest and size, that digest."""
+    lines = []
+    for r in report.lifted:
+        fill = r.fill
+        assert fill is not None  # FetchReport.lifted said so
+        digest = f"{fill.digest.text} ({fill.digest.size:,} bytes)"
+        lines.append(
+            f"recorded {r.name}: {digest}, its bytes checked against {fill.proved}; the gap is "
+            "lifted"
+            if fill.proved is not None
+            else f"lifted the gap of {r.name}: its bytes are in the store with the digest it "
+            f"kept, {digest}"
+        )
+    return lines
 
 
 def _tensor_only(regenerate_missing: bool, report_path: Target | None, tensor: str | None) -> None:

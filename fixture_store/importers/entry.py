@@ -26,7 +26,7 @@ from typing import Any, Self
 from fixture_store import bounded_json
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.importers.fields import Mapped
-from fixture_store.objects import names
+from fixture_store.objects import digests, names
 from fixture_store.objects.trees import TreePathError, check_member_path
 from fixture_store.registry import nesting
 from fixture_store.registry import upstream as upstream_mod
@@ -53,7 +53,7 @@ HEX_LENGTHS: Mapping[str, int] = {
     "md5": 32,
     "sha1": 40,
 }
-WEAK = frozenset({"md5", "sha1"})
+WEAK = digests.WEAK  # the one set of weak algorithms, the registry's too
 _HEX = re.compile(r"[0-9a-f]+")
 
 

@@ -24,7 +24,7 @@ from fixture_store.importers.entry import ManifestEntry, ManifestError, Refused
 from fixture_store.importers.fields import MEAN_ABS, UNKNOWN_FIELDS
 from fixture_store.importers.plan import Accepted, Origin, PackageOrigin, Plan
 from fixture_store.objects import names
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import Awaited, Digest
 from fixture_store.objects.store import Store
 from fixture_store.registry import (
     Annotations,
@@ -43,8 +43,7 @@ from fixture_store.registry import (
 )
 from fixture_store.registry import files as registry_files
 from fixture_store.registry.frozen import thaw
-
-IMPORTED_FROM = "imported_from"  # the metadata field saying which manifest a record came from
+from fixture_store.registry.records import IMPORTED_FROM  # where a record says its manifest
 
 
 class ImportRefusedError(FixtureStoreError):
@@ -514,7 +513,7 @@ def _gap(
     # that fill the gap must have it); without, the digest the gap awaits.
     known = entry.sha256
     sized = Digest(known, entry.size) if known is not None and entry.size is not None else None
-    expected = f"sha256:{known}" if known is not None and sized is None else None
+    expected = awaited(entry) if sized is None else None
     return ingest.Registration(
         name,
         kind,
@@ -525,12 +524,25 @@ def _gap(
     )
 
 
+def awaited(entry: ManifestEntry) -> Awaited | None:
+    """The digest an absent entry's bytes can be checked by when they come: its SHA-256, else,
+    known only by weak digests, the stronger of them (sha1 over md5; metadata keeps them all);
+    ``None`` when the manifest states none a gap can await (a sha512 alone, say). Without a
+    size it is what the gap awaits."""
+    known = {d.algorithm: d.hex for d in entry.digests}
+    for algorithm in ("sha256", "sha1", "md5"):
+        if algorithm in known and (algorithm == "sha256" or entry.weak_only):
+            return Awaited(algorithm, known[algorithm])
+    return None
+
+
 def gap_source(entry: ManifestEntry, origin: Origin) -> Source:
-    """Where a gap's bytes will come from: the https URL the manifest lists with a SHA-256 (a
-    ``url`` source pinned by that digest, so ``fetch`` fills the gap), else the origin's place
-    for the file when the file can arrive there (a project folder), else no source (a pinned
-    distribution does not hold a file it lacks)."""
-    if entry.url is not None and entry.sha256 is not None:
+    """Where a gap's bytes will come from: the https URL the manifest lists with a digest the
+    gap can check them by (its SHA-256, or a weak one it is known by alone: a ``url`` source,
+    so ``fetch`` fills the gap and records their SHA-256), else the origin's place for the file
+    when the file can arrive there (a project folder), else no source (a pinned distribution
+    does not hold a file it lacks)."""
+    if entry.url is not None and awaited(entry) is not None:
         url = UrlSource(entry.url)
         try:
             url.check(Where(None, entry.path))

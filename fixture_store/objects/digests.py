@@ -102,6 +102,74 @@ def parse(text: object, size: object) -> Digest:
     return Digest(hexpart, check_size(size))
 
 
+# md5 and sha1 are weak (collisions are practical): they check bytes, beside the SHA-256 computed
+# from the same bytes, and never stand for them. One set, for every importer and every gap.
+WEAK = frozenset({"md5", "sha1"})
+# Hex length of each algorithm a gap may await its bytes by: SHA-256 without their size, or a
+# weak digest a manifest states.
+AWAITED_HEX_LENGTHS = {"sha256": HEX_LEN, "sha1": 40, "md5": 32}
+_LOWER_HEX = re.compile(r"[0-9a-f]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Awaited:
+    """The digest of bytes a declared gap awaits, known without their size: ``sha256:<hex>``,
+    or a weak ``sha1:<hex>`` or ``md5:<hex>``. Parses and prints itself (its text is the
+    record's ``digest`` field). The bytes that fill the gap are checked against it, and their
+    SHA-256 and size, taken from the same bytes, become the record's digest."""
+
+    algorithm: str
+    hex: str
+
+    @classmethod
+    def parse(cls, text: object) -> Awaited:
+        """``sha256:<hex>``, ``sha1:<hex>`` or ``md5:<hex>``, in lower case; a
+        :class:`DigestFormatError` saying what is wrong otherwise."""
+        if isinstance(text, str) and ":" in text:
+            algorithm, _, hexpart = text.partition(":")
+            if algorithm in WEAK:
+                return cls(algorithm, _weak_hex(text, algorithm, hexpart))
+            if algorithm != "sha256":
+                spelt = algorithm.lower()
+                hint = (
+                    f"write it {spelt!r}"
+                    if spelt in AWAITED_HEX_LENGTHS
+                    else (
+                        "a gap awaits 'sha256:<hex>' (or, known only by a weak digest, "
+                        "'sha1:<hex>' or 'md5:<hex>')"
+                    )
+                )
+                raise DigestFormatError(f"unsupported digest algorithm {algorithm!r}: {hint}")
+        return cls("sha256", parse_hex(text))
+
+    @property
+    def weak(self) -> bool:
+        return self.algorithm in WEAK
+
+    def hasher(self) -> hashlib._Hash:
+        """A fresh hash object of the algorithm (md5 and sha1 check bytes; they secure nothing)."""
+        return hashlib.new(self.algorithm, usedforsecurity=not self.weak)
+
+    def names(self, digest: Digest) -> bool:
+        """Whether ``digest`` is the bytes awaited, as far as it can tell: only a SHA-256 can
+        (a weak digest is checked against the bytes themselves)."""
+        return self.algorithm == "sha256" and self.hex == digest.hex
+
+    def __str__(self) -> str:
+        return f"{self.algorithm}:{self.hex}"
+
+
+def _weak_hex(text: str, algorithm: str, hexpart: str) -> str:
+    if _LOWER_HEX.fullmatch(hexpart) is None:
+        raise DigestFormatError(f"digest {text!r} is not lower-case hex after '{algorithm}:'")
+    length = AWAITED_HEX_LENGTHS[algorithm]
+    if len(hexpart) != length:
+        raise DigestFormatError(
+            f"digest {text!r} has {len(hexpart)} hex characters, {algorithm} has {length}"
+        )
+    return hexpart
+
+
 # Sizes are file sizes: past 2**63 - 1 no file system, st_size or SQLite integer holds one.
 MAX_SIZE = (1 << 63) - 1
 

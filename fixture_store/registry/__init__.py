@@ -13,11 +13,13 @@ if TYPE_CHECKING:
     from fixture_store.registry.files import (
         FORMAT_VERSION,
         FamilyFile,
+        Fill,
         Registry,
         Transaction,
         dumps,
         load,
         load_file,
+        record_fills,
         transaction,
         write_family,
     )
@@ -83,6 +85,7 @@ __all__ = [
     "ArrayTolerance",
     "Content",
     "FamilyFile",
+    "Fill",
     "Gap",
     "GeneratorSource",
     "GitUpstream",
@@ -118,6 +121,7 @@ __all__ = [
     "parse_record",
     "parse_source",
     "project_root",
+    "record_fills",
     "transaction",
     "write_family",
 ]
@@ -128,6 +132,7 @@ _LAZY = {
     "FORMAT_MEDIA_TYPES": "fixture_store.registry.records",
     "FORMAT_VERSION": "fixture_store.registry.files",
     "FamilyFile": "fixture_store.registry.files",
+    "Fill": "fixture_store.registry.files",
     "Gap": "fixture_store.registry.records",
     "GeneratorSource": "fixture_store.registry.sources",
     "GitUpstream": "fixture_store.registry.upstream",
@@ -166,6 +171,7 @@ _LAZY = {
     "parse_record": "fixture_store.registry.records",
     "parse_source": "fixture_store.registry.sources",
     "project_root": "fixture_store.registry.raw_files",
+    "record_fills": "fixture_store.registry.files",
     "transaction": "fixture_store.registry.files",
     "write_family": "fixture_store.registry.files",
 }

@@ -40,7 +40,13 @@ from fixture_store.registry.reading import (
     load_family,
     load_file,
 )
-from fixture_store.registry.transactions import Transaction, transaction, write_family
+from fixture_store.registry.transactions import (
+    Fill,
+    Transaction,
+    record_fills,
+    transaction,
+    write_family,
+)
 from fixture_store.registry.writing import reads_back
 
 __all__ = [
@@ -52,6 +58,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_INTEGER_DIGITS",
     "FamilyFile",
+    "Fill",
     "Registry",
     "Transaction",
     "create_directory",
@@ -67,6 +74,7 @@ __all__ = [
     "read_bytes",
     "read_text",
     "reads_back",
+    "record_fills",
     "schema",
     "transaction",
     "write_family",

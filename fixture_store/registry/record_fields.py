@@ -12,7 +12,7 @@ from typing import Any
 from fixture_store import limits
 from fixture_store.errors import DigestFormatError, UsageError
 from fixture_store.objects import digests, trees
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import Awaited, Digest
 from fixture_store.registry.frozen import freeze
 from fixture_store.registry.nesting import check_value
 from fixture_store.registry.tensor_ranges import PLAIN_KEYS, check_entry_keys, expand
@@ -27,14 +27,13 @@ def mapping(raw: Any, where: Where) -> Mapping[str, Any]:
     return raw
 
 
-def parse_expected(raw: Any, where: Where) -> str:
-    """The digest a gap declares without a size: the bytes it awaits."""
+def parse_expected(raw: Any, where: Where) -> Awaited:
+    """The digest a gap declares without a size: the bytes it awaits, by their SHA-256 or, known
+    only by a weak digest, their sha1 or md5."""
     try:
-        digests.parse_hex(raw)
+        return Awaited.parse(raw)
     except DigestFormatError as e:
         raise where.fail("digest", e.message) from e
-    text: str = raw
-    return text
 
 
 def parse_digest(raw: Mapping[str, Any], where: Where) -> Digest:

@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 
 from fixture_store.errors import GapError, UsageError
 from fixture_store.objects import names, trees
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import Awaited, Digest
 from fixture_store.registry import record_fields, tensor_ranges
 from fixture_store.registry import upstream as upstream_mod
-from fixture_store.registry.frozen import thaw
+from fixture_store.registry.frozen import freeze, thaw
 from fixture_store.registry.raw_files import family_of
 from fixture_store.registry.sources import NoSource, PackageSource, Source, parse_source
 from fixture_store.registry.tensor_ranges import manifest_json
@@ -133,9 +133,10 @@ class Gap:
 
     reason: str
     issue: str | None = None  # where the gap is tracked, as written
-    # ``sha256:<hex>`` of the bytes the gap awaits, when known without their size (a manifest
-    # that lists a file by its sha256 alone); the record's ``digest`` field holds it.
-    expected: str | None = None
+    # The digest of the bytes the gap awaits, when known without their size: their sha256 (a
+    # manifest that lists a file by its sha256 alone) or a weak md5 or sha1 (one that knows it
+    # by nothing else). The record's ``digest`` field holds it, for a reviewer to see.
+    expected: Awaited | None = None
 
     @classmethod
     def from_json(cls, raw: Any, where: Where) -> Gap:
@@ -280,6 +281,28 @@ class Record:
         out.append(ObjectRef(digest))
         return out
 
+    def filled(self, digest: Digest, *, proved: Awaited | None = None) -> Record | None:
+        """This gap's record once the bytes it awaits have arrived: their ``digest`` (SHA-256 and
+        size) recorded and the gap lifted; ``None`` if they are not those bytes, or it is no
+        gap. The bytes it awaits are the digest and size it kept, or the SHA-256 it expected,
+        or, for a gap known by a weak digest, bytes ``proved`` to have it (a SHA-256 cannot tell
+        that). The weak digest stays in the metadata: where an import keeps it
+        (``imported_from.digests``), else as ``checked_against``."""
+        gap = self.gap
+        if gap is None:
+            return None
+        if self.digest is not None:
+            awaited = self.digest == digest
+        else:
+            expected = gap.expected
+            awaited = expected is not None and (expected.names(digest) or expected == proved)
+        if not awaited:
+            return None
+        metadata = self.metadata
+        if gap.expected is not None and gap.expected.weak:
+            metadata = _keeping(metadata, str(gap.expected))
+        return dataclasses.replace(self, digest=digest, gap=None, metadata=metadata)
+
     def referenced(self) -> frozenset[str]:
         """Hex digests of every object the store keeps for this record: its :meth:`objects`,
         and the distribution a package source points into (it serves every record pointing into
@@ -297,7 +320,7 @@ class Record:
             out["digest"] = self.digest.text
             out["size"] = self.digest.size
         elif self.gap is not None and self.gap.expected is not None:
-            out["digest"] = self.gap.expected
+            out["digest"] = str(self.gap.expected)
         optional: dict[str, Any] = {
             "media_type": self.media_type,
             "blake3": self.blake3,
@@ -330,6 +353,20 @@ class Record:
         for path, b3 in self.member_blake3.items():
             out[path]["blake3"] = b3
         return out
+
+
+IMPORTED_FROM = "imported_from"  # the metadata field an import records its manifest in
+CHECKED_AGAINST = "checked_against"  # the weak digest a filled gap's bytes were checked against
+
+
+def _keeping(metadata: Mapping[str, Any] | None, weak: str) -> Mapping[str, Any]:
+    """``metadata`` that keeps the weak digest a gap awaited, once its SHA-256 stands for the
+    bytes: an imported record lists it among the digests its manifest stated already."""
+    imported = (metadata or {}).get(IMPORTED_FROM)
+    if isinstance(imported, Mapping) and weak in (imported.get("digests") or ()):
+        return metadata or {}
+    kept: Mapping[str, Any] = freeze({**thaw(metadata or {}), CHECKED_AGAINST: weak})
+    return kept
 
 
 def parse_record(name: str, raw: Any, *, file: str) -> Record:

@@ -9,19 +9,22 @@ takes the store's writer lock first (see :mod:`fixture_store.objects.store`), th
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from fixture_store.errors import RegistryError, UsageError
 from fixture_store.objects import anchored, fsutil
+from fixture_store.objects.digests import Awaited, Digest
 from fixture_store.registry import shards
 from fixture_store.registry.documents import LOCK_NAME, LOCKS_DIRNAME
 from fixture_store.registry.family import FamilyFile, Registry
 from fixture_store.registry.known_failures import KnownFailure
-from fixture_store.registry.raw_files import DIRNAME, family_digest, project_root
+from fixture_store.registry.raw_files import DIRNAME, family_digest, family_of, project_root
 from fixture_store.registry.reading import (
     load,
     load_file,
@@ -29,6 +32,7 @@ from fixture_store.registry.reading import (
     refuse_orphans,
 )
 from fixture_store.registry.records import Record, check_family
+from fixture_store.registry.sources import NoSource
 from fixture_store.registry.writing import replace_family
 
 # The temp file of a family file being replaced: ``.<family>.json.<random>.tmp``.
@@ -218,3 +222,48 @@ def _check_unchanged(
             "writer); nothing was written",
             fix="load the registry again and redo the change",
         )
+
+
+@dataclass(frozen=True)
+class Fill:
+    """The bytes that filled a gap. For a gap known without its size: the digest they were
+    checked against (``proved``, what the gap awaited), and their SHA-256, size and BLAKE3,
+    taken from the same bytes. For a gap that kept its digest and size: that digest, verified
+    in the store (``proved`` is ``None``: the digest itself was the check)."""
+
+    name: str
+    proved: Awaited | None
+    digest: Digest
+    blake3: str | None = None
+
+
+def record_fills(registry: Registry, fills: Sequence[Fill]) -> frozenset[str]:
+    """Record each fill's SHA-256 and size as its record's digest and lift its gap
+    (:meth:`Record.filled`; a gap that kept its digest keeps it, only the gap goes), in one
+    transaction: each family file written once. A record that is no longer the gap the bytes
+    were checked for (changed or removed since ``registry`` was read), or that has no source
+    to stand on once lifted, is left as it is. The names whose records now hold their fill's
+    digest without a gap: recorded here, or by another writer first (two fetches at once)."""
+    by_family: dict[str, list[Fill]] = {}
+    for fill in fills:
+        by_family.setdefault(family_of(fill.name), []).append(fill)
+    recorded: set[str] = set()
+    with transaction(registry.root) as tx:
+        for family, group in sorted(by_family.items()):
+            now = tx.family(family, known=registry.families.get(family))
+            records = dict(now.records) if now is not None else {}
+            written = False
+            for fill in group:
+                old = records.get(fill.name)
+                if old is not None and old.gap is None and old.digest == fill.digest:
+                    recorded.add(fill.name)  # lifted by another writer, to these very bytes
+                    continue
+                new = old.filled(fill.digest, proved=fill.proved) if old is not None else None
+                if new is None or isinstance(new.source, NoSource):
+                    continue
+                records[fill.name] = dataclasses.replace(new, blake3=new.blake3 or fill.blake3)
+                recorded.add(fill.name)
+                written = True
+            if written:
+                tx.write(family, records.values())
+    return frozenset(recorded)

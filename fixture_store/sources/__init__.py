@@ -19,8 +19,8 @@ from typing import BinaryIO, TypeVar
 
 from fixture_store.errors import ArtifactError, IntegrityError
 from fixture_store.objects import names
-from fixture_store.objects.digests import Digest
-from fixture_store.objects.store import Store
+from fixture_store.objects.digests import Awaited, Digest
+from fixture_store.objects.store import Store, Stored
 from fixture_store.objects.trees import Tree
 from fixture_store.registry import (
     GeneratorSource,
@@ -130,6 +130,40 @@ def put_object(
         ) from e
 
 
+def put_awaited(
+    ctx: FetchContext, record: Record, stream: BinaryIO, awaited: Awaited, cap: int
+) -> Stored:
+    """Copy ``stream`` (at most ``cap`` bytes) into the store if it has the digest a gap awaits
+    (``awaited``: its SHA-256, or a weak md5 or sha1, checked as the bytes are hashed); its
+    SHA-256 and size are those of the same bytes. Refused otherwise (:class:`SourceError`),
+    and nothing is stored: the bytes wait in a temp file until they are proved."""
+    check = awaited.hasher() if awaited.weak else None
+    with ctx.store.staging(replace=True) as staging:  # whatever is not published is removed
+        staged = staging.stream(stream, tap=check.update if check is not None else None)
+        stored = staged.stored
+        if stored.digest.size > cap:
+            raise SourceError(
+                record.name,
+                f"{record.source.describe()} sent more than {cap:,} bytes, the most a download "
+                "of no recorded size may be; nothing was stored",
+                fix="record the file's size with its digest (its manifest's size, or fixture-store "
+                f"add PATH --name {names.shell(record.name)} --replace once you have the file)",
+            )
+        got = check.hexdigest() if check is not None else stored.digest.hex
+        if got != awaited.hex:
+            raise SourceError(
+                record.name,
+                f"the bytes from {record.source.describe()} do not have the {awaited.algorithm} "
+                f"the gap awaits: expected {awaited}, got {awaited.algorithm}:{got} "
+                f"({stored.digest.size:,} bytes); nothing was stored",
+                fix="the server sends other bytes than the manifest listed: check the record's "
+                "source.url and the digest it awaits (its manifest's), then: fixture-store fetch "
+                f"{names.shell(record.name)}",
+            )
+        staging.publish([staged])
+    return stored
+
+
 def put_tree(
     ctx: FetchContext, record: Record, tree: Tree, open_member: Callable[[str], BinaryIO]
 ) -> None:
@@ -192,6 +226,37 @@ def fetch_record(ctx: FetchContext, record: Record) -> None:
     fetcher_for(record)(ctx, record)
 
 
+Filler = Callable[[FetchContext, Record], Stored]
+
+
+def filler_for(record: Record) -> Filler | None:
+    """How a gap known by its digest alone (no size: :attr:`Gap.expected`) is filled from its
+    source, checked against that digest; ``None`` for a record that is no such gap, or whose
+    source cannot deliver bytes of no recorded size. A url does: one file, read by the bounded
+    reader under the download cap of no known size. A Hub file, a package member and a local
+    file are registered with their size (an import lifts a gap of its local file)."""
+    from fixture_store.sources import url
+
+    gap = record.gap
+    if gap is None or gap.expected is None or record.digest is not None:
+        return None
+    return url.fill if isinstance(record.source, UrlSource) else None
+
+
+def fill_record(ctx: FetchContext, record: Record) -> Stored:
+    """Bring the bytes a gap awaits into the store from its source, checked against the digest
+    it awaits (see :func:`filler_for`, :func:`put_awaited`): their stored SHA-256 and size."""
+    filler = filler_for(record)
+    if filler is None:
+        raise SourceError(
+            record.name,
+            f"is a declared gap that its {record.source.type} source cannot fill",
+            fix=f"register its bytes: fixture-store add PATH --name {names.shell(record.name)} "
+            f"--kind {record.kind} --replace",
+        )
+    return filler(ctx, record)
+
+
 __all__ = [
     "OFFLINE_ENV_VARS",
     "FetchContext",
@@ -199,7 +264,10 @@ __all__ = [
     "SourceError",
     "fetch_record",
     "fetcher_for",
+    "fill_record",
+    "filler_for",
     "offline_from_env",
+    "put_awaited",
     "put_object",
     "put_tree",
     "source_as",

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from fixture_store.errors import UsageError
-from fixture_store.limits import KiB
+from fixture_store.limits import GiB, KiB
 from fixture_store.objects import names
 
 DEADLINE_ENV = "FIXTURE_STORE_DOWNLOAD_DEADLINE"
@@ -40,6 +40,9 @@ RATE_WINDOW_S = 10.0
 
 # An error answer's body is read for its message only: its first bytes, never more.
 ERROR_BODY_CAP = 4 * KiB
+# What a body of no known size may be: a gap known only by a digest (no size) is filled by a
+# download of at most this many bytes. The largest member a package source reads is as large.
+UNSIZED_CAP = 1 * GiB
 
 Clock = Callable[[], float]
 Read1 = Callable[[int], bytes]
@@ -67,16 +70,19 @@ class DownloadPolicy:
 
     ``deadline`` is the total time one artifact's download may take, all attempts and pauses
     included; ``None`` derives it from the size: ``deadline_floor`` plus the size at ``min_rate``,
-    so a download that keeps the minimum rate always fits.
+    so a download that keeps the minimum rate always fits. ``unsized_cap`` is the size a body
+    no record gives the size of may reach (a gap known by its digest alone): its cap, and the
+    size its deadline is derived from.
     """
 
     deadline: float | None = None
     min_rate: float = MIN_RATE
     rate_window: float = RATE_WINDOW_S
     deadline_floor: float = DEADLINE_FLOOR_S
+    unsized_cap: int = UNSIZED_CAP
 
     def __post_init__(self) -> None:
-        for name in ("min_rate", "rate_window", "deadline_floor", "deadline"):
+        for name in ("min_rate", "rate_window", "deadline_floor", "deadline", "unsized_cap"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int | float) and _positive(value)):
                 raise UsageError(f"download {name} must be a positive number, got {value!r}")

@@ -16,11 +16,12 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from fixture_store.objects import names
+from fixture_store.objects.store import Stored
 from fixture_store.registry import Record, UrlSource
-from fixture_store.sources import FetchContext, SourceError, put_object, source_as
+from fixture_store.sources import FetchContext, SourceError, put_awaited, put_object, source_as
 from fixture_store.sources.transfer import (
     BelowMinimumRate,
     BodyCut,
@@ -185,12 +186,16 @@ class _Guarded:
     (:class:`~fixture_store.sources.transfer.BoundedBody`): at most the record's size and one
     byte, the deadline checked before each read, at the minimum rate. A cut connection, a short
     body and a slow one are a TransientError (a short body is a cut transfer as far as anyone
-    can tell: worth another attempt)."""
+    can tell: worth another attempt).
+
+    With ``exact=False`` the body's size is not known (``cap`` only bounds it): a body that
+    ends is whole, unless it ends short of the ``Content-Length`` its answer announced."""
 
     raw: BinaryIO
     cap: int
     meter: RateMeter
     deadline: Deadline | None = None
+    exact: bool = True
     body: BoundedBody = field(init=False)
 
     def __post_init__(self) -> None:
@@ -199,6 +204,7 @@ class _Guarded:
         read1 = getattr(self.raw, "read1", None) or self.raw.read
         errors = (TimeoutError, OSError, http.client.HTTPException)
         self.body = BoundedBody(read1, self.cap, self.deadline, self.meter, errors=errors)
+        self.body.exact = self.exact
 
     @property
     def read_so_far(self) -> int:
@@ -206,11 +212,20 @@ class _Guarded:
 
     def readinto(self, buf: memoryview) -> int:
         try:
-            return self.body.readinto(buf)
+            n = self.body.readinto(buf)
         except BodyCut as e:
             raise TransientError(str(e)) from e
         except BelowMinimumRate as e:
             raise TransientError(f"too slow after {self.body.got:,} bytes: {e}") from e
+        if n == 0 and not self.exact and self.body.got <= self.cap:
+            # http.client counts down the announced length; its body ends early without a word.
+            short = getattr(self.raw, "length", None)
+            if isinstance(short, int) and short > 0:
+                raise TransientError(
+                    f"the body ended after {self.body.got:,} bytes, {short:,} short of its "
+                    "Content-Length"
+                )
+        return n
 
     def read(self, n: int = -1) -> bytes:
         buf = bytearray(n if n >= 0 else self.cap + 1 - self.body.got)
@@ -232,7 +247,6 @@ def fetch(
     ``timeout`` bounds one read; the deadline bounds the download, attempts and pauses included.
     """
     url = source_as(record, UrlSource).url
-    pause = BACKOFF_S if backoff is None else backoff
     if record.is_tree:
         raise SourceError(
             record.name,
@@ -242,24 +256,94 @@ def fetch(
     expected = record.object
     if not ctx.needs(expected):
         return
+    _check_https(record, url)
+    ctx.require_online(record, "the object")
+
+    def put(body: _Guarded) -> None:
+        put_object(ctx, record, body, expected)  # type: ignore[arg-type]
+
+    tries = _Tries(opener or default_opener, attempts, backoff, timeout)
+    _download(ctx, record, url, put, cap=expected.size, tries=tries, exact=True)
+
+
+def fill(
+    ctx: FetchContext,
+    record: Record,
+    opener: Opener | None = None,
+    *,
+    attempts: int = ATTEMPTS,
+    backoff: float | None = None,
+    timeout: float = TIMEOUT_S,
+) -> Stored:
+    """Download the file a gap awaits, known by its digest alone (:attr:`Gap.expected`: a
+    SHA-256 without its size, or a weak md5 or sha1): read by the bounded reader under
+    ``ctx.policy.unsized_cap`` (its deadline derived from that cap), checked against that
+    digest as it is stored (:func:`~fixture_store.sources.put_awaited`), retried as
+    :func:`fetch` is. Returns the SHA-256, size and BLAKE3 of the bytes stored."""
+    url = source_as(record, UrlSource).url
+    awaited = record.gap.expected if record.gap is not None else None
+    if awaited is None or record.digest is not None:
+        raise SourceError(record.name, "is no gap known by its digest alone: fetch it instead")
+    _check_https(record, url)
+    ctx.require_online(record, "the file the gap awaits")
+    cap = ctx.policy.unsized_cap
+
+    def put(body: _Guarded) -> Stored:
+        return put_awaited(ctx, record, body, awaited, cap)  # type: ignore[arg-type]
+
+    tries = _Tries(opener or default_opener, attempts, backoff, timeout)
+    return _download(ctx, record, url, put, cap=cap, tries=tries, exact=False)
+
+
+def _check_https(record: Record, url: str) -> None:
     if not url.startswith("https://"):
         raise SourceError(record.name, f"{url!r} is not https; only https sources are fetched")
-    ctx.require_online(record, "the object")
-    open_url = opener or default_opener
-    deadline = ctx.policy.start(expected.size, read_timeout=timeout)
+
+
+@dataclass(frozen=True)
+class _Tries:
+    """How a download is opened and tried again: the opener, the attempts, the first pause
+    (``None``: :data:`BACKOFF_S`) and the timeout of one read."""
+
+    opener: Opener
+    attempts: int
+    backoff: float | None
+    timeout: float
+
+
+_T = TypeVar("_T")
+
+
+def _download(
+    ctx: FetchContext,
+    record: Record,
+    url: str,
+    put: Callable[[_Guarded], _T],
+    *,
+    cap: int,
+    tries: _Tries,
+    exact: bool,
+) -> _T:
+    """``put`` the body of ``url`` (read by the bounded reader: at most ``cap`` bytes and one,
+    exactly ``cap`` if ``exact``) within the deadline of a download of ``cap`` bytes, trying
+    again on transient errors only: a refusal by ``put`` (the server answered, with the wrong
+    bytes) is counted and never retried."""
+    pause = BACKOFF_S if tries.backoff is None else tries.backoff
+    attempts = tries.attempts
+    deadline = ctx.policy.start(cap, read_timeout=tries.timeout)
     last: Exception | None = None
     for attempt in range(1, attempts + 1):
         try:
-            stream = open_url(url, deadline)
+            stream = tries.opener(url, deadline)
             try:
-                guarded = _Guarded(stream, expected.size, ctx.policy.meter(), deadline)
+                guarded = _Guarded(stream, cap, ctx.policy.meter(), deadline, exact=exact)
                 try:
-                    put_object(ctx, record, guarded, expected)  # type: ignore[arg-type]
+                    done = put(guarded)
                 except SourceError:
                     ctx.count_refused(guarded.read_so_far)
                     raise
                 ctx.count_download(guarded.read_so_far)
-                return
+                return done
             finally:
                 stream.close()
         except (TransientError, DeadlineExceeded) as e:
@@ -274,18 +358,31 @@ def fetch(
         if attempt == attempts or wait >= deadline.remaining():
             break
         time.sleep(wait)
+    raise _gave_up(record, url, deadline, last, attempt=attempt, attempts=attempts)
+
+
+def _gave_up(
+    record: Record,
+    url: str,
+    deadline: Deadline,
+    last: Exception | None,
+    *,
+    attempt: int,
+    attempts: int,
+) -> SourceError:
+    """Why a download that never completed stopped: its deadline, or its attempts."""
     if attempt < attempts or deadline.expired:
         tried = f"{attempt} attempt{'s' if attempt > 1 else ''}"
         if not isinstance(last, DeadlineExceeded):
             tried += f"; last: {last}"
-        raise SourceError(
+        return SourceError(
             record.name,
             f"{url}: no complete download within the deadline of {deadline.seconds:g}s "
             f"({tried}); nothing was stored",
             fix=slow_download_fix(record.name),
         )
     slow = isinstance(last, TransientError) and isinstance(last.__cause__, BelowMinimumRate)
-    raise SourceError(
+    return SourceError(
         record.name,
         f"{url}: gave up after {attempts} attempts: {last}",
         fix=slow_download_fix(record.name)

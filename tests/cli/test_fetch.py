@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from click.testing import CliRunner
 from fixture_store.cli import main
 from fixture_store.objects.store import Store
 from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
+from tests.support.served import https_files
 
 
 @pytest.fixture
@@ -159,3 +161,49 @@ def test_a_fetch_shows_a_row_only_for_what_is_not_fine(project: Path, tmp_path: 
     assert result.exit_code == 1
     assert "other/hub" in result.stdout and "loc/f0" not in result.stdout
     assert "  loc: 3 fetched" in result.stdout and "  other: 1 failed" in result.stdout
+
+
+def test_a_filled_gap_is_named_with_the_sha256_recorded_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terminal says which records had their SHA-256 recorded, and what their bytes were
+    checked against."""
+    data = b"weakly known bytes\n" * 40
+    md5 = hashlib.md5(data).hexdigest()
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files["/w.bin"] = data
+        root = tmp_path / "weak"
+        gap = {"kind": "fixture", "gap": {"reason": "absent; weak"}, "digest": f"md5:{md5}"}
+        make_registry(
+            root, {"refs/w.bin": {**gap, "source": {"type": "url", "url": served.url("w.bin")}}}
+        )
+        result = run(root, tmp_path, "fetch", "refs/w.bin")
+    assert result.exit_code == 0, result.output
+    sha = hashlib.sha256(data).hexdigest()
+    assert "1 artifacts: 1 fetched" in result.stdout
+    assert (
+        f"recorded refs/w.bin: sha256:{sha} ({len(data):,} bytes), its bytes checked against "
+        f"md5:{md5}; the gap is lifted"
+    ) in result.stdout
+
+
+def test_a_gap_that_kept_its_digest_is_named_as_lifted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The terminal names each gap lifted whose record kept its digest and size: only the gap
+    went."""
+    data = b"bytes known by digest and size\n" * 40
+    with https_files(tmp_path, monkeypatch) as served:
+        served.files["/s.bin"] = data
+        root = tmp_path / "sized"
+        record = file_record({"type": "url", "url": served.url("s.bin")}, data)
+        make_registry(root, {"refs/s.bin": {**record, "gap": {"reason": "absent"}}})
+        result = run(root, tmp_path, "fetch", "refs/s.bin")
+    assert result.exit_code == 0, result.output
+    assert "1 artifacts: 1 fetched" in result.stdout
+    sha = hashlib.sha256(data).hexdigest()
+    assert (
+        f"lifted the gap of refs/s.bin: its bytes are in the store with the digest it kept, "
+        f"sha256:{sha} ({len(data):,} bytes)"
+    ) in result.stdout
+    assert "recorded refs/s.bin" not in result.stdout

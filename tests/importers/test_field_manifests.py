@@ -132,8 +132,37 @@ def test_md5sum_and_sha1sum_outputs_check_present_bytes_and_record_sha256(
     records = family_doc(project, "refs")["records"]
     assert records["refs/a.bin"]["digest"] == f"sha256:{_sha(A)}"
     gap = records["refs/b.bin"]
-    assert "weak" in gap["gap"]["reason"] and "digest" not in gap
+    # The weak digest is the one the gap awaits, shown as the record's digest, without a size.
+    assert "weak" in gap["gap"]["reason"] and "size" not in gap
+    assert gap["digest"] == f"{tool}:{weak}"
     assert gap["metadata"]["imported_from"]["digests"] == [f"{tool}:{weak}"]
+
+
+@pytest.mark.usefixtures("store")
+def test_a_weak_gap_with_an_https_url_gets_it_as_its_source_so_fetch_can_fill_it(
+    project: Path,
+) -> None:
+    """The https URL of an entry known by md5 or sha1 alone is its gap's source, as for one
+    known by its SHA-256; a digest a gap cannot await (sha512) keeps it as metadata only."""
+    data = project / "data"
+    data.mkdir()
+    md5, sha1 = hashlib.md5(A).hexdigest(), hashlib.sha1(B).hexdigest()
+    sha512 = hashlib.sha512(A).hexdigest()
+    (data / "registry.txt").write_text(
+        f"a.bin md5:{md5} https://example.org/a.bin\n"
+        f"b.bin sha1:{sha1} https://example.org/b.bin\n"
+        f"c.bin sha512:{sha512} https://example.org/c.bin\n"
+    )
+    code, _, err = _import("data/registry.txt", "--gaps")
+    assert code == 0, err
+    records = family_doc(project, "refs")["records"]
+    for name, digest in (("a.bin", f"md5:{md5}"), ("b.bin", f"sha1:{sha1}")):
+        record = records[f"refs/{name}"]
+        assert record["source"] == {"type": "url", "url": f"https://example.org/{name}"}
+        assert record["digest"] == digest and "size" not in record and "weak" in str(record)
+    only = records["refs/c.bin"]
+    assert "digest" not in only and only["metadata"]["url"] == "https://example.org/c.bin"
+    assert only.get("source", {}).get("type") != "url"
 
 
 @pytest.mark.usefixtures("store")

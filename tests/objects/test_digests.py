@@ -1,3 +1,4 @@
+import hashlib
 import io
 from pathlib import Path
 
@@ -122,3 +123,39 @@ def test_parse_accepts_and_refuses_as_the_field_checks_do(text: str, size: objec
     except DigestFormatError:
         got = DigestFormatError
     assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "algorithm"),
+    [("md5:" + "0" * 32, "md5"), ("sha1:" + "a" * 40, "sha1"), ("sha256:" + EMPTY, "sha256")],
+)
+def test_an_awaited_digest_parses_and_prints_itself(text: str, algorithm: str) -> None:
+    awaited = digests.Awaited.parse(text)
+    assert (awaited.algorithm, str(awaited)) == (algorithm, text)
+    assert awaited.weak is (algorithm != "sha256")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("md5:" + "0" * 31, "has 31 hex characters, md5 has 32"),
+        ("sha1:" + "A" * 40, "is not lower-case hex after 'sha1:'"),
+        ("MD5:" + "0" * 32, "unsupported digest algorithm 'MD5': write it 'md5'"),
+        ("sha512:" + "0" * 128, "a gap awaits 'sha256:<hex>'"),
+        (EMPTY, "lacks the 'sha256:' prefix"),
+    ],
+)
+def test_an_awaited_digest_that_is_not_one_is_refused_with_the_reason(
+    text: str, needle: str
+) -> None:
+    with pytest.raises(DigestFormatError, match=needle.replace("(", r"\(")):
+        digests.Awaited.parse(text)
+
+
+def test_only_a_sha256_names_the_bytes_a_weak_digest_awaits_them_checked() -> None:
+    data = b"abc"
+    sha = digests.of_bytes(data)
+    assert digests.Awaited.parse(sha.text).names(sha)
+    md5 = digests.Awaited("md5", hashlib.md5(data).hexdigest())
+    assert md5.hasher().name == "md5"
+    assert not md5.names(sha)  # an md5 is proved against the bytes themselves, never a SHA-256

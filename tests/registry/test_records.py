@@ -14,7 +14,7 @@ import pytest
 from fixture_store import registry as registry_mod
 from fixture_store.errors import GapError, RegistryError
 from fixture_store.objects import trees
-from fixture_store.objects.digests import Digest
+from fixture_store.objects.digests import Awaited, Digest
 from fixture_store.registry import (
     Annotations,
     Gap,
@@ -221,12 +221,64 @@ def test_a_gap_needs_no_source_and_may_name_its_digest_without_a_size() -> None:
     assert record.is_gap and record.digest is None and record.to_json() == bare
     named = {**bare, "digest": f"sha256:{HEX}"}
     record = parse_record("f/x", named, file="f.json")
-    assert record.gap is not None and record.gap.expected == f"sha256:{HEX}"
+    assert record.gap is not None and str(record.gap.expected) == f"sha256:{HEX}"
     assert record.digest is None and record.objects() == [] and record.to_json() == named
     with pytest.raises(RegistryError, match="lacks the 'sha256:' prefix"):
         parse_record("f/x", {**bare, "digest": HEX}, file="f.json")
     with pytest.raises(RegistryError, match="a size only with its digest"):
         parse_record("f/x", {**bare, "size": 3}, file="f.json")
+
+
+@pytest.mark.parametrize("awaited", [f"md5:{'cd' * 16}", f"sha1:{'ef' * 20}"])
+def test_a_gap_known_only_by_a_weak_digest_shows_it_as_its_digest(awaited: str) -> None:
+    raw = {"kind": "fixture", "gap": {"reason": "absent; weak"}, "digest": awaited}
+    jsonschema.validate({"format_version": 1, "records": {"f/x": raw}}, files.schema())
+    record = parse_record("f/x", raw, file="f.json")
+    assert record.gap is not None and record.gap.expected is not None
+    assert record.gap.expected.weak and str(record.gap.expected) == awaited
+    assert record.digest is None and record.objects() == [] and record.to_json() == raw
+    # A weak digest never pins bytes: not beside a size, not in a record that is no gap.
+    for shape in ({**raw, "size": 3}, {"kind": "fixture", "digest": awaited, "size": 3}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({"format_version": 1, "records": {"f/x": shape}}, files.schema())
+    with pytest.raises(RegistryError) as caught:
+        parse_record("f/x", {**raw, "size": 3}, file="f.json")
+    assert caught.value.field == "digest" and "identity is sha256" in str(caught.value)
+    with pytest.raises(RegistryError, match="md5 has 32"):
+        parse_record("f/x", {**raw, "digest": "md5:" + "cd" * 15}, file="f.json")
+
+
+def test_a_gap_is_filled_only_by_the_bytes_it_awaits() -> None:
+    sha = Digest(HEX, 12)
+    imported = {"imported_from": {"digests": [f"md5:{'cd' * 16}"], "format": "pooch"}}
+    weak = parse_record(
+        "f/x",
+        {
+            "kind": "fixture",
+            "gap": {"reason": "r"},
+            "digest": f"md5:{'cd' * 16}",
+            "metadata": imported,
+        },
+        file="f",
+    )
+    assert weak.gap is not None and weak.gap.expected is not None
+    assert weak.filled(sha) is None  # a SHA-256 cannot say it has that md5
+    assert weak.filled(sha, proved=Awaited("md5", "ab" * 16)) is None  # another md5
+    filled = weak.filled(sha, proved=weak.gap.expected)
+    assert filled is not None and filled.gap is None and filled.digest == sha
+    assert filled.metadata == weak.metadata  # the import's list keeps the weak digest already
+    typed = replace(weak, metadata=None)  # a gap written by hand: the weak digest is kept too
+    kept = typed.filled(sha, proved=weak.gap.expected)
+    assert kept is not None and kept.metadata == {"checked_against": f"md5:{'cd' * 16}"}
+    by_sha = parse_record(
+        "f/x", {"kind": "fixture", "gap": {"reason": "r"}, "digest": f"sha256:{HEX}"}, file="f"
+    )
+    assert by_sha.filled(Digest("cd" * 32, 12)) is None
+    lifted = by_sha.filled(sha)
+    assert lifted is not None and lifted.gap is None and lifted.metadata is None
+    sized = replace(by_sha, digest=sha, gap=Gap("r"))
+    assert sized.filled(Digest(HEX, 13)) is None and sized.filled(sha) is not None
+    assert replace(sized, gap=None).filled(sha) is None  # no gap, nothing to fill
 
 
 def test_only_a_gap_may_go_without_a_source() -> None:

@@ -3,6 +3,8 @@ replace; a stale read-modify-write is refused; a killed writer leaves a complete
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import threading
 import time
 from pathlib import Path
@@ -11,6 +13,9 @@ import pytest
 
 from fixture_store import registry as registry_mod
 from fixture_store.errors import UsageError
+from fixture_store.objects import digests
+from fixture_store.objects.digests import Awaited
+from fixture_store.registry import Record
 from fixture_store.registry import files as files_mod
 from tests.support.records import local_record
 from tests.support.trials import sigkill_registry_writes
@@ -107,3 +112,62 @@ def test_a_writer_killed_mid_write_leaves_the_old_or_the_new_document_50_times(
     tally = sigkill_registry_writes(tmp_path / "trial", rounds=50)
     assert tally.rounds == 50
     assert tally.clean, str(tally)
+
+
+def test_fills_are_recorded_in_one_write_and_a_record_changed_since_is_left_as_it_is(
+    project: Path,
+) -> None:
+    """:func:`record_fills` records each filled gap's SHA-256 under the lock, against the
+    family as it is then: a gap that no longer awaits the digest its bytes were checked
+    against (another writer changed it) is left as that writer left it."""
+    data = b"the bytes awaited"
+    sha, md5 = digests.of_bytes(data), Awaited("md5", hashlib.md5(data).hexdigest())
+
+    def gap(name: str, awaited: Awaited) -> Record:
+        raw = {"kind": "fixture", "gap": {"reason": "absent"}, "digest": str(awaited)}
+        source = {"source": {"type": "url", "url": "https://example.org/x"}}
+        return registry_mod.parse_record(name, {**raw, **source}, file="<test>")
+
+    other = Awaited("md5", "00" * 16)
+    registry_mod.write_family(
+        registry_mod.load(project), "fam", [gap("fam/a", md5), gap("fam/b", md5), _record("fam/c")]
+    )
+    read = registry_mod.load(project)  # what the fetch read
+    now = registry_mod.load(project)
+    registry_mod.write_family(
+        now, "fam", [*(r for r in now.records() if r.name != "fam/b"), gap("fam/b", other)]
+    )
+    fills = [registry_mod.Fill(n, md5, sha, "b3" * 32) for n in ("fam/a", "fam/b", "fam/gone")]
+    assert registry_mod.record_fills(read, fills) == {"fam/a"}
+    after = registry_mod.load(project)
+    a, b = after.get("fam/a"), after.get("fam/b")
+    assert a.gap is None and a.digest == sha and a.blake3 == "b3" * 32
+    assert b.gap is not None and b.gap.expected == other and b.digest is None
+    assert after.get("fam/c") == _record("fam/c")
+
+
+def test_a_fill_lifts_a_gap_that_kept_its_digest_only_if_it_has_a_source(project: Path) -> None:
+    """A gap that kept its digest and size keeps it, only the gap goes; one with no source
+    stays a gap (lifted, it would be a record with nowhere to come from, which the rules
+    refuse), and a fill of other bytes lifts nothing. A fill another writer recorded first is
+    counted, and nothing is written again."""
+    data = b"the bytes awaited"
+    sha = digests.of_bytes(data)
+    raw = {"kind": "fixture", "gap": {"reason": "absent"}, "digest": sha.text, "size": sha.size}
+    source = {"source": {"type": "url", "url": "https://example.org/x"}}
+    sourced = registry_mod.parse_record("fam/a", {**raw, **source}, file="<test>")
+    bare = registry_mod.parse_record("fam/b", raw, file="<test>")
+    other = registry_mod.parse_record("fam/c", {**raw, **source}, file="<test>")
+    registry_mod.write_family(registry_mod.load(project), "fam", [sourced, bare, other])
+    other_bytes = digests.of_bytes(b"other bytes")
+    fills = [registry_mod.Fill("fam/a", None, sha), registry_mod.Fill("fam/b", None, sha)]
+    fills.append(registry_mod.Fill("fam/c", None, other_bytes))
+    read = registry_mod.load(project)
+    assert registry_mod.record_fills(read, fills) == {"fam/a"}
+    after = registry_mod.load(project)
+    assert after.get("fam/a") == dataclasses.replace(sourced, gap=None)
+    assert after.get("fam/b") == bare and after.get("fam/c") == other
+    # Another fetch that read the gap before this one lifted it: its fill is already there.
+    written = (project / "provenance" / "fam.json").read_bytes()
+    assert registry_mod.record_fills(read, fills[:1]) == {"fam/a"}
+    assert (project / "provenance" / "fam.json").read_bytes() == written

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import ssl
 import threading
 from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -15,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from bench.harness import make_cert
 from fixture_store import registry as registry_mod
 from fixture_store.objects.store import Store
 from fixture_store.registry import Registry
@@ -28,6 +26,7 @@ from fixture_store.remotes.packs import ONE_PER_KEY
 from fixture_store.remotes.sync import Outcome, SyncPlan, plan, pull, push
 from tests.support.cli import add_file_and_case
 from tests.support.s3server import FaultProxy
+from tests.support.served import https_server, trusted_tls
 
 FAST = Retry(attempts=2, backoff=0.01, total=5.0)
 
@@ -60,19 +59,9 @@ def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[st
     through $SSL_CERT_FILE); yields its base URL and the folder."""
     folder = tmp_path / "served"
     folder.mkdir()
-    cert, key = make_cert(tmp_path)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}/mirror", folder
-    finally:
-        server.shutdown()
-        server.server_close()
+    handler = functools.partial(_Quiet, directory=str(folder))
+    with https_server(tmp_path, monkeypatch, handler) as base:
+        yield f"{base}/mirror", folder
 
 
 @pytest.fixture
@@ -227,10 +216,7 @@ def hostile(
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    cert, key = make_cert(tmp_path)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    context = trusted_tls(tmp_path, monkeypatch)
     try:
         with FaultProxy(f"http://127.0.0.1:{server.server_address[1]}", tls=context) as proxy:
             yield registry, the_plan, HttpsRemote("mirror", f"{proxy.url}/mirror"), proxy

@@ -5,11 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import ssl
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,6 @@ import numpy as np
 import pytest
 from safetensors.numpy import save
 
-from bench.harness import make_cert
 from fixture_store import registry as registry_mod
 from fixture_store.access import Fixtures
 from fixture_store.errors import IntegrityError, MissingObjectError
@@ -27,6 +24,7 @@ from fixture_store.readers import content
 from fixture_store.registry import Kind
 from fixture_store.sources import OfflineError
 from tests.support.fetchutil import make_registry, online_env  # noqa: F401 - autouse
+from tests.support.served import https_server
 
 WEIGHTS: dict[str, np.ndarray[Any, Any]] = {
     "big": np.arange(512 * 512, dtype=np.float32).reshape(512, 512),  # 1 MiB
@@ -49,7 +47,6 @@ class Server:
 
 @pytest.fixture
 def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Server]]:
-    cert, key = make_cert(tmp_path)
     server_state = Server()
 
     class Handler(BaseHTTPRequestHandler):
@@ -97,19 +94,8 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
             except OSError:
                 server_state.sent[at] = 0  # the client left before the body: nothing read
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}", server_state
-    finally:
-        server.shutdown()
-        server.server_close()
+    with https_server(tmp_path, monkeypatch, Handler) as base:
+        yield base, server_state
 
 
 def _project(tmp_path: Path, source: dict[str, str]) -> tuple[Fixtures, bytes]:

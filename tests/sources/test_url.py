@@ -4,26 +4,27 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import re
-import ssl
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.harness import make_cert
 from fixture_store.fetch import Outcome, fetch_names
+from fixture_store.objects import digests
 from fixture_store.objects.store import Store
 from fixture_store.registry import UrlSource
 from fixture_store.sources import FetchContext, SourceError
 from fixture_store.sources import url as url_source
 from fixture_store.sources.transfer import DEADLINE_ENV, MIN_RATE_ENV, Deadline, DownloadPolicy
 from tests.support.fetchutil import file_record, make_registry, online_env  # noqa: F401 - autouse
+from tests.support.served import https_server
 
 DATA = b"clip-bytes-" * 1000
 BIG = bytes(range(256)) * 1024  # 256 KiB: takes a while at a trickle
@@ -55,7 +56,6 @@ class Behaviour:
 
 @pytest.fixture
 def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, Behaviour]]:
-    cert, key = make_cert(tmp_path)
     behaviour = Behaviour()
 
     class Handler(BaseHTTPRequestHandler):
@@ -105,21 +105,12 @@ def https(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str
                 return
             self.wfile.write(body)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
     monkeypatch.setattr(url_source, "BACKOFF_S", 0.01)
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}", behaviour
-    finally:
-        behaviour.stop.set()
-        server.shutdown()
-        server.server_close()
+    with https_server(tmp_path, monkeypatch, Handler) as base:
+        try:
+            yield base, behaviour
+        finally:
+            behaviour.stop.set()  # a trickling or stalled answer ends before the server stops
 
 
 def setup(tmp_path: Path, base: str, expected: bytes = DATA) -> tuple[Store, Any]:
@@ -378,3 +369,43 @@ def test_a_plain_http_url_is_never_opened_even_if_the_record_skipped_validation(
         url_source.default_opener(
             "http://127.0.0.1:9/a.bin", DownloadPolicy().start(0, read_timeout=1)
         )
+
+
+# -- a gap known by its digest alone: a body of no recorded size -------------------------------
+def _gap(tmp_path: Path, base: str, awaited: str) -> tuple[Store, Any]:
+    gap = {"kind": "video", "gap": {"reason": "absent"}, "digest": awaited}
+    registry = make_registry(
+        tmp_path / "p", {"clips/a": {**gap, "source": {"type": "url", "url": f"{base}/a.bin"}}}
+    )
+    return Store.at(tmp_path / "store"), registry
+
+
+def test_a_gap_is_filled_from_a_body_of_no_known_size_and_a_cut_one_is_retried(
+    https: tuple[str, Behaviour], tmp_path: Path
+) -> None:
+    """A body whose size no record gives ends where the server ends it; one that ends short of
+    the Content-Length its answer announced is a cut transfer, tried again (taken whole, it
+    would be refused as bytes without the digest awaited)."""
+    base, behaviour = https
+    behaviour.drop_first = 1
+    store, registry = _gap(tmp_path, base, f"md5:{hashlib.md5(DATA).hexdigest()}")
+    ctx = FetchContext(store, tmp_path)
+    stored = url_source.fill(ctx, registry.get("clips/a"), backoff=0)
+    assert stored.digest == digests.of_bytes(DATA) and store.has(stored.digest)
+    assert len(behaviour.requests) == 2
+    assert (ctx.downloads, ctx.downloaded, ctx.refused) == (1, len(DATA), 0)
+
+
+def test_a_body_of_no_known_size_past_the_download_cap_is_refused_and_not_stored(
+    https: tuple[str, Behaviour], tmp_path: Path
+) -> None:
+    base, behaviour = https
+    store, registry = _gap(tmp_path, base, f"sha256:{hashlib.sha256(DATA).hexdigest()}")
+    cap = len(DATA) - 10
+    ctx = FetchContext(store, tmp_path, policy=DownloadPolicy(unsized_cap=cap))
+    with pytest.raises(SourceError, match=f"sent more than {cap:,} bytes") as caught:
+        url_source.fill(ctx, registry.get("clips/a"), backoff=0)
+    assert "fixture-store add" in (caught.value.fix or "")
+    assert behaviour.requests == ["/a.bin"]  # the server answered: never tried again
+    assert (ctx.refused, ctx.refused_bytes) == (1, cap + 1)  # read no further than cap + 1
+    assert list(store.iter_objects()) == [] and leftovers(store) == []
