@@ -139,7 +139,7 @@ ALLOWED = {
     ("remotes/https.py", "self.base"): "url(digest): the address a request is sent to, not output",
     ("remotes/s3.py", "self.url"): "s3://BUCKET/PREFIX rebuilt from a spec config.check_url "
     "accepted, which holds no user information or parameters",
-    ("snapshot.py", "self.base"): "a folder path, not a URL",
+    ("objects/statcheck.py", "self.base"): "a folder path, not a URL",
 }
 
 

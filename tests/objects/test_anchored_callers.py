@@ -137,7 +137,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     "source file, opened O_NOFOLLOW",
     ("importers/held.py", "_temp"): "makes a file O_EXCL in the import's own private scratch "
     "folder (mkstemp)",
-    ("snapshot.py", "_Folders.fd"): "opens shard folders O_NOFOLLOW | O_DIRECTORY",
+    ("objects/statcheck.py", "Folders.fd"): "opens shard folders O_NOFOLLOW | O_DIRECTORY",
     ("snapshot.py", "_read"): f"{_NOT_A_ROOT} the user's private snapshot cache, O_NOFOLLOW",
     ("snapshot.py", "_write"): f"{_NOT_A_ROOT} the user's private snapshot cache",
     ("sources/local.py", "fetch"): f"{_NOT_A_ROOT} reads the project's source file",
