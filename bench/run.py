@@ -325,7 +325,7 @@ def _fetch_case(b: Bench, case: str, data: Path, nbytes: int) -> None:
                         env=env,
                     ),
                     pooch,
-                    None,
+                    2.0,
                 ),
             ],
             prepare={pooch: fresh("pooch"), fs: fresh("store")},

@@ -83,8 +83,15 @@ def test_a_tampered_tree_member_is_named(project: Path, store: Store) -> None:
         Fixtures(store, reg).tree("fam/case")
 
 
+def _forget_proofs(store: Store) -> None:
+    """Drop the verified-state cache, with the proofs the store made as it published what it
+    had hashed on the way in: the next verify reads every object, as on another machine."""
+    (store.state_dir / "verified.sqlite3").unlink()
+
+
 def test_warm_verify_skips_hashing_and_full_rehashes(project: Path, store: Store) -> None:
     make_project(project, store)
+    _forget_proofs(store)
     reg = registry_mod.load(project)
     [cold] = verify_names(store, reg, ["fam/w"])
     assert cold.hashed_bytes == 3 << 20 and not cold.cached
@@ -200,6 +207,7 @@ def test_a_view_that_batches_cache_writes_saves_them_on_close(
 
     monkeypatch.setattr(statecache, "FLUSH_SECONDS", 3600.0)  # only the close saves here
     reg, w = project_with_weights(project, store)
+    _forget_proofs(store)
     fx = Fixtures(store, reg, batch_cache_writes=True)
     assert fx.check("fam/w").ok and fx.check("fam/case").ok
     saved = VerifiedCache.open(store.state_dir)

@@ -186,3 +186,45 @@ def test_file_hashes_match_across_chunk_boundaries(tmp_path: Path, size: int) ->
     p.write_bytes(data)
     assert digests.of_file(p) == digests.of_bytes(data)
     assert digests.blake3_of_file(p) == (blake3.blake3(data).hexdigest(), size)
+
+
+def test_a_large_object_the_store_hashed_on_the_way_in_is_verified_without_a_read(
+    project: tuple[Store, Path],
+) -> None:
+    """The store proves what it publishes (1 MiB or more): the first verify, in a fresh
+    verifier as another process would have, reads no byte; ``--full`` still reads them all, and
+    a byte changed since is caught."""
+    store, root = project
+    data = os.urandom(2 << 20)
+    _add_file(store, root, "fx/big", data)
+    reg = _load(root)
+    [first] = verify_names(store, reg, ["fx/big"])
+    assert first.ok and first.cached and first.hashed_bytes == 0
+    [full] = verify_names(store, reg, ["fx/big"], full=True)
+    assert full.ok and full.hashed_bytes == len(data)
+    record = reg.get("fx/big")
+    assert record.digest is not None
+    _flip_byte(store.object_path(record.digest))
+    [bad] = verify_names(store, reg, ["fx/big"])
+    assert bad.status is Status.MISMATCH and not bad.cached
+
+
+def test_a_proof_made_on_the_way_in_vouches_for_no_other_blake3(
+    project: tuple[Store, Path],
+) -> None:
+    """A record whose BLAKE3 is not its bytes' is refused by the first verify too: the
+    store's proofs are of the bytes' own BLAKE3 and SHA-256, and the check the record asks for
+    (its BLAKE3) takes only a row of that BLAKE3."""
+    store, root = project
+    _add_file(store, root, "fx/big", os.urandom(2 << 20))
+    _corrupt_recorded_blake3(root, "fx/big")
+    [r] = verify_names(store, _load(root), ["fx/big"])
+    assert r.status is Status.MISMATCH and "BLAKE3" in r.message
+
+
+def test_a_small_object_is_hashed_by_its_first_verify(project: tuple[Store, Path]) -> None:
+    """Under 1 MiB, hashing costs less than saving a proof: none is made on the way in."""
+    store, root = project
+    _add_file(store, root, "fx/small", os.urandom(4096))
+    [r] = verify_names(store, _load(root), ["fx/small"])
+    assert r.ok and not r.cached and r.hashed_bytes == 4096

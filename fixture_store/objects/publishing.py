@@ -86,6 +86,7 @@ def _commit_shard(
         shard = stack.enter_context(_or_none(objects.find(hexes)))
         temps: dict[Path, anchored.Folder] = {}
         renamed = False
+        proofs: list[tuple[str, os.stat_result, str | None]] = []
         for tmp, stored in entries:
             name = stored.digest.hex[SHARD_LEN:]
             if tmp.parent not in temps:
@@ -100,8 +101,14 @@ def _commit_shard(
                 _make_read_only(temps[tmp.parent], tmp.name)
             temps[tmp.parent].replace(tmp.name, shard, name)
             renamed = True
+            if stored.digest.size >= PROVE_BY_CACHE_MIN:
+                proofs.append((stored.digest.hex, shard.lstat(name), stored.blake3))
         if renamed and sync and shard is not None:
             shard.fsync()
+    if proofs:  # what was hashed on the way in is proved: the next verify reads no byte of it
+        from fixture_store.objects import statecache  # sqlite3: only a write pays for it
+
+        statecache.remember_published(store.state_dir, proofs)
     return created
 
 

@@ -19,7 +19,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +193,27 @@ def _save(
     )
 
 
+def rows_of(state_dir: Path, hexdigest: str) -> tuple[Entry | None, Blake3Entry | None]:
+    """The object's two rows (its SHA-256 proof, its BLAKE3 proof) read by their key, as the
+    cache file holds them now; none from a cache that is missing, damaged or behind a link."""
+    path = state_dir / CACHE_FILE
+    try:
+        if not _plain_file(path):
+            return None, None
+        with contextlib.closing(sqlite3.connect(path, timeout=30)) as db:
+            sha = db.execute(
+                f"SELECT ino, size, mtime_ns, ctime_ns FROM {_SHA256_TABLE} WHERE hex = ?",
+                (hexdigest,),
+            ).fetchone()
+            b3 = db.execute(
+                f"SELECT blake3, ino, size, mtime_ns, ctime_ns FROM {_BLAKE3_TABLE} WHERE hex = ?",
+                (hexdigest,),
+            ).fetchone()
+    except (sqlite3.DatabaseError, OSError, StoreError):
+        return None, None
+    return (tuple(sha) if sha else None), (tuple(b3) if b3 else None)
+
+
 def proves(state_dir: Path, hexdigest: str, st: os.stat_result, blake3: str | None) -> bool:
     """Whether the cache in ``state_dir`` holds a proof that the object file ``hexdigest``
     with this stat matched, by SHA-256 or by ``blake3`` (the BLAKE3 of the bytes it must hold).
@@ -225,8 +246,21 @@ def proves(state_dir: Path, hexdigest: str, st: os.stat_result, blake3: str | No
 def remember_one(state_dir: Path, hexdigest: str, st: os.stat_result) -> None:
     """Save one SHA-256 proof at once (see :meth:`VerifiedCache.remember`): the object file
     with this stat was just hashed and matched."""
+    remember_published(state_dir, [(hexdigest, st, None)])
+
+
+def remember_published(
+    state_dir: Path, proofs: Iterable[tuple[str, os.stat_result, str | None]]
+) -> None:
+    """Save proofs at once, in one transaction: each object file, with this stat, holds the
+    bytes whose SHA-256 is its name (and, when given, whose BLAKE3 is that), as the writer that
+    hashed them and renamed them into place knows. The next verify of such an object costs one
+    lstat, not a read of its bytes."""
     cache = VerifiedCache(state_dir / CACHE_FILE, {}, {})
-    cache.remember(hexdigest, st)
+    for hexdigest, st, blake3 in proofs:
+        cache.remember(hexdigest, st)
+        if blake3 is not None:
+            cache.remember(hexdigest, st, blake3)
     cache.flush()
 
 

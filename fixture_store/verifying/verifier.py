@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from fixture_store.objects import digests
 from fixture_store.objects.digests import Algorithm, Digest
+from fixture_store.objects.publishing import PROVE_BY_CACHE_MIN
 from fixture_store.objects.statecache import VerifiedCache
 from fixture_store.objects.store import Store
 from fixture_store.registry import Record
@@ -112,9 +113,28 @@ class Verifier:
                 checks[key] = _CACHED  # only a regular file's stat is ever remembered
             elif not is_regular(st.st_mode):
                 checks[key] = _not_an_object(path, st.st_mode)
+            elif use_cache and size >= PROVE_BY_CACHE_MIN and self._proved_since(key, st):
+                checks[key] = _CACHED
             else:
                 to_hash.append((key, st))
         return to_hash
+
+    def _proved_since(self, key: ObjectKey, st: os.stat_result) -> bool:
+        """Whether the cache file, read again, proves a large object this verifier's rows did
+        not: one written since they were loaded (by the store, as it published what it had
+        hashed on the way in: a fetch's download, an ``add`` in another process). One row read
+        by its key, for an object whose read would cost far more."""
+        from fixture_store.objects import statecache
+
+        hexpart, size, blake3 = key
+        sha256_row, blake3_row = statecache.rows_of(self.store.state_dir, hexpart)
+        seen = (st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns)
+        # The sweep's rule: the record's BLAKE3 when it has one and it is asked for, else SHA-256.
+        by_blake3 = self.algorithm is Algorithm.AUTO and blake3 is not None
+        if (blake3_row != (blake3, *seen)) if by_blake3 else (sha256_row != seen):
+            return False
+        self.cache.remember(hexpart, st, blake3 if by_blake3 else None)
+        return True
 
     def job(self, expected: Digest, recorded: str | None, size: int) -> HashJob:
         """:func:`hash_path`'s arguments for an object whose file has ``size`` bytes."""
